@@ -1,0 +1,302 @@
+"""``vigil.toml`` → one frozen ``Settings`` value, built once and passed down.
+
+Every section and key, with its default, is in docs/configuration.md. Durations are
+written ``30s``, ``5m``, ``2h``, ``1d``. An error names the file, the key and what
+was expected; an unknown key is an error too (a typo must not be silently ignored).
+``[[sensors]]`` entries are kept as raw tables here and checked by the sensors
+package, which knows the built-ins.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vigil.durations import parse_duration_ms
+from vigil.errors import ConfigError, InputError
+
+CONFIG_NAME = "vigil.toml"
+EXECUTORS = ("claude", "codex", "command", "dry-run")
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    path: Path  # absolute
+    synchronous: str = "FULL"  # FULL: an acknowledged write survives power loss
+    busy_timeout_ms: int = 5000
+
+
+@dataclass(frozen=True)
+class AgentCliSettings:
+    """How to start one agent CLI. ``command`` is the argv prefix."""
+
+    command: tuple[str, ...]
+    model: str | None = None
+    max_budget_usd: float | None = None
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million tokens."""
+
+    input: float
+    output: float
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+
+@dataclass(frozen=True)
+class DispatchSettings:
+    executor: str = "dry-run"
+    timeout_ms: int = 30 * 60_000
+    max_retries: int = 3
+    retry_backoff_ms: int = 30_000  # first retry delay; doubles per attempt, with jitter
+    retry_backoff_max_ms: int = 3_600_000
+    usage_limit_fallback_ms: int = 3_600_000  # when a usage limit names no reset time
+    lease_ms: int = 120_000
+    heartbeat_ms: int = 15_000
+    shutdown_grace_ms: int = 30_000
+    standby_sensors: bool = False  # a standby `vigil run` also runs its sensors
+    identity: str = "IDENTITY.md"
+    pass_env: tuple[str, ...] = ()  # extra environment variables handed to the agent
+
+
+@dataclass(frozen=True)
+class SensorDefaults:
+    max_tasks_per_run: int = 100
+    timeout_ms: int = 30_000
+    max_backoff_ms: int = 3_600_000
+    jitter_ms: int = 2_000
+    misfire_grace_ms: int = 60_000
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    config_path: Path | None
+    store: StoreSettings
+    dispatch: DispatchSettings = field(default_factory=DispatchSettings)
+    claude: AgentCliSettings = field(default_factory=lambda: AgentCliSettings(("claude",)))
+    codex: AgentCliSettings = field(default_factory=lambda: AgentCliSettings(("codex",)))
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    sensor_defaults: SensorDefaults = field(default_factory=SensorDefaults)
+    sensors: tuple[Mapping[str, Any], ...] = ()  # raw [[sensors]] tables, checked by sensors.config
+
+    @property
+    def skills_dir(self) -> Path:
+        return self.home / "skills"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+
+class _Section:
+    """Typed access to one TOML table; every error names file and key."""
+
+    def __init__(self, table: Mapping[str, Any], name: str, source: Path | None) -> None:
+        self._table = table
+        self._name = name
+        self._source = source
+        self._seen: set[str] = set()
+
+    def _fail(self, key: str, expected: str) -> ConfigError:
+        where = f"{self._source}: " if self._source else ""
+        return ConfigError(f"{where}[{self._name}] {key}: expected {expected}, got {self._table[key]!r}")
+
+    def _get(self, key: str) -> Any:
+        self._seen.add(key)
+        return self._table.get(key)
+
+    def str_(self, key: str, default: str) -> str:
+        value = self._get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str) or not value.strip():
+            raise self._fail(key, "a non-empty string")
+        return value
+
+    def opt_str(self, key: str) -> str | None:
+        value = self._get(key)
+        if value is not None and not isinstance(value, str):
+            raise self._fail(key, "a string")
+        return value
+
+    def choice(self, key: str, default: str, choices: tuple[str, ...]) -> str:
+        value = self.str_(key, default)
+        if value not in choices:
+            raise self._fail(key, "one of " + ", ".join(repr(c) for c in choices))
+        return value
+
+    def int_(self, key: str, default: int, minimum: int = 0) -> int:
+        value = self._get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self._fail(key, f"an integer ≥ {minimum}")
+        return value
+
+    def opt_float(self, key: str) -> float | None:
+        value = self._get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise self._fail(key, "a non-negative number")
+        return float(value)
+
+    def bool_(self, key: str, default: bool) -> bool:
+        value = self._get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self._fail(key, "true or false")
+        return value
+
+    def duration_ms(self, key: str, default: int) -> int:
+        value = self._get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise self._fail(key, "a duration such as 30s, 5m, 2h, 1d")
+        try:
+            return parse_duration_ms(value)
+        except InputError:
+            raise self._fail(key, "a duration such as 30s, 5m, 2h, 1d") from None
+
+    def argv(self, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+        value = self._get(key)
+        if value is None:
+            return default
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self._fail(key, "a list of strings (an argv, not a shell string)")
+        if key == "command" and not value:
+            raise self._fail(key, "a non-empty list of strings")
+        return tuple(value)
+
+    def done(self) -> None:
+        """Raise for keys nobody read: most likely typos."""
+        unknown = sorted(set(self._table) - self._seen)
+        if unknown:
+            where = f"{self._source}: " if self._source else ""
+            raise ConfigError(f"{where}[{self._name}] unknown key {unknown[0]!r}")
+
+
+def _table(data: Mapping[str, Any], key: str, source: Path | None) -> Mapping[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: {key}: expected a table [{key}]")
+    return value
+
+
+def _agent_cli(data: Mapping[str, Any], name: str, source: Path | None) -> AgentCliSettings:
+    section = _Section(_table(data, name, source), f"executors.{name}", source)
+    settings = AgentCliSettings(
+        command=section.argv("command", (name,)),
+        model=section.opt_str("model"),
+        max_budget_usd=section.opt_float("max_budget_usd"),
+        extra_args=section.argv("extra_args", ()),
+    )
+    section.done()
+    return settings
+
+
+def _prices(data: Mapping[str, Any], source: Path | None) -> dict[str, Price]:
+    prices = {}
+    for model, table in _table(data, "prices", source).items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{source}: [prices] {model}: expected a table of per-million-token prices")
+        section = _Section(table, f"prices.{model}", source)
+        prices[model] = Price(
+            input=section.opt_float("input") or 0.0,
+            output=section.opt_float("output") or 0.0,
+            cache_read=section.opt_float("cache_read") or 0.0,
+            cache_write=section.opt_float("cache_write") or 0.0,
+        )
+        section.done()
+    return prices
+
+
+def settings_from_mapping(data: Mapping[str, Any], home: Path, source: Path | None) -> Settings:
+    """Build ``Settings`` from parsed TOML; raises ``ConfigError``."""
+    known = {"store", "dispatch", "executors", "prices", "sensor_defaults", "sensors"}
+    for key in data:
+        if key not in known:
+            raise ConfigError(f"{source}: unknown section or key {key!r}")
+
+    store = _Section(_table(data, "store", source), "store", source)
+    store_settings = StoreSettings(
+        path=(home / store.str_("path", "data/vigil.db")).resolve(),
+        synchronous=store.choice("synchronous", "FULL", ("FULL", "NORMAL")),
+        busy_timeout_ms=store.duration_ms("busy_timeout", 5000),
+    )
+    store.done()
+
+    d = _Section(_table(data, "dispatch", source), "dispatch", source)
+    defaults = DispatchSettings()
+    dispatch = DispatchSettings(
+        executor=d.choice("executor", defaults.executor, EXECUTORS),
+        timeout_ms=d.duration_ms("timeout", defaults.timeout_ms),
+        max_retries=d.int_("max_retries", defaults.max_retries),
+        retry_backoff_ms=d.duration_ms("retry_backoff", defaults.retry_backoff_ms),
+        retry_backoff_max_ms=d.duration_ms("retry_backoff_max", defaults.retry_backoff_max_ms),
+        usage_limit_fallback_ms=d.duration_ms("usage_limit_fallback", defaults.usage_limit_fallback_ms),
+        lease_ms=d.duration_ms("lease", defaults.lease_ms),
+        heartbeat_ms=d.duration_ms("heartbeat", defaults.heartbeat_ms),
+        shutdown_grace_ms=d.duration_ms("shutdown_grace", defaults.shutdown_grace_ms),
+        standby_sensors=d.bool_("standby_sensors", defaults.standby_sensors),
+        identity=d.str_("identity", defaults.identity),
+        pass_env=d.argv("pass_env", ()),
+    )
+    d.done()
+
+    executors = _table(data, "executors", source)
+    for name in executors:
+        if name not in ("claude", "codex"):
+            raise ConfigError(f"{source}: [executors.{name}] unknown executor (expected claude or codex)")
+
+    s = _Section(_table(data, "sensor_defaults", source), "sensor_defaults", source)
+    sd = SensorDefaults()
+    sensor_defaults = SensorDefaults(
+        max_tasks_per_run=s.int_("max_tasks_per_run", sd.max_tasks_per_run, minimum=1),
+        timeout_ms=s.duration_ms("timeout", sd.timeout_ms),
+        max_backoff_ms=s.duration_ms("max_backoff", sd.max_backoff_ms),
+        jitter_ms=s.duration_ms("jitter", sd.jitter_ms),
+        misfire_grace_ms=s.duration_ms("misfire_grace", sd.misfire_grace_ms),
+    )
+    s.done()
+
+    sensors = data.get("sensors", [])
+    if not isinstance(sensors, list) or not all(isinstance(e, dict) for e in sensors):
+        raise ConfigError(f"{source}: sensors: expected [[sensors]] tables")
+
+    return Settings(
+        home=home,
+        config_path=source,
+        store=store_settings,
+        dispatch=dispatch,
+        claude=_agent_cli(executors, "claude", source),
+        codex=_agent_cli(executors, "codex", source),
+        prices=_prices(data, source),
+        sensor_defaults=sensor_defaults,
+        sensors=tuple(sensors),
+    )
+
+
+def load_settings(home: Path) -> Settings:
+    """Read ``home/vigil.toml`` (absent: all defaults). Raises ``ConfigError``."""
+    path = home / CONFIG_NAME
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return settings_from_mapping({}, home, None)
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    return settings_from_mapping(data, home, path)

@@ -1,0 +1,93 @@
+"""Every error Vigil raises on purpose.
+
+The tree::
+
+    VigilError                     root; the CLI prints str(err) on one line
+    ├── InputError                 bad input from a person or a caller (exit 2)
+    │   ├── ConfigError            vigil.toml is missing, not TOML, or a key has a wrong type
+    │   ├── HomeError              the home folder does not exist or is not a home
+    │   ├── TaskNotFound           no task with that id
+    │   ├── InvalidTransition      the task's status does not allow the operation
+    │   └── DuplicateOpenTask      another open task already holds the source key
+    └── OperationError             the operation was valid but failed (exit 1)
+        ├── StoreError             the database cannot be used
+        │   ├── NotADatabase       the file is not an SQLite database
+        │   ├── SchemaTooNew       the database was written by a newer Vigil
+        │   └── StoreBusy          still locked after the busy timeout and retries
+        └── LockHeld               another process holds the dispatcher lock
+
+Driver errors (``sqlite3.*``) are translated into these once, in ``vigil.store``.
+"""
+
+from __future__ import annotations
+
+
+class VigilError(Exception):
+    """Root of Vigil's errors. ``exit_code`` is what the CLI exits with."""
+
+    exit_code = 1
+
+
+class InputError(VigilError):
+    """The request is wrong; nothing was changed."""
+
+    exit_code = 2
+
+
+class ConfigError(InputError):
+    """The configuration cannot be used; the message names the file and key."""
+
+
+class HomeError(InputError):
+    """The home folder cannot be found or used."""
+
+
+class TaskNotFound(InputError):
+    """No task has the given id."""
+
+    def __init__(self, task_id: int) -> None:
+        super().__init__(f"task #{task_id} not found")
+        self.task_id = task_id
+
+
+class InvalidTransition(InputError):
+    """The task is in a status that does not allow the operation.
+
+    ``status`` is the status the task had when the operation was refused.
+    """
+
+    def __init__(self, task_id: int, status: str, action: str) -> None:
+        super().__init__(f"task #{task_id} is {status}, cannot {action}")
+        self.task_id = task_id
+        self.status = status
+        self.action = action
+
+
+class DuplicateOpenTask(InputError):
+    """Another open task already holds this source key."""
+
+
+class OperationError(VigilError):
+    """A valid operation failed."""
+
+    exit_code = 1
+
+
+class StoreError(OperationError):
+    """The database could not be opened, read or written."""
+
+
+class NotADatabase(StoreError):
+    """The file exists but is not an SQLite database."""
+
+
+class SchemaTooNew(StoreError):
+    """The database's schema version is newer than this Vigil understands."""
+
+
+class StoreBusy(StoreError):
+    """The database stayed locked past the busy timeout and every retry."""
+
+
+class LockHeld(OperationError):
+    """Another live process holds the dispatcher lock."""

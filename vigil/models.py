@@ -1,0 +1,298 @@
+"""The domain's values: tasks, runs, events, notes, outcomes, sensor state.
+
+Rows become frozen dataclasses. Times are epoch milliseconds (UTC); ``None`` means
+"not yet" (``started_at`` of a task that never ran) unless a field says otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+MIN_PRIORITY = 1  # most urgent
+MAX_PRIORITY = 9  # least urgent
+DEFAULT_PRIORITY = 5
+DEFAULT_MAX_RETRIES = 3
+
+
+class TaskStatus(StrEnum):
+    PENDING = "pending"
+    ACTIVE = "active"
+    BLOCKED = "blocked"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+    @property
+    def is_open(self) -> bool:
+        """Open tasks hold their source key in the ``open`` dedup scope."""
+        return self in OPEN_STATUSES
+
+
+OPEN_STATUSES = frozenset({TaskStatus.PENDING, TaskStatus.ACTIVE, TaskStatus.BLOCKED})
+FINISHED_STATUSES = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELED})
+
+
+class DedupScope(StrEnum):
+    """How a source key deduplicates.
+
+    ``open``: at most one pending/active/blocked task per key; a new one may be
+    created once it finished. ``ever``: the key is used once, forever.
+    """
+
+    OPEN = "open"
+    EVER = "ever"
+
+
+class OutcomeKind(StrEnum):
+    """What became of one attempt; decides retry, gate and final status."""
+
+    SUCCESS = "success"
+    FAILED = "failed"  # the agent ran and reported failure; not worth a retry
+    TRANSIENT = "transient"  # overload, network, crash: retry with backoff
+    USAGE_LIMITED = "usage_limited"  # wait for the reset; the attempt is not counted
+    AUTH = "auth"  # credentials are wrong or expired: a person must act
+    BUDGET = "budget"  # per-run spend cap reached
+    TURNS = "turns"  # the agent ran out of turns
+    CONTEXT = "context"  # the prompt is too large
+    TIMEOUT = "timeout"  # our own per-task timeout ended it
+    INTERRUPTED = "interrupted"  # the dispatcher stopped or died mid-run
+    CANCELED = "canceled"  # a person asked to cancel while it ran
+
+
+@dataclass(frozen=True, slots=True)
+class NewTask:
+    """A task to be added. ``scheduled_for`` None means "now"; ``max_retries`` None
+    means the configured default."""
+
+    subject: str
+    description: str = ""
+    priority: int = DEFAULT_PRIORITY
+    skills: tuple[str, ...] = ()
+    source: str = "human"
+    source_key: str | None = None
+    dedup: DedupScope = DedupScope.OPEN
+    parent_id: int | None = None
+    scheduled_for: int | None = None
+    depends_on: tuple[int, ...] = ()
+    max_retries: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    id: int
+    subject: str
+    description: str
+    skills: tuple[str, ...]
+    priority: int
+    status: TaskStatus
+    source: str
+    source_key: str | None
+    dedup: DedupScope
+    parent_id: int | None
+    scheduled_for: int
+    created_at: int
+    updated_at: int
+    started_at: int | None
+    completed_at: int | None
+    attempt_count: int
+    max_retries: int
+    cost_usd: float
+    api_cost_usd: float
+    tokens_in: int
+    tokens_out: int
+    result_summary: str | None
+    result_detail: str | None
+    model: str | None
+    executor: str | None
+    claimed_by: str | None
+    lease_until: int | None
+    cancel_requested: bool
+    waiting_on: int  # dependencies not yet completed; claimable only at 0
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    """``created`` False means the source key deduplicated it: ``task_id`` is then
+    the id of the task that already holds the key (None for a used ``ever`` key
+    whose task was deleted)."""
+
+    task_id: int | None
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    created_ids: tuple[int, ...]
+    ignored: int
+
+    @property
+    def created(self) -> int:
+        return len(self.created_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A task handed to one dispatcher, with the ``runs`` row opened for it."""
+
+    task: Task
+    run_id: int
+    attempt: int  # 1 for the first run of the task, counting every run ever made
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What an executor reports for one attempt. Costs in USD; tokens are counts.
+
+    ``retry_at`` (epoch ms) is the provider's reset time for ``USAGE_LIMITED``;
+    None means "use the configured backoff".
+    """
+
+    kind: OutcomeKind
+    summary: str = ""
+    detail: str = ""
+    error: str | None = None
+    exit_code: int | None = None
+    cost_usd: float = 0.0
+    api_cost_usd: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    model: str | None = None
+    session_id: str | None = None
+    transcript_path: str | None = None
+    retry_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One attempt at a task. ``finished_at``/``outcome`` are None while it runs."""
+
+    id: int
+    task_id: int
+    attempt: int
+    started_at: int
+    finished_at: int | None
+    outcome: str | None
+    error: str | None
+    exit_code: int | None
+    cost_usd: float
+    api_cost_usd: float
+    tokens_in: int
+    tokens_out: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    model: str | None
+    session_id: str | None
+    transcript_path: str | None
+    executor: str | None
+    claimed_by: str | None
+    pid: int | None
+    pgid: int | None
+    proc_start: str | None  # the process's start time as the OS reports it (pid reuse check)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskEvent:
+    """One audit row: ``actor`` did ``kind`` and the value went from → to."""
+
+    id: int
+    task_id: int
+    at: int
+    actor: str
+    kind: str
+    from_value: str | None
+    to_value: str | None
+    detail: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    id: int
+    task_id: int
+    at: int
+    author: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class CostRow:
+    """Spend over finished runs for one group (a UTC day ``YYYY-MM-DD``, a skill,
+    a source or a model)."""
+
+    key: str
+    runs: int
+    tasks: int
+    cost_usd: float
+    api_cost_usd: float
+    tokens_in: int
+    tokens_out: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class SensorRun:
+    """What one sensor run did, as the runner records it. Durations in ms."""
+
+    started_at: int
+    duration_ms: int
+    status: str  # "ok", "error" or "timeout"
+    error: str | None = None
+    next_due_at: int | None = None
+    consecutive_failures: int = 0
+    dropped: int = 0  # tasks beyond the per-run cap, counted and logged
+
+
+@dataclass(frozen=True, slots=True)
+class SensorState:
+    """A sensor's persisted health and cursor. ``state`` is the sensor's own JSON
+    object (cursors such as "last seen entry")."""
+
+    name: str
+    enabled: bool
+    last_run_at: int | None
+    last_duration_ms: int | None
+    last_status: str | None
+    last_error: str | None
+    consecutive_failures: int
+    created_last: int
+    ignored_last: int
+    dropped_last: int
+    next_due_at: int | None
+    state: dict[str, object] = field(default_factory=dict)
+
+
+HEARTBEAT_KEY = "dispatcher"  # loop_state key the dispatcher writes every heartbeat
+
+
+@dataclass(frozen=True, slots=True)
+class DispatcherHeartbeat:
+    """What the dispatcher holding the lock says about itself, in ``loop_state``.
+
+    ``state`` is ``running`` (a task is active), ``idle`` or ``stopped`` (clean exit).
+    ``heartbeat_at`` is refreshed every heartbeat; a reader judges liveness by its age.
+    """
+
+    owner: str  # worker id: "<host>:<pid>:<random>"
+    pid: int
+    host: str
+    since: int
+    heartbeat_at: int
+    state: str
+    task_id: int | None = None
+    task_started_at: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    @classmethod
+    def from_json(cls, value: object) -> DispatcherHeartbeat | None:
+        """None when ``value`` is missing or not a heartbeat."""
+        if not isinstance(value, dict):
+            return None
+        try:
+            return cls(**{name: value[name] for name in cls.__dataclass_fields__})
+        except (KeyError, TypeError):
+            return None

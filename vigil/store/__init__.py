@@ -1,0 +1,219 @@
+"""The task store: the one place Vigil's state lives.
+
+``Store`` is the protocol every backend implements; ``vigil.store.sqlite`` is the
+embedded default. Every method is a single atomic unit of work unless its docstring
+says otherwise: it either happens entirely or not at all, and every state change
+writes its ``task_events`` row in the same transaction.
+
+Methods raise only ``vigil.errors`` types: ``TaskNotFound`` and
+``InvalidTransition`` (input errors), ``StoreBusy`` and ``StoreError``.
+``actor`` names who asked (``human``, ``agent``, ``dispatcher``, ``sensor:<name>``)
+and is written to the audit trail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+from vigil.models import (
+    AddResult,
+    BatchResult,
+    Claim,
+    CostRow,
+    NewTask,
+    Note,
+    Outcome,
+    Run,
+    SensorRun,
+    SensorState,
+    Task,
+    TaskEvent,
+    TaskStatus,
+)
+
+
+class CostGroup(StrEnum):
+    DAY = "day"
+    SKILL = "skill"
+    SOURCE = "source"
+    MODEL = "model"
+
+
+class Store(Protocol):
+    # --- adding -------------------------------------------------------------------
+    async def add_task(self, new: NewTask, *, actor: str = "human") -> AddResult:
+        """Add one task, or report the task that already holds its source key.
+
+        Dedup is decided by the database in the same statement as the insert.
+        Raises ``TaskNotFound`` for a missing parent or dependency, ``InputError``
+        for a dependency on itself.
+        """
+        ...
+
+    async def add_tasks(self, news: Sequence[NewTask], *, actor: str) -> BatchResult:
+        """Add many tasks in one transaction; duplicates are counted as ignored."""
+        ...
+
+    # --- reading ------------------------------------------------------------------
+    async def get_task(self, task_id: int) -> Task:
+        """The task; raises ``TaskNotFound``."""
+        ...
+
+    async def list_tasks(
+        self,
+        *,
+        statuses: Collection[TaskStatus] | None = None,
+        limit: int = 50,
+        before_id: int | None = None,
+    ) -> list[Task]:
+        """Tasks newest first (by id), keyset-paged: pass the last id seen as
+        ``before_id`` for the next page. ``statuses`` None means every status."""
+        ...
+
+    async def queue(self, *, limit: int = 200) -> list[Task]:
+        """Open tasks in the order the dispatcher will take them: active first, then
+        due pending tasks by (priority, scheduled_for, id), then pending tasks that
+        wait (not yet due, or on a dependency) by due time, then blocked tasks."""
+        ...
+
+    async def count_by_status(self) -> dict[TaskStatus, int]:
+        """How many tasks have each status (every status present, zeros included).
+        O(1): kept by triggers, not counted."""
+        ...
+
+    async def next_due_at(self) -> int | None:
+        """Earliest ``scheduled_for`` of a pending task with no unfinished
+        dependency; None when there is none."""
+        ...
+
+    async def list_runs(self, task_id: int) -> list[Run]:
+        """The task's attempts, oldest first."""
+        ...
+
+    async def list_events(self, task_id: int) -> list[TaskEvent]:
+        """The task's audit trail, oldest first."""
+        ...
+
+    async def list_notes(self, task_id: int) -> list[Note]:
+        """The task's notes, oldest first."""
+        ...
+
+    async def dependencies(self, task_id: int) -> list[int]:
+        """Ids of the tasks this task depends on."""
+        ...
+
+    async def cost_rollup(self, *, since_ms: int, by: CostGroup) -> list[CostRow]:
+        """Spend of runs finished at or after ``since_ms``, grouped, largest cost
+        first (by day: newest day first)."""
+        ...
+
+    async def data_version(self) -> int:
+        """A number that changes whenever another connection commits (cheap)."""
+        ...
+
+    # --- changing (people, scripts, the agent) -----------------------------------
+    async def cancel(self, task_id: int, *, actor: str) -> Task:
+        """Pending/blocked → canceled. An active task only gets ``cancel_requested``
+        (the dispatcher honours it); its status does not change."""
+        ...
+
+    async def set_priority(self, task_id: int, priority: int, *, actor: str) -> Task:
+        """Change the priority of a pending or blocked task."""
+        ...
+
+    async def defer(self, task_id: int, until_ms: int, *, actor: str) -> Task:
+        """Set ``scheduled_for`` of a pending or blocked task."""
+        ...
+
+    async def retry(self, task_id: int, *, actor: str) -> Task:
+        """Failed/canceled → pending, due now, attempts reset; runs, notes and
+        events are kept. Raises ``DuplicateOpenTask`` if another open task holds
+        the source key meanwhile."""
+        ...
+
+    async def close_task(self, task_id: int, status: TaskStatus, summary: str, *, actor: str) -> Task:
+        """Close an open task as completed, failed or blocked with a summary (the
+        agent closing its own task). An active task keeps its claim so the
+        dispatcher still records the run; its status is then kept."""
+        ...
+
+    async def add_note(self, task_id: int, text: str, *, author: str) -> Note:
+        """Attach a progress note to any task."""
+        ...
+
+    # --- dispatching ----------------------------------------------------------------
+    async def claim_next(self, *, worker: str, lease_ms: int, executor: str | None = None) -> Claim | None:
+        """Take the most urgent due task: pending, ``scheduled_for`` ≤ now, every
+        dependency completed; order priority, scheduled_for, id. Marks it active,
+        counts the attempt and opens its ``runs`` row, in one transaction. None
+        when nothing is due."""
+        ...
+
+    async def set_run_process(self, run_id: int, *, pid: int, pgid: int, proc_start: str | None) -> None:
+        """Record the executor's process (group) on the run, for crash recovery."""
+        ...
+
+    async def renew_lease(self, task_id: int, *, worker: str, lease_until: int) -> bool:
+        """Extend the lease of a task this worker holds; returns whether a cancel
+        was requested. Raises ``InvalidTransition`` if the worker no longer holds it."""
+        ...
+
+    async def finish(self, claim: Claim, outcome: Outcome, status: TaskStatus, *, worker: str) -> Task:
+        """Record the attempt's outcome and costs on its run and the task, and set
+        the task to ``status`` (completed, failed or canceled) unless it was no longer
+        active under this worker (the agent closed it itself): then only the run and
+        the costs are recorded."""
+        ...
+
+    async def requeue(
+        self, claim: Claim, outcome: Outcome, *, retry_at: int, count_attempt: bool, worker: str
+    ) -> Task:
+        """Record the attempt and put the task back to pending, due at ``retry_at``.
+        ``count_attempt`` False gives the attempt back (usage limits)."""
+        ...
+
+    async def active_tasks(self) -> list[Task]:
+        """Every active task (for crash recovery and status)."""
+        ...
+
+    # --- sensors ----------------------------------------------------------------------
+    async def sensor_states(self) -> list[SensorState]:
+        """Every sensor's state, by name."""
+        ...
+
+    async def record_sensor_run(
+        self,
+        name: str,
+        run: SensorRun,
+        tasks: Sequence[NewTask],
+        state: Mapping[str, object] | None,
+    ) -> BatchResult:
+        """Insert a sensor run's tasks and update its state in one transaction, so a
+        cursor is saved only together with the tasks it produced. ``state`` None keeps
+        the stored one."""
+        ...
+
+    async def set_sensor_enabled(self, name: str, enabled: bool) -> None:
+        """Enable or disable a sensor (creates its state row if needed)."""
+        ...
+
+    # --- loop state -------------------------------------------------------------------
+    async def loop_values(self) -> dict[str, object]:
+        """Every loop-state key with its JSON value."""
+        ...
+
+    async def set_loop_values(self, values: Mapping[str, object]) -> None:
+        """Write several loop-state keys (JSON values) in one transaction."""
+        ...
+
+    # --- maintenance ------------------------------------------------------------------
+    async def backup(self, target: Path) -> None:
+        """Write a consistent copy of the database to ``target`` (online backup)."""
+        ...
+
+    async def close(self) -> None:
+        """Close the connection; the store cannot be used afterwards."""
+        ...

@@ -1,0 +1,655 @@
+"""``Store`` on one SQLite file: the embedded default backend.
+
+Each public method is one unit of work: one hop to the connection thread, one
+``BEGIN IMMEDIATE`` transaction for writes (see ``sqlite_db``). The queries that a
+method runs are named after it. Audit events, status counts and dependency counters
+come from triggers (``sqlite_schema``), so they share the transaction of the change.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from pathlib import Path
+
+from vigil.clock import Clock, SystemClock
+from vigil.errors import DuplicateOpenTask, InputError, InvalidTransition, TaskNotFound
+from vigil.models import (
+    DEFAULT_MAX_RETRIES,
+    FINISHED_STATUSES,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    AddResult,
+    BatchResult,
+    Claim,
+    CostRow,
+    DedupScope,
+    NewTask,
+    Note,
+    Outcome,
+    Run,
+    SensorRun,
+    SensorState,
+    Task,
+    TaskEvent,
+    TaskStatus,
+)
+from vigil.store import CostGroup
+from vigil.store.sqlite_db import Database
+from vigil.store.sqlite_rows import (
+    row_to_note,
+    row_to_run,
+    row_to_sensor_state,
+    row_to_task,
+    row_to_task_event,
+)
+from vigil.store.sqlite_schema import migrate
+
+_PRIORITIES = range(MIN_PRIORITY, MAX_PRIORITY + 1)
+
+# A new task, deduplicated in the insert itself: an ``open`` key conflicts through
+# ux_tasks_open_key, an ``ever`` key through ux_tasks_ever_key or the NOT EXISTS over
+# every earlier row. DO NOTHING has no target on purpose: those indexes are the only
+# unique constraints on tasks, and NOT NULL / CHECK failures still raise.
+SQL_ADD_TASK = """
+INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
+                   parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries)
+SELECT :subject, :description, :skills, :priority, :source, :source_key, :dedup,
+       :parent_id, :scheduled_for, :now, :now, :actor, :max_retries
+WHERE :dedup = 'open'
+   OR NOT EXISTS (SELECT 1 FROM tasks WHERE source_key = :source_key)
+ON CONFLICT DO NOTHING
+RETURNING id
+"""
+
+SQL_HOLDER_OF_KEY = """
+SELECT id FROM tasks WHERE source_key = ?
+ORDER BY status IN ('pending', 'active', 'blocked') DESC, id DESC LIMIT 1
+"""
+
+# One index seek per priority level (ix_tasks_claim), so neither finished tasks nor
+# many not-yet-due urgent tasks are walked: the union holds at most nine rows.
+_BEST_PER_PRIORITY = " UNION ALL ".join(
+    f"""SELECT * FROM (SELECT id, priority, scheduled_for FROM tasks
+        WHERE status = 'pending' AND waiting_on = 0 AND priority = {p} AND scheduled_for <= :now
+        ORDER BY scheduled_for, id LIMIT 1)"""
+    for p in _PRIORITIES
+)
+SQL_NEXT_DUE_ID = f"SELECT id FROM ({_BEST_PER_PRIORITY}) ORDER BY priority, scheduled_for, id LIMIT 1"
+
+SQL_CLAIM = f"""
+UPDATE tasks SET status = 'active', claimed_by = :worker, lease_until = :lease_until,
+       started_at = :now, updated_at = :now, updated_by = 'dispatcher',
+       attempt_count = attempt_count + 1, cancel_requested = 0,
+       executor = coalesce(:executor, executor)
+WHERE id = ({SQL_NEXT_DUE_ID})
+RETURNING *
+"""
+
+SQL_OPEN_RUN = """
+INSERT INTO runs (task_id, attempt, started_at, executor, claimed_by)
+VALUES (:task_id, (SELECT count(*) + 1 FROM runs WHERE task_id = :task_id), :now, :executor, :worker)
+RETURNING id, attempt
+"""
+
+SQL_NEXT_DUE_AT = "SELECT min(m) FROM (" + " UNION ALL ".join(
+    f"SELECT min(scheduled_for) AS m FROM tasks WHERE status = 'pending' AND waiting_on = 0 AND priority = {p}"
+    for p in _PRIORITIES
+) + ")"
+
+SQL_QUEUE = """
+SELECT * FROM tasks WHERE status = 'active'
+UNION ALL
+SELECT * FROM (SELECT * FROM tasks WHERE status IN ('pending', 'blocked')
+               ORDER BY status = 'blocked', waiting_on > 0 OR scheduled_for > :now,
+                        CASE WHEN waiting_on = 0 AND scheduled_for <= :now THEN priority END,
+                        scheduled_for, priority, id
+               LIMIT :limit)
+"""
+
+SQL_RECORD_RUN = """
+UPDATE runs SET finished_at = :now, outcome = :outcome, error = :error, exit_code = :exit_code,
+       cost_usd = :cost_usd, api_cost_usd = :api_cost_usd, tokens_in = :tokens_in,
+       tokens_out = :tokens_out, cache_read_tokens = :cache_read_tokens,
+       cache_write_tokens = :cache_write_tokens, model = :model, session_id = :session_id,
+       transcript_path = :transcript_path
+WHERE id = :run_id
+"""
+
+SQL_ADD_COSTS = """
+UPDATE tasks SET cost_usd = cost_usd + :cost_usd, api_cost_usd = api_cost_usd + :api_cost_usd,
+       tokens_in = tokens_in + :tokens_in, tokens_out = tokens_out + :tokens_out,
+       model = coalesce(:model, model), updated_at = :now
+WHERE id = :task_id
+"""
+
+SQL_FINISH = """
+UPDATE tasks SET status = :status, completed_at = :now, updated_at = :now,
+       updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
+       result_summary = :summary, result_detail = :detail
+WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
+"""
+
+SQL_RELEASE_CLOSED = """
+UPDATE tasks SET claimed_by = NULL, lease_until = NULL WHERE id = :task_id AND claimed_by = :worker
+"""
+
+SQL_REQUEUE = """
+UPDATE tasks SET status = 'pending', scheduled_for = :retry_at, updated_at = :now,
+       updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
+       attempt_count = attempt_count - :give_back, result_summary = :summary
+WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
+"""
+
+_COST_COLUMNS = """count(*) AS runs, count(DISTINCT r.task_id) AS tasks,
+       total(r.cost_usd) AS cost_usd, total(r.api_cost_usd) AS api_cost_usd,
+       total(r.tokens_in) AS tokens_in, total(r.tokens_out) AS tokens_out,
+       total(r.cache_read_tokens) AS cache_read_tokens,
+       total(r.cache_write_tokens) AS cache_write_tokens"""
+
+SQL_COST_ROLLUP = {
+    CostGroup.DAY: f"""SELECT strftime('%Y-%m-%d', r.finished_at / 1000, 'unixepoch') AS key,
+        {_COST_COLUMNS} FROM runs r WHERE r.finished_at >= :since GROUP BY key ORDER BY key DESC""",
+    CostGroup.MODEL: f"""SELECT coalesce(r.model, '(none)') AS key, {_COST_COLUMNS}
+        FROM runs r WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
+    CostGroup.SOURCE: f"""SELECT t.source AS key, {_COST_COLUMNS}
+        FROM runs r JOIN tasks t ON t.id = r.task_id
+        WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
+    CostGroup.SKILL: f"""SELECT coalesce(s.value, '(none)') AS key, {_COST_COLUMNS}
+        FROM runs r JOIN tasks t ON t.id = r.task_id LEFT JOIN json_each(t.skills) s
+        WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
+}
+
+SQL_RECORD_SENSOR_RUN = """
+INSERT INTO sensor_state (name, last_run_at, last_duration_ms, last_status, last_error,
+                          consecutive_failures, created_last, ignored_last, dropped_last,
+                          next_due_at, state)
+VALUES (:name, :started_at, :duration_ms, :status, :error, :failures, :created, :ignored,
+        :dropped, :next_due_at, coalesce(:state, '{}'))
+ON CONFLICT (name) DO UPDATE SET
+    last_run_at = excluded.last_run_at, last_duration_ms = excluded.last_duration_ms,
+    last_status = excluded.last_status, last_error = excluded.last_error,
+    consecutive_failures = excluded.consecutive_failures, created_last = excluded.created_last,
+    ignored_last = excluded.ignored_last, dropped_last = excluded.dropped_last,
+    next_due_at = excluded.next_due_at, state = coalesce(:state, sensor_state.state)
+"""
+
+
+def _task_params(new: NewTask, now: int, actor: str, default_max_retries: int) -> dict[str, object]:
+    if new.dedup is DedupScope.EVER and new.source_key is None:
+        raise InputError("dedup scope 'ever' needs a source key")
+    return {
+        "subject": new.subject,
+        "description": new.description,
+        "skills": json.dumps(list(new.skills)),
+        "priority": new.priority,
+        "source": new.source,
+        "source_key": new.source_key,
+        "dedup": str(new.dedup),
+        "parent_id": new.parent_id,
+        "scheduled_for": now if new.scheduled_for is None else new.scheduled_for,
+        "now": now,
+        "actor": actor,
+        "max_retries": default_max_retries if new.max_retries is None else new.max_retries,
+    }
+
+
+def _require_task(conn: sqlite3.Connection, task_id: int) -> sqlite3.Row:
+    row = conn.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
+    if row is None:
+        raise TaskNotFound(task_id)
+    return row
+
+
+def _check_new_task(conn: sqlite3.Connection, new: NewTask) -> None:
+    """Validate what the schema cannot say clearly (raises before any insert)."""
+    if not new.subject.strip():
+        raise InputError("subject must not be empty")
+    if not MIN_PRIORITY <= new.priority <= MAX_PRIORITY:
+        raise InputError(f"priority must be {MIN_PRIORITY}-{MAX_PRIORITY}, not {new.priority}")
+    if new.parent_id is not None:
+        _require_task(conn, new.parent_id)
+    for dep in new.depends_on:
+        _require_task(conn, dep)
+
+
+def _insert_task(conn: sqlite3.Connection, new: NewTask, now: int, actor: str, max_retries: int) -> int | None:
+    """Insert one task and its dependencies; None when the source key deduplicated it."""
+    _check_new_task(conn, new)
+    row = conn.execute(SQL_ADD_TASK, _task_params(new, now, actor, max_retries)).fetchone()
+    if row is None:
+        return None
+    task_id = int(row[0])
+    conn.executemany(
+        "INSERT OR IGNORE INTO task_deps (task_id, depends_on) VALUES (?, ?)",
+        [(task_id, dep) for dep in new.depends_on],
+    )
+    return task_id
+
+
+class SqliteStore:
+    """The ``Store`` protocol on one SQLite file. Open with ``await SqliteStore.open(path)``."""
+
+    def __init__(self, db: Database, clock: Clock, default_max_retries: int) -> None:
+        self._db = db
+        self._clock = clock
+        self._default_max_retries = default_max_retries
+        self.path = db.path
+
+    @classmethod
+    async def open(
+        cls,
+        path: Path,
+        *,
+        clock: Clock | None = None,
+        synchronous: str = "FULL",
+        busy_timeout_ms: int = 5000,
+        default_max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> SqliteStore:
+        """Open (creating and migrating if needed) the database at ``path``.
+
+        Raises ``NotADatabase``, ``SchemaTooNew`` or ``StoreError``.
+        """
+        db = await Database.open(path, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
+        try:
+            await db.read(lambda conn: migrate(conn, path))
+        except BaseException:
+            await db.close()
+            raise
+        return cls(db, clock or SystemClock(), default_max_retries)
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def __aenter__(self) -> SqliteStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- adding -------------------------------------------------------------------
+    async def add_task(self, new: NewTask, *, actor: str = "human") -> AddResult:
+        now = self._clock.now_ms()
+        def body(conn: sqlite3.Connection) -> AddResult:
+            task_id = _insert_task(conn, new, now, actor, self._default_max_retries)
+            if task_id is not None:
+                return AddResult(task_id, True)
+            holder = conn.execute(SQL_HOLDER_OF_KEY, (new.source_key,)).fetchone()
+            return AddResult(None if holder is None else int(holder[0]), False)
+
+        return await self._db.write(body)
+
+    async def add_tasks(self, news: Sequence[NewTask], *, actor: str) -> BatchResult:
+        now = self._clock.now_ms()
+
+        def body(conn: sqlite3.Connection) -> BatchResult:
+            created = [_insert_task(conn, new, now, actor, self._default_max_retries) for new in news]
+            ids = tuple(task_id for task_id in created if task_id is not None)
+            return BatchResult(ids, len(news) - len(ids))
+
+        return await self._db.write(body)
+
+    # --- reading ------------------------------------------------------------------
+    async def get_task(self, task_id: int) -> Task:
+        return await self._db.read(lambda conn: row_to_task(_require_task(conn, task_id)))
+
+    async def list_tasks(
+        self,
+        *,
+        statuses: Collection[TaskStatus] | None = None,
+        limit: int = 50,
+        before_id: int | None = None,
+    ) -> list[Task]:
+        wanted = [str(s) for s in (statuses or TaskStatus)]
+        marks = ",".join("?" * len(wanted))
+        sql = f"SELECT * FROM tasks WHERE status IN ({marks}) AND id < ? ORDER BY id DESC LIMIT ?"
+        params = (*wanted, before_id if before_id is not None else 2**62, limit)
+        return await self._db.read(lambda conn: [row_to_task(r) for r in conn.execute(sql, params)])
+
+    async def queue(self, *, limit: int = 200) -> list[Task]:
+        params = {"now": self._clock.now_ms(), "limit": limit}
+        return await self._db.read(lambda conn: [row_to_task(r) for r in conn.execute(SQL_QUEUE, params)])
+
+    async def count_by_status(self) -> dict[TaskStatus, int]:
+        rows = await self._db.read(lambda conn: conn.execute("SELECT status, n FROM status_counts").fetchall())
+        counts = dict.fromkeys(TaskStatus, 0)
+        counts.update({TaskStatus(r["status"]): int(r["n"]) for r in rows})
+        return counts
+
+    async def next_due_at(self) -> int | None:
+        value = await self._db.read(lambda conn: conn.execute(SQL_NEXT_DUE_AT).fetchone()[0])
+        return None if value is None else int(value)
+
+    async def list_runs(self, task_id: int) -> list[Run]:
+        sql = "SELECT * FROM runs WHERE task_id = ? ORDER BY attempt"
+        return await self._db.read(lambda conn: [row_to_run(r) for r in conn.execute(sql, (task_id,))])
+
+    async def list_events(self, task_id: int) -> list[TaskEvent]:
+        sql = "SELECT * FROM task_events WHERE task_id = ? ORDER BY id"
+        return await self._db.read(lambda conn: [row_to_task_event(r) for r in conn.execute(sql, (task_id,))])
+
+    async def list_notes(self, task_id: int) -> list[Note]:
+        sql = "SELECT * FROM notes WHERE task_id = ? ORDER BY id"
+        return await self._db.read(lambda conn: [row_to_note(r) for r in conn.execute(sql, (task_id,))])
+
+    async def dependencies(self, task_id: int) -> list[int]:
+        sql = "SELECT depends_on FROM task_deps WHERE task_id = ? ORDER BY depends_on"
+        return await self._db.read(lambda conn: [int(r[0]) for r in conn.execute(sql, (task_id,))])
+
+    async def cost_rollup(self, *, since_ms: int, by: CostGroup) -> list[CostRow]:
+        sql = SQL_COST_ROLLUP[by]
+
+        def body(conn: sqlite3.Connection) -> list[CostRow]:
+            return [
+                CostRow(
+                    key=str(r["key"]),
+                    runs=int(r["runs"]),
+                    tasks=int(r["tasks"]),
+                    cost_usd=float(r["cost_usd"]),
+                    api_cost_usd=float(r["api_cost_usd"]),
+                    tokens_in=int(r["tokens_in"]),
+                    tokens_out=int(r["tokens_out"]),
+                    cache_read_tokens=int(r["cache_read_tokens"]),
+                    cache_write_tokens=int(r["cache_write_tokens"]),
+                )
+                for r in conn.execute(sql, {"since": since_ms})
+            ]
+
+        return await self._db.read(body)
+
+    async def data_version(self) -> int:
+        return int(await self._db.read(lambda conn: conn.execute("PRAGMA data_version").fetchone()[0]))
+
+    # --- changing -----------------------------------------------------------------
+    async def _change(
+        self,
+        task_id: int,
+        action: str,
+        allowed: Iterable[TaskStatus],
+        sql: str,
+        params: Mapping[str, object],
+    ) -> Task:
+        """Run one conditional ``UPDATE … WHERE id = :id AND status IN :allowed
+        RETURNING *``; if no row matched, raise ``InvalidTransition`` naming the
+        status that refused it (or ``TaskNotFound``)."""
+        now = self._clock.now_ms()
+        allowed_values = [str(s) for s in allowed]
+        marks = ",".join(f"'{s}'" for s in allowed_values)
+        statement = sql.replace(":allowed", f"({marks})")
+
+        def body(conn: sqlite3.Connection) -> Task:
+            row = conn.execute(statement, {**params, "id": task_id, "now": now}).fetchone()
+            if row is not None:
+                return row_to_task(row)
+            current = _require_task(conn, task_id)
+            raise InvalidTransition(task_id, current["status"], action)
+
+        try:
+            return await self._db.write(body)
+        except sqlite3.IntegrityError as err:
+            if "source_key" in str(err):
+                raise DuplicateOpenTask(
+                    f"task #{task_id}: another open task already has its source key"
+                ) from None
+            raise
+
+    async def cancel(self, task_id: int, *, actor: str) -> Task:
+        now = self._clock.now_ms()
+
+        def body(conn: sqlite3.Connection) -> Task:
+            row = conn.execute(
+                """UPDATE tasks SET status = CASE WHEN status = 'active' THEN status ELSE 'canceled' END,
+                       cancel_requested = CASE WHEN status = 'active' THEN 1 ELSE cancel_requested END,
+                       completed_at = CASE WHEN status = 'active' THEN completed_at ELSE :now END,
+                       updated_at = :now, updated_by = :actor
+                   WHERE id = :id AND status IN ('pending', 'blocked', 'active') RETURNING *""",
+                {"id": task_id, "now": now, "actor": actor},
+            ).fetchone()
+            if row is None:
+                raise InvalidTransition(task_id, _require_task(conn, task_id)["status"], "cancel")
+            return row_to_task(row)
+
+        return await self._db.write(body)
+
+    async def set_priority(self, task_id: int, priority: int, *, actor: str) -> Task:
+        if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+            raise InputError(f"priority must be {MIN_PRIORITY}-{MAX_PRIORITY}, not {priority}")
+        return await self._change(
+            task_id,
+            "change its priority",
+            (TaskStatus.PENDING, TaskStatus.BLOCKED),
+            """UPDATE tasks SET priority = :priority, updated_at = :now, updated_by = :actor
+               WHERE id = :id AND status IN :allowed RETURNING *""",
+            {"priority": priority, "actor": actor},
+        )
+
+    async def defer(self, task_id: int, until_ms: int, *, actor: str) -> Task:
+        return await self._change(
+            task_id,
+            "defer it",
+            (TaskStatus.PENDING, TaskStatus.BLOCKED),
+            """UPDATE tasks SET scheduled_for = :until, updated_at = :now, updated_by = :actor
+               WHERE id = :id AND status IN :allowed RETURNING *""",
+            {"until": until_ms, "actor": actor},
+        )
+
+    async def retry(self, task_id: int, *, actor: str) -> Task:
+        return await self._change(
+            task_id,
+            "retry it",
+            (TaskStatus.FAILED, TaskStatus.CANCELED),
+            """UPDATE tasks SET status = 'pending', scheduled_for = :now, attempt_count = 0,
+                   completed_at = NULL, cancel_requested = 0, updated_at = :now, updated_by = :actor
+               WHERE id = :id AND status IN :allowed RETURNING *""",
+            {"actor": actor},
+        )
+
+    async def close_task(self, task_id: int, status: TaskStatus, summary: str, *, actor: str) -> Task:
+        if status not in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.BLOCKED):
+            raise InputError(f"a task can be closed as completed, failed or blocked, not {status}")
+        return await self._change(
+            task_id,
+            f"close it as {status}",
+            (TaskStatus.PENDING, TaskStatus.ACTIVE, TaskStatus.BLOCKED),
+            """UPDATE tasks SET status = :status, result_summary = :summary, updated_at = :now,
+                   updated_by = :actor,
+                   completed_at = CASE WHEN :status = 'blocked' THEN NULL ELSE :now END
+               WHERE id = :id AND status IN :allowed RETURNING *""",
+            {"status": str(status), "summary": summary, "actor": actor},
+        )
+
+    async def add_note(self, task_id: int, text: str, *, author: str) -> Note:
+        if not text.strip():
+            raise InputError("note text must not be empty")
+        now = self._clock.now_ms()
+
+        def body(conn: sqlite3.Connection) -> Note:
+            _require_task(conn, task_id)
+            row = conn.execute(
+                "INSERT INTO notes (task_id, at, author, text) VALUES (?, ?, ?, ?) RETURNING *",
+                (task_id, now, author, text),
+            ).fetchone()
+            return row_to_note(row)
+
+        return await self._db.write(body)
+
+    # --- dispatching ----------------------------------------------------------------
+    async def claim_next(self, *, worker: str, lease_ms: int, executor: str | None = None) -> Claim | None:
+        now = self._clock.now_ms()
+        params = {"now": now, "worker": worker, "lease_until": now + lease_ms, "executor": executor}
+
+        def body(conn: sqlite3.Connection) -> Claim | None:
+            row = conn.execute(SQL_CLAIM, params).fetchone()
+            if row is None:
+                return None
+            task = row_to_task(row)
+            run = conn.execute(SQL_OPEN_RUN, {**params, "task_id": task.id}).fetchone()
+            return Claim(task=task, run_id=int(run["id"]), attempt=int(run["attempt"]))
+
+        return await self._db.write(body)
+
+    async def set_run_process(self, run_id: int, *, pid: int, pgid: int, proc_start: str | None) -> None:
+        await self._db.write(
+            lambda conn: conn.execute(
+                "UPDATE runs SET pid = ?, pgid = ?, proc_start = ? WHERE id = ?",
+                (pid, pgid, proc_start, run_id),
+            )
+        )
+
+    async def renew_lease(self, task_id: int, *, worker: str, lease_until: int) -> bool:
+        def body(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(
+                """UPDATE tasks SET lease_until = ? WHERE id = ? AND claimed_by = ?
+                   RETURNING cancel_requested""",
+                (lease_until, task_id, worker),
+            ).fetchone()
+            if row is None:
+                raise InvalidTransition(task_id, _require_task(conn, task_id)["status"], "renew its lease")
+            return bool(row[0])
+
+        return await self._db.write(body)
+
+    def _record_run(self, conn: sqlite3.Connection, claim: Claim, outcome: Outcome, now: int) -> None:
+        values = {
+            "now": now,
+            "run_id": claim.run_id,
+            "task_id": claim.task.id,
+            "outcome": str(outcome.kind),
+            "error": outcome.error,
+            "exit_code": outcome.exit_code,
+            "cost_usd": outcome.cost_usd,
+            "api_cost_usd": outcome.api_cost_usd,
+            "tokens_in": outcome.tokens_in,
+            "tokens_out": outcome.tokens_out,
+            "cache_read_tokens": outcome.cache_read_tokens,
+            "cache_write_tokens": outcome.cache_write_tokens,
+            "model": outcome.model,
+            "session_id": outcome.session_id,
+            "transcript_path": outcome.transcript_path,
+        }
+        conn.execute(SQL_RECORD_RUN, values)
+        conn.execute(SQL_ADD_COSTS, values)
+
+    async def finish(self, claim: Claim, outcome: Outcome, status: TaskStatus, *, worker: str) -> Task:
+        if status not in FINISHED_STATUSES:
+            raise InputError(f"finish takes completed, failed or canceled, not {status}")
+        now = self._clock.now_ms()
+
+        def body(conn: sqlite3.Connection) -> Task:
+            self._record_run(conn, claim, outcome, now)
+            params = {
+                "now": now,
+                "task_id": claim.task.id,
+                "worker": worker,
+                "status": str(status),
+                "summary": outcome.summary,
+                "detail": outcome.detail,
+            }
+            if conn.execute(SQL_FINISH, params).rowcount == 0:
+                conn.execute(SQL_RELEASE_CLOSED, params)  # the agent closed it: keep its status
+            return row_to_task(_require_task(conn, claim.task.id))
+
+        return await self._db.write(body)
+
+    async def requeue(
+        self, claim: Claim, outcome: Outcome, *, retry_at: int, count_attempt: bool, worker: str
+    ) -> Task:
+        now = self._clock.now_ms()
+
+        def body(conn: sqlite3.Connection) -> Task:
+            self._record_run(conn, claim, outcome, now)
+            params = {
+                "now": now,
+                "task_id": claim.task.id,
+                "worker": worker,
+                "retry_at": retry_at,
+                "give_back": 0 if count_attempt else 1,
+                "summary": outcome.summary or None,
+            }
+            if conn.execute(SQL_REQUEUE, params).rowcount == 0:
+                conn.execute(SQL_RELEASE_CLOSED, params)
+            return row_to_task(_require_task(conn, claim.task.id))
+
+        return await self._db.write(body)
+
+    async def active_tasks(self) -> list[Task]:
+        sql = "SELECT * FROM tasks WHERE status = 'active' ORDER BY id"
+        return await self._db.read(lambda conn: [row_to_task(r) for r in conn.execute(sql)])
+
+    # --- sensors ----------------------------------------------------------------------
+    async def sensor_states(self) -> list[SensorState]:
+        sql = "SELECT * FROM sensor_state ORDER BY name"
+        return await self._db.read(lambda conn: [row_to_sensor_state(r) for r in conn.execute(sql)])
+
+    async def record_sensor_run(
+        self,
+        name: str,
+        run: SensorRun,
+        tasks: Sequence[NewTask],
+        state: Mapping[str, object] | None,
+    ) -> BatchResult:
+        now = self._clock.now_ms()
+        actor = f"sensor:{name}"
+
+        def body(conn: sqlite3.Connection) -> BatchResult:
+            created = [_insert_task(conn, new, now, actor, self._default_max_retries) for new in tasks]
+            ids = tuple(task_id for task_id in created if task_id is not None)
+            conn.execute(
+                SQL_RECORD_SENSOR_RUN,
+                {
+                    "name": name,
+                    "started_at": run.started_at,
+                    "duration_ms": run.duration_ms,
+                    "status": run.status,
+                    "error": run.error,
+                    "failures": run.consecutive_failures,
+                    "created": len(ids),
+                    "ignored": len(tasks) - len(ids),
+                    "dropped": run.dropped,
+                    "next_due_at": run.next_due_at,
+                    "state": None if state is None else json.dumps(dict(state)),
+                },
+            )
+            return BatchResult(ids, len(tasks) - len(ids))
+
+        return await self._db.write(body)
+
+    async def set_sensor_enabled(self, name: str, enabled: bool) -> None:
+        await self._db.write(
+            lambda conn: conn.execute(
+                """INSERT INTO sensor_state (name, enabled) VALUES (?, ?)
+                   ON CONFLICT (name) DO UPDATE SET enabled = excluded.enabled""",
+                (name, int(enabled)),
+            )
+        )
+
+    # --- loop state -------------------------------------------------------------------
+    async def loop_values(self) -> dict[str, object]:
+        rows = await self._db.read(lambda conn: conn.execute("SELECT key, value FROM loop_state").fetchall())
+        return {str(r["key"]): json.loads(r["value"]) for r in rows}
+
+    async def set_loop_values(self, values: Mapping[str, object]) -> None:
+        rows = [(key, json.dumps(value)) for key, value in values.items()]
+        await self._db.write(
+            lambda conn: conn.executemany(
+                """INSERT INTO loop_state (key, value) VALUES (?, ?)
+                   ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
+                rows,
+            )
+        )
+
+    # --- maintenance ------------------------------------------------------------------
+    async def backup(self, target: Path) -> None:
+        await self._db.backup(target)
+
+    async def integrity_check(self) -> str:
+        """``ok``, or SQLite's first complaint."""
+        return str(await self._db.read(lambda conn: conn.execute("PRAGMA quick_check").fetchone()[0]))
+
+    async def explain(self, sql: str, params: Mapping[str, object]) -> list[str]:
+        """The query plan of ``sql`` (for tests and ``vigil doctor``)."""
+        rows = await self._db.read(lambda conn: conn.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall())
+        return [str(r["detail"]) for r in rows]
+
+

@@ -1,0 +1,185 @@
+"""The SQLite connection every Vigil process uses, and its transaction helpers.
+
+Rules (DESIGN §2) enforced here, once:
+
+* one ``connect()`` with checked pragmas: WAL, ``synchronous=FULL`` (durable) unless
+  configured, ``foreign_keys=ON``, ``busy_timeout``; SQLite ≥ 3.35 (RETURNING);
+* the file is created 0600 in a 0700 folder before SQLite touches it;
+* every write starts with ``BEGIN IMMEDIATE`` and the whole body runs in one hop to
+  the connection's thread, so no transaction is ever open across an await: a
+  cancelled caller cannot leave a transaction behind, and each unit of work costs one
+  thread hop instead of one per statement;
+* ``SQLITE_BUSY`` that outlives ``busy_timeout`` is retried as a whole unit with
+  jittered backoff, then raised as ``StoreBusy``;
+* driver errors become ``vigil.errors`` types here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import aiosqlite
+
+from vigil.errors import NotADatabase, StoreBusy, StoreError
+
+T = TypeVar("T")
+
+MIN_SQLITE = (3, 35, 0)
+BUSY_RETRIES = 5
+BUSY_BACKOFF_S = 0.05
+
+
+def _is_busy(err: sqlite3.OperationalError) -> bool:
+    code = getattr(err, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(err) or "busy" in str(err)
+
+
+def translate(err: sqlite3.Error, path: Path) -> StoreError:
+    """The ``vigil.errors`` type for a driver error (the only translation point)."""
+    if isinstance(err, sqlite3.DatabaseError) and "file is not a database" in str(err):
+        return NotADatabase(f"{path} is not a Vigil database (file is not a database)")
+    if isinstance(err, sqlite3.OperationalError) and _is_busy(err):
+        return StoreBusy(f"{path} stayed locked by another process; try again")
+    return StoreError(f"{path}: {err}")
+
+
+def _prepare_file(path: Path) -> None:
+    """Create the folder 0700 and the file 0600 if missing (SQLite would use the umask)."""
+    if not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
+def _configure(conn: sqlite3.Connection, path: Path, synchronous: str, busy_timeout_ms: int) -> None:
+    """Set and verify the pragmas. Runs in the connection's thread."""
+    if sqlite3.sqlite_version_info < MIN_SQLITE:
+        raise StoreError(f"SQLite {sqlite3.sqlite_version} is too old; Vigil needs 3.35 or newer")
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise StoreError(f"{path}: could not enable WAL (journal_mode is {mode})")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    expected = {"synchronous": {"FULL": 2, "NORMAL": 1}[synchronous], "foreign_keys": 1}
+    for pragma, want in expected.items():
+        got = conn.execute(f"PRAGMA {pragma}").fetchone()[0]
+        if got != want:
+            raise StoreError(f"{path}: PRAGMA {pragma} is {got}, expected {want}")
+
+
+class Database:
+    """One aiosqlite connection, serialised by an ``asyncio.Lock``.
+
+    ``write(fn)`` runs ``fn(conn)`` inside ``BEGIN IMMEDIATE … COMMIT`` in a single
+    hop to the connection thread (rollback on any exception); ``read(fn)`` runs
+    ``fn(conn)`` outside a write transaction. ``fn`` must not await anything.
+    """
+
+    def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
+        self._conn = conn
+        self._lock = asyncio.Lock()
+        self.path = path
+
+    @classmethod
+    async def open(cls, path: Path, *, synchronous: str = "FULL", busy_timeout_ms: int = 5000) -> Database:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise StoreError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
+        try:
+            _prepare_file(path)
+        except OSError as err:
+            raise StoreError(f"cannot create database {path}: {err.strerror}") from None
+        try:
+            conn = await aiosqlite.connect(path, isolation_level=None)
+        except sqlite3.Error as err:
+            raise translate(err, path) from None
+        db = cls(conn, path)
+        try:
+            await db._hop(_configure, path, synchronous, busy_timeout_ms)
+        except BaseException:
+            await conn.close()
+            raise
+        return db
+
+    async def _hop(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(sqlite3_conn, *args)`` in the connection's thread: one hop.
+
+        aiosqlite has no public way to run a callable in its thread; ``_execute`` is
+        the method its own public methods use.
+        """
+        raw = self._conn._conn  # noqa: SLF001 - the sqlite3 connection aiosqlite owns
+        execute = cast(Callable[..., Any], self._conn._execute)  # noqa: SLF001
+        return cast(T, await execute(fn, raw, *args))
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a read-only body (autocommit: each statement sees committed data)."""
+        return await self._retrying(fn, transactional=False)
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in ``BEGIN IMMEDIATE … COMMIT``; roll back on any exception."""
+        return await self._retrying(fn, transactional=True)
+
+    async def _retrying(self, fn: Callable[[sqlite3.Connection], T], *, transactional: bool) -> T:
+        body = _in_transaction if transactional else _plain
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                async with self._lock:
+                    return await self._hop(body, fn)
+            except sqlite3.OperationalError as err:
+                if not _is_busy(err) or attempt == BUSY_RETRIES:
+                    raise translate(err, self.path) from None
+            except sqlite3.IntegrityError:
+                raise  # the caller translates constraint failures into domain errors
+            except sqlite3.Error as err:
+                raise translate(err, self.path) from None
+            # Busy past busy_timeout: another writer held the lock for seconds.
+            await asyncio.sleep(BUSY_BACKOFF_S * (2**attempt) * (0.5 + random.random()))
+        raise AssertionError("unreachable")
+
+    async def backup(self, target: Path) -> None:
+        """Copy the whole database to ``target`` with SQLite's online backup API."""
+
+        def copy(conn: sqlite3.Connection) -> None:
+            _prepare_file(target)
+            dest = sqlite3.connect(target)
+            try:
+                conn.backup(dest)
+            finally:
+                dest.close()
+
+        async with self._lock:
+            try:
+                await self._hop(copy)
+            except sqlite3.Error as err:
+                raise translate(err, self.path) from None
+
+    async def close(self) -> None:
+        await self._conn.close()
+
+
+def _plain(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    return fn(conn)
+
+
+def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result

@@ -1,0 +1,262 @@
+"""The SQLite schema as numbered migrations, applied on open.
+
+``PRAGMA user_version`` holds the number of the last migration applied. Each
+migration runs in its own ``BEGIN IMMEDIATE`` transaction and re-reads the version
+inside it, so two processes opening a new file at once apply it once. A database
+whose version is newer than ``SCHEMA_VERSION`` is refused, never modified.
+
+Design notes:
+
+* Audit rows, status counts and dependency counters are written by triggers, so
+  every state change writes them in the same statement, whoever makes it. Writers
+  set ``updated_by`` (the actor) and ``updated_at`` on each update; the triggers
+  read them, never the SQL clock.
+* Dedup is two partial unique indexes: ``open`` scope (one pending/active/blocked
+  task per key) and ``ever`` scope (one ``ever`` row per key); an ``ever`` insert
+  also refuses a key any earlier task used (checked in the insert statement).
+* ``waiting_on`` counts unfinished dependencies; the claim index is partial on
+  pending rows, so finished tasks never enter the claim's search.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from vigil.errors import SchemaTooNew
+
+_OPEN = "('pending','active','blocked')"
+
+V1 = [
+    f"""
+    CREATE TABLE tasks (
+        id               INTEGER PRIMARY KEY AUTOINCREMENT,  -- ids never reused
+        subject          TEXT    NOT NULL CHECK (length(trim(subject)) > 0),
+        description      TEXT    NOT NULL DEFAULT '',
+        skills           TEXT    NOT NULL DEFAULT '[]' CHECK (json_valid(skills)),
+        priority         INTEGER NOT NULL DEFAULT 5 CHECK (priority BETWEEN 1 AND 9),
+        status           TEXT    NOT NULL DEFAULT 'pending' CHECK (status IN
+                             ('pending','active','blocked','completed','failed','canceled')),
+        source           TEXT    NOT NULL DEFAULT 'human',
+        source_key       TEXT,
+        dedup            TEXT    NOT NULL DEFAULT 'open' CHECK (dedup IN ('open','ever')),
+        parent_id        INTEGER REFERENCES tasks(id),
+        scheduled_for    INTEGER NOT NULL,
+        created_at       INTEGER NOT NULL,
+        updated_at       INTEGER NOT NULL,
+        updated_by       TEXT    NOT NULL,
+        started_at       INTEGER,
+        completed_at     INTEGER,
+        attempt_count    INTEGER NOT NULL DEFAULT 0 CHECK (attempt_count >= 0),
+        max_retries      INTEGER NOT NULL DEFAULT 3 CHECK (max_retries >= 0),
+        cost_usd         REAL    NOT NULL DEFAULT 0,
+        api_cost_usd     REAL    NOT NULL DEFAULT 0,
+        tokens_in        INTEGER NOT NULL DEFAULT 0,
+        tokens_out       INTEGER NOT NULL DEFAULT 0,
+        result_summary   TEXT,
+        result_detail    TEXT,
+        model            TEXT,
+        executor         TEXT,
+        claimed_by       TEXT,
+        lease_until      INTEGER,
+        cancel_requested INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1)),
+        waiting_on       INTEGER NOT NULL DEFAULT 0 CHECK (waiting_on >= 0),
+        CHECK (dedup = 'open' OR source_key IS NOT NULL)
+    )
+    """,
+    # Claim and next-due: one seek per priority level over pending rows only.
+    "CREATE INDEX ix_tasks_claim ON tasks (waiting_on, priority, scheduled_for, id) WHERE status = 'pending'",
+    "CREATE INDEX ix_tasks_status_id ON tasks (status, id)",
+    f"CREATE UNIQUE INDEX ux_tasks_open_key ON tasks (source_key) "
+    f"WHERE source_key IS NOT NULL AND status IN {_OPEN}",
+    "CREATE UNIQUE INDEX ux_tasks_ever_key ON tasks (source_key) WHERE dedup = 'ever'",
+    "CREATE INDEX ix_tasks_key ON tasks (source_key) WHERE source_key IS NOT NULL",
+    "CREATE INDEX ix_tasks_parent ON tasks (parent_id) WHERE parent_id IS NOT NULL",
+    "CREATE INDEX ix_tasks_active ON tasks (lease_until) WHERE status = 'active'",
+    """
+    CREATE TABLE runs (
+        id                 INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id            INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        attempt            INTEGER NOT NULL,
+        started_at         INTEGER NOT NULL,
+        finished_at        INTEGER,
+        outcome            TEXT,
+        error              TEXT,
+        exit_code          INTEGER,
+        cost_usd           REAL    NOT NULL DEFAULT 0,
+        api_cost_usd       REAL    NOT NULL DEFAULT 0,
+        tokens_in          INTEGER NOT NULL DEFAULT 0,
+        tokens_out         INTEGER NOT NULL DEFAULT 0,
+        cache_read_tokens  INTEGER NOT NULL DEFAULT 0,
+        cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+        model              TEXT,
+        session_id         TEXT,
+        transcript_path    TEXT,
+        executor           TEXT,
+        claimed_by         TEXT,
+        pid                INTEGER,
+        pgid               INTEGER,
+        proc_start         TEXT,
+        UNIQUE (task_id, attempt)
+    )
+    """,
+    "CREATE INDEX ix_runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL",
+    """
+    CREATE TABLE task_events (
+        id         INTEGER PRIMARY KEY,
+        task_id    INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        at         INTEGER NOT NULL,
+        actor      TEXT    NOT NULL,
+        kind       TEXT    NOT NULL,
+        from_value TEXT,
+        to_value   TEXT,
+        detail     TEXT
+    )
+    """,
+    "CREATE INDEX ix_task_events_task ON task_events (task_id, id)",
+    """
+    CREATE TABLE notes (
+        id      INTEGER PRIMARY KEY,
+        task_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        at      INTEGER NOT NULL,
+        author  TEXT    NOT NULL,
+        text    TEXT    NOT NULL CHECK (length(trim(text)) > 0)
+    )
+    """,
+    "CREATE INDEX ix_notes_task ON notes (task_id, id)",
+    """
+    CREATE TABLE task_deps (
+        task_id    INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        depends_on INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        PRIMARY KEY (task_id, depends_on),
+        CHECK (task_id != depends_on)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX ix_task_deps_depends_on ON task_deps (depends_on)",
+    """
+    CREATE TABLE sensor_state (
+        name                 TEXT    PRIMARY KEY,
+        enabled              INTEGER NOT NULL DEFAULT 1 CHECK (enabled IN (0, 1)),
+        last_run_at          INTEGER,
+        last_duration_ms     INTEGER,
+        last_status          TEXT CHECK (last_status IN ('ok', 'error', 'timeout')),
+        last_error           TEXT,
+        consecutive_failures INTEGER NOT NULL DEFAULT 0,
+        created_last         INTEGER NOT NULL DEFAULT 0,
+        ignored_last         INTEGER NOT NULL DEFAULT 0,
+        dropped_last         INTEGER NOT NULL DEFAULT 0,
+        next_due_at          INTEGER,
+        state                TEXT    NOT NULL DEFAULT '{}' CHECK (json_valid(state))
+    )
+    """,
+    """
+    CREATE TABLE loop_state (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL CHECK (json_valid(value))
+    )
+    """,
+    """
+    CREATE TABLE status_counts (
+        status TEXT    PRIMARY KEY,
+        n      INTEGER NOT NULL DEFAULT 0
+    )
+    """,
+    """
+    INSERT INTO status_counts (status) VALUES
+        ('pending'), ('active'), ('blocked'), ('completed'), ('failed'), ('canceled')
+    """,
+    # --- triggers: audit, counts, dependency counters -----------------------------
+    """
+    CREATE TRIGGER tasks_after_insert AFTER INSERT ON tasks BEGIN
+        UPDATE status_counts SET n = n + 1 WHERE status = new.status;
+        INSERT INTO task_events (task_id, at, actor, kind, to_value)
+        VALUES (new.id, new.created_at, new.updated_by, 'created', new.status);
+    END
+    """,
+    """
+    CREATE TRIGGER tasks_after_delete AFTER DELETE ON tasks BEGIN
+        UPDATE status_counts SET n = n - 1 WHERE status = old.status;
+    END
+    """,
+    """
+    CREATE TRIGGER tasks_status_changed AFTER UPDATE OF status ON tasks
+    WHEN old.status IS NOT new.status BEGIN
+        UPDATE status_counts SET n = n - 1 WHERE status = old.status;
+        UPDATE status_counts SET n = n + 1 WHERE status = new.status;
+        INSERT INTO task_events (task_id, at, actor, kind, from_value, to_value)
+        VALUES (new.id, new.updated_at, new.updated_by, 'status', old.status, new.status);
+    END
+    """,
+    """
+    CREATE TRIGGER tasks_completed_unblocks AFTER UPDATE OF status ON tasks
+    WHEN new.status = 'completed' AND old.status != 'completed' BEGIN
+        UPDATE tasks SET waiting_on = waiting_on - 1
+        WHERE id IN (SELECT task_id FROM task_deps WHERE depends_on = new.id);
+    END
+    """,
+    """
+    CREATE TRIGGER tasks_priority_changed AFTER UPDATE OF priority ON tasks
+    WHEN old.priority != new.priority BEGIN
+        INSERT INTO task_events (task_id, at, actor, kind, from_value, to_value)
+        VALUES (new.id, new.updated_at, new.updated_by, 'priority', old.priority, new.priority);
+    END
+    """,
+    """
+    CREATE TRIGGER tasks_deferred AFTER UPDATE OF scheduled_for ON tasks
+    WHEN old.scheduled_for != new.scheduled_for AND old.status = new.status BEGIN
+        INSERT INTO task_events (task_id, at, actor, kind, from_value, to_value)
+        VALUES (new.id, new.updated_at, new.updated_by, 'scheduled',
+                old.scheduled_for, new.scheduled_for);
+    END
+    """,
+    """
+    CREATE TRIGGER tasks_cancel_requested AFTER UPDATE OF cancel_requested ON tasks
+    WHEN new.cancel_requested = 1 AND old.cancel_requested = 0 BEGIN
+        INSERT INTO task_events (task_id, at, actor, kind, to_value)
+        VALUES (new.id, new.updated_at, new.updated_by, 'cancel_requested', new.status);
+    END
+    """,
+    """
+    CREATE TRIGGER task_deps_after_insert AFTER INSERT ON task_deps BEGIN
+        UPDATE tasks SET waiting_on = waiting_on + 1
+        WHERE id = new.task_id
+          AND (SELECT status FROM tasks WHERE id = new.depends_on) != 'completed';
+    END
+    """,
+]
+
+MIGRATIONS: list[list[str]] = [V1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def user_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def check_not_newer(conn: sqlite3.Connection, path: object) -> int:
+    """The file's schema version; raises ``SchemaTooNew`` if we cannot read it."""
+    version = user_version(conn)
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"{path} has schema version {version}, newer than this Vigil's {SCHEMA_VERSION}; "
+            "upgrade Vigil (the database was not modified)"
+        )
+    return version
+
+
+def migrate(conn: sqlite3.Connection, path: object) -> None:
+    """Apply every missing migration, each in its own transaction."""
+    if check_not_newer(conn, path) == SCHEMA_VERSION:
+        return
+    for number, statements in enumerate(MIGRATIONS, start=1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-read under the write lock: another process may have migrated.
+            if check_not_newer(conn, path) < number:
+                for statement in statements:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {number}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
