@@ -18,6 +18,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
+from vigil.clock import Clock
+from vigil.config import Settings
 from vigil.models import (
     AddResult,
     BatchResult,
@@ -33,6 +35,19 @@ from vigil.models import (
     TaskEvent,
     TaskStatus,
 )
+
+
+async def open_store(settings: Settings, clock: Clock | None = None) -> Store:
+    """Open the store the settings name (today: the home's SQLite file)."""
+    from vigil.store.sqlite import SqliteStore
+
+    return await SqliteStore.open(
+        settings.store.path,
+        clock=clock,
+        synchronous=settings.store.synchronous,
+        busy_timeout_ms=settings.store.busy_timeout_ms,
+        default_max_retries=settings.dispatch.max_retries,
+    )
 
 
 class CostGroup(StrEnum):
@@ -168,9 +183,7 @@ class Store(Protocol):
         the costs are recorded."""
         ...
 
-    async def requeue(
-        self, claim: Claim, outcome: Outcome, *, retry_at: int, count_attempt: bool, worker: str
-    ) -> Task:
+    async def requeue(self, claim: Claim, outcome: Outcome, *, retry_at: int, count_attempt: bool, worker: str) -> Task:
         """Record the attempt and put the task back to pending, due at ``retry_at``.
         ``count_attempt`` False gives the attempt back (usage limits)."""
         ...

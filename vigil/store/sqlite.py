@@ -93,10 +93,14 @@ VALUES (:task_id, (SELECT count(*) + 1 FROM runs WHERE task_id = :task_id), :now
 RETURNING id, attempt
 """
 
-SQL_NEXT_DUE_AT = "SELECT min(m) FROM (" + " UNION ALL ".join(
-    f"SELECT min(scheduled_for) AS m FROM tasks WHERE status = 'pending' AND waiting_on = 0 AND priority = {p}"
-    for p in _PRIORITIES
-) + ")"
+SQL_NEXT_DUE_AT = (
+    "SELECT min(m) FROM ("
+    + " UNION ALL ".join(
+        f"SELECT min(scheduled_for) AS m FROM tasks WHERE status = 'pending' AND waiting_on = 0 AND priority = {p}"
+        for p in _PRIORITIES
+    )
+    + ")"
+)
 
 SQL_QUEUE = """
 SELECT * FROM tasks WHERE status = 'active'
@@ -271,6 +275,7 @@ class SqliteStore:
     # --- adding -------------------------------------------------------------------
     async def add_task(self, new: NewTask, *, actor: str = "human") -> AddResult:
         now = self._clock.now_ms()
+
         def body(conn: sqlite3.Connection) -> AddResult:
             task_id = _insert_task(conn, new, now, actor, self._default_max_retries)
             if task_id is not None:
@@ -389,9 +394,7 @@ class SqliteStore:
             return await self._db.write(body)
         except sqlite3.IntegrityError as err:
             if "source_key" in str(err):
-                raise DuplicateOpenTask(
-                    f"task #{task_id}: another open task already has its source key"
-                ) from None
+                raise DuplicateOpenTask(f"task #{task_id}: another open task already has its source key") from None
             raise
 
     async def cancel(self, task_id: int, *, actor: str) -> Task:
@@ -552,9 +555,7 @@ class SqliteStore:
 
         return await self._db.write(body)
 
-    async def requeue(
-        self, claim: Claim, outcome: Outcome, *, retry_at: int, count_attempt: bool, worker: str
-    ) -> Task:
+    async def requeue(self, claim: Claim, outcome: Outcome, *, retry_at: int, count_attempt: bool, worker: str) -> Task:
         now = self._clock.now_ms()
 
         def body(conn: sqlite3.Connection) -> Task:
@@ -651,5 +652,3 @@ class SqliteStore:
         """The query plan of ``sql`` (for tests and ``vigil doctor``)."""
         rows = await self._db.read(lambda conn: conn.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall())
         return [str(r["detail"]) for r in rows]
-
-

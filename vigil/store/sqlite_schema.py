@@ -66,8 +66,7 @@ V1 = [
     # Claim and next-due: one seek per priority level over pending rows only.
     "CREATE INDEX ix_tasks_claim ON tasks (waiting_on, priority, scheduled_for, id) WHERE status = 'pending'",
     "CREATE INDEX ix_tasks_status_id ON tasks (status, id)",
-    f"CREATE UNIQUE INDEX ux_tasks_open_key ON tasks (source_key) "
-    f"WHERE source_key IS NOT NULL AND status IN {_OPEN}",
+    f"CREATE UNIQUE INDEX ux_tasks_open_key ON tasks (source_key) WHERE source_key IS NOT NULL AND status IN {_OPEN}",
     "CREATE UNIQUE INDEX ux_tasks_ever_key ON tasks (source_key) WHERE dedup = 'ever'",
     "CREATE INDEX ix_tasks_key ON tasks (source_key) WHERE source_key IS NOT NULL",
     "CREATE INDEX ix_tasks_parent ON tasks (parent_id) WHERE parent_id IS NOT NULL",

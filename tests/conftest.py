@@ -1,0 +1,70 @@
+"""Shared fixtures: real SQLite files in tmp_path, a manual clock, a home factory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from vigil.clock import ManualClock
+from vigil.home import init_home
+from vigil.store.sqlite import SqliteStore
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+async def store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[SqliteStore]:
+    """A store on a real SQLite file, with the manual clock."""
+    s = await SqliteStore.open(tmp_path / "data" / "vigil.db", clock=clock)
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A fresh home made by `vigil init`'s code path."""
+    path = tmp_path / "home"
+    init_home(path)
+    return path
+
+
+VigilRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def vigil(home: Path) -> VigilRunner:
+    """Run the real `vigil` in a subprocess against the test home."""
+
+    def run(
+        *args: str,
+        input_text: str | None = None,
+        env: dict[str, str] | None = None,
+        check: bool = False,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("VIGIL_")}
+        full_env.update(env or {})
+        proc = subprocess.run(
+            [sys.executable, "-m", "vigil", "--home", str(home), *args],
+            input=input_text,
+            capture_output=True,
+            text=True,
+            env=full_env,
+            timeout=timeout,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"vigil {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+        return proc
+
+    return run

@@ -1,0 +1,5 @@
+"""``python -m vigil``."""
+
+from vigil.cli import main
+
+main()

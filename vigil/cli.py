@@ -1,0 +1,272 @@
+"""The ``vigil`` command: parse, build settings, call one function, map errors.
+
+This module is a composition root: it may import every package, but only inside
+the command that needs it, so ``vigil task add`` never pays for Textual or
+APScheduler. A ``VigilError`` becomes one line on stderr and its exit code (2 for
+bad input, 1 for a failed operation); a traceback reaching a user is a bug.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from vigil.errors import InputError, VigilError
+
+T = TypeVar("T")
+
+
+@dataclass
+class CliState:
+    home_arg: str | None
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    click.echo(f"vigil: error: {message}", err=True)
+    sys.exit(code)
+
+
+def actor() -> str:
+    """Who is asking: the agent (inside a run) or a person."""
+    return "agent" if os.environ.get("VIGIL_TASK_ID") else "human"
+
+
+class VigilGroup(click.Group):
+    """Maps Vigil errors to one line and an exit code, for every command."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except VigilError as err:
+            fail(str(err), err.exit_code)
+        except KeyboardInterrupt:
+            fail("interrupted", 130)
+
+
+def settings_for(ctx: click.Context) -> Any:
+    """Find the home and load its settings (``vigil.config.Settings``)."""
+    from vigil.config import load_settings
+    from vigil.home import find_home
+
+    state: CliState = ctx.find_object(CliState)  # type: ignore[assignment]
+    return load_settings(find_home(state.home_arg))
+
+
+def with_store(ctx: click.Context, work: Callable[[Any, Any], Awaitable[T]]) -> T:
+    """Open the home's store, run ``work(store, settings)`` in one ``asyncio.run``."""
+    settings = settings_for(ctx)
+
+    async def main() -> T:
+        from vigil.store import open_store
+
+        store = await open_store(settings)
+        try:
+            return await work(store, settings)
+        finally:
+            await store.close()
+
+    return asyncio.run(main())
+
+
+@click.group(cls=VigilGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--home", metavar="DIR", help="Home folder (default: $VIGIL_HOME, else the nearest vigil.toml upwards).")
+@click.version_option(package_name="vigil")
+@click.pass_context
+def main(ctx: click.Context, home: str | None) -> None:
+    """Vigil keeps an autonomous agent working 24/7 from one SQLite file."""
+    ctx.obj = CliState(home_arg=home)
+
+
+@main.command()
+@click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
+def init(directory: Path) -> None:
+    """Make DIRECTORY a new home: vigil.toml (dry-run executor), skills/, logs/."""
+    from vigil.home import init_home
+
+    for path in init_home(directory):
+        click.echo(f"created {path}")
+    click.echo(f"next: vigil --home {directory} task add 'my first task'")
+
+
+# --- tasks ------------------------------------------------------------------------
+
+
+@main.group()
+def task() -> None:
+    """Add, inspect and steer tasks."""
+
+
+@task.command("add")
+@click.argument("subject")
+@click.option("-d", "--description", default="", help="Longer text for the agent.")
+@click.option("-p", "--priority", default="5", help="1 (most urgent) to 9; default 5.")
+@click.option("--skills", default="", help="Skill names, comma-separated.")
+@click.option("--at", "at", metavar="WHEN", help="Due time, ISO 8601 (UTC unless a zone is given).")
+@click.option("--in", "in_", metavar="DURATION", help="Due after this long, e.g. 30m, 2h.")
+@click.option("--key", "source_key", help="Source key: a second task with the same key is not created.")
+@click.option("--dedup", type=click.Choice(["open", "ever"]), help="open (default with --key) or ever.")
+@click.option("--source", default=None, help="Provenance (default: human, or task:<id> inside a run).")
+@click.option("--parent", type=int, help="Parent task id (a follow-up).")
+@click.option("--depends-on", "depends_on", default="", help="Task ids that must complete first.")
+@click.option("--max-retries", type=click.IntRange(min=0), help="Retries after the first attempt.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def task_add(ctx: click.Context, subject: str, **opts: Any) -> None:
+    """Add a task. Prints its id and whether it was created or already existed."""
+    from vigil.commands import add_task
+
+    result, task = with_store(ctx, lambda store, settings: add_task(store, subject, opts, actor()))
+    if opts["as_json"]:
+        from vigil.render import dumps, task_json
+
+        click.echo(dumps({"id": result.task_id, "created": result.created, "task": task and task_json(task)}))
+    elif result.created:
+        click.echo(f"created task #{result.task_id}")
+    elif result.task_id is not None:
+        click.echo(f"exists: task #{result.task_id} already has key {opts['source_key']!r}")
+    else:
+        click.echo(f"exists: key {opts['source_key']!r} was already used (dedup ever)")
+
+
+@task.command("list")
+@click.option("--status", default="", help="Statuses, comma-separated (default: open tasks in queue order).")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def task_list(ctx: click.Context, status: str, limit: int, as_json: bool) -> None:
+    """List tasks: open ones in the order they will run, or the newest of the given statuses."""
+    from vigil.commands import list_tasks
+    from vigil.render import dumps, task_json, task_table
+
+    tasks, now = with_store(ctx, lambda store, settings: list_tasks(store, status, limit))
+    click.echo(dumps([task_json(t) for t in tasks]) if as_json else task_table(tasks, now))
+
+
+@task.command("show")
+@click.argument("task_id", type=int)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def task_show(ctx: click.Context, task_id: int, as_json: bool) -> None:
+    """Show every field of a task, its runs, notes and audit trail."""
+    from vigil.commands import show_task
+
+    click.echo(with_store(ctx, lambda store, settings: show_task(store, task_id, as_json)))
+
+
+@task.command("prio")
+@click.argument("task_id", type=int)
+@click.argument("priority")
+@click.pass_context
+def task_prio(ctx: click.Context, task_id: int, priority: str) -> None:
+    """Set the priority of a pending or blocked task (1 = most urgent)."""
+    from vigil.commands import parse_priority
+
+    value = parse_priority(priority)
+    t = with_store(ctx, lambda store, settings: store.set_priority(task_id, value, actor=actor()))
+    click.echo(f"task #{t.id} priority {t.priority}")
+
+
+@task.command("defer")
+@click.argument("task_id", type=int)
+@click.argument("when")
+@click.pass_context
+def task_defer(ctx: click.Context, task_id: int, when: str) -> None:
+    """Postpone a pending task to WHEN (ISO 8601) or by a DURATION (e.g. 2h)."""
+    from vigil.clock import iso_utc
+    from vigil.commands import defer_task
+
+    t = with_store(ctx, lambda store, settings: defer_task(store, task_id, when, actor()))
+    click.echo(f"task #{t.id} due {iso_utc(t.scheduled_for)}")
+
+
+@task.command("cancel")
+@click.argument("task_id", type=int)
+@click.pass_context
+def task_cancel(ctx: click.Context, task_id: int) -> None:
+    """Cancel a task; an active task gets a cancel request the dispatcher honours."""
+    t = with_store(ctx, lambda store, settings: store.cancel(task_id, actor=actor()))
+    if t.cancel_requested and t.status == "active":
+        click.echo(f"task #{t.id} is running: cancel requested")
+    else:
+        click.echo(f"task #{t.id} canceled")
+
+
+@task.command("retry")
+@click.argument("task_id", type=int)
+@click.pass_context
+def task_retry(ctx: click.Context, task_id: int) -> None:
+    """Put a failed or canceled task back in the queue (its history is kept)."""
+    t = with_store(ctx, lambda store, settings: store.retry(task_id, actor=actor()))
+    click.echo(f"task #{t.id} pending again")
+
+
+@task.command("note")
+@click.argument("task_id", type=int)
+@click.argument("text")
+@click.pass_context
+def task_note(ctx: click.Context, task_id: int, text: str) -> None:
+    """Attach a progress note to a task."""
+    n = with_store(ctx, lambda store, settings: store.add_note(task_id, text, author=actor()))
+    click.echo(f"note added to task #{n.task_id}")
+
+
+@task.command("close")
+@click.argument("task_id", type=int)
+@click.option("--status", required=True, type=click.Choice(["completed", "failed", "blocked"]))
+@click.option("--summary", required=True, help="What was done, or why not.")
+@click.pass_context
+def task_close(ctx: click.Context, task_id: int, status: str, summary: str) -> None:
+    """Close a task (used by the agent for its own task)."""
+    from vigil.models import TaskStatus
+
+    if not summary.strip():
+        raise InputError("--summary must not be empty")
+    t = with_store(ctx, lambda store, settings: store.close_task(task_id, TaskStatus(status), summary, actor=actor()))
+    click.echo(f"task #{t.id} {t.status}")
+
+
+# --- reports and maintenance ---------------------------------------------------------
+
+
+@main.command()
+@click.option("--since", default="7d", show_default=True, help="Window, e.g. 24h, 7d, 30d.")
+@click.option("--by", type=click.Choice(["day", "skill", "source", "model"]), default="day", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def stats(ctx: click.Context, since: str, by: str, as_json: bool) -> None:
+    """Spend and tokens of finished runs, grouped by day, skill, source or model."""
+    from vigil.commands import cost_report
+
+    click.echo(with_store(ctx, lambda store, settings: cost_report(store, since, by, as_json)))
+
+
+@main.command()
+@click.pass_context
+def doctor(ctx: click.Context) -> None:
+    """Check the home, config, database and versions."""
+    from vigil.doctor import run_checks
+
+    state: CliState = ctx.find_object(CliState)  # type: ignore[assignment]
+    ok = asyncio.run(run_checks(state.home_arg, click.echo))
+    sys.exit(0 if ok else 1)
+
+
+@main.command()
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.pass_context
+def backup(ctx: click.Context, path: Path) -> None:
+    """Write a consistent copy of the database to PATH (safe while the loop runs)."""
+    if path.exists():
+        raise InputError(f"{path} already exists; choose a new file")
+    with_store(ctx, lambda store, settings: store.backup(path.resolve()))
+    click.echo(f"backup written to {path}")
+
+
+# --- commands added by the sensors, dispatch and TUI packages live below ------------

@@ -1,0 +1,133 @@
+"""What the task commands do, apart from parsing and printing (kept out of the
+CLI module so the agent-facing behaviour is testable without click)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from vigil.clock import SystemClock
+from vigil.durations import parse_duration_ms, parse_when_ms
+from vigil.errors import InputError
+from vigil.models import MAX_PRIORITY, MIN_PRIORITY, OPEN_STATUSES, AddResult, DedupScope, NewTask, Task, TaskStatus
+from vigil.render import cost_json, cost_table, dumps, event_json, note_json, run_json, task_details, task_json
+from vigil.store import CostGroup, Store
+
+
+def parse_priority(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"priority must be an integer {MIN_PRIORITY}-{MAX_PRIORITY}, got {text!r}") from None
+    if not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        raise InputError(f"priority must be {MIN_PRIORITY}-{MAX_PRIORITY}, got {value}")
+    return value
+
+
+def parse_statuses(text: str) -> list[TaskStatus]:
+    statuses = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        try:
+            statuses.append(TaskStatus(part))
+        except ValueError:
+            names = ", ".join(s.value for s in TaskStatus)
+            raise InputError(f"unknown status {part!r}; expected one of {names}") from None
+    return statuses
+
+
+def _parse_ids(text: str, option: str) -> tuple[int, ...]:
+    try:
+        ids = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise InputError(f"{option}: expected task ids separated by commas, got {text!r}") from None
+    if any(i <= 0 for i in ids):
+        raise InputError(f"{option}: task ids are positive integers")
+    return ids
+
+
+def new_task_from_options(subject: str, opts: Mapping[str, Any], now_ms: int) -> NewTask:
+    """Validate ``vigil task add`` options into a ``NewTask``; raises ``InputError``."""
+    if not subject.strip():
+        raise InputError("subject must not be empty")
+    if opts.get("at") and opts.get("in_"):
+        raise InputError("give --at or --in, not both")
+    scheduled_for = None
+    if opts.get("at"):
+        scheduled_for = parse_when_ms(opts["at"], now_ms)
+    elif opts.get("in_"):
+        scheduled_for = now_ms + parse_duration_ms(opts["in_"])
+    if opts.get("dedup") and not opts.get("source_key"):
+        raise InputError("--dedup needs --key")
+    if opts.get("source_key") is not None and not str(opts["source_key"]).strip():
+        raise InputError("--key must not be empty")
+    skills = tuple(s.strip() for s in (opts.get("skills") or "").split(",") if s.strip())
+    parent = opts.get("parent")
+    source = opts.get("source")
+    in_run = os.environ.get("VIGIL_TASK_ID")
+    if source is None:
+        source = f"task:{in_run}" if in_run else "human"
+    return NewTask(
+        subject=subject,
+        description=opts.get("description") or "",
+        priority=parse_priority(str(opts.get("priority", "5"))),
+        skills=skills,
+        source=source,
+        source_key=opts.get("source_key"),
+        dedup=DedupScope(opts.get("dedup") or "open"),
+        parent_id=parent,
+        scheduled_for=scheduled_for,
+        depends_on=_parse_ids(opts.get("depends_on") or "", "--depends-on"),
+        max_retries=opts.get("max_retries"),
+    )
+
+
+async def add_task(store: Store, subject: str, opts: Mapping[str, Any], actor: str) -> tuple[AddResult, Task | None]:
+    new = new_task_from_options(subject, opts, SystemClock().now_ms())
+    result = await store.add_task(new, actor=actor)
+    task = None if result.task_id is None else await store.get_task(result.task_id)
+    return result, task
+
+
+async def list_tasks(store: Store, status_text: str, limit: int) -> tuple[list[Task], int]:
+    """Open tasks in queue order by default; else the newest with those statuses."""
+    statuses = parse_statuses(status_text)
+    now = SystemClock().now_ms()
+    if not statuses:
+        return (await store.queue(limit=limit))[:limit], now
+    if set(statuses) <= OPEN_STATUSES:
+        queue = await store.queue(limit=limit)
+        return [t for t in queue if t.status in statuses][:limit], now
+    return await store.list_tasks(statuses=statuses, limit=limit), now
+
+
+async def show_task(store: Store, task_id: int, as_json: bool) -> str:
+    task = await store.get_task(task_id)
+    runs = await store.list_runs(task_id)
+    notes = await store.list_notes(task_id)
+    deps = await store.dependencies(task_id)
+    if not as_json:
+        return task_details(task, runs, notes, deps)
+    events = await store.list_events(task_id)
+    return dumps(
+        {
+            **task_json(task),
+            "depends_on": deps,
+            "runs": [run_json(r) for r in runs],
+            "notes": [note_json(n) for n in notes],
+            "events": [event_json(e) for e in events],
+        }
+    )
+
+
+async def defer_task(store: Store, task_id: int, when: str, actor: str) -> Task:
+    until = parse_when_ms(when, SystemClock().now_ms())
+    return await store.defer(task_id, until, actor=actor)
+
+
+async def cost_report(store: Store, since: str, by: str, as_json: bool) -> str:
+    since_ms = SystemClock().now_ms() - parse_duration_ms(since)
+    rows = await store.cost_rollup(since_ms=since_ms, by=CostGroup(by))
+    if as_json:
+        return dumps({"since": since, "by": by, "rows": [cost_json(r) for r in rows]})
+    return cost_table(rows, by)

@@ -1,0 +1,165 @@
+"""Turning domain values into what the CLI prints: stable JSON and plain text.
+
+JSON field names are a contract (scripts and the agent parse them); times in JSON
+are ISO 8601 UTC strings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+
+from vigil.clock import iso_utc
+from vigil.durations import format_duration
+from vigil.models import CostRow, Note, Run, Task, TaskEvent, TaskStatus
+
+
+def task_json(task: Task) -> dict[str, object]:
+    return {
+        "id": task.id,
+        "subject": task.subject,
+        "description": task.description,
+        "status": str(task.status),
+        "priority": task.priority,
+        "source": task.source,
+        "source_key": task.source_key,
+        "dedup": str(task.dedup),
+        "skills": list(task.skills),
+        "parent_id": task.parent_id,
+        "scheduled_for": iso_utc(task.scheduled_for),
+        "created_at": iso_utc(task.created_at),
+        "updated_at": iso_utc(task.updated_at),
+        "started_at": iso_utc(task.started_at),
+        "completed_at": iso_utc(task.completed_at),
+        "attempt_count": task.attempt_count,
+        "max_retries": task.max_retries,
+        "cost_usd": task.cost_usd,
+        "api_cost_usd": task.api_cost_usd,
+        "tokens_in": task.tokens_in,
+        "tokens_out": task.tokens_out,
+        "result_summary": task.result_summary,
+        "result_detail": task.result_detail,
+        "model": task.model,
+        "executor": task.executor,
+        "claimed_by": task.claimed_by,
+        "lease_until": iso_utc(task.lease_until),
+        "cancel_requested": task.cancel_requested,
+        "waiting_on": task.waiting_on,
+    }
+
+
+def run_json(run: Run) -> dict[str, object]:
+    return {
+        "id": run.id,
+        "attempt": run.attempt,
+        "started_at": iso_utc(run.started_at),
+        "finished_at": iso_utc(run.finished_at),
+        "outcome": run.outcome,
+        "error": run.error,
+        "exit_code": run.exit_code,
+        "cost_usd": run.cost_usd,
+        "api_cost_usd": run.api_cost_usd,
+        "tokens_in": run.tokens_in,
+        "tokens_out": run.tokens_out,
+        "cache_read_tokens": run.cache_read_tokens,
+        "cache_write_tokens": run.cache_write_tokens,
+        "model": run.model,
+        "session_id": run.session_id,
+        "transcript_path": run.transcript_path,
+    }
+
+
+def event_json(event: TaskEvent) -> dict[str, object]:
+    return {
+        "at": iso_utc(event.at),
+        "actor": event.actor,
+        "kind": event.kind,
+        "from": event.from_value,
+        "to": event.to_value,
+    }
+
+
+def note_json(note: Note) -> dict[str, object]:
+    return {"at": iso_utc(note.at), "author": note.author, "text": note.text}
+
+
+def cost_json(row: CostRow) -> dict[str, object]:
+    return {
+        "key": row.key,
+        "runs": row.runs,
+        "tasks": row.tasks,
+        "cost_usd": round(row.cost_usd, 6),
+        "api_cost_usd": round(row.api_cost_usd, 6),
+        "tokens_in": row.tokens_in,
+        "tokens_out": row.tokens_out,
+        "cache_read_tokens": row.cache_read_tokens,
+        "cache_write_tokens": row.cache_write_tokens,
+    }
+
+
+def dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2)
+
+
+def one_line(text: str, width: int) -> str:
+    """First line of ``text``, cut to ``width`` characters with an ellipsis."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= width else first[: width - 1] + "…"
+
+
+def _due(task: Task, now_ms: int) -> str:
+    if task.status is TaskStatus.PENDING and task.waiting_on:
+        return f"waits on {task.waiting_on}"
+    if task.status is TaskStatus.PENDING and task.scheduled_for > now_ms:
+        return "in " + format_duration(task.scheduled_for - now_ms)
+    return format_duration(now_ms - task.created_at) + " ago"
+
+
+def task_table(tasks: Sequence[Task], now_ms: int) -> str:
+    """A plain-text table (no colour: it is also read by scripts and agents)."""
+    if not tasks:
+        return "no tasks"
+    header = f"{'ID':>6}  P  {'STATUS':<9}  {'TRIES':<5}  {'DUE/AGE':<11}  SUBJECT"
+    lines = [header]
+    for t in tasks:
+        tries = f"{t.attempt_count}/{t.max_retries + 1}"
+        lines.append(
+            f"{t.id:>6}  {t.priority}  {t.status!s:<9}  {tries:<5}  {_due(t, now_ms):<11}  {one_line(t.subject, 60)}"
+        )
+    return "\n".join(lines)
+
+
+def task_details(task: Task, runs: Iterable[Run], notes: Iterable[Note], deps: Sequence[int]) -> str:
+    fields = task_json(task)
+    width = max(len(k) for k in fields)
+    lines = [f"{k:<{width}}  {v if v is not None else '-'}" for k, v in fields.items() if k != "result_detail"]
+    if deps:
+        lines.append(f"{'depends_on':<{width}}  {', '.join(f'#{d}' for d in deps)}")
+    run_lines = [
+        f"  #{r.attempt} {r.outcome or 'running'} cost=${r.cost_usd:.4f} "
+        f"tokens={r.tokens_in}/{r.tokens_out}" + (f" error={one_line(r.error, 80)}" if r.error else "")
+        for r in runs
+    ]
+    if run_lines:
+        lines += ["runs:", *run_lines]
+    note_lines = [f"  [{iso_utc(n.at)}] {n.author}: {n.text}" for n in notes]
+    if note_lines:
+        lines += ["notes:", *note_lines]
+    if task.result_detail:
+        lines += ["result:", task.result_detail]
+    return "\n".join(lines)
+
+
+def cost_table(rows: Sequence[CostRow], by: str) -> str:
+    if not rows:
+        return "no runs in this period"
+    header = f"{by.upper():<24} {'TASKS':>6} {'RUNS':>6} {'COST $':>10} {'API $':>10} {'TOK IN':>10} {'TOK OUT':>10}"
+    lines = [header]
+    for r in rows:
+        lines.append(
+            f"{one_line(r.key, 24):<24} {r.tasks:>6} {r.runs:>6} {r.cost_usd:>10.4f} {r.api_cost_usd:>10.4f} "
+            f"{r.tokens_in:>10} {r.tokens_out:>10}"
+        )
+    total = sum(r.cost_usd for r in rows)
+    lines.append(f"{'total':<24} {'':>6} {sum(r.runs for r in rows):>6} {total:>10.4f}")
+    return "\n".join(lines)
