@@ -37,6 +37,22 @@ from vigil.models import (
 )
 from vigil.store import CostGroup
 from vigil.store.sqlite_db import Database
+from vigil.store.sqlite_queries import (
+    SQL_ADD_COSTS,
+    SQL_ADD_TASK,
+    SQL_CLAIM,
+    SQL_COST_ROLLUP,
+    SQL_FINISH,
+    SQL_HOLDER_OF_KEY,
+    SQL_NEXT_DUE_AT,
+    SQL_NEXT_DUE_ID,  # noqa: F401 - re-exported: callers import every query from here
+    SQL_OPEN_RUN,
+    SQL_QUEUE,
+    SQL_RECORD_RUN,
+    SQL_RECORD_SENSOR_RUN,
+    SQL_RELEASE_CLOSED,
+    SQL_REQUEUE,
+)
 from vigil.store.sqlite_rows import (
     row_to_note,
     row_to_run,
@@ -45,139 +61,6 @@ from vigil.store.sqlite_rows import (
     row_to_task_event,
 )
 from vigil.store.sqlite_schema import migrate
-
-_PRIORITIES = range(MIN_PRIORITY, MAX_PRIORITY + 1)
-
-# A new task, deduplicated in the insert itself: an ``open`` key conflicts through
-# ux_tasks_open_key, an ``ever`` key through ux_tasks_ever_key or the NOT EXISTS over
-# every earlier row. DO NOTHING has no target on purpose: those indexes are the only
-# unique constraints on tasks, and NOT NULL / CHECK failures still raise.
-SQL_ADD_TASK = """
-INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
-                   parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries)
-SELECT :subject, :description, :skills, :priority, :source, :source_key, :dedup,
-       :parent_id, :scheduled_for, :now, :now, :actor, :max_retries
-WHERE :dedup = 'open'
-   OR NOT EXISTS (SELECT 1 FROM tasks WHERE source_key = :source_key)
-ON CONFLICT DO NOTHING
-RETURNING id
-"""
-
-SQL_HOLDER_OF_KEY = """
-SELECT id FROM tasks WHERE source_key = ?
-ORDER BY status IN ('pending', 'active', 'blocked') DESC, id DESC LIMIT 1
-"""
-
-# One index seek per priority level (ix_tasks_claim), so neither finished tasks nor
-# many not-yet-due urgent tasks are walked: the union holds at most nine rows.
-_BEST_PER_PRIORITY = " UNION ALL ".join(
-    f"""SELECT * FROM (SELECT id, priority, scheduled_for FROM tasks
-        WHERE status = 'pending' AND waiting_on = 0 AND priority = {p} AND scheduled_for <= :now
-        ORDER BY scheduled_for, id LIMIT 1)"""
-    for p in _PRIORITIES
-)
-SQL_NEXT_DUE_ID = f"SELECT id FROM ({_BEST_PER_PRIORITY}) ORDER BY priority, scheduled_for, id LIMIT 1"
-
-SQL_CLAIM = f"""
-UPDATE tasks SET status = 'active', claimed_by = :worker, lease_until = :lease_until,
-       started_at = :now, updated_at = :now, updated_by = 'dispatcher',
-       attempt_count = attempt_count + 1, cancel_requested = 0,
-       executor = coalesce(:executor, executor)
-WHERE id = ({SQL_NEXT_DUE_ID})
-RETURNING *
-"""
-
-SQL_OPEN_RUN = """
-INSERT INTO runs (task_id, attempt, started_at, executor, claimed_by)
-VALUES (:task_id, (SELECT count(*) + 1 FROM runs WHERE task_id = :task_id), :now, :executor, :worker)
-RETURNING id, attempt
-"""
-
-SQL_NEXT_DUE_AT = (
-    "SELECT min(m) FROM ("
-    + " UNION ALL ".join(
-        f"SELECT min(scheduled_for) AS m FROM tasks WHERE status = 'pending' AND waiting_on = 0 AND priority = {p}"
-        for p in _PRIORITIES
-    )
-    + ")"
-)
-
-SQL_QUEUE = """
-SELECT * FROM tasks WHERE status = 'active'
-UNION ALL
-SELECT * FROM (SELECT * FROM tasks WHERE status IN ('pending', 'blocked')
-               ORDER BY status = 'blocked', waiting_on > 0 OR scheduled_for > :now,
-                        CASE WHEN waiting_on = 0 AND scheduled_for <= :now THEN priority END,
-                        scheduled_for, priority, id
-               LIMIT :limit)
-"""
-
-SQL_RECORD_RUN = """
-UPDATE runs SET finished_at = :now, outcome = :outcome, error = :error, exit_code = :exit_code,
-       cost_usd = :cost_usd, api_cost_usd = :api_cost_usd, tokens_in = :tokens_in,
-       tokens_out = :tokens_out, cache_read_tokens = :cache_read_tokens,
-       cache_write_tokens = :cache_write_tokens, model = :model, session_id = :session_id,
-       transcript_path = :transcript_path
-WHERE id = :run_id
-"""
-
-SQL_ADD_COSTS = """
-UPDATE tasks SET cost_usd = cost_usd + :cost_usd, api_cost_usd = api_cost_usd + :api_cost_usd,
-       tokens_in = tokens_in + :tokens_in, tokens_out = tokens_out + :tokens_out,
-       model = coalesce(:model, model), updated_at = :now
-WHERE id = :task_id
-"""
-
-SQL_FINISH = """
-UPDATE tasks SET status = :status, completed_at = :now, updated_at = :now,
-       updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
-       result_summary = :summary, result_detail = :detail
-WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
-"""
-
-SQL_RELEASE_CLOSED = """
-UPDATE tasks SET claimed_by = NULL, lease_until = NULL WHERE id = :task_id AND claimed_by = :worker
-"""
-
-SQL_REQUEUE = """
-UPDATE tasks SET status = 'pending', scheduled_for = :retry_at, updated_at = :now,
-       updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
-       attempt_count = attempt_count - :give_back, result_summary = :summary
-WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
-"""
-
-_COST_COLUMNS = """count(*) AS runs, count(DISTINCT r.task_id) AS tasks,
-       total(r.cost_usd) AS cost_usd, total(r.api_cost_usd) AS api_cost_usd,
-       total(r.tokens_in) AS tokens_in, total(r.tokens_out) AS tokens_out,
-       total(r.cache_read_tokens) AS cache_read_tokens,
-       total(r.cache_write_tokens) AS cache_write_tokens"""
-
-SQL_COST_ROLLUP = {
-    CostGroup.DAY: f"""SELECT strftime('%Y-%m-%d', r.finished_at / 1000, 'unixepoch') AS key,
-        {_COST_COLUMNS} FROM runs r WHERE r.finished_at >= :since GROUP BY key ORDER BY key DESC""",
-    CostGroup.MODEL: f"""SELECT coalesce(r.model, '(none)') AS key, {_COST_COLUMNS}
-        FROM runs r WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
-    CostGroup.SOURCE: f"""SELECT t.source AS key, {_COST_COLUMNS}
-        FROM runs r JOIN tasks t ON t.id = r.task_id
-        WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
-    CostGroup.SKILL: f"""SELECT coalesce(s.value, '(none)') AS key, {_COST_COLUMNS}
-        FROM runs r JOIN tasks t ON t.id = r.task_id LEFT JOIN json_each(t.skills) s
-        WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
-}
-
-SQL_RECORD_SENSOR_RUN = """
-INSERT INTO sensor_state (name, last_run_at, last_duration_ms, last_status, last_error,
-                          consecutive_failures, created_last, ignored_last, dropped_last,
-                          next_due_at, state)
-VALUES (:name, :started_at, :duration_ms, :status, :error, :failures, :created, :ignored,
-        :dropped, :next_due_at, coalesce(:state, '{}'))
-ON CONFLICT (name) DO UPDATE SET
-    last_run_at = excluded.last_run_at, last_duration_ms = excluded.last_duration_ms,
-    last_status = excluded.last_status, last_error = excluded.last_error,
-    consecutive_failures = excluded.consecutive_failures, created_last = excluded.created_last,
-    ignored_last = excluded.ignored_last, dropped_last = excluded.dropped_last,
-    next_due_at = excluded.next_due_at, state = coalesce(:state, sensor_state.state)
-"""
 
 
 def _task_params(new: NewTask, now: int, actor: str, default_max_retries: int) -> dict[str, object]:
