@@ -118,7 +118,7 @@ def task() -> None:
 @click.option("--max-retries", type=click.IntRange(min=0), help="Retries after the first attempt.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def task_add(ctx: click.Context, subject: str, **opts: Any) -> None:
+def task_add(ctx: click.Context, /, subject: str, **opts: Any) -> None:
     """Add a task. Prints its id and whether it was created or already existed."""
     from vigil.commands import add_task
 

@@ -11,8 +11,8 @@ The tree::
     │   └── DuplicateOpenTask      another open task already holds the source key
     └── OperationError             the operation was valid but failed (exit 1)
         ├── StoreError             the database cannot be used
-        │   ├── NotADatabase       the file is not an SQLite database
-        │   ├── SchemaTooNew       the database was written by a newer Vigil
+        │   ├── NotADatabase       the file is not an SQLite database (exit 2)
+        │   ├── SchemaTooNew       the database was written by a newer Vigil (exit 2)
         │   └── StoreBusy          still locked after the busy timeout and retries
         └── LockHeld               another process holds the dispatcher lock
 
@@ -78,11 +78,15 @@ class StoreError(OperationError):
 
 
 class NotADatabase(StoreError):
-    """The file exists but is not an SQLite database."""
+    """The file exists but is not an SQLite database (a wrong file: bad input)."""
+
+    exit_code = 2
 
 
 class SchemaTooNew(StoreError):
-    """The database's schema version is newer than this Vigil understands."""
+    """The database's schema version is newer than this Vigil understands (bad input)."""
+
+    exit_code = 2
 
 
 class StoreBusy(StoreError):

@@ -83,7 +83,7 @@ def _task_params(new: NewTask, now: int, actor: str, default_max_retries: int) -
 
 
 def _require_task(conn: sqlite3.Connection, task_id: int) -> sqlite3.Row:
-    row = conn.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
+    row: sqlite3.Row | None = conn.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
     if row is None:
         raise TaskNotFound(task_id)
     return row

@@ -108,6 +108,9 @@ class Database:
         db = cls(conn, path)
         try:
             await db._hop(_configure, path, synchronous, busy_timeout_ms)
+        except sqlite3.Error as err:
+            await conn.close()
+            raise translate(err, path) from None
         except BaseException:
             await conn.close()
             raise
@@ -119,8 +122,8 @@ class Database:
         aiosqlite has no public way to run a callable in its thread; ``_execute`` is
         the method its own public methods use.
         """
-        raw = self._conn._conn  # noqa: SLF001 - the sqlite3 connection aiosqlite owns
-        execute = cast(Callable[..., Any], self._conn._execute)  # noqa: SLF001
+        raw = self._conn._conn
+        execute = cast(Callable[..., Any], self._conn._execute)
         return cast(T, await execute(fn, raw, *args))
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:

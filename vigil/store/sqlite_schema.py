@@ -27,7 +27,7 @@ from vigil.errors import SchemaTooNew
 _OPEN = "('pending','active','blocked')"
 
 V1 = [
-    f"""
+    """
     CREATE TABLE tasks (
         id               INTEGER PRIMARY KEY AUTOINCREMENT,  -- ids never reused
         subject          TEXT    NOT NULL CHECK (length(trim(subject)) > 0),

@@ -1,0 +1,120 @@
+"""``vigil doctor``: checks the home, the config, the database and the versions.
+
+Each check prints one line (``ok``, ``warn`` or ``FAIL``); the command fails if any
+check failed. It never creates or modifies the database.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import stat
+import sys
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+
+from vigil.config import CONFIG_NAME, Settings, load_settings
+from vigil.errors import VigilError
+from vigil.home import find_home
+from vigil.store.sqlite import SqliteStore
+from vigil.store.sqlite_schema import SCHEMA_VERSION
+
+Echo = Callable[[str], None]
+
+
+class _Report:
+    def __init__(self, echo: Echo) -> None:
+        self._echo = echo
+        self.failed = False
+
+    def ok(self, what: str, detail: str) -> None:
+        self._echo(f"ok    {what:<10} {detail}")
+
+    def warn(self, what: str, detail: str) -> None:
+        self._echo(f"warn  {what:<10} {detail}")
+
+    def fail(self, what: str, detail: str) -> None:
+        self.failed = True
+        self._echo(f"FAIL  {what:<10} {detail}")
+
+
+def _versions(report: _Report) -> None:
+    parts = [f"python {sys.version.split()[0]}", f"sqlite {sqlite3.sqlite_version}"]
+    for package in ("vigil", "aiosqlite", "textual", "apscheduler"):
+        try:
+            parts.append(f"{package} {metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            parts.append(f"{package} missing")
+    report.ok("versions", ", ".join(parts))
+    if sqlite3.sqlite_version_info < (3, 35, 0):
+        report.fail("sqlite", f"{sqlite3.sqlite_version} is too old; 3.35 or newer is needed")
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+async def _database(report: _Report, settings: Settings) -> None:
+    path = settings.store.path
+    if not path.exists():
+        report.ok("database", f"{path} not created yet (created on first use)")
+        return
+    try:
+        store = await SqliteStore.open(path, synchronous=settings.store.synchronous)
+    except VigilError as err:
+        report.fail("database", str(err))
+        return
+    try:
+        check = await store.integrity_check()
+        counts = await store.count_by_status()
+    finally:
+        await store.close()
+    if check != "ok":
+        report.fail("database", f"{path}: integrity check: {check}")
+        return
+    total = sum(counts.values())
+    report.ok("database", f"{path} (schema v{SCHEMA_VERSION}, {total} tasks, integrity ok)")
+    if _mode(path) & 0o077:
+        report.warn("database", f"{path} is readable by others (mode {_mode(path):o}); chmod 600 it")
+    if _mode(path.parent) & 0o077:
+        report.warn("database", f"{path.parent} is open to others (mode {_mode(path.parent):o}); chmod 700 it")
+
+
+def _executor(report: _Report, settings: Settings) -> None:
+    name = settings.dispatch.executor
+    commands = {"claude": settings.claude.command, "codex": settings.codex.command}
+    if name not in commands:
+        report.ok("executor", name)
+        return
+    binary = commands[name][0]
+    if shutil.which(binary) is None:
+        report.fail("executor", f"{name}: command {binary!r} not found on PATH")
+    else:
+        report.ok("executor", f"{name} ({shutil.which(binary)})")
+
+
+async def run_checks(home_arg: str | None, echo: Echo) -> bool:
+    """Run every check, printing one line each; True when nothing failed."""
+    report = _Report(echo)
+    _versions(report)
+    try:
+        home = find_home(home_arg)
+    except VigilError as err:
+        report.fail("home", str(err))
+        return False
+    report.ok("home", str(home))
+    try:
+        settings = load_settings(home)
+    except VigilError as err:
+        report.fail("config", str(err))
+        return False
+    report.ok("config", str(settings.config_path or f"no {CONFIG_NAME}: defaults"))
+    await _database(report, settings)
+    _executor(report, settings)
+    if not settings.skills_dir.is_dir():
+        report.warn("skills", f"{settings.skills_dir} does not exist")
+    else:
+        count = sum(1 for p in settings.skills_dir.glob("*/SKILL.md"))
+        report.ok("skills", f"{settings.skills_dir} ({count} skills)")
+    return not report.failed
