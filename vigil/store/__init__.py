@@ -55,6 +55,7 @@ class CostGroup(StrEnum):
     SKILL = "skill"
     SOURCE = "source"
     MODEL = "model"
+    HOUR = "hour"  # key "YYYY-MM-DDTHH" (UTC): the TUI's 24-hour chart
 
 
 class Store(Protocol):
@@ -86,6 +87,21 @@ class Store(Protocol):
     ) -> list[Task]:
         """Tasks newest first (by id), keyset-paged: pass the last id seen as
         ``before_id`` for the next page. ``statuses`` None means every status."""
+        ...
+
+    async def search_tasks(
+        self,
+        text: str,
+        *,
+        statuses: Collection[TaskStatus] | None = None,
+        limit: int = 50,
+        before_id: int | None = None,
+    ) -> list[Task]:
+        """Tasks whose subject, description, source or result summary contains
+        ``text`` (case-insensitive for ASCII), newest first, keyset-paged like
+        ``list_tasks``. Walks the primary key downwards from ``before_id``: cost is
+        bounded by the rows it passes, so a rare match over a huge history is slower
+        (one read, no lock held). ``statuses`` None means every status."""
         ...
 
     async def queue(self, *, limit: int = 200) -> list[Task]:

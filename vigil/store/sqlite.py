@@ -52,6 +52,7 @@ from vigil.store.sqlite_queries import (
     SQL_RECORD_SENSOR_RUN,
     SQL_RELEASE_CLOSED,
     SQL_REQUEUE,
+    SQL_SEARCH_TASKS,
 )
 from vigil.store.sqlite_rows import (
     row_to_note,
@@ -193,6 +194,20 @@ class SqliteStore:
         marks = ",".join("?" * len(wanted))
         sql = f"SELECT * FROM tasks WHERE status IN ({marks}) AND id < ? ORDER BY id DESC LIMIT ?"
         params = (*wanted, before_id if before_id is not None else 2**62, limit)
+        return await self._db.read(lambda conn: [row_to_task(r) for r in conn.execute(sql, params)])
+
+    async def search_tasks(
+        self,
+        text: str,
+        *,
+        statuses: Collection[TaskStatus] | None = None,
+        limit: int = 50,
+        before_id: int | None = None,
+    ) -> list[Task]:
+        wanted = [str(s) for s in (statuses or TaskStatus)]
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        sql = SQL_SEARCH_TASKS.replace(":statuses", "(" + ",".join("?" * len(wanted)) + ")")
+        params = (*wanted, before_id if before_id is not None else 2**62, pattern, pattern, pattern, pattern, limit)
         return await self._db.read(lambda conn: [row_to_task(r) for r in conn.execute(sql, params)])
 
     async def queue(self, *, limit: int = 200) -> list[Task]:

@@ -110,6 +110,16 @@ UPDATE tasks SET status = 'pending', scheduled_for = :retry_at, updated_at = :no
 WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
 """
 
+# History search: ``+status`` keeps the planner off ix_tasks_status_id so it walks
+# the primary key downwards and stops at LIMIT matches (no sort of every finished row).
+SQL_SEARCH_TASKS = """
+SELECT * FROM tasks
+WHERE +status IN :statuses AND id < ?
+  AND (subject LIKE ? ESCAPE '\\' OR description LIKE ? ESCAPE '\\'
+       OR source LIKE ? ESCAPE '\\' OR coalesce(result_summary, '') LIKE ? ESCAPE '\\')
+ORDER BY id DESC LIMIT ?
+"""
+
 _COST_COLUMNS = """count(*) AS runs, count(DISTINCT r.task_id) AS tasks,
        total(r.cost_usd) AS cost_usd, total(r.api_cost_usd) AS api_cost_usd,
        total(r.tokens_in) AS tokens_in, total(r.tokens_out) AS tokens_out,
@@ -118,6 +128,8 @@ _COST_COLUMNS = """count(*) AS runs, count(DISTINCT r.task_id) AS tasks,
 
 SQL_COST_ROLLUP = {
     CostGroup.DAY: f"""SELECT strftime('%Y-%m-%d', r.finished_at / 1000, 'unixepoch') AS key,
+        {_COST_COLUMNS} FROM runs r WHERE r.finished_at >= :since GROUP BY key ORDER BY key DESC""",
+    CostGroup.HOUR: f"""SELECT strftime('%Y-%m-%dT%H', r.finished_at / 1000, 'unixepoch') AS key,
         {_COST_COLUMNS} FROM runs r WHERE r.finished_at >= :since GROUP BY key ORDER BY key DESC""",
     CostGroup.MODEL: f"""SELECT coalesce(r.model, '(none)') AS key, {_COST_COLUMNS}
         FROM runs r WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
