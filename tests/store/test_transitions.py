@@ -1,0 +1,298 @@
+"""Contract: every state change, its audit row, and the changes that are refused."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from tests.store.contract import all_tasks, assert_counts_match, claim, new, success
+from vigil.clock import ManualClock
+from vigil.errors import DuplicateOpenTask, InputError, InvalidTransition, TaskNotFound
+from vigil.models import Outcome, OutcomeKind, Task, TaskEvent, TaskStatus
+from vigil.store import Store
+
+
+def trail(events: list[TaskEvent]) -> list[tuple[str, str, str | None, str | None]]:
+    return [(e.actor, e.kind, e.from_value, e.to_value) for e in events]
+
+
+async def add(store: Store, subject: str = "t", **fields: object) -> int:
+    result = await store.add_task(new(subject, **fields))
+    assert result.task_id is not None
+    return result.task_id
+
+
+async def test_finish_records_the_run_costs_and_status(store: Store, clock: ManualClock) -> None:
+    task_id = await add(store, "work")
+    c = await claim(store)
+    clock.advance(4_000)
+    outcome = Outcome(
+        OutcomeKind.SUCCESS,
+        summary="done",
+        detail="all of it",
+        exit_code=0,
+        cost_usd=0.25,
+        api_cost_usd=0.3,
+        tokens_in=1200,
+        tokens_out=340,
+        cache_read_tokens=900,
+        cache_write_tokens=50,
+        model="opus",
+        session_id="s-1",
+        transcript_path="logs/1.jsonl",
+    )
+    task = await store.finish(c, outcome, TaskStatus.COMPLETED, worker="w1")
+    assert task == await store.get_task(task_id)
+    assert (task.status, task.result_summary, task.result_detail) == (TaskStatus.COMPLETED, "done", "all of it")
+    assert (task.cost_usd, task.api_cost_usd, task.tokens_in, task.tokens_out) == (0.25, 0.3, 1200, 340)
+    assert (task.model, task.completed_at, task.claimed_by, task.lease_until) == ("opus", clock.now_ms(), None, None)
+    [run] = await store.list_runs(task_id)
+    assert (run.finished_at, run.outcome, run.exit_code, run.error) == (clock.now_ms(), "success", 0, None)
+    assert (run.cost_usd, run.api_cost_usd, run.tokens_in, run.tokens_out) == (0.25, 0.3, 1200, 340)
+    assert (run.cache_read_tokens, run.cache_write_tokens) == (900, 50)
+    assert (run.model, run.session_id, run.transcript_path) == ("opus", "s-1", "logs/1.jsonl")
+    assert trail(await store.list_events(task_id))[-1] == ("dispatcher", "status", "active", "completed")
+
+
+async def test_finish_failed_keeps_the_error_on_the_run(store: Store) -> None:
+    task_id = await add(store)
+    c = await claim(store)
+    failed = Outcome(OutcomeKind.FAILED, summary="could not", error="exit 3", exit_code=3, cost_usd=0.1)
+    task = await store.finish(c, failed, TaskStatus.FAILED, worker="w1")
+    assert (task.status, task.result_summary, task.cost_usd) == (TaskStatus.FAILED, "could not", 0.1)
+    [run] = await store.list_runs(task_id)
+    assert (run.outcome, run.error, run.exit_code) == ("failed", "exit 3", 3)
+
+
+async def test_finish_refuses_an_open_status(store: Store) -> None:
+    task_id = await add(store)
+    c = await claim(store)
+    with pytest.raises(InputError):
+        await store.finish(c, success(), TaskStatus.PENDING, worker="w1")
+    task = await store.get_task(task_id)
+    assert task.status is TaskStatus.ACTIVE
+    assert (await store.list_runs(task_id))[0].finished_at is None
+
+
+async def test_costs_add_up_over_attempts(store: Store, clock: ManualClock) -> None:
+    task_id = await add(store)
+    c1 = await claim(store)
+    transient = Outcome(OutcomeKind.TRANSIENT, error="overloaded", cost_usd=0.5, tokens_in=10, tokens_out=1)
+    await store.requeue(c1, transient, retry_at=clock.now_ms(), count_attempt=True, worker="w1")
+    c2 = await claim(store)
+    assert c2.attempt == 2
+    task = await store.finish(c2, success(cost_usd=0.25, tokens_in=5, tokens_out=2), TaskStatus.COMPLETED, worker="w1")
+    assert (task.cost_usd, task.tokens_in, task.tokens_out, task.attempt_count) == (0.75, 15, 3, 2)
+    assert [(r.attempt, r.outcome) for r in await store.list_runs(task_id)] == [(1, "transient"), (2, "success")]
+
+
+@pytest.mark.parametrize(("count_attempt", "attempts_after"), [(True, 1), (False, 0)])
+async def test_requeue_waits_for_the_retry_time(
+    store: Store, clock: ManualClock, count_attempt: bool, attempts_after: int
+) -> None:
+    task_id = await add(store)
+    c = await claim(store)
+    retry_at = clock.now_ms() + 90_000
+    outcome = Outcome(OutcomeKind.USAGE_LIMITED, summary="limit", error="429")
+    task = await store.requeue(c, outcome, retry_at=retry_at, count_attempt=count_attempt, worker="w1")
+    assert (task.status, task.scheduled_for, task.attempt_count) == (TaskStatus.PENDING, retry_at, attempts_after)
+    assert (task.claimed_by, task.lease_until) == (None, None)
+    [run] = await store.list_runs(task_id)
+    assert (run.outcome, run.error, run.finished_at) == ("usage_limited", "429", clock.now_ms())
+    assert trail(await store.list_events(task_id))[-1] == ("dispatcher", "status", "active", "pending")
+    assert await store.claim_next(worker="w1", lease_ms=1000) is None
+    clock.set(retry_at)
+    again = await claim(store)
+    assert (again.task.id, again.attempt, again.task.attempt_count) == (task_id, 2, attempts_after + 1)
+
+
+async def test_cancel_pending_cancels_it(store: Store, clock: ManualClock) -> None:
+    task_id = await add(store)
+    task = await store.cancel(task_id, actor="human")
+    assert (task.status, task.completed_at, task.cancel_requested) == (TaskStatus.CANCELED, clock.now_ms(), False)
+    assert trail(await store.list_events(task_id))[-1] == ("human", "status", "pending", "canceled")
+    assert await store.claim_next(worker="w1", lease_ms=1000) is None
+
+
+async def test_cancel_active_sets_the_flag_and_keeps_the_status(store: Store) -> None:
+    task_id = await add(store)
+    c = await claim(store)
+    task = await store.cancel(task_id, actor="human")
+    assert (task.status, task.cancel_requested, task.claimed_by) == (TaskStatus.ACTIVE, True, "w1")
+    assert trail(await store.list_events(task_id))[-1] == ("human", "cancel_requested", None, "active")
+    assert await store.renew_lease(task_id, worker="w1", lease_until=123) is True
+    # The dispatcher honours the flag; the status changes only then.
+    done = await store.finish(c, Outcome(OutcomeKind.CANCELED), TaskStatus.CANCELED, worker="w1")
+    assert done.status is TaskStatus.CANCELED
+    await assert_counts_match(store)
+
+
+async def test_renew_lease_of_a_task_the_worker_does_not_hold(store: Store) -> None:
+    task_id = await add(store)
+    await claim(store, worker="w1")
+    assert await store.renew_lease(task_id, worker="w1", lease_until=5) is False
+    with pytest.raises(InvalidTransition):
+        await store.renew_lease(task_id, worker="w2", lease_until=5)
+    assert (await store.get_task(task_id)).lease_until == 5
+
+
+async def test_set_priority_and_defer(store: Store, clock: ManualClock) -> None:
+    task_id = await add(store, priority=5)
+    task = await store.set_priority(task_id, 2, actor="human")
+    assert task.priority == 2
+    later = clock.now_ms() + 3_600_000
+    task = await store.defer(task_id, later, actor="agent")
+    assert task.scheduled_for == later
+    assert trail(await store.list_events(task_id))[1:] == [
+        ("human", "priority", "5", "2"),
+        ("agent", "scheduled", str(clock.now_ms()), str(later)),
+    ]
+    with pytest.raises(InputError):
+        await store.set_priority(task_id, 0, actor="human")
+    with pytest.raises(InputError):
+        await store.set_priority(task_id, 10, actor="human")
+    assert (await store.get_task(task_id)).priority == 2
+
+
+async def test_retry_resets_a_failed_task_and_keeps_its_history(store: Store, clock: ManualClock) -> None:
+    task_id = await add(store, max_retries=1)
+    await store.add_note(task_id, "tried the obvious", author="agent")
+    c = await claim(store)
+    failed = Outcome(OutcomeKind.FAILED, summary="broke", error="boom", cost_usd=0.5)
+    await store.finish(c, failed, TaskStatus.FAILED, worker="w1")
+    events_before = await store.list_events(task_id)
+    clock.advance(10_000)
+
+    task = await store.retry(task_id, actor="human")
+    assert (task.status, task.scheduled_for, task.attempt_count) == (TaskStatus.PENDING, clock.now_ms(), 0)
+    assert (task.completed_at, task.cancel_requested) == (None, False)
+    assert task.cost_usd == 0.5  # spend is history too
+    [run] = await store.list_runs(task_id)
+    assert (run.outcome, run.error) == ("failed", "boom")
+    assert [n.text for n in await store.list_notes(task_id)] == ["tried the obvious"]
+    events = await store.list_events(task_id)
+    assert events[: len(events_before)] == events_before
+    assert trail(events[len(events_before) :]) == [("human", "status", "failed", "pending")]
+    again = await claim(store)
+    assert (again.task.id, again.attempt) == (task_id, 2)
+
+
+async def test_retry_a_canceled_task(store: Store) -> None:
+    task_id = await add(store)
+    await store.cancel(task_id, actor="human")
+    assert (await store.retry(task_id, actor="human")).status is TaskStatus.PENDING
+    await assert_counts_match(store)
+
+
+async def test_retry_refused_while_another_open_task_holds_the_key(store: Store) -> None:
+    first = await add(store, "check", source_key="k")
+    await store.cancel(first, actor="human")
+    second = await add(store, "check again", source_key="k")
+    before = await store.get_task(first)
+    with pytest.raises(DuplicateOpenTask):
+        await store.retry(first, actor="human")
+    assert await store.get_task(first) == before
+    assert (await store.get_task(second)).status is TaskStatus.PENDING
+    await assert_counts_match(store)
+
+
+async def test_close_task_by_the_agent(store: Store, clock: ManualClock) -> None:
+    task_id = await add(store)
+    task = await store.close_task(task_id, TaskStatus.COMPLETED, "done by hand", actor="agent")
+    assert (task.status, task.result_summary, task.completed_at) == (
+        TaskStatus.COMPLETED,
+        "done by hand",
+        clock.now_ms(),
+    )
+    assert trail(await store.list_events(task_id))[-1] == ("agent", "status", "pending", "completed")
+    blocked = await add(store, "needs input")
+    task = await store.close_task(blocked, TaskStatus.BLOCKED, "which account?", actor="agent")
+    assert (task.status, task.completed_at) == (TaskStatus.BLOCKED, None)
+    with pytest.raises(InputError):
+        await store.close_task(blocked, TaskStatus.CANCELED, "no", actor="agent")
+
+
+async def test_closing_an_active_task_keeps_the_claim_so_finish_keeps_its_status(store: Store) -> None:
+    task_id = await add(store)
+    c = await claim(store)
+    closed = await store.close_task(task_id, TaskStatus.COMPLETED, "I did it", actor="agent")
+    assert (closed.status, closed.claimed_by) == (TaskStatus.COMPLETED, "w1")
+    # The dispatcher then records the run with whatever it concluded.
+    task = await store.finish(c, success(summary="exit 0", cost_usd=0.2), TaskStatus.FAILED, worker="w1")
+    assert (task.status, task.result_summary, task.cost_usd) == (TaskStatus.COMPLETED, "I did it", 0.2)
+    assert (task.claimed_by, task.lease_until) == (None, None)
+    [run] = await store.list_runs(task_id)
+    assert (run.outcome, run.cost_usd) == ("success", 0.2)
+    assert [e.to_value for e in await store.list_events(task_id) if e.kind == "status"] == ["active", "completed"]
+    await assert_counts_match(store)
+
+
+async def test_requeue_of_a_task_the_agent_closed_keeps_its_status(store: Store, clock: ManualClock) -> None:
+    task_id = await add(store)
+    c = await claim(store)
+    await store.close_task(task_id, TaskStatus.BLOCKED, "waiting on a person", actor="agent")
+    task = await store.requeue(
+        c, Outcome(OutcomeKind.TRANSIENT), retry_at=clock.now_ms(), count_attempt=True, worker="w1"
+    )
+    assert (task.status, task.claimed_by) == (TaskStatus.BLOCKED, None)
+    await assert_counts_match(store)
+
+
+Change = Callable[[Store, int], Awaitable[object]]
+CHANGES: dict[str, Change] = {
+    "cancel": lambda s, i: s.cancel(i, actor="human"),
+    "retry": lambda s, i: s.retry(i, actor="human"),
+    "prio": lambda s, i: s.set_priority(i, 1, actor="human"),
+    "defer": lambda s, i: s.defer(i, 1, actor="human"),
+    "close": lambda s, i: s.close_task(i, TaskStatus.COMPLETED, "x", actor="agent"),
+}
+# Which changes each status refuses.
+REFUSED = {
+    TaskStatus.PENDING: ["retry"],
+    TaskStatus.ACTIVE: ["retry", "prio", "defer"],
+    TaskStatus.BLOCKED: ["retry"],
+    TaskStatus.COMPLETED: ["cancel", "retry", "prio", "defer", "close"],
+    TaskStatus.FAILED: ["cancel", "prio", "defer", "close"],
+    TaskStatus.CANCELED: ["cancel", "prio", "defer", "close"],
+}
+
+
+async def _task_in(store: Store, status: TaskStatus) -> int:
+    task_id = await add(store)
+    if status is TaskStatus.PENDING:
+        return task_id
+    if status is TaskStatus.BLOCKED:
+        await store.close_task(task_id, TaskStatus.BLOCKED, "waits", actor="agent")
+        return task_id
+    c = await claim(store)
+    if status is TaskStatus.ACTIVE:
+        return task_id
+    await store.finish(c, success(), status, worker="w1")
+    return task_id
+
+
+@pytest.mark.parametrize(
+    ("status", "change"), [(status, change) for status, changes in REFUSED.items() for change in changes]
+)
+async def test_invalid_transitions_raise_and_change_nothing(store: Store, status: TaskStatus, change: str) -> None:
+    task_id = await _task_in(store, status)
+    before: Task = await store.get_task(task_id)
+    events = await store.list_events(task_id)
+    with pytest.raises(InvalidTransition) as refused:
+        await CHANGES[change](store, task_id)
+    assert refused.value.status == status
+    assert await store.get_task(task_id) == before
+    assert await store.list_events(task_id) == events
+    await assert_counts_match(store)
+
+
+@pytest.mark.parametrize("change", CHANGES)
+async def test_changes_to_a_missing_task_raise_task_not_found(store: Store, change: str) -> None:
+    with pytest.raises(TaskNotFound):
+        await CHANGES[change](store, 404)
+    with pytest.raises(TaskNotFound):
+        await store.get_task(404)
+    with pytest.raises(TaskNotFound):
+        await store.add_note(404, "hello", author="human")
+    assert await all_tasks(store) == []
