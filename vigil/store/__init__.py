@@ -208,6 +208,22 @@ class Store(Protocol):
         """Every active task (for crash recovery and status)."""
         ...
 
+    async def open_runs(self) -> list[Run]:
+        """Runs not yet finished, oldest first: the attempt in flight, or attempts a
+        dead dispatcher left behind (crash recovery)."""
+        ...
+
+    async def recover(self, run_id: int, outcome: Outcome, *, status: TaskStatus, retry_at: int | None = None) -> Task:
+        """Close a run left open by a dead dispatcher and settle its task, in one
+        transaction: the run gets ``outcome``; the task, if still active under the
+        run's worker, becomes ``status`` (``pending`` due at ``retry_at`` with the
+        attempt counted, or ``failed``/``canceled``). A task its agent closed keeps
+        its status and only loses the claim. A run already finished is left alone
+        (idempotent). Returns the task; raises ``InputError`` for a missing run, a
+        ``status`` that is not pending/failed/canceled, or pending without ``retry_at``.
+        """
+        ...
+
     # --- sensors ----------------------------------------------------------------------
     async def sensor_states(self) -> list[SensorState]:
         """Every sensor's state, by name."""

@@ -47,9 +47,11 @@ from vigil.store.sqlite_queries import (
     SQL_NEXT_DUE_AT,
     SQL_NEXT_DUE_ID,  # noqa: F401 - re-exported: callers import every query from here
     SQL_OPEN_RUN,
+    SQL_OPEN_RUNS,
     SQL_QUEUE,
     SQL_RECORD_RUN,
     SQL_RECORD_SENSOR_RUN,
+    SQL_RECOVER,
     SQL_RELEASE_CLOSED,
     SQL_REQUEUE,
     SQL_SEARCH_TASKS,
@@ -475,6 +477,38 @@ class SqliteStore:
     async def active_tasks(self) -> list[Task]:
         sql = "SELECT * FROM tasks WHERE status = 'active' ORDER BY id"
         return await self._db.read(lambda conn: [row_to_task(r) for r in conn.execute(sql)])
+
+    async def open_runs(self) -> list[Run]:
+        return await self._db.read(lambda conn: [row_to_run(r) for r in conn.execute(SQL_OPEN_RUNS)])
+
+    async def recover(self, run_id: int, outcome: Outcome, *, status: TaskStatus, retry_at: int | None = None) -> Task:
+        if status not in (TaskStatus.PENDING, TaskStatus.FAILED, TaskStatus.CANCELED):
+            raise InputError(f"recover takes pending, failed or canceled, not {status}")
+        if status is TaskStatus.PENDING and retry_at is None:
+            raise InputError("recovering a task as pending needs a retry time")
+        now = self._clock.now_ms()
+
+        def body(conn: sqlite3.Connection) -> Task:
+            run = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if run is None:
+                raise InputError(f"run {run_id} not found")
+            task = row_to_task(_require_task(conn, run["task_id"]))
+            if run["finished_at"] is not None:
+                return task
+            self._record_run(conn, Claim(task=task, run_id=run_id, attempt=run["attempt"]), outcome, now)
+            params = {
+                "now": now,
+                "task_id": task.id,
+                "worker": run["claimed_by"],
+                "status": str(status),
+                "retry_at": retry_at,
+                "summary": outcome.summary or None,
+            }
+            if conn.execute(SQL_RECOVER, params).rowcount == 0 and run["claimed_by"] is not None:
+                conn.execute(SQL_RELEASE_CLOSED, params)  # the agent closed it: keep its status
+            return row_to_task(_require_task(conn, task.id))
+
+        return await self._db.write(body)
 
     # --- sensors ----------------------------------------------------------------------
     async def sensor_states(self) -> list[SensorState]:

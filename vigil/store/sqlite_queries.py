@@ -110,6 +110,19 @@ UPDATE tasks SET status = 'pending', scheduled_for = :retry_at, updated_at = :no
 WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
 """
 
+SQL_OPEN_RUNS = "SELECT * FROM runs WHERE finished_at IS NULL ORDER BY id"
+
+# Settles the task of a run a dead dispatcher left open: requeued (attempt counted)
+# or finished. Only while the run's worker still holds it, like SQL_FINISH.
+SQL_RECOVER = """
+UPDATE tasks SET status = :status,
+       scheduled_for = CASE WHEN :status = 'pending' THEN :retry_at ELSE scheduled_for END,
+       completed_at = CASE WHEN :status = 'pending' THEN completed_at ELSE :now END,
+       updated_at = :now, updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
+       result_summary = :summary
+WHERE id = :task_id AND status = 'active' AND claimed_by IS :worker
+"""
+
 # History search: ``+status`` keeps the planner off ix_tasks_status_id so it walks
 # the primary key downwards and stops at LIMIT matches (no sort of every finished row).
 SQL_SEARCH_TASKS = """

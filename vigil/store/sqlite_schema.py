@@ -99,6 +99,8 @@ V1 = [
     )
     """,
     "CREATE INDEX ix_runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL",
+    # Crash recovery looks up the runs still open; there are only ever a few.
+    "CREATE INDEX ix_runs_open ON runs (task_id) WHERE finished_at IS NULL",
     """
     CREATE TABLE task_events (
         id         INTEGER PRIMARY KEY,
