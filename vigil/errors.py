@@ -8,7 +8,8 @@ The tree::
     │   ├── HomeError              the home folder does not exist or is not a home
     │   ├── TaskNotFound           no task with that id
     │   ├── InvalidTransition      the task's status does not allow the operation
-    │   └── DuplicateOpenTask      another open task already holds the source key
+    │   ├── DuplicateOpenTask      another open task already holds the source key
+    │   └── SkillError             a skill is unknown, misnamed or its SKILL.md is malformed
     └── OperationError             the operation was valid but failed (exit 1)
         ├── StoreError             the database cannot be used
         │   ├── NotADatabase       the file is not an SQLite database (exit 2)
@@ -65,6 +66,10 @@ class InvalidTransition(InputError):
 
 class DuplicateOpenTask(InputError):
     """Another open task already holds this source key."""
+
+
+class SkillError(InputError):
+    """A skill cannot be used: unknown, an invalid name, or a malformed SKILL.md."""
 
 
 class OperationError(VigilError):

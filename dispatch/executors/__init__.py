@@ -5,6 +5,9 @@ for the truly unexpected (the dispatcher catches that in one place and records i
 a crash). Every executor that starts a process starts it in its own process group,
 reports it through ``RunContext.on_process_start`` (recorded on the run for crash
 recovery), and ends the whole group on timeout or cancel.
+
+``build_executor(name, settings)`` makes the configured one: ``claude``, ``codex``,
+``command`` or ``dry-run``. ``FakeExecutor`` (``dispatch.executors.fake``) is for tests.
 """
 
 from __future__ import annotations
@@ -14,7 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from vigil.config import Settings
+from vigil.errors import ConfigError
 from vigil.models import Outcome, Task
+
+DEFAULT_GRACE_S = 5.0  # SIGTERM → SIGKILL, for an agent to save its work and exit
 
 ProcessStarted = Callable[[int, int, str | None], Awaitable[None]]
 """Called with (pid, pgid, proc_start) once the executor's process exists."""
@@ -42,3 +49,27 @@ class Executor(Protocol):
     async def run(self, task: Task, ctx: RunContext) -> Outcome:
         """Carry out one attempt and say what became of it."""
         ...
+
+
+def build_executor(name: str, settings: Settings, *, grace_s: float | None = None) -> Executor:
+    """The executor called ``name``; raises ``ConfigError`` for an unknown name.
+
+    ``grace_s`` is how long a process group gets between SIGTERM and SIGKILL
+    (default ``DEFAULT_GRACE_S``).
+    """
+    # imported here: each executor module imports this one for RunContext
+    from dispatch.executors.claude import ClaudeExecutor
+    from dispatch.executors.codex import CodexExecutor
+    from dispatch.executors.command import CommandExecutor
+    from dispatch.executors.dryrun import DryRunExecutor
+
+    if name == "dry-run":
+        return DryRunExecutor()
+    grace = DEFAULT_GRACE_S if grace_s is None else grace_s
+    if name == "claude":
+        return ClaudeExecutor(settings, grace_s=grace)
+    if name == "codex":
+        return CodexExecutor(settings, grace_s=grace)
+    if name == "command":
+        return CommandExecutor(grace_s=grace)
+    raise ConfigError(f"unknown executor {name!r}: expected claude, codex, command or dry-run")

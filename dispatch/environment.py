@@ -1,0 +1,58 @@
+"""The environment an agent process gets: small and explicit.
+
+The daemon's own environment may hold secrets meant for other programs; the agent
+gets only what it needs to run (PATH, HOME, locale, TMPDIR), the three ``VIGIL_*``
+variables that tell it where it is and which task it works on, and the names an
+operator lists in ``[dispatch] pass_env`` (e.g. ``ANTHROPIC_API_KEY``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from vigil.config import Settings
+
+BASE_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def _path_with_vigil(path: str) -> str:
+    """PATH with this installation's script folder in front, when ``vigil`` lives
+    there: the agent's ``vigil task close`` must reach the same install as the
+    daemon even when its virtualenv was never activated."""
+    scripts = Path(sys.executable).parent
+    if not (scripts / "vigil").exists():
+        return path
+    parts = path.split(os.pathsep) if path else []
+    if str(scripts) in parts:
+        return path
+    return os.pathsep.join([str(scripts), *parts])
+
+
+def agent_env(
+    settings: Settings,
+    task_id: int,
+    run_id: int,
+    *,
+    source: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The complete environment for one run's process.
+
+    ``source`` is the environment to pick from (default: this process's). A name
+    in ``pass_env`` that is not set is left out, not set to empty.
+    """
+    origin = os.environ if source is None else source
+    env = {name: origin[name] for name in BASE_NAMES if name in origin}
+    env["PATH"] = _path_with_vigil(env.get("PATH", DEFAULT_PATH))
+    # a UTF-8 locale keeps agent CLIs from mangling non-ASCII task text
+    env.setdefault("LANG", "C.UTF-8")
+    for name in settings.dispatch.pass_env:
+        if name in origin:
+            env[name] = origin[name]
+    env["VIGIL_HOME"] = str(settings.home)
+    env["VIGIL_TASK_ID"] = str(task_id)
+    env["VIGIL_RUN_ID"] = str(run_id)
+    return env

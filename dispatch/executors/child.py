@@ -1,0 +1,172 @@
+"""The child process of one run: start it, stream its stdout, bound it, end it.
+
+Shared by every executor that runs a program. The child gets an argv list (never a
+shell string), an explicit environment, its input on stdin, and a new session (so
+its pid is its process group id). Its stdout is read in chunks and split into lines
+here, so a 10 MB line costs memory but never hits a ``StreamReader`` line limit;
+bytes that are not UTF-8 are passed on as they are (callers decode with
+``errors="replace"``).
+
+The whole group is ended (SIGTERM, grace, SIGKILL) when the timeout passes, when
+the awaiting task is cancelled (then ``CancelledError`` is re-raised after the
+group is gone), and after a normal exit too, so nothing the agent left running in
+the background outlives its run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dispatch.executors import ProcessStarted
+from dispatch.executors.answer import summary_of
+from dispatch.process import end_process_group, process_start_time
+from vigil.models import Outcome, OutcomeKind
+
+CHUNK_BYTES = 256 * 1024
+STDERR_KEEP_BYTES = 64 * 1024  # the tail of stderr kept for error messages
+DRAIN_S = 2.0  # after the child exits, how long its pipes may stay open (held by its own children)
+
+LineHandler = Callable[[bytes], None]
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    """How the child ended. ``exit_code`` is None when it was never started
+    (``spawn_error`` says why); a negative code is the signal that ended it."""
+
+    exit_code: int | None
+    timed_out: bool
+    stderr: str
+    spawn_error: str | None = None
+    pid: int | None = None
+
+
+async def _read_lines(stream: asyncio.StreamReader, on_line: LineHandler) -> None:
+    pending = b""
+    while True:
+        chunk = await stream.read(CHUNK_BYTES)
+        if not chunk:
+            break
+        pending += chunk
+        if b"\n" not in chunk:
+            continue
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            on_line(line.rstrip(b"\r"))
+    if pending:
+        on_line(pending.rstrip(b"\r"))
+
+
+async def _read_tail(stream: asyncio.StreamReader, keep: bytearray) -> None:
+    while chunk := await stream.read(CHUNK_BYTES):
+        keep += chunk
+        if len(keep) > STDERR_KEEP_BYTES:
+            del keep[: len(keep) - STDERR_KEEP_BYTES]
+
+
+async def _feed(stream: asyncio.StreamWriter, data: bytes) -> None:
+    # the child may exit without reading its input; that is its business
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stream.write(data)
+        await stream.drain()
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stream.close()
+        await stream.wait_closed()
+
+
+async def _finish(tasks: Sequence[asyncio.Task[None]], wait_s: float) -> None:
+    """Give the pipe tasks ``wait_s`` seconds to reach EOF, then cancel the rest."""
+    if tasks:
+        _, stuck = await asyncio.wait(tasks, timeout=wait_s)
+        for task in stuck:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def run_child(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    stdin: bytes,
+    timeout_s: float,
+    grace_s: float,
+    on_start: ProcessStarted,
+    on_line: LineHandler,
+) -> ChildResult:
+    """Run ``argv`` to its end or until ``timeout_s`` seconds pass; every stdout line
+    goes to ``on_line`` as it arrives. ``on_start(pid, pgid, proc_start)`` is awaited
+    right after the spawn. Raises ``CancelledError`` (after ending the group) when
+    cancelled; a program that cannot be started is reported in ``spawn_error``.
+    """
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except OSError as err:
+        return ChildResult(None, False, "", spawn_error=f"cannot start {argv[0]!r}: {err.strerror or err}")
+
+    pgid = proc.pid  # a new session makes the child its own group leader
+    # all three are pipes, as asked for above
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    stderr_tail = bytearray()
+    pipes = [
+        asyncio.create_task(_read_lines(proc.stdout, on_line)),
+        asyncio.create_task(_read_tail(proc.stderr, stderr_tail)),
+        asyncio.create_task(_feed(proc.stdin, stdin)),
+    ]
+    timed_out = False
+    try:
+        await on_start(proc.pid, pgid, process_start_time(proc.pid))
+        async with asyncio.timeout(timeout_s):
+            await proc.wait()
+            # the child is gone; background processes it left may still hold its pipes
+            await asyncio.wait(pipes[:2], timeout=DRAIN_S)
+    except TimeoutError:
+        timed_out = True
+    except BaseException:
+        # cancelled (or on_start failed): end the group before letting go, even if
+        # we are cancelled again meanwhile
+        ending = asyncio.ensure_future(end_process_group(pgid, grace_s))
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(ending)
+        await _finish(pipes, 0)
+        raise
+    await end_process_group(pgid, grace_s)
+    await _finish(pipes, DRAIN_S)
+    exit_code = proc.returncode if proc.returncode is not None else await proc.wait()
+    stderr = stderr_tail.decode("utf-8", errors="replace")
+    return ChildResult(exit_code, timed_out, stderr, pid=proc.pid)
+
+
+def ended_early(result: ChildResult, timeout_s: float, transcript_path: str) -> Outcome | None:
+    """The outcome when the process never ran or was stopped by our timeout."""
+    if result.spawn_error is not None:
+        return Outcome(
+            kind=OutcomeKind.FAILED,
+            summary=summary_of(result.spawn_error),
+            error=result.spawn_error + " (check the executor's command in vigil.toml)",
+            transcript_path=transcript_path,
+        )
+    if result.timed_out:
+        message = f"timed out after {timeout_s:g}s; the agent's process group was ended"
+        return Outcome(
+            kind=OutcomeKind.TIMEOUT,
+            summary=message,
+            error=message,
+            exit_code=result.exit_code,
+            transcript_path=transcript_path,
+        )
+    return None

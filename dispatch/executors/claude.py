@@ -1,0 +1,110 @@
+"""The ``claude`` executor: Claude Code in print mode with ``stream-json`` output.
+
+argv = ``[executors.claude] command`` + ``--print --verbose --output-format
+stream-json`` + ``--model M`` (the task's model: skill, else config) +
+``--max-budget-usd N`` (if configured) + ``extra_args``. The prompt goes on stdin,
+never into argv. The stream is parsed as it arrives (``claude_stream``) and copied
+whole into the run's transcript.
+
+Cost is the CLI's ``total_cost_usd``; tokens are summed over ``modelUsage`` (every
+model the run used), cache reads and writes kept apart; ``api_cost_usd`` is
+recomputed from those tokens and ``[prices]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dispatch.executors import DEFAULT_GRACE_S, RunContext
+from dispatch.executors.answer import detail_of, summary_of
+from dispatch.executors.child import ChildResult, ended_early, run_child
+from dispatch.executors.claude_stream import ClaudeStream, classify
+from dispatch.executors.transcript import Transcript
+from dispatch.pricing import TokenUsage, api_cost_usd
+from vigil.clock import SystemClock
+from vigil.config import AgentCliSettings, Settings
+from vigil.models import Outcome, OutcomeKind, Task
+
+STREAM_FLAGS = ("--print", "--verbose", "--output-format", "stream-json")
+
+
+def claude_argv(cli: AgentCliSettings, model: str | None) -> list[str]:
+    """The full argv for one run (the prompt is not in it)."""
+    argv = [*cli.command, *STREAM_FLAGS]
+    if model:
+        argv += ["--model", model]
+    if cli.max_budget_usd is not None:
+        argv += ["--max-budget-usd", f"{cli.max_budget_usd:g}"]
+    return argv + list(cli.extra_args)
+
+
+class ClaudeExecutor:
+    name = "claude"
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        grace_s: float = DEFAULT_GRACE_S,
+        now_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.grace_s = grace_s
+        # only to read "resets 4:50pm (Zone)": the next such moment after now
+        self.now_ms = now_ms or SystemClock().now_ms
+
+    async def run(self, task: Task, ctx: RunContext) -> Outcome:
+        model = ctx.model or self.settings.claude.model
+        argv = claude_argv(self.settings.claude, model)
+        stream = ClaudeStream()
+        with Transcript(ctx.transcript_path) as transcript:
+            transcript.record("prompt", executor=self.name, argv=argv, text=ctx.prompt)
+
+            def on_line(raw: bytes) -> None:
+                transcript.line(raw)
+                stream.feed(raw)
+
+            result = await run_child(
+                argv,
+                env=ctx.env,
+                cwd=ctx.home,
+                stdin=ctx.prompt.encode("utf-8"),
+                timeout_s=ctx.timeout_s,
+                grace_s=self.grace_s,
+                on_start=ctx.on_process_start,
+                on_line=on_line,
+            )
+            if result.stderr:
+                transcript.record("stderr", text=result.stderr)
+            transcript.record("end", exit_code=result.exit_code, timed_out=result.timed_out)
+        return self._outcome(stream, result, ctx, model)
+
+    def _outcome(self, stream: ClaudeStream, result: ChildResult, ctx: RunContext, model: str | None) -> Outcome:
+        transcript_path = str(ctx.transcript_path)
+        answer = stream.answer
+        early = ended_early(result, ctx.timeout_s, transcript_path)
+        if early is not None:
+            kind, error, retry_at, summary = early.kind, early.error, None, early.summary
+        else:
+            verdict = classify(stream, result.exit_code, result.stderr, self.now_ms())
+            kind, error, retry_at = verdict.kind, verdict.error, verdict.retry_at
+            summary = summary_of(answer if kind is OutcomeKind.SUCCESS else (error or answer))
+        usage = stream.usage_by_model()
+        total = sum(usage.values(), TokenUsage())
+        return Outcome(
+            kind=kind,
+            summary=summary,
+            detail=detail_of(answer),
+            error=error,
+            exit_code=result.exit_code,
+            cost_usd=stream.cost_usd,
+            api_cost_usd=sum(api_cost_usd(self.settings.prices, name, tokens) for name, tokens in usage.items()),
+            tokens_in=total.input,
+            tokens_out=total.output,
+            cache_read_tokens=total.cache_read,
+            cache_write_tokens=total.cache_write,
+            model=stream.model or next(iter(usage), None) or model,
+            session_id=stream.session_id,
+            transcript_path=transcript_path,
+            retry_at=retry_at,
+        )

@@ -1,0 +1,206 @@
+"""Reading Claude Code's ``stream-json`` output and classifying how a run ended.
+
+``ClaudeStream.feed`` takes one stdout line at a time and keeps only what the
+outcome needs; lines that are not JSON, not objects, or of unknown types are
+counted and skipped (some versions print a banner first). ``classify`` applies the
+ordered table of the reference on agent CLI output: crashed → usage limited →
+transient → auth → budget / turns → context → success, and anything else failed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from dispatch.executors.resets import reset_ms
+from dispatch.pricing import TokenUsage
+from vigil.models import OutcomeKind
+
+MS_PER_S = 1000
+_USAGE_LIMIT_TEXT = re.compile(
+    r"usage limit reached|hit your (?:session |weekly |usage |\w+ )?limit|usage limit", re.IGNORECASE
+)
+_AUTH_TEXT = re.compile(
+    r"invalid api key|please run /login|not logged in|oauth token has expired|authentication|unauthori[sz]ed",
+    re.IGNORECASE,
+)
+_OVERLOAD_TEXT = re.compile(r"overloaded|\b529\b|internal server error|\b5\d\d\b", re.IGNORECASE)
+_CONTEXT_TEXT = re.compile(r"prompt is too long|context window|context length", re.IGNORECASE)
+USAGE_TEXT_MAX = 500  # a usage-limit notice is short; a long answer merely mentioning one is not it
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else 0.0
+
+
+@dataclass
+class ClaudeStream:
+    """What was seen so far in one run's stream."""
+
+    session_id: str | None = None
+    model: str | None = None
+    result: dict[str, Any] | None = None
+    last_text: str = ""  # the last assistant text block, in case no result line comes
+    last_retry: dict[str, Any] | None = None
+    rejected_reset_ms: int | None = None
+    rate_limit_rejected: bool = False
+    noise_lines: int = 0
+    unknown_types: set[str] = field(default_factory=set)
+
+    def feed(self, raw: bytes) -> None:
+        text = raw.decode("utf-8", errors="replace").strip()
+        if not text:
+            return
+        try:
+            line = json.loads(text)
+        except ValueError:
+            self.noise_lines += 1
+            return
+        if not isinstance(line, dict):
+            self.noise_lines += 1
+            return
+        kind = line.get("type")
+        if isinstance(line.get("session_id"), str):
+            self.session_id = line["session_id"]
+        if kind == "system":
+            self._system(line)
+        elif kind == "assistant":
+            self._assistant(line)
+        elif kind == "rate_limit_event":
+            self._rate_limit(line)
+        elif kind == "result":
+            self.result = line
+        elif kind != "user":
+            self.unknown_types.add(str(kind))
+
+    def _system(self, line: dict[str, Any]) -> None:
+        if line.get("subtype") == "init" and isinstance(line.get("model"), str):
+            self.model = line["model"]
+        elif line.get("subtype") == "api_retry":
+            self.last_retry = line
+
+    def _assistant(self, line: dict[str, Any]) -> None:
+        message = line.get("message")
+        if not isinstance(message, dict):
+            return
+        content = message.get("content")
+        texts = [
+            block["text"]
+            for block in content or ()
+            if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
+        ]
+        if texts:
+            self.last_text = "\n".join(texts)
+
+    def _rate_limit(self, line: dict[str, Any]) -> None:
+        info = line.get("rate_limit_info")
+        if not isinstance(info, dict) or info.get("status") not in ("rejected", "exceeded"):
+            return  # "allowed" and "allowed_warning" are informational
+        self.rate_limit_rejected = True
+        resets = info.get("resetsAt")
+        if isinstance(resets, int | float) and not isinstance(resets, bool) and resets > 0:
+            self.rejected_reset_ms = int(resets * MS_PER_S)
+
+    # -- what the result says ------------------------------------------------------
+
+    @property
+    def answer(self) -> str:
+        """The final answer: the result's text, else the last assistant text."""
+        if self.result is not None and isinstance(self.result.get("result"), str):
+            return str(self.result["result"])
+        return self.last_text
+
+    @property
+    def cost_usd(self) -> float:
+        return _number(self.result.get("total_cost_usd")) if self.result else 0.0
+
+    def usage_by_model(self) -> dict[str, TokenUsage]:
+        """Tokens per model from ``modelUsage`` (sub-agents and helper models
+        included); from ``usage`` of the main model when ``modelUsage`` is absent."""
+        if self.result is None:
+            return {}
+        per_model = self.result.get("modelUsage")
+        if isinstance(per_model, dict) and per_model:
+            return {
+                str(name): TokenUsage(
+                    input=_int(u.get("inputTokens")),
+                    output=_int(u.get("outputTokens")),
+                    cache_read=_int(u.get("cacheReadInputTokens")),
+                    cache_write=_int(u.get("cacheCreationInputTokens")),
+                )
+                for name, u in per_model.items()
+                if isinstance(u, dict)
+            }
+        usage = self.result.get("usage")
+        if not isinstance(usage, dict):
+            return {}
+        return {
+            self.model or "unknown": TokenUsage(
+                input=_int(usage.get("input_tokens")),
+                output=_int(usage.get("output_tokens")),
+                cache_read=_int(usage.get("cache_read_input_tokens")),
+                cache_write=_int(usage.get("cache_creation_input_tokens")),
+            )
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: OutcomeKind
+    error: str | None = None
+    retry_at: int | None = None  # epoch ms, for USAGE_LIMITED; None = use the fallback
+
+
+def _errors_text(result: dict[str, Any]) -> str:
+    errors = result.get("errors")
+    if isinstance(errors, list):
+        return "; ".join(str(e) for e in errors)
+    return ""
+
+
+def classify(stream: ClaudeStream, exit_code: int | None, stderr: str, now_ms: int) -> Verdict:
+    """The outcome class of a finished run (the reference's ordered table)."""
+    result = stream.result
+    stderr_tail = " ".join(stderr.strip().splitlines()[-3:])
+    if result is None:
+        detail = f"no result line (exit code {exit_code})" + (f": {stderr_tail}" if stderr_tail else "")
+        if _AUTH_TEXT.search(stderr):
+            return Verdict(OutcomeKind.AUTH, "not logged in: " + detail)
+        return Verdict(OutcomeKind.TRANSIENT, "crashed: " + detail)
+
+    is_error = result.get("is_error") is not False
+    subtype = result.get("subtype")
+    status = result.get("api_error_status")
+    terminal = result.get("terminal_reason")
+    text = stream.answer
+    short = text if len(text) <= USAGE_TEXT_MAX else ""
+    retry_error = stream.last_retry.get("error") if stream.last_retry else None
+    message = (short or _errors_text(result) or f"{subtype}").strip()
+
+    usage_text = bool(_USAGE_LIMIT_TEXT.search(short)) and (is_error or "|" in short)
+    if stream.rate_limit_rejected or (is_error and status == 429) or usage_text:
+        retry_at = stream.rejected_reset_ms or reset_ms(short, now_ms)
+        return Verdict(OutcomeKind.USAGE_LIMITED, f"usage limit: {message}", retry_at)
+    if is_error and (
+        (isinstance(status, int) and 500 <= status <= 599)
+        or retry_error == "overloaded"
+        or (status is None and subtype == "success" and _OVERLOAD_TEXT.search(short))
+    ):
+        return Verdict(OutcomeKind.TRANSIENT, f"API error: {message}")
+    if is_error and (status in (401, 403) or retry_error == "authentication_failed" or _AUTH_TEXT.search(short)):
+        return Verdict(OutcomeKind.AUTH, f"authentication failed: {message}")
+    if subtype == "error_max_budget_usd" or terminal == "budget_exhausted":
+        return Verdict(OutcomeKind.BUDGET, f"budget exhausted: {_errors_text(result) or subtype}")
+    if subtype == "error_max_turns" or terminal == "max_turns":
+        return Verdict(OutcomeKind.TURNS, f"out of turns: {_errors_text(result) or subtype}")
+    if terminal in ("prompt_too_long", "blocking_limit") or (is_error and _CONTEXT_TEXT.search(short)):
+        return Verdict(OutcomeKind.CONTEXT, f"context too large: {message}")
+    if not is_error and subtype == "success":
+        return Verdict(OutcomeKind.SUCCESS)
+    return Verdict(OutcomeKind.FAILED, f"{subtype}: {message}")

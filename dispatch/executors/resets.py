@@ -1,0 +1,77 @@
+"""Reset times named in usage-limit messages, as epoch milliseconds.
+
+Agent CLIs say when a subscription limit resets in several ways: an epoch after a
+bar (``Claude AI usage limit reached|1767225600``), a clock time and zone
+(``resets 4:50pm (America/Denver)``), or a date (``try again at Apr 11th, 2026
+2:32 PM``, in local time). Each parser returns None when the text does not say, and
+the dispatcher then waits its configured fallback.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+MS_PER_S = 1000
+_BAR_EPOCH = re.compile(r"usage limit reached\|(\d{9,12})", re.IGNORECASE)
+_CLOCK_ZONE = re.compile(r"resets\s+(\d{1,2})(?::(\d{2}))?\s*([ap]m)\s*\(([^()\s]+)\)", re.IGNORECASE)
+_TRY_AGAIN = re.compile(
+    r"try again at\s+([A-Z][a-z]{2})[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4}),?\s+(\d{1,2}):(\d{2})\s*([AP]M)",
+    re.IGNORECASE,
+)
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+
+
+def _hour24(hour: int, meridiem: str) -> int | None:
+    if not 1 <= hour <= 12:
+        return None
+    return hour % 12 + (12 if meridiem.lower() == "pm" else 0)
+
+
+def bar_epoch_ms(text: str) -> int | None:
+    """``…usage limit reached|<epoch seconds>`` → epoch ms."""
+    match = _BAR_EPOCH.search(text)
+    return int(match.group(1)) * MS_PER_S if match else None
+
+
+def clock_zone_ms(text: str, now_ms: int) -> int | None:
+    """``resets 4:50pm (America/Denver)`` → the next such moment after ``now_ms``."""
+    match = _CLOCK_ZONE.search(text)
+    if not match:
+        return None
+    hour = _hour24(int(match.group(1)), match.group(3))
+    minute = int(match.group(2) or 0)
+    if hour is None or minute > 59:
+        return None
+    try:
+        zone = ZoneInfo(match.group(4))
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+    now = datetime.fromtimestamp(now_ms / MS_PER_S, tz=zone)
+    moment = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    if moment <= now:
+        moment += timedelta(days=1)
+    return int(moment.timestamp() * MS_PER_S)
+
+
+def try_again_ms(text: str) -> int | None:
+    """``try again at Apr 11th, 2026 2:32 PM`` (local time) → epoch ms."""
+    match = _TRY_AGAIN.search(text)
+    if not match:
+        return None
+    month_name, day, year, hour, minute, meridiem = match.groups()
+    hour24 = _hour24(int(hour), meridiem)
+    if month_name.lower() not in _MONTHS or hour24 is None:
+        return None
+    try:
+        moment = datetime(int(year), _MONTHS.index(month_name.lower()) + 1, int(day), hour24, int(minute))
+    except ValueError:
+        return None
+    # a naive datetime is local time, which is what the CLI printed
+    return int(moment.timestamp() * MS_PER_S)
+
+
+def reset_ms(text: str, now_ms: int) -> int | None:
+    """The first reset time any known form in ``text`` names; None if none does."""
+    return bar_epoch_ms(text) or clock_zone_ms(text, now_ms) or try_again_ms(text)

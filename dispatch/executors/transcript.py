@@ -1,0 +1,55 @@
+"""The full transcript of one run, on disk: ``logs/runs/<task>-<attempt>.jsonl``.
+
+The agent's stdout is copied line by line, byte for byte (noise lines included), so
+the file is complete even when the stored answer is capped. Vigil's own records
+(the prompt sent, stderr, how the run ended) are JSON lines whose ``type`` starts
+with ``vigil.``. The file is created 0600 in a 0700 folder: prompts and answers
+may hold private data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from types import TracebackType
+
+
+class Transcript:
+    """An open transcript file; use as a context manager. Writes are unbuffered
+    appends, so what the agent printed is on disk even if the dispatcher dies."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # the folder may have been made by someone else with the default mode
+        with contextlib.suppress(OSError):
+            path.parent.chmod(0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        # a file left by an earlier, interrupted attempt keeps its old mode
+        os.fchmod(fd, 0o600)
+        self._file = os.fdopen(fd, "ab", buffering=0)
+
+    def line(self, raw: bytes) -> None:
+        """Append one line exactly as received (a newline is added)."""
+        self._file.write(raw + b"\n")
+
+    def record(self, kind: str, **fields: object) -> None:
+        """Append one of Vigil's own records: ``{"type": "vigil.<kind>", ...}``."""
+        body = {"type": f"vigil.{kind}", **fields}
+        self._file.write(json.dumps(body, ensure_ascii=False).encode("utf-8") + b"\n")
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> Transcript:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

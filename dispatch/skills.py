@@ -1,0 +1,186 @@
+"""Skills: ``skills/<name>/SKILL.md``, markdown instructions with YAML front matter.
+
+A task lists skills by name; the prompt includes each skill's body, and a skill may
+choose how its tasks run::
+
+    ---
+    name: disk-check                # optional; must equal the folder name
+    description: Checks free disk space and reports it.
+    executor: command               # optional: claude, codex, command or dry-run
+    model: claude-sonnet-4-5        # optional: overrides [executors.*] model
+    timeout: 2m                     # optional: overrides [dispatch] timeout
+    command: ["python3", "./check.py"]   # argv for the command executor
+    requires_approval: false        # optional: a person approves each task first
+    ---
+    The instructions, in markdown.
+
+A skill name is ``[a-z0-9][a-z0-9_-]*`` (so it can never be a path). In
+``command``, an argument that starts with ``./`` names a file in the skill's folder
+and is made absolute; the command is always an argv list, never a shell string.
+A ``command`` without ``executor`` means ``executor: command``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vigil.config import EXECUTORS
+from vigil.durations import parse_duration_ms
+from vigil.errors import InputError, SkillError
+
+SKILL_FILE = "SKILL.md"
+NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+NAME_MAX = 64
+KNOWN_KEYS = frozenset({"name", "description", "executor", "model", "timeout", "command", "requires_approval"})
+
+
+@dataclass(frozen=True)
+class Skill:
+    """A loaded skill. ``executor``/``model``/``timeout_ms`` None mean "as configured";
+    ``command`` is None unless the skill runs a program."""
+
+    name: str
+    description: str
+    body: str  # the markdown after the front matter
+    folder: Path
+    executor: str | None = None
+    model: str | None = None
+    timeout_ms: int | None = None
+    command: tuple[str, ...] | None = None
+    requires_approval: bool = False
+
+
+def check_name(name: str) -> str:
+    """Return ``name`` if it is a valid skill name; raise ``SkillError`` otherwise."""
+    if not isinstance(name, str) or len(name) > NAME_MAX or not NAME.fullmatch(name):
+        raise SkillError(f"invalid skill name {name!r}: expected lowercase letters, digits, '-' or '_'")
+    return name
+
+
+def _split_front_matter(text: str, path: Path) -> tuple[dict[str, Any], str]:
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        raise SkillError(f"{path}: must start with YAML front matter between '---' lines")
+    for index, line in enumerate(lines[1:], start=1):
+        if line.strip() == "---":
+            head = "".join(lines[1:index])
+            body = "".join(lines[index + 1 :])
+            break
+    else:
+        raise SkillError(f"{path}: the front matter has no closing '---' line")
+    try:
+        data = yaml.safe_load(head)
+    except yaml.YAMLError as err:
+        problem = str(err).splitlines()[0] if str(err) else "unreadable"
+        raise SkillError(f"{path}: front matter is not valid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise SkillError(f"{path}: front matter must be a mapping of keys to values")
+    return data, body.strip("\n")
+
+
+def _opt_str(data: dict[str, Any], key: str, path: Path) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise SkillError(f"{path}: {key}: expected a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _command(data: dict[str, Any], folder: Path, path: Path) -> tuple[str, ...] | None:
+    value = data.get("command")
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise SkillError(f"{path}: command: expected a non-empty list of strings (an argv, not a shell string)")
+    local = [arg for arg in value if arg.startswith("./")]
+    if any(".." in Path(arg).parts for arg in local):
+        raise SkillError(f"{path}: command: a './' path must stay inside the skill's folder")
+    return tuple(str(folder / arg[2:]) if arg.startswith("./") else arg for arg in value)
+
+
+def _timeout_ms(data: dict[str, Any], path: Path) -> int | None:
+    value = data.get("timeout")
+    if value is None:
+        return None
+    try:
+        if not isinstance(value, str):
+            raise InputError(str(value))
+        timeout_ms = parse_duration_ms(value)
+    except InputError:
+        raise SkillError(f"{path}: timeout: expected a duration such as 90s, 5m, 2h, got {value!r}") from None
+    if timeout_ms <= 0:
+        raise SkillError(f"{path}: timeout: must be longer than zero")
+    return timeout_ms
+
+
+def load_skill(skills_dir: Path, name: str) -> Skill:
+    """Read ``skills_dir/<name>/SKILL.md``. Raises ``SkillError`` for an invalid name,
+    an unknown skill, or a SKILL.md whose front matter is missing or wrong."""
+    check_name(name)
+    folder = skills_dir / name
+    path = folder / SKILL_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SkillError(f"unknown skill {name!r}: no {SKILL_FILE} in {folder}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise SkillError(f"{path}: cannot read: {err}") from None
+    data, body = _split_front_matter(text, path)
+    unknown = sorted(str(key) for key in data if key not in KNOWN_KEYS)
+    if unknown:
+        raise SkillError(f"{path}: unknown front matter key {unknown[0]!r}")
+    declared = _opt_str(data, "name", path)
+    if declared is not None and declared != name:
+        raise SkillError(f"{path}: name {declared!r} does not match the folder name {name!r}")
+    description = _opt_str(data, "description", path)
+    if description is None:
+        raise SkillError(f"{path}: description: required")
+    command = _command(data, folder, path)
+    executor = _opt_str(data, "executor", path) or ("command" if command else None)
+    if executor is not None and executor not in EXECUTORS:
+        raise SkillError(f"{path}: executor: expected one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if executor == "command" and command is None:
+        raise SkillError(f"{path}: executor is 'command' but no command is given")
+    approval = data.get("requires_approval", False)
+    if not isinstance(approval, bool):
+        raise SkillError(f"{path}: requires_approval: expected true or false, got {approval!r}")
+    return Skill(
+        name=name,
+        description=description,
+        body=body,
+        folder=folder,
+        executor=executor,
+        model=_opt_str(data, "model", path),
+        timeout_ms=_timeout_ms(data, path),
+        command=command,
+        requires_approval=approval,
+    )
+
+
+def load_skills(skills_dir: Path, names: Iterable[str]) -> list[Skill]:
+    """Load each named skill, in order, once each. Raises ``SkillError`` for the
+    first one that cannot be used."""
+    seen: set[str] = set()
+    skills = []
+    for name in names:
+        if name in seen:
+            continue
+        seen.add(name)
+        skills.append(load_skill(skills_dir, name))
+    return skills
+
+
+def list_skills(skills_dir: Path) -> list[str]:
+    """Names of the folders in ``skills_dir`` that hold a SKILL.md, sorted."""
+    if not skills_dir.is_dir():
+        return []
+    return sorted(
+        entry.name for entry in skills_dir.iterdir() if NAME.fullmatch(entry.name) and (entry / SKILL_FILE).is_file()
+    )
