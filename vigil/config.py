@@ -75,6 +75,42 @@ class SensorDefaults:
 
 
 @dataclass(frozen=True)
+class BudgetSettings:
+    """A rolling-24 h spend cap in USD. ``daily_usd`` None means no cap (warnings
+    and the urgency exemption then never apply)."""
+
+    daily_usd: float | None = None
+    urgent_priority: int = 1  # tasks this urgent (priority ≤ this) still run above the cap
+    warn_at: tuple[float, ...] = (0.5, 0.8, 1.0)  # fractions of the cap; each alerts once per window
+
+
+@dataclass(frozen=True)
+class AlertSettings:
+    """The alert hook: ``command`` (an argv) gets one JSON event on stdin. Empty: no hook."""
+
+    command: tuple[str, ...] = ()
+    timeout_ms: int = 30_000
+    stale_dispatcher_ms: int = 300_000  # a heartbeat older than this is a stale dispatcher
+    stale_sensor_ms: int = 3_600_000  # a sensor overdue by this long is stale
+
+
+@dataclass(frozen=True)
+class LimitsSettings:
+    """Flood limits, enforced where tasks are inserted; 0 disables a limit.
+
+    Depth counts follow-ups along the parent chain (a task without parent is depth 0).
+    Tasks per source are counted over the last 24 h; people (source ``human``) are
+    never limited. ``per_source`` overrides the daily count for named sources.
+    """
+
+    max_depth: int = 5
+    max_children: int = 20
+    max_per_source_per_day: int = 500
+    per_source: Mapping[str, int] = field(default_factory=dict)
+    max_consecutive_failures: int = 5  # failed runs in a row that gate the loop
+
+
+@dataclass(frozen=True)
 class Settings:
     home: Path
     config_path: Path | None
@@ -85,6 +121,9 @@ class Settings:
     prices: Mapping[str, Price] = field(default_factory=dict)
     sensor_defaults: SensorDefaults = field(default_factory=SensorDefaults)
     sensors: tuple[Mapping[str, Any], ...] = ()  # raw [[sensors]] tables, checked by sensors.config
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
+    alerts: AlertSettings = field(default_factory=AlertSettings)
+    limits: LimitsSettings = field(default_factory=LimitsSettings)
 
     @property
     def skills_dir(self) -> Path:
@@ -177,6 +216,28 @@ class _Section:
             raise self._fail(key, "a non-empty list of strings")
         return tuple(value)
 
+    def fractions(self, key: str, default: tuple[float, ...]) -> tuple[float, ...]:
+        """A list of numbers in (0, 1], sorted and without repeats."""
+        value = self._get(key)
+        if value is None:
+            return default
+        if not isinstance(value, list) or not all(
+            isinstance(f, int | float) and not isinstance(f, bool) and 0 < f <= 1 for f in value
+        ):
+            raise self._fail(key, "a list of fractions in (0, 1], e.g. [0.5, 0.8, 1.0]")
+        return tuple(sorted({float(f) for f in value}))
+
+    def counts(self, key: str) -> dict[str, int]:
+        """A table of name = integer ≥ 0 (empty when absent)."""
+        value = self._get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value.values()
+        ):
+            raise self._fail(key, 'a table of name = count, e.g. "sensor:feeds" = 50')
+        return dict(value)
+
     def done(self) -> None:
         """Raise for keys nobody read: most likely typos."""
         unknown = sorted(set(self._table) - self._seen)
@@ -220,9 +281,51 @@ def _prices(data: Mapping[str, Any], source: Path | None) -> dict[str, Price]:
     return prices
 
 
+def _budget(data: Mapping[str, Any], source: Path | None) -> BudgetSettings:
+    section = _Section(_table(data, "budget", source), "budget", source)
+    defaults = BudgetSettings()
+    urgent = section.int_("urgent_priority", defaults.urgent_priority, minimum=1)
+    if urgent > 9:
+        raise section._fail("urgent_priority", "a priority from 1 to 9")
+    settings = BudgetSettings(
+        daily_usd=section.opt_float("daily_usd"),
+        urgent_priority=urgent,
+        warn_at=section.fractions("warn_at", defaults.warn_at),
+    )
+    section.done()
+    return settings
+
+
+def _alerts(data: Mapping[str, Any], source: Path | None) -> AlertSettings:
+    section = _Section(_table(data, "alerts", source), "alerts", source)
+    defaults = AlertSettings()
+    settings = AlertSettings(
+        command=section.argv("command", ()),
+        timeout_ms=section.duration_ms("timeout", defaults.timeout_ms),
+        stale_dispatcher_ms=section.duration_ms("stale_dispatcher", defaults.stale_dispatcher_ms),
+        stale_sensor_ms=section.duration_ms("stale_sensor", defaults.stale_sensor_ms),
+    )
+    section.done()
+    return settings
+
+
+def _limits(data: Mapping[str, Any], source: Path | None) -> LimitsSettings:
+    section = _Section(_table(data, "limits", source), "limits", source)
+    defaults = LimitsSettings()
+    settings = LimitsSettings(
+        max_depth=section.int_("max_depth", defaults.max_depth),
+        max_children=section.int_("max_children", defaults.max_children),
+        max_per_source_per_day=section.int_("max_per_source_per_day", defaults.max_per_source_per_day),
+        per_source=section.counts("per_source"),
+        max_consecutive_failures=section.int_("max_consecutive_failures", defaults.max_consecutive_failures),
+    )
+    section.done()
+    return settings
+
+
 def settings_from_mapping(data: Mapping[str, Any], home: Path, source: Path | None) -> Settings:
     """Build ``Settings`` from parsed TOML; raises ``ConfigError``."""
-    known = {"store", "dispatch", "executors", "prices", "sensor_defaults", "sensors"}
+    known = {"store", "dispatch", "executors", "prices", "sensor_defaults", "sensors", "budget", "alerts", "limits"}
     for key in data:
         if key not in known:
             raise ConfigError(f"{source}: unknown section or key {key!r}")
@@ -283,6 +386,9 @@ def settings_from_mapping(data: Mapping[str, Any], home: Path, source: Path | No
         prices=_prices(data, source),
         sensor_defaults=sensor_defaults,
         sensors=tuple(sensors),
+        budget=_budget(data, source),
+        alerts=_alerts(data, source),
+        limits=_limits(data, source),
     )
 
 
