@@ -1,0 +1,83 @@
+"""Code that runs in other OS processes during the store's multi-process tests.
+
+Each function is a ``multiprocessing`` target (spawn context: importable by name) or a
+``python -m tests.store.workers`` entry point; each opens its own connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sqlite3
+import sys
+import time
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+
+from vigil.clock import ManualClock, SystemClock
+from vigil.models import NewTask, Outcome, OutcomeKind, TaskStatus
+from vigil.store.sqlite import SqliteStore
+
+
+def add_keys(path: str, keys: list[str], seed: int, barrier: Barrier, results: Queue[tuple[int, list[str]]]) -> None:
+    """Add one task per key (open scope), in a shuffled order, once every process is
+    ready; report the keys this process created."""
+
+    async def run() -> list[str]:
+        store = await SqliteStore.open(Path(path), clock=SystemClock(), busy_timeout_ms=30_000)
+        try:
+            order = list(keys)
+            random.Random(seed).shuffle(order)
+            barrier.wait()
+            created = []
+            for key in order:
+                result = await store.add_task(NewTask(f"task for {key}", source_key=key), actor=f"p{seed}")
+                if result.created:
+                    created.append(key)
+            return created
+        finally:
+            await store.close()
+
+    results.put((seed, asyncio.run(run())))
+
+
+def claim_all(
+    path: str, now_ms: int, worker: str, barrier: Barrier, results: Queue[tuple[str, list[tuple[int, int, int]]]]
+) -> None:
+    """Claim and finish tasks until none is due; report (priority, scheduled_for, id)
+    of each claim, in order."""
+
+    async def run() -> list[tuple[int, int, int]]:
+        store = await SqliteStore.open(Path(path), clock=ManualClock(now_ms), busy_timeout_ms=30_000)
+        try:
+            barrier.wait()
+            seen = []
+            while (claim := await store.claim_next(worker=worker, lease_ms=60_000)) is not None:
+                task = claim.task
+                seen.append((task.priority, task.scheduled_for, task.id))
+                await store.finish(claim, Outcome(OutcomeKind.SUCCESS), TaskStatus.COMPLETED, worker=worker)
+            return seen
+        finally:
+            await store.close()
+
+    results.put((worker, asyncio.run(run())))
+
+
+def hold_write_lock(path: str, hold_s: float | None) -> None:
+    """Take the write lock with ``BEGIN IMMEDIATE``, write a row, say ``locked`` on
+    stdout, then commit after ``hold_s`` seconds or, when None, once stdin closes."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("INSERT INTO loop_state (key, value) VALUES ('holder', '1')")
+    print("locked", flush=True)
+    if hold_s is None:
+        sys.stdin.read()
+    else:
+        time.sleep(hold_s)
+    conn.execute("COMMIT")
+    conn.close()
+
+
+if __name__ == "__main__":
+    hold_write_lock(sys.argv[1], None if sys.argv[2] == "stdin" else float(sys.argv[2]))
