@@ -1,0 +1,93 @@
+"""Preparing one attempt: the task's skills, its prompt and the executor's ``RunContext``.
+
+A skill may choose the executor, model, timeout and command of its tasks; the first
+skill in the task's list that sets one wins, else the configuration decides. The
+prompt gets the identity file, the skills, the parent chain, earlier attempts and
+notes (``dispatch.prompt``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dispatch.environment import agent_env
+from dispatch.executors import RunContext
+from dispatch.prompt import build_prompt
+from dispatch.skills import load_skills
+from vigil.config import Settings
+from vigil.errors import TaskNotFound
+from vigil.models import Claim, Task
+from vigil.store import Store
+
+MAX_PARENTS = 10  # a parent chain longer than this is cut: the prompt needs context, not history
+
+
+def transcript_path(settings: Settings, task_id: int, attempt: int) -> Path:
+    """``logs/runs/<task id>-<attempt>.jsonl`` in the home."""
+    return settings.logs_dir / "runs" / f"{task_id}-{attempt}.jsonl"
+
+
+async def _parents(store: Store, task: Task) -> list[Task]:
+    """The task's ancestors, nearest first (at most ``MAX_PARENTS``)."""
+    parents: list[Task] = []
+    parent_id = task.parent_id
+    while parent_id is not None and len(parents) < MAX_PARENTS:
+        try:
+            parent = await store.get_task(parent_id)
+        except TaskNotFound:
+            break
+        parents.append(parent)
+        parent_id = parent.parent_id
+    return parents
+
+
+def _identity(settings: Settings) -> str | None:
+    """The home's identity file's text; None when it has none."""
+    try:
+        return (settings.home / settings.dispatch.identity).read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+
+
+async def prepare_attempt(store: Store, settings: Settings, claim: Claim) -> tuple[str, RunContext]:
+    """The executor name and context for ``claim``'s attempt.
+
+    Raises ``SkillError`` (an ``InputError``) for an unknown or broken skill: the
+    task's own fault, recorded as a failure.
+    """
+    task = claim.task
+    skills = load_skills(settings.skills_dir, task.skills)
+    executor = next((s.executor for s in skills if s.executor), None) or settings.dispatch.executor
+    default_model = {"claude": settings.claude.model, "codex": settings.codex.model}.get(executor)
+    model = next((s.model for s in skills if s.model), None) or default_model
+    timeout_ms = next((s.timeout_ms for s in skills if s.timeout_ms), None) or settings.dispatch.timeout_ms
+    command = next((s.command for s in skills if s.command), None)
+    previous_runs = [run for run in await store.list_runs(task.id) if run.id != claim.run_id]
+    prompt = build_prompt(
+        task,
+        skills,
+        identity=_identity(settings),
+        parents=await _parents(store, task),
+        previous_runs=previous_runs,
+        notes=await store.list_notes(task.id),
+    )
+    path = transcript_path(settings, task.id, claim.attempt)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    run_id = claim.run_id
+
+    async def on_process_start(pid: int, pgid: int, proc_start: str | None) -> None:
+        await store.set_run_process(run_id, pid=pid, pgid=pgid, proc_start=proc_start)
+
+    ctx = RunContext(
+        home=settings.home,
+        run_id=run_id,
+        attempt=claim.attempt,
+        prompt=prompt,
+        timeout_s=timeout_ms / 1000,
+        transcript_path=path,
+        env=agent_env(settings, task.id, run_id),
+        model=model,
+        command=command,
+        on_process_start=on_process_start,
+    )
+    return executor, ctx

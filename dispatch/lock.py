@@ -1,0 +1,98 @@
+"""One dispatcher per database: an ``flock`` on ``<database>.lock``.
+
+The kernel releases the lock when its holder exits, however it exits, so a crashed
+dispatcher never leaves a stale lock behind (no PID files). After taking the lock the
+holder writes who it is (pid, host, since) into the file so that others can say who
+holds it; the content is information only, the ``flock`` is the truth.
+
+The file descriptor is not inherited by child processes (Python opens files
+non-inheritable), so an agent that outlives its dispatcher cannot keep the lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from vigil.clock import Clock, iso_utc
+from vigil.errors import OperationError
+
+
+@dataclass(frozen=True, slots=True)
+class LockHolder:
+    """Who wrote the lock file. ``since`` is epoch ms."""
+
+    pid: int
+    host: str
+    since: int
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.host} since {iso_utc(self.since)}"
+
+
+def lock_path_for(database: Path) -> Path:
+    return database.with_name(database.name + ".lock")
+
+
+class DispatcherLock:
+    """The lock beside one database. Not reentrant; one instance per process."""
+
+    def __init__(self, path: Path, clock: Clock) -> None:
+        self.path = path
+        self._clock = clock
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if nobody holds it; never blocks. True when now held.
+
+        Raises ``OperationError`` when the lock file cannot be opened.
+        """
+        if self._fd is not None:
+            return True
+        try:
+            # No O_TRUNC: opening must not erase the current holder's details.
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as err:
+            raise OperationError(f"cannot open lock file {self.path}: {err.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        holder = LockHolder(pid=os.getpid(), host=socket.gethostname(), since=self._clock.now_ms())
+        data = json.dumps({"pid": holder.pid, "host": holder.host, "since": holder.since}).encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data + b"\n", 0)
+        return True
+
+    def holder(self) -> LockHolder | None:
+        """What the lock file says about its holder; None when empty or unreadable
+        (the holder may be between taking the lock and writing its details)."""
+        try:
+            value = json.loads(self.path.read_text(encoding="utf-8"))
+            return LockHolder(pid=int(value["pid"]), host=str(value["host"]), since=int(value["since"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def release(self) -> None:
+        """Give the lock up (idempotent). The file stays: removing it would let a
+        waiter lock an unlinked inode while a newcomer locks a fresh file."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
