@@ -42,8 +42,10 @@ from vigil.store.sqlite_queries import (
     SQL_ADD_TASK,
     SQL_CLAIM,
     SQL_COST_ROLLUP,
+    SQL_COUNT_BY_STATUS,
     SQL_FINISH,
     SQL_HOLDER_OF_KEY,
+    SQL_LIST_TASKS,
     SQL_NEXT_DUE_AT,
     SQL_NEXT_DUE_ID,  # noqa: F401 - re-exported: callers import every query from here
     SQL_OPEN_RUN,
@@ -192,10 +194,9 @@ class SqliteStore:
         limit: int = 50,
         before_id: int | None = None,
     ) -> list[Task]:
-        wanted = [str(s) for s in (statuses or TaskStatus)]
-        marks = ",".join("?" * len(wanted))
-        sql = f"SELECT * FROM tasks WHERE status IN ({marks}) AND id < ? ORDER BY id DESC LIMIT ?"
-        params = (*wanted, before_id if before_id is not None else 2**62, limit)
+        wanted = {f"s{i}": str(s) for i, s in enumerate(statuses or TaskStatus)}
+        sql = SQL_LIST_TASKS.format(statuses=",".join(f":{name}" for name in wanted))
+        params = {**wanted, "before_id": before_id if before_id is not None else 2**62, "limit": limit}
         return await self._db.read(lambda conn: [row_to_task(r) for r in conn.execute(sql, params)])
 
     async def search_tasks(
@@ -217,7 +218,7 @@ class SqliteStore:
         return await self._db.read(lambda conn: [row_to_task(r) for r in conn.execute(SQL_QUEUE, params)])
 
     async def count_by_status(self) -> dict[TaskStatus, int]:
-        rows = await self._db.read(lambda conn: conn.execute("SELECT status, n FROM status_counts").fetchall())
+        rows = await self._db.read(lambda conn: conn.execute(SQL_COUNT_BY_STATUS).fetchall())
         counts = dict.fromkeys(TaskStatus, 0)
         counts.update({TaskStatus(r["status"]): int(r["n"]) for r in rows})
         return counts

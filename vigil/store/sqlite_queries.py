@@ -66,6 +66,14 @@ SQL_NEXT_DUE_AT = (
     + ")"
 )
 
+# Newest first, keyset-paged. ``{statuses}`` becomes one ``:sN`` mark per status asked
+# for: ix_tasks_status_id walks each status down from :before_id, and SQLite stops each
+# walk after :limit rows, so a million finished tasks are never sorted.
+SQL_LIST_TASKS = "SELECT * FROM tasks WHERE status IN ({statuses}) AND id < :before_id ORDER BY id DESC LIMIT :limit"
+
+# Kept by triggers in the same transaction as every status change: no count(*).
+SQL_COUNT_BY_STATUS = "SELECT status, n FROM status_counts"
+
 SQL_QUEUE = """
 SELECT * FROM tasks WHERE status = 'active'
 UNION ALL
