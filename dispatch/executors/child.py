@@ -28,6 +28,7 @@ from vigil.models import Outcome, OutcomeKind
 
 CHUNK_BYTES = 256 * 1024
 STDERR_KEEP_BYTES = 64 * 1024  # the tail of stderr kept for error messages
+EXIT_POLL_S = 0.1
 DRAIN_S = 2.0  # after the child exits, how long its pipes may stay open (held by its own children)
 
 LineHandler = Callable[[bytes], None]
@@ -87,6 +88,20 @@ async def _finish(tasks: Sequence[asyncio.Task[None]], wait_s: float) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+async def _ended(proc: asyncio.subprocess.Process, readers: Sequence[asyncio.Task[None]]) -> None:
+    """Return once the child has exited and its output is read, or once it has
+    exited and its pipes stayed open ``DRAIN_S`` longer (held by processes it left
+    running, which the caller then ends)."""
+    # Process.wait() on Python 3.11 also waits for the pipes to close, so a
+    # background grandchild holding stdout would hide the child's exit from it
+    while proc.returncode is None and not all(reader.done() for reader in readers):
+        await asyncio.wait(readers, timeout=EXIT_POLL_S)
+    if proc.returncode is None:
+        await proc.wait()
+    else:
+        await asyncio.wait(readers, timeout=DRAIN_S)
+
+
 async def run_child(
     argv: Sequence[str],
     *,
@@ -131,9 +146,7 @@ async def run_child(
     try:
         await on_start(proc.pid, pgid, process_start_time(proc.pid))
         async with asyncio.timeout(timeout_s):
-            await proc.wait()
-            # the child is gone; background processes it left may still hold its pipes
-            await asyncio.wait(pipes[:2], timeout=DRAIN_S)
+            await _ended(proc, pipes[:2])
     except TimeoutError:
         timed_out = True
     except BaseException:
@@ -146,6 +159,10 @@ async def run_child(
         raise
     await end_process_group(pgid, grace_s)
     await _finish(pipes, DRAIN_S)
+    failure = pipes[0].exception() if not pipes[0].cancelled() else None
+    if failure is not None:
+        # the line handler failed (e.g. the transcript's disk is full): not an agent problem
+        raise failure
     exit_code = proc.returncode if proc.returncode is not None else await proc.wait()
     stderr = stderr_tail.decode("utf-8", errors="replace")
     return ChildResult(exit_code, timed_out, stderr, pid=proc.pid)
