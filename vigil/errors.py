@@ -15,6 +15,7 @@ The tree::
         │   ├── NotADatabase       the file is not an SQLite database (exit 2)
         │   ├── SchemaTooNew       the database was written by a newer Vigil (exit 2)
         │   └── StoreBusy          still locked after the busy timeout and retries
+        ├── FloodLimited           a flood limit ([limits]) refused a new task
         └── LockHeld               another process holds the dispatcher lock
 
 Driver errors (``sqlite3.*``) are translated into these once, in ``vigil.store``.
@@ -96,6 +97,11 @@ class SchemaTooNew(StoreError):
 
 class StoreBusy(StoreError):
     """The database stayed locked past the busy timeout and every retry."""
+
+
+class FloodLimited(OperationError):
+    """A flood limit refused to add a task; the message names the limit. The refusal
+    is counted (loop state ``rejected_inserts``); nothing was added."""
 
 
 class LockHeld(OperationError):

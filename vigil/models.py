@@ -33,6 +33,14 @@ OPEN_STATUSES = frozenset({TaskStatus.PENDING, TaskStatus.ACTIVE, TaskStatus.BLO
 FINISHED_STATUSES = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELED})
 
 
+class ApprovalState(StrEnum):
+    """Where a task that needs a person's approval stands. A pending one is ``blocked``."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
 class DedupScope(StrEnum):
     """How a source key deduplicates.
 
@@ -76,6 +84,7 @@ class NewTask:
     scheduled_for: int | None = None
     depends_on: tuple[int, ...] = ()
     max_retries: int | None = None
+    requires_approval: bool = False  # added as blocked until a person approves it
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +118,11 @@ class Task:
     lease_until: int | None
     cancel_requested: bool
     waiting_on: int  # dependencies not yet completed; claimable only at 0
+    approval: str | None = None  # None: not needed; else ApprovalState (pending, approved, rejected)
+
+    @property
+    def awaiting_approval(self) -> bool:
+        return self.status is TaskStatus.BLOCKED and self.approval == ApprovalState.PENDING
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +137,12 @@ class AddResult:
 
 @dataclass(frozen=True, slots=True)
 class BatchResult:
+    """``ignored``: deduplicated by their source key; ``rejected``: refused by a
+    flood limit (``[limits]``), counted, never silently dropped."""
+
     created_ids: tuple[int, ...]
     ignored: int
+    rejected: int = 0
 
     @property
     def created(self) -> int:
@@ -262,6 +280,7 @@ class SensorState:
     dropped_last: int
     next_due_at: int | None
     state: dict[str, object] = field(default_factory=dict)
+    rejected_last: int = 0  # tasks of the last run refused by a flood limit
 
 
 HEARTBEAT_KEY = "dispatcher"  # loop_state key the dispatcher writes every heartbeat

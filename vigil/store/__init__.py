@@ -47,6 +47,7 @@ async def open_store(settings: Settings, clock: Clock | None = None) -> Store:
         synchronous=settings.store.synchronous,
         busy_timeout_ms=settings.store.busy_timeout_ms,
         default_max_retries=settings.dispatch.max_retries,
+        limits=settings.limits,
     )
 
 
@@ -171,16 +172,31 @@ class Store(Protocol):
         dispatcher still records the run; its status is then kept."""
         ...
 
+    async def approve(self, task_id: int, *, actor: str) -> Task:
+        """A task awaiting approval (blocked, approval pending) → pending, approval
+        ``approved``; audited as an ``approval`` event. Raises ``InvalidTransition``
+        for a task not awaiting approval, ``TaskNotFound``."""
+        ...
+
+    async def reject(self, task_id: int, reason: str, *, actor: str) -> Task:
+        """A task awaiting approval → canceled, approval ``rejected``, the reason in
+        its summary and in the ``approval`` event. Raises ``InputError`` for an empty
+        reason, ``InvalidTransition`` for a task not awaiting approval."""
+        ...
+
     async def add_note(self, task_id: int, text: str, *, author: str) -> Note:
         """Attach a progress note to any task."""
         ...
 
     # --- dispatching ----------------------------------------------------------------
-    async def claim_next(self, *, worker: str, lease_ms: int, executor: str | None = None) -> Claim | None:
+    async def claim_next(
+        self, *, worker: str, lease_ms: int, executor: str | None = None, max_priority: int | None = None
+    ) -> Claim | None:
         """Take the most urgent due task: pending, ``scheduled_for`` ≤ now, every
         dependency completed; order priority, scheduled_for, id. Marks it active,
         counts the attempt and opens its ``runs`` row, in one transaction. None
-        when nothing is due."""
+        when nothing is due. ``max_priority`` p takes only tasks with priority ≤ p
+        (over budget, only urgent work runs); None takes any."""
         ...
 
     async def set_run_process(self, run_id: int, *, pid: int, pgid: int, proc_start: str | None) -> None:
@@ -202,6 +218,17 @@ class Store(Protocol):
     async def requeue(self, claim: Claim, outcome: Outcome, *, retry_at: int, count_attempt: bool, worker: str) -> Task:
         """Record the attempt and put the task back to pending, due at ``retry_at``.
         ``count_attempt`` False gives the attempt back (usage limits)."""
+        ...
+
+    async def hold_for_approval(self, claim: Claim, *, worker: str) -> Task:
+        """Put a claimed task that needs approval back unrun, in one transaction:
+        active → blocked with approval pending, its open run removed and its attempt
+        given back. Raises ``InvalidTransition`` if this worker no longer holds it."""
+        ...
+
+    async def spend_since(self, since_ms: int) -> float:
+        """USD the agent CLIs reported (``cost_usd``) over runs finished at or after
+        ``since_ms``; 0.0 when none."""
         ...
 
     async def active_tasks(self) -> list[Task]:
@@ -252,6 +279,12 @@ class Store(Protocol):
 
     async def set_loop_values(self, values: Mapping[str, object]) -> None:
         """Write several loop-state keys (JSON values) in one transaction."""
+        ...
+
+    async def replace_loop_value(self, key: str, expected: object, value: object) -> bool:
+        """Write ``value`` under ``key`` only if its current JSON value equals
+        ``expected`` (None: the key is absent), atomically; returns whether it wrote.
+        Lets an automatic change (a gate resuming itself) never undo a person's."""
         ...
 
     # --- maintenance ------------------------------------------------------------------

@@ -14,7 +14,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from vigil.clock import Clock, SystemClock
-from vigil.errors import DuplicateOpenTask, InputError, InvalidTransition, TaskNotFound
+from vigil.config import LimitsSettings
+from vigil.errors import DuplicateOpenTask, FloodLimited, InputError, InvalidTransition, TaskNotFound
 from vigil.models import (
     DEFAULT_MAX_RETRIES,
     FINISHED_STATUSES,
@@ -37,15 +38,21 @@ from vigil.models import (
 )
 from vigil.store import CostGroup
 from vigil.store.sqlite_db import Database
+from vigil.store.sqlite_limits import FloodGate, Refusal
 from vigil.store.sqlite_queries import (
     SQL_ADD_COSTS,
     SQL_ADD_TASK,
+    SQL_APPROVE,
     SQL_CLAIM,
+    SQL_CLAIM_UP_TO,
     SQL_COST_ROLLUP,
     SQL_COUNT_BY_STATUS,
+    SQL_DROP_OPEN_RUN,
     SQL_FINISH,
+    SQL_HOLD_FOR_APPROVAL,
     SQL_HOLDER_OF_KEY,
     SQL_LIST_TASKS,
+    SQL_LOOP_VALUE,
     SQL_NEXT_DUE_AT,
     SQL_NEXT_DUE_ID,  # noqa: F401 - re-exported: callers import every query from here
     SQL_OPEN_RUN,
@@ -54,9 +61,12 @@ from vigil.store.sqlite_queries import (
     SQL_RECORD_RUN,
     SQL_RECORD_SENSOR_RUN,
     SQL_RECOVER,
+    SQL_REJECT,
     SQL_RELEASE_CLOSED,
     SQL_REQUEUE,
     SQL_SEARCH_TASKS,
+    SQL_SET_LOOP_VALUE,
+    SQL_SPEND_SINCE,
 )
 from vigil.store.sqlite_rows import (
     row_to_note,
@@ -84,6 +94,7 @@ def _task_params(new: NewTask, now: int, actor: str, default_max_retries: int) -
         "now": now,
         "actor": actor,
         "max_retries": default_max_retries if new.max_retries is None else new.max_retries,
+        "requires_approval": int(new.requires_approval),
     }
 
 
@@ -92,6 +103,11 @@ def _require_task(conn: sqlite3.Connection, task_id: int) -> sqlite3.Row:
     if row is None:
         raise TaskNotFound(task_id)
     return row
+
+
+def _not_awaiting_approval(conn: sqlite3.Connection, task_id: int, action: str) -> InvalidTransition:
+    status = _require_task(conn, task_id)["status"]
+    return InvalidTransition(task_id, f"{status} and not awaiting approval", action)
 
 
 def _check_new_task(conn: sqlite3.Connection, new: NewTask) -> None:
@@ -106,12 +122,30 @@ def _check_new_task(conn: sqlite3.Connection, new: NewTask) -> None:
         _require_task(conn, dep)
 
 
-def _insert_task(conn: sqlite3.Connection, new: NewTask, now: int, actor: str, max_retries: int) -> int | None:
-    """Insert one task and its dependencies; None when the source key deduplicated it."""
+def _insert_task(
+    conn: sqlite3.Connection, new: NewTask, now: int, actor: str, max_retries: int, *, flood: FloodGate | None = None
+) -> int | Refusal | None:
+    """Insert one task and its dependencies: its id, None when the source key
+    deduplicated it, or the ``Refusal`` of a flood limit (counted, nothing added)."""
     _check_new_task(conn, new)
-    row = conn.execute(SQL_ADD_TASK, _task_params(new, now, actor, max_retries)).fetchone()
+    params = _task_params(new, now, actor, max_retries)
+    refusal = None if flood is None else flood.check(conn, new)
+    if flood is not None and refusal is not None:
+        # A task its key deduplicates is "already there", not refused: find out by
+        # inserting it and undoing that (only on this rare path).
+        conn.execute("SAVEPOINT flood_check")
+        row = conn.execute(SQL_ADD_TASK, params).fetchone()
+        conn.execute("ROLLBACK TO flood_check")
+        conn.execute("RELEASE flood_check")
+        if row is None:
+            return None
+        flood.record(conn, new, refusal)
+        return refusal
+    row = conn.execute(SQL_ADD_TASK, params).fetchone()
     if row is None:
         return None
+    if flood is not None:
+        flood.added(new)
     task_id = int(row[0])
     conn.executemany(
         "INSERT OR IGNORE INTO task_deps (task_id, depends_on) VALUES (?, ?)",
@@ -123,11 +157,18 @@ def _insert_task(conn: sqlite3.Connection, new: NewTask, now: int, actor: str, m
 class SqliteStore:
     """The ``Store`` protocol on one SQLite file. Open with ``await SqliteStore.open(path)``."""
 
-    def __init__(self, db: Database, clock: Clock, default_max_retries: int) -> None:
+    def __init__(
+        self, db: Database, clock: Clock, default_max_retries: int, limits: LimitsSettings | None = None
+    ) -> None:
         self._db = db
         self._clock = clock
         self._default_max_retries = default_max_retries
+        self._limits = limits
         self.path = db.path
+
+    def _flood_gate(self, now: int) -> FloodGate | None:
+        """The flood limits for one insert transaction (None: no limits configured)."""
+        return None if self._limits is None else FloodGate(self._limits, now)
 
     @classmethod
     async def open(
@@ -138,10 +179,12 @@ class SqliteStore:
         synchronous: str = "FULL",
         busy_timeout_ms: int = 5000,
         default_max_retries: int = DEFAULT_MAX_RETRIES,
+        limits: LimitsSettings | None = None,
     ) -> SqliteStore:
         """Open (creating and migrating if needed) the database at ``path``.
 
-        Raises ``NotADatabase``, ``SchemaTooNew`` or ``StoreError``.
+        ``limits`` are the flood limits every insert obeys (None: none). Raises
+        ``NotADatabase``, ``SchemaTooNew`` or ``StoreError``.
         """
         db = await Database.open(path, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
         try:
@@ -149,7 +192,7 @@ class SqliteStore:
         except BaseException:
             await db.close()
             raise
-        return cls(db, clock or SystemClock(), default_max_retries)
+        return cls(db, clock or SystemClock(), default_max_retries, limits)
 
     async def close(self) -> None:
         await self._db.close()
@@ -164,22 +207,29 @@ class SqliteStore:
     async def add_task(self, new: NewTask, *, actor: str = "human") -> AddResult:
         now = self._clock.now_ms()
 
-        def body(conn: sqlite3.Connection) -> AddResult:
-            task_id = _insert_task(conn, new, now, actor, self._default_max_retries)
+        def body(conn: sqlite3.Connection) -> AddResult | Refusal:
+            task_id = _insert_task(conn, new, now, actor, self._default_max_retries, flood=self._flood_gate(now))
+            if isinstance(task_id, Refusal):
+                return task_id  # committed with its count; raised below
             if task_id is not None:
                 return AddResult(task_id, True)
             holder = conn.execute(SQL_HOLDER_OF_KEY, (new.source_key,)).fetchone()
             return AddResult(None if holder is None else int(holder[0]), False)
 
-        return await self._db.write(body)
+        result = await self._db.write(body)
+        if isinstance(result, Refusal):
+            raise FloodLimited(f"task not added: {result.reason}")
+        return result
 
     async def add_tasks(self, news: Sequence[NewTask], *, actor: str) -> BatchResult:
         now = self._clock.now_ms()
 
         def body(conn: sqlite3.Connection) -> BatchResult:
-            created = [_insert_task(conn, new, now, actor, self._default_max_retries) for new in news]
-            ids = tuple(task_id for task_id in created if task_id is not None)
-            return BatchResult(ids, len(news) - len(ids))
+            flood = self._flood_gate(now)
+            created = [_insert_task(conn, new, now, actor, self._default_max_retries, flood=flood) for new in news]
+            ids = tuple(task_id for task_id in created if isinstance(task_id, int))
+            rejected = sum(isinstance(task_id, Refusal) for task_id in created)
+            return BatchResult(ids, len(news) - len(ids) - rejected, rejected)
 
         return await self._db.write(body)
 
@@ -343,7 +393,10 @@ class SqliteStore:
             task_id,
             "retry it",
             (TaskStatus.FAILED, TaskStatus.CANCELED),
-            """UPDATE tasks SET status = 'pending', scheduled_for = :now, attempt_count = 0,
+            # A task that needed approval needs it again: it goes back to waiting for it.
+            """UPDATE tasks SET status = CASE WHEN approval IS NULL THEN 'pending' ELSE 'blocked' END,
+                   approval = CASE WHEN approval IS NULL THEN NULL ELSE 'pending' END,
+                   scheduled_for = :now, attempt_count = 0,
                    completed_at = NULL, cancel_requested = 0, updated_at = :now, updated_by = :actor
                WHERE id = :id AND status IN :allowed RETURNING *""",
             {"actor": actor},
@@ -378,13 +431,43 @@ class SqliteStore:
 
         return await self._db.write(body)
 
+    async def approve(self, task_id: int, *, actor: str) -> Task:
+        now = self._clock.now_ms()
+
+        def body(conn: sqlite3.Connection) -> Task:
+            row = conn.execute(SQL_APPROVE, {"id": task_id, "now": now, "actor": actor}).fetchone()
+            if row is None:
+                raise _not_awaiting_approval(conn, task_id, "approve it")
+            return row_to_task(row)
+
+        return await self._db.write(body)
+
+    async def reject(self, task_id: int, reason: str, *, actor: str) -> Task:
+        if not reason.strip():
+            raise InputError("a rejection needs a reason")
+        now = self._clock.now_ms()
+        params = {"id": task_id, "now": now, "actor": actor, "summary": f"rejected: {reason.strip()}"}
+
+        def body(conn: sqlite3.Connection) -> Task:
+            row = conn.execute(SQL_REJECT, params).fetchone()
+            if row is None:
+                raise _not_awaiting_approval(conn, task_id, "reject it")
+            return row_to_task(row)
+
+        return await self._db.write(body)
+
     # --- dispatching ----------------------------------------------------------------
-    async def claim_next(self, *, worker: str, lease_ms: int, executor: str | None = None) -> Claim | None:
+    async def claim_next(
+        self, *, worker: str, lease_ms: int, executor: str | None = None, max_priority: int | None = None
+    ) -> Claim | None:
         now = self._clock.now_ms()
         params = {"now": now, "worker": worker, "lease_until": now + lease_ms, "executor": executor}
+        if max_priority is not None and not MIN_PRIORITY <= max_priority <= MAX_PRIORITY:
+            raise InputError(f"max_priority must be {MIN_PRIORITY}-{MAX_PRIORITY}, not {max_priority}")
+        claim_sql = SQL_CLAIM if max_priority is None else SQL_CLAIM_UP_TO[max_priority]
 
         def body(conn: sqlite3.Connection) -> Claim | None:
-            row = conn.execute(SQL_CLAIM, params).fetchone()
+            row = conn.execute(claim_sql, params).fetchone()
             if row is None:
                 return None
             task = row_to_task(row)
@@ -475,6 +558,21 @@ class SqliteStore:
 
         return await self._db.write(body)
 
+    async def hold_for_approval(self, claim: Claim, *, worker: str) -> Task:
+        params = {"now": self._clock.now_ms(), "task_id": claim.task.id, "run_id": claim.run_id, "worker": worker}
+
+        def body(conn: sqlite3.Connection) -> Task:
+            row = conn.execute(SQL_HOLD_FOR_APPROVAL, params).fetchone()
+            if row is None:
+                raise InvalidTransition(claim.task.id, _require_task(conn, claim.task.id)["status"], "hold it")
+            conn.execute(SQL_DROP_OPEN_RUN, params)
+            return row_to_task(row)
+
+        return await self._db.write(body)
+
+    async def spend_since(self, since_ms: int) -> float:
+        return float(await self._db.read(lambda conn: conn.execute(SQL_SPEND_SINCE, (since_ms,)).fetchone()[0]))
+
     async def active_tasks(self) -> list[Task]:
         sql = "SELECT * FROM tasks WHERE status = 'active' ORDER BY id"
         return await self._db.read(lambda conn: [row_to_task(r) for r in conn.execute(sql)])
@@ -527,8 +625,10 @@ class SqliteStore:
         actor = f"sensor:{name}"
 
         def body(conn: sqlite3.Connection) -> BatchResult:
-            created = [_insert_task(conn, new, now, actor, self._default_max_retries) for new in tasks]
-            ids = tuple(task_id for task_id in created if task_id is not None)
+            flood = self._flood_gate(now)
+            created = [_insert_task(conn, new, now, actor, self._default_max_retries, flood=flood) for new in tasks]
+            ids = tuple(task_id for task_id in created if isinstance(task_id, int))
+            rejected = sum(isinstance(task_id, Refusal) for task_id in created)
             conn.execute(
                 SQL_RECORD_SENSOR_RUN,
                 {
@@ -539,13 +639,14 @@ class SqliteStore:
                     "error": run.error,
                     "failures": run.consecutive_failures,
                     "created": len(ids),
-                    "ignored": len(tasks) - len(ids),
+                    "ignored": len(tasks) - len(ids) - rejected,
                     "dropped": run.dropped,
+                    "rejected": rejected,
                     "next_due_at": run.next_due_at,
                     "state": None if state is None else json.dumps(dict(state)),
                 },
             )
-            return BatchResult(ids, len(tasks) - len(ids))
+            return BatchResult(ids, len(tasks) - len(ids) - rejected, rejected)
 
         return await self._db.write(body)
 
@@ -572,6 +673,19 @@ class SqliteStore:
                 rows,
             )
         )
+
+    async def replace_loop_value(self, key: str, expected: object, value: object) -> bool:
+        encoded = json.dumps(value)
+
+        def body(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(SQL_LOOP_VALUE, (key,)).fetchone()
+            current = None if row is None else json.loads(row[0])
+            if current != expected:
+                return False
+            conn.execute(SQL_SET_LOOP_VALUE, (key, encoded))
+            return True
+
+        return await self._db.write(body)
 
     # --- maintenance ------------------------------------------------------------------
     async def backup(self, target: Path) -> None:

@@ -18,9 +18,12 @@ _PRIORITIES = range(MIN_PRIORITY, MAX_PRIORITY + 1)
 # unique constraints on tasks, and NOT NULL / CHECK failures still raise.
 SQL_ADD_TASK = """
 INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
-                   parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries)
+                   parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
+                   status, approval)
 SELECT :subject, :description, :skills, :priority, :source, :source_key, :dedup,
-       :parent_id, :scheduled_for, :now, :now, :actor, :max_retries
+       :parent_id, :scheduled_for, :now, :now, :actor, :max_retries,
+       CASE WHEN :requires_approval THEN 'blocked' ELSE 'pending' END,
+       CASE WHEN :requires_approval THEN 'pending' END
 WHERE :dedup = 'open'
    OR NOT EXISTS (SELECT 1 FROM tasks WHERE source_key = :source_key)
 ON CONFLICT DO NOTHING
@@ -32,24 +35,37 @@ SELECT id FROM tasks WHERE source_key = ?
 ORDER BY status IN ('pending', 'active', 'blocked') DESC, id DESC LIMIT 1
 """
 
-# One index seek per priority level (ix_tasks_claim), so neither finished tasks nor
-# many not-yet-due urgent tasks are walked: the union holds at most nine rows.
-_BEST_PER_PRIORITY = " UNION ALL ".join(
-    f"""SELECT * FROM (SELECT id, priority, scheduled_for FROM tasks
+
+
+def _next_due_id(most_urgent_last: int) -> str:
+    """One index seek per priority level (ix_tasks_claim), so neither finished tasks
+    nor many not-yet-due urgent tasks are walked: the union holds at most nine rows.
+    Only priorities up to ``most_urgent_last`` take part (the budget's urgency gate)."""
+    best_per_priority = " UNION ALL ".join(
+        f"""SELECT * FROM (SELECT id, priority, scheduled_for FROM tasks
         WHERE status = 'pending' AND waiting_on = 0 AND priority = {p} AND scheduled_for <= :now
         ORDER BY scheduled_for, id LIMIT 1)"""
-    for p in _PRIORITIES
-)
-SQL_NEXT_DUE_ID = f"SELECT id FROM ({_BEST_PER_PRIORITY}) ORDER BY priority, scheduled_for, id LIMIT 1"
+        for p in _PRIORITIES
+        if p <= most_urgent_last
+    )
+    return f"SELECT id FROM ({best_per_priority}) ORDER BY priority, scheduled_for, id LIMIT 1"
 
-SQL_CLAIM = f"""
+
+def _claim(most_urgent_last: int) -> str:
+    return f"""
 UPDATE tasks SET status = 'active', claimed_by = :worker, lease_until = :lease_until,
        started_at = :now, updated_at = :now, updated_by = 'dispatcher',
        attempt_count = attempt_count + 1, cancel_requested = 0,
        executor = coalesce(:executor, executor)
-WHERE id = ({SQL_NEXT_DUE_ID})
+WHERE id = ({_next_due_id(most_urgent_last)})
 RETURNING *
 """
+
+
+SQL_NEXT_DUE_ID = _next_due_id(MAX_PRIORITY)
+SQL_CLAIM = _claim(MAX_PRIORITY)
+# claim_next(max_priority=p): only tasks at least that urgent (priority ≤ p).
+SQL_CLAIM_UP_TO = {p: _claim(p) for p in _PRIORITIES}
 
 SQL_OPEN_RUN = """
 INSERT INTO runs (task_id, attempt, started_at, executor, claimed_by)
@@ -165,13 +181,64 @@ SQL_COST_ROLLUP = {
 SQL_RECORD_SENSOR_RUN = """
 INSERT INTO sensor_state (name, last_run_at, last_duration_ms, last_status, last_error,
                           consecutive_failures, created_last, ignored_last, dropped_last,
-                          next_due_at, state)
+                          rejected_last, next_due_at, state)
 VALUES (:name, :started_at, :duration_ms, :status, :error, :failures, :created, :ignored,
-        :dropped, :next_due_at, coalesce(:state, '{}'))
+        :dropped, :rejected, :next_due_at, coalesce(:state, '{}'))
 ON CONFLICT (name) DO UPDATE SET
     last_run_at = excluded.last_run_at, last_duration_ms = excluded.last_duration_ms,
     last_status = excluded.last_status, last_error = excluded.last_error,
     consecutive_failures = excluded.consecutive_failures, created_last = excluded.created_last,
     ignored_last = excluded.ignored_last, dropped_last = excluded.dropped_last,
+    rejected_last = excluded.rejected_last,
     next_due_at = excluded.next_due_at, state = coalesce(:state, sensor_state.state)
+"""
+
+# --- guardrails: flood limits, spend, approvals ------------------------------------
+
+# Depth the new task would have: 1 for a child of a root task, one more per ancestor.
+# Stops one step past :max_depth, which is all the limit needs to know.
+SQL_FOLLOW_UP_DEPTH = """
+WITH RECURSIVE chain(id, depth) AS (
+    SELECT :parent_id, 1
+    UNION ALL
+    SELECT t.parent_id, c.depth + 1 FROM tasks t JOIN chain c ON t.id = c.id
+    WHERE t.parent_id IS NOT NULL AND c.depth <= :max_depth
+)
+SELECT max(depth) FROM chain
+"""
+
+# Both counts stop at :cap rows (ix_tasks_parent, ix_tasks_source_created).
+SQL_COUNT_CHILDREN = "SELECT count(*) FROM (SELECT 1 FROM tasks WHERE parent_id = :parent_id LIMIT :cap)"
+SQL_COUNT_SOURCE_SINCE = """
+SELECT count(*) FROM (SELECT 1 FROM tasks WHERE source = :source AND created_at > :since LIMIT :cap)
+"""
+
+SQL_SPEND_SINCE = "SELECT total(cost_usd) FROM runs WHERE finished_at >= ?"
+
+SQL_APPROVE = """
+UPDATE tasks SET status = 'pending', approval = 'approved', updated_at = :now, updated_by = :actor
+WHERE id = :id AND status = 'blocked' AND approval = 'pending'
+RETURNING *
+"""
+
+SQL_REJECT = """
+UPDATE tasks SET status = 'canceled', approval = 'rejected', completed_at = :now,
+       result_summary = :summary, updated_at = :now, updated_by = :actor
+WHERE id = :id AND status = 'blocked' AND approval = 'pending'
+RETURNING *
+"""
+
+# A claimed task whose skill needs approval goes back unrun: its run row is removed
+# and its attempt given back, so the approval wait costs it nothing.
+SQL_DROP_OPEN_RUN = "DELETE FROM runs WHERE id = :run_id AND task_id = :task_id AND finished_at IS NULL"
+SQL_HOLD_FOR_APPROVAL = """
+UPDATE tasks SET status = 'blocked', approval = 'pending', attempt_count = attempt_count - 1,
+       claimed_by = NULL, lease_until = NULL, updated_at = :now, updated_by = 'dispatcher'
+WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
+RETURNING *
+"""
+
+SQL_LOOP_VALUE = "SELECT value FROM loop_state WHERE key = ?"
+SQL_SET_LOOP_VALUE = """
+INSERT INTO loop_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value
 """

@@ -39,6 +39,7 @@ def row_to_task(row: sqlite3.Row) -> Task:
         lease_until=row["lease_until"],
         cancel_requested=bool(row["cancel_requested"]),
         waiting_on=row["waiting_on"],
+        approval=row["approval"],
     )
 
 
@@ -68,4 +69,5 @@ def row_to_sensor_state(row: sqlite3.Row) -> SensorState:
         dropped_last=row["dropped_last"],
         next_due_at=row["next_due_at"],
         state=json.loads(row["state"]),
+        rejected_last=row["rejected_last"],
     )

@@ -60,6 +60,7 @@ V1 = [
         lease_until      INTEGER,
         cancel_requested INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1)),
         waiting_on       INTEGER NOT NULL DEFAULT 0 CHECK (waiting_on >= 0),
+        approval         TEXT CHECK (approval IN ('pending', 'approved', 'rejected')),  -- NULL: not needed
         CHECK (dedup = 'open' OR source_key IS NOT NULL)
     )
     """,
@@ -71,6 +72,8 @@ V1 = [
     "CREATE INDEX ix_tasks_key ON tasks (source_key) WHERE source_key IS NOT NULL",
     "CREATE INDEX ix_tasks_parent ON tasks (parent_id) WHERE parent_id IS NOT NULL",
     "CREATE INDEX ix_tasks_active ON tasks (lease_until) WHERE status = 'active'",
+    # The flood limit on tasks per source per day counts one range of this index.
+    "CREATE INDEX ix_tasks_source_created ON tasks (source, created_at)",
     """
     CREATE TABLE runs (
         id                 INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -145,6 +148,7 @@ V1 = [
         created_last         INTEGER NOT NULL DEFAULT 0,
         ignored_last         INTEGER NOT NULL DEFAULT 0,
         dropped_last         INTEGER NOT NULL DEFAULT 0,
+        rejected_last        INTEGER NOT NULL DEFAULT 0,
         next_due_at          INTEGER,
         state                TEXT    NOT NULL DEFAULT '{}' CHECK (json_valid(state))
     )
@@ -207,6 +211,14 @@ V1 = [
         INSERT INTO task_events (task_id, at, actor, kind, from_value, to_value)
         VALUES (new.id, new.updated_at, new.updated_by, 'scheduled',
                 old.scheduled_for, new.scheduled_for);
+    END
+    """,
+    """
+    CREATE TRIGGER tasks_approval_changed AFTER UPDATE OF approval ON tasks
+    WHEN new.approval IS NOT old.approval BEGIN
+        INSERT INTO task_events (task_id, at, actor, kind, from_value, to_value, detail)
+        VALUES (new.id, new.updated_at, new.updated_by, 'approval', old.approval, new.approval,
+                CASE WHEN new.approval = 'rejected' THEN new.result_summary END);
     END
     """,
     """

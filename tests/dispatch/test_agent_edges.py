@@ -1,0 +1,90 @@
+"""Small pure parts of running agents: environment, prices, reset times, caps."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from dispatch.environment import agent_env
+from dispatch.executors.answer import DETAIL_MAX_CHARS, detail_of, summary_of
+from dispatch.executors.resets import bar_epoch_ms, clock_zone_ms, reset_ms, try_again_ms
+from dispatch.pricing import TokenUsage, api_cost_usd, price_for
+from tests.dispatch.agent_support import agent_settings
+from vigil.config import Price
+
+
+def test_agent_env_is_explicit(home: Path) -> None:
+    settings = agent_settings(home, dispatch={"pass_env": ["ANTHROPIC_API_KEY", "NOT_SET_ANYWHERE"]})
+    source = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/home/u",
+        "LANG": "en_GB.UTF-8",
+        "TMPDIR": "/tmp/x",
+        "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+        "ANTHROPIC_API_KEY": "sk",
+        "VIGIL_TASK_ID": "999",
+    }
+    env = agent_env(settings, 12, 34, source=source)
+    scripts = str(Path(sys.executable).parent)
+    assert env == {
+        "PATH": f"{scripts}:/usr/bin:/bin" if (Path(scripts) / "vigil").exists() else "/usr/bin:/bin",
+        "HOME": "/home/u",
+        "LANG": "en_GB.UTF-8",
+        "TMPDIR": "/tmp/x",
+        "ANTHROPIC_API_KEY": "sk",
+        "VIGIL_HOME": str(home),
+        "VIGIL_TASK_ID": "12",
+        "VIGIL_RUN_ID": "34",
+    }
+
+
+def test_agent_env_defaults_path_and_locale(home: Path) -> None:
+    env = agent_env(agent_settings(home), 1, 2, source={})
+    assert env["PATH"].endswith("/usr/local/bin:/usr/bin:/bin")
+    assert env["LANG"] == "C.UTF-8"
+    assert "HOME" not in env
+
+
+def test_prices_exact_prefix_and_unknown() -> None:
+    prices = {"claude-opus-4": Price(5, 25), "claude-opus-4-6": Price(6, 30), "claude": Price(1, 1)}
+    assert price_for(prices, "claude-opus-4-6") == Price(6, 30)
+    assert price_for(prices, "claude-opus-4-1") == Price(5, 25)
+    assert price_for(prices, "gpt-5") is None
+    assert price_for(prices, None) is None
+    usage = TokenUsage(input=1_000_000, output=2_000_000, cache_read=10, cache_write=20)
+    assert api_cost_usd({"m": Price(1, 2, 0.5, 4)}, "m", usage) == pytest.approx(1 + 4 + 5e-6 + 8e-5)
+    assert api_cost_usd({}, "m", usage) == 0.0
+
+
+def test_reset_time_forms() -> None:
+    assert bar_epoch_ms("Claude AI usage limit reached|1767225600") == 1_767_225_600_000
+    assert bar_epoch_ms("nothing here") is None
+    now = int(datetime(2026, 1, 1, 12, 0, tzinfo=UTC).timestamp() * 1000)  # 05:00 in Denver
+    four_fifty_denver = int(datetime(2026, 1, 1, 23, 50, tzinfo=UTC).timestamp() * 1000)
+    assert clock_zone_ms("resets 4:50pm (America/Denver)", now) == four_fifty_denver
+    assert clock_zone_ms("resets 4pm (UTC)", now) == int(datetime(2026, 1, 1, 16, tzinfo=UTC).timestamp() * 1000)
+    # a time already past today means tomorrow
+    assert clock_zone_ms("resets 9am (UTC)", now) == int(datetime(2026, 1, 2, 9, tzinfo=UTC).timestamp() * 1000)
+    assert clock_zone_ms("resets 4:50pm (Not/AZone)", now) is None
+    assert clock_zone_ms("resets 13pm (UTC)", now) is None
+    assert try_again_ms("Please try again at Apr 11th, 2026 2:32 PM.") == int(
+        datetime(2026, 4, 11, 14, 32).timestamp() * 1000
+    )
+    assert try_again_ms("try again at Foo 31st, 2026 2:32 PM") is None
+    assert try_again_ms("try again at Feb 30th, 2026 2:32 PM") is None
+    assert reset_ms("no time at all", now) is None
+
+
+def test_summary_and_detail_caps() -> None:
+    assert summary_of("  Done.\n\n  All   good.  ") == "Done. All good."
+    long = summary_of("word " * 1000)
+    assert len(long) == 200
+    assert long.endswith("…")
+    assert detail_of("short") == "short"
+    big = "x" * (DETAIL_MAX_CHARS + 10)
+    capped = detail_of(big)
+    assert capped.startswith("x" * DETAIL_MAX_CHARS)
+    assert "10 more characters cut" in capped

@@ -1,0 +1,107 @@
+"""Loading skills: SKILL.md front matter, name checks, clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dispatch.skills import list_skills, load_skill, load_skills
+from tests.dispatch.agent_support import REPO
+from vigil.errors import InputError, SkillError
+
+
+def write(skills: Path, name: str, text: str) -> Path:
+    folder = skills / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text(text, encoding="utf-8")
+    return folder
+
+
+def test_a_full_skill_loads(tmp_path: Path) -> None:
+    folder = write(
+        tmp_path,
+        "report",
+        "---\nname: report\ndescription: Makes a report.\nexecutor: command\nmodel: m1\ntimeout: 90s\n"
+        'command: ["python3", "./make.py", "--flag", "/abs/x"]\nrequires_approval: true\n---\n\n# Steps\n\nDo it.\n',
+    )
+    skill = load_skill(tmp_path, "report")
+    assert skill.name == "report"
+    assert skill.description == "Makes a report."
+    assert skill.body == "# Steps\n\nDo it."
+    assert skill.folder == folder
+    assert skill.executor == "command"
+    assert skill.model == "m1"
+    assert skill.timeout_ms == 90_000
+    assert skill.command == ("python3", str(folder / "make.py"), "--flag", "/abs/x")
+    assert skill.requires_approval is True
+
+
+def test_defaults_and_command_implies_the_command_executor(tmp_path: Path) -> None:
+    write(tmp_path, "plain", "---\ndescription: d\n---\nbody\n")
+    plain = load_skill(tmp_path, "plain")
+    assert (plain.executor, plain.model, plain.timeout_ms, plain.command, plain.requires_approval) == (
+        None, None, None, None, False,
+    )  # fmt: skip
+    write(tmp_path, "cmd", '---\ndescription: d\ncommand: ["true"]\n---\n')
+    assert load_skill(tmp_path, "cmd").executor == "command"
+
+
+@pytest.mark.parametrize("name", ["../etc", "a/b", "", "Upper", ".hidden", "-x", "a b", "..", "x" * 65, "é"])
+def test_invalid_names_are_refused_before_touching_the_disk(tmp_path: Path, name: str) -> None:
+    with pytest.raises(SkillError, match="invalid skill name"):
+        load_skill(tmp_path, name)
+
+
+def test_unknown_skill(tmp_path: Path) -> None:
+    with pytest.raises(SkillError, match="unknown skill 'nope'"):
+        load_skill(tmp_path, "nope")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("no front matter\n", "must start with YAML front matter"),
+        ("---\ndescription: d\n", "no closing '---'"),
+        ("---\ndescription: [unclosed\n---\n", "not valid YAML"),
+        ("---\n- a list\n---\n", "must be a mapping"),
+        ("---\nname: s\n---\n", "description: required"),
+        ("---\ndescription: d\nexecuter: claude\n---\n", "unknown front matter key 'executer'"),
+        ("---\nname: other\ndescription: d\n---\n", "does not match the folder name"),
+        ("---\ndescription: d\nexecutor: gpt\n---\n", "executor: expected one of"),
+        ("---\ndescription: d\nexecutor: command\n---\n", "no command is given"),
+        ("---\ndescription: d\ncommand: rm -rf /\n---\n", "not a shell string"),
+        ("---\ndescription: d\ncommand: ['./../../bin/x']\n---\n", "must stay inside"),
+        ("---\ndescription: d\ntimeout: 10\n---\n", "timeout: expected a duration"),
+        ("---\ndescription: d\ntimeout: 0s\n---\n", "longer than zero"),
+        ("---\ndescription: d\nrequires_approval: 'yes'\n---\n", "requires_approval: expected true or false"),
+        ("---\ndescription: 42\n---\n", "description: expected a non-empty string"),
+    ],
+)
+def test_malformed_skill_files_are_clear_input_errors(tmp_path: Path, text: str, message: str) -> None:
+    write(tmp_path, "s", text)
+    with pytest.raises(SkillError, match=message) as err:
+        load_skill(tmp_path, "s")
+    assert isinstance(err.value, InputError)
+    assert "\n" not in str(err.value)
+
+
+def test_load_skills_keeps_order_drops_repeats_and_stops_at_the_first_bad_one(tmp_path: Path) -> None:
+    write(tmp_path, "a", "---\ndescription: A\n---\n")
+    write(tmp_path, "b", "---\ndescription: B\n---\n")
+    assert [s.name for s in load_skills(tmp_path, ["b", "a", "b"])] == ["b", "a"]
+    with pytest.raises(SkillError, match="unknown skill 'c'"):
+        load_skills(tmp_path, ["a", "c"])
+    assert load_skills(tmp_path, []) == []
+
+
+def test_the_shipped_example_skills_load() -> None:
+    names = list_skills(REPO / "skills")
+    assert {"triage-inbox", "summarise-feed-entry", "disk-check"} <= set(names)
+    for skill in load_skills(REPO / "skills", names):
+        assert skill.description
+        assert skill.body
+    disk = load_skill(REPO / "skills", "disk-check")
+    assert disk.executor == "command"
+    assert disk.command is not None
+    assert Path(disk.command[1]).is_file()

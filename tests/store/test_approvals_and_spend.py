@@ -1,0 +1,131 @@
+"""Contract: approvals, holding a claimed task for approval, the urgency-limited
+claim, the rolling spend and the conditional loop-state write."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.store.contract import assert_counts_match, claim, new, success
+from vigil.clock import ManualClock
+from vigil.errors import InputError, InvalidTransition, TaskNotFound
+from vigil.models import ApprovalState, Outcome, OutcomeKind, TaskStatus
+from vigil.store import Store
+
+
+async def _awaiting(store: Store, subject: str = "delete the old bucket") -> int:
+    result = await store.add_task(new(subject, requires_approval=True))
+    assert result.task_id is not None
+    return result.task_id
+
+
+async def test_a_task_requiring_approval_is_added_blocked_and_never_claimed(store: Store) -> None:
+    task_id = await _awaiting(store)
+    task = await store.get_task(task_id)
+    assert (task.status, task.approval, task.awaiting_approval) == (TaskStatus.BLOCKED, ApprovalState.PENDING, True)
+    assert await store.claim_next(worker="w1", lease_ms=60_000) is None
+    await assert_counts_match(store)
+
+
+async def test_approve_makes_it_claimable_and_is_audited(store: Store) -> None:
+    task_id = await _awaiting(store)
+    approved = await store.approve(task_id, actor="human")
+    assert (approved.status, approved.approval) == (TaskStatus.PENDING, ApprovalState.APPROVED)
+    assert (await claim(store)).task.id == task_id
+    kinds = [(e.actor, e.kind, e.from_value, e.to_value) for e in await store.list_events(task_id)]
+    assert ("human", "approval", "pending", "approved") in kinds
+    assert ("human", "status", "blocked", "pending") in kinds
+
+
+async def test_reject_cancels_with_the_reason_audited(store: Store) -> None:
+    task_id = await _awaiting(store)
+    rejected = await store.reject(task_id, "too risky on a Friday", actor="human")
+    assert (rejected.status, rejected.approval) == (TaskStatus.CANCELED, ApprovalState.REJECTED)
+    assert rejected.result_summary == "rejected: too risky on a Friday"
+    approval_events = [e for e in await store.list_events(task_id) if e.kind == "approval"]
+    assert [(e.to_value, e.detail) for e in approval_events] == [("rejected", "rejected: too risky on a Friday")]
+    await assert_counts_match(store)
+
+
+async def test_approve_or_reject_refuses_a_task_not_awaiting_approval(store: Store) -> None:
+    plain = await store.add_task(new("ordinary"))
+    assert plain.task_id is not None
+    with pytest.raises(InvalidTransition, match="not awaiting approval"):
+        await store.approve(plain.task_id, actor="human")
+    with pytest.raises(InvalidTransition, match="not awaiting approval"):
+        await store.reject(plain.task_id, "no", actor="human")
+    task_id = await _awaiting(store)
+    await store.approve(task_id, actor="human")
+    with pytest.raises(InvalidTransition):
+        await store.approve(task_id, actor="human")  # twice: the second finds it pending
+    with pytest.raises(TaskNotFound):
+        await store.approve(999, actor="human")
+    with pytest.raises(InputError, match="reason"):
+        await store.reject(task_id, "  ", actor="human")
+
+
+async def test_retrying_a_rejected_task_asks_for_approval_again(store: Store) -> None:
+    task_id = await _awaiting(store)
+    await store.reject(task_id, "not now", actor="human")
+    again = await store.retry(task_id, actor="human")
+    assert (again.status, again.approval) == (TaskStatus.BLOCKED, ApprovalState.PENDING)
+    assert await store.claim_next(worker="w1", lease_ms=60_000) is None
+
+
+async def test_hold_for_approval_puts_a_claimed_task_back_unrun(store: Store) -> None:
+    added = await store.add_task(new("uses a skill that needs approval"))
+    got = await claim(store)
+    held = await store.hold_for_approval(got, worker="w1")
+    assert (held.status, held.approval, held.attempt_count) == (TaskStatus.BLOCKED, ApprovalState.PENDING, 0)
+    assert held.claimed_by is None
+    assert await store.list_runs(got.task.id) == []
+    assert await store.claim_next(worker="w1", lease_ms=60_000) is None
+    await store.approve(got.task.id, actor="human")
+    again = await claim(store)
+    assert (again.task.id, again.attempt) == (added.task_id, 1)
+    await assert_counts_match(store)
+
+
+async def test_hold_for_approval_refuses_a_task_the_worker_no_longer_holds(store: Store) -> None:
+    await store.add_task(new("x"))
+    got = await claim(store)
+    await store.finish(got, success(), TaskStatus.COMPLETED, worker="w1")
+    with pytest.raises(InvalidTransition):
+        await store.hold_for_approval(got, worker="w1")
+
+
+async def test_claim_with_max_priority_takes_only_urgent_tasks(store: Store) -> None:
+    await store.add_task(new("routine", priority=5))
+    urgent = await store.add_task(new("urgent", priority=2))
+    assert await store.claim_next(worker="w1", lease_ms=60_000, max_priority=1) is None
+    got = await store.claim_next(worker="w1", lease_ms=60_000, max_priority=2)
+    assert got is not None
+    assert got.task.id == urgent.task_id
+    with pytest.raises(InputError):
+        await store.claim_next(worker="w1", lease_ms=60_000, max_priority=0)
+
+
+async def test_spend_since_sums_runs_finished_in_the_window(store: Store, clock: ManualClock) -> None:
+    assert await store.spend_since(0) == 0.0
+    for cost in (1.25, 2.0):
+        await store.add_task(new(f"costs {cost}"))
+        got = await claim(store)
+        await store.finish(got, success(cost_usd=cost), TaskStatus.COMPLETED, worker="w1")
+        clock.advance(3_600_000)
+    await store.add_task(new("limited"))
+    got = await claim(store)
+    await store.requeue(
+        got, Outcome(OutcomeKind.USAGE_LIMITED, cost_usd=0.5), retry_at=clock.now_ms(), count_attempt=False, worker="w1"
+    )
+    now = clock.now_ms()
+    assert await store.spend_since(now - 3 * 3_600_000) == pytest.approx(3.75)
+    assert await store.spend_since(now - 3_600_000) == pytest.approx(2.5)  # the first run is outside
+    assert await store.spend_since(now + 1) == 0.0
+
+
+async def test_replace_loop_value_writes_only_over_the_expected_value(store: Store) -> None:
+    assert await store.replace_loop_value("gate", None, {"state": "paused"})
+    assert not await store.replace_loop_value("gate", None, {"state": "running"})
+    assert not await store.replace_loop_value("gate", {"state": "gated"}, {"state": "running"})
+    assert (await store.loop_values())["gate"] == {"state": "paused"}
+    assert await store.replace_loop_value("gate", {"state": "paused"}, {"state": "running"})
+    assert (await store.loop_values())["gate"] == {"state": "running"}

@@ -1,0 +1,103 @@
+"""Flood limits (``[limits]``), checked inside the transaction that inserts a task.
+
+Because the check and the insert share one ``BEGIN IMMEDIATE`` transaction, several
+processes inserting at once can never pass a limit together: the second one counts
+the first one's rows. Three limits, each 0 to disable:
+
+* ``max_depth``: how deep a follow-up may sit in its parent chain (a task without a
+  parent is depth 0, its follow-up depth 1);
+* ``max_children``: follow-ups per parent task;
+* ``max_per_source_per_day``: tasks one source adds in a rolling 24 h (``per_source``
+  overrides it for named sources). People (source ``human``) are never limited.
+
+A refused insert is never silent: it is counted in loop state ``rejected_inserts``
+in the same transaction, and the caller reports it (``FloodLimited`` for one task,
+``BatchResult.rejected`` and the sensor's ``rejected_last`` for a batch).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+
+from vigil.clock import MS_PER_DAY
+from vigil.config import LimitsSettings
+from vigil.models import NewTask
+from vigil.store.sqlite_queries import (
+    SQL_COUNT_CHILDREN,
+    SQL_COUNT_SOURCE_SINCE,
+    SQL_FOLLOW_UP_DEPTH,
+    SQL_LOOP_VALUE,
+    SQL_SET_LOOP_VALUE,
+)
+
+REJECTED_KEY = "rejected_inserts"  # loop_state: {"total", "last_at", "last_source", "last_reason"}
+UNLIMITED_SOURCES = frozenset({"human"})
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a flood limit refused a task: one line for people."""
+
+    reason: str
+
+
+class FloodGate:
+    """The limits for one transaction. Counts read once are kept and incremented as
+    tasks are added, so a batch costs one count query per parent and per source."""
+
+    def __init__(self, limits: LimitsSettings, now_ms: int) -> None:
+        self._limits = limits
+        self._now_ms = now_ms
+        self._children: dict[int, int] = {}
+        self._per_source: dict[str, int] = {}
+        self.refused = 0
+
+    def _source_cap(self, source: str) -> int:
+        return self._limits.per_source.get(source, self._limits.max_per_source_per_day)
+
+    def check(self, conn: sqlite3.Connection, new: NewTask) -> Refusal | None:
+        """The limit ``new`` would break, or None when it may be added."""
+        limits = self._limits
+        if new.parent_id is not None and limits.max_depth:
+            params = {"parent_id": new.parent_id, "max_depth": limits.max_depth}
+            depth = int(conn.execute(SQL_FOLLOW_UP_DEPTH, params).fetchone()[0])
+            if depth > limits.max_depth:
+                return Refusal(
+                    f"follow-up of task #{new.parent_id} would be nested deeper than "
+                    f"[limits] max_depth = {limits.max_depth}"
+                )
+        if new.parent_id is not None and limits.max_children:
+            if new.parent_id not in self._children:
+                params = {"parent_id": new.parent_id, "cap": limits.max_children}
+                self._children[new.parent_id] = int(conn.execute(SQL_COUNT_CHILDREN, params).fetchone()[0])
+            if self._children[new.parent_id] >= limits.max_children:
+                return Refusal(
+                    f"task #{new.parent_id} already has {limits.max_children} follow-ups "
+                    f"([limits] max_children = {limits.max_children})"
+                )
+        cap = self._source_cap(new.source)
+        if cap and new.source not in UNLIMITED_SOURCES:
+            if new.source not in self._per_source:
+                window = {"source": new.source, "since": self._now_ms - MS_PER_DAY, "cap": cap}
+                row = conn.execute(SQL_COUNT_SOURCE_SINCE, window).fetchone()
+                self._per_source[new.source] = int(row[0])
+            if self._per_source[new.source] >= cap:
+                return Refusal(f"source {new.source!r} already added {cap} tasks in the last 24 h ([limits] cap {cap})")
+        return None
+
+    def added(self, new: NewTask) -> None:
+        """Count a task that was inserted in this transaction."""
+        if new.parent_id is not None and new.parent_id in self._children:
+            self._children[new.parent_id] += 1
+        if new.source in self._per_source:
+            self._per_source[new.source] += 1
+
+    def record(self, conn: sqlite3.Connection, new: NewTask, refusal: Refusal) -> None:
+        """Count a refusal in loop state, in the caller's transaction."""
+        self.refused += 1
+        row = conn.execute(SQL_LOOP_VALUE, (REJECTED_KEY,)).fetchone()
+        total = int(json.loads(row[0]).get("total", 0)) if row is not None else 0
+        value = {"total": total + 1, "last_at": self._now_ms, "last_source": new.source, "last_reason": refusal.reason}
+        conn.execute(SQL_SET_LOOP_VALUE, (REJECTED_KEY, json.dumps(value)))
