@@ -56,6 +56,18 @@ async def test_twenty_processes_adding_the_same_keys_create_each_once(tmp_path: 
         assert (await store.count_by_status())[TaskStatus.PENDING] == 100
 
 
+async def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path, clock: ManualClock) -> None:
+    path = tmp_path / "new" / "vigil.db"
+    n = 12
+    barrier = SPAWN.Barrier(n)
+    results = SPAWN.Queue()
+    processes = [SPAWN.Process(target=workers.open_new, args=(str(path), i, barrier, results)) for i in range(n)]
+    reports = dict(_run_all(processes, results, n))  # type: ignore[arg-type]
+    assert reports == dict.fromkeys(range(n), "ok")
+    async with await SqliteStore.open(path, clock=clock) as store:
+        assert len(await all_tasks(store)) == n
+
+
 async def test_eight_processes_claim_every_task_exactly_once_in_order(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "vigil.db"
     rng = random.Random(7)

@@ -64,6 +64,25 @@ def claim_all(
     results.put((worker, asyncio.run(run())))
 
 
+def open_new(path: str, seed: int, barrier: Barrier, results: Queue[tuple[int, str]]) -> None:
+    """Open (creating and migrating) the store at once with the other processes, add a
+    task; report "ok" or the error's type and message."""
+
+    async def run() -> str:
+        barrier.wait()
+        try:
+            store = await SqliteStore.open(Path(path), clock=SystemClock())
+        except Exception as err:  # reported to the test, which names it
+            return f"{type(err).__module__}.{type(err).__name__}: {err}"
+        try:
+            await store.add_task(NewTask(f"from process {seed}"), actor=f"p{seed}")
+        finally:
+            await store.close()
+        return "ok"
+
+    results.put((seed, asyncio.run(run())))
+
+
 def hold_write_lock(path: str, hold_s: float | None) -> None:
     """Take the write lock with ``BEGIN IMMEDIATE``, write a row, say ``locked`` on
     stdout, then commit after ``hold_s`` seconds or, when None, once stdin closes."""

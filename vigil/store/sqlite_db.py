@@ -54,7 +54,8 @@ def translate(err: sqlite3.Error, path: Path) -> StoreError:
 def _prepare_file(path: Path) -> None:
     """Create the folder 0700 and the file 0600 if missing (SQLite would use the umask)."""
     if not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True)
+        # exist_ok: another process opening the same new home may create it first.
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
