@@ -227,7 +227,11 @@ class Dispatcher:
                     log.error("dispatch step failed: %s", err)
                     await _wait_event(stop, ERROR_PAUSE_S)
         finally:
-            await self._beat("stopped")
+            await self.mark_stopped()
+
+    async def mark_stopped(self) -> None:
+        """Write the ``stopped`` heartbeat (a clean exit, not a death)."""
+        await self._beat("stopped")
 
     async def _idle(self, stop: asyncio.Event) -> None:
         """Sleep until a task may be due: its due time, a wake-up, a commit by

@@ -270,3 +270,72 @@ def backup(ctx: click.Context, path: Path) -> None:
 
 
 # --- commands added by the sensors, dispatch and TUI packages live below ------------
+
+
+# --- the loop: run, dispatch once, status, service ----------------------------------
+
+
+@main.command("run")
+@click.pass_context
+def run_command(ctx: click.Context) -> None:
+    """Run the sensors and the dispatcher until stopped (SIGTERM or Ctrl-C stop it cleanly)."""
+    from vigil.daemon import run_daemon
+
+    sys.exit(run_daemon(settings_for(ctx)))
+
+
+@main.group("dispatch")
+def dispatch_group() -> None:
+    """Run tasks by hand, without the long-running loop."""
+
+
+@dispatch_group.command("once")
+@click.pass_context
+def dispatch_once(ctx: click.Context) -> None:
+    """Run the next due task in the foreground. Exits 0 if a task ran, 3 if none was due."""
+    from vigil.daemon import configure_logging
+    from vigil.daemon import dispatch_once as run_next
+
+    settings = settings_for(ctx)
+    configure_logging(settings)
+    task = asyncio.run(run_next(settings))
+    if task is None:
+        click.echo("no task is due")
+        sys.exit(3)
+    summary = f": {task.result_summary}" if task.result_summary else ""
+    click.echo(f"task #{task.id} {task.status}{summary}")
+
+
+@main.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def status_command(ctx: click.Context, as_json: bool) -> None:
+    """Is a dispatcher alive, what is it running, the queue, and the sensors' health."""
+    from vigil.clock import SystemClock
+    from vigil.render import dumps
+    from vigil.status import gather_status, render_status
+
+    report = with_store(ctx, lambda store, settings: gather_status(store, settings, SystemClock().now_ms()))
+    click.echo(dumps(report) if as_json else render_status(report))
+
+
+@main.group("service")
+def service_group() -> None:
+    """Run Vigil as a systemd user service."""
+
+
+@service_group.command("install")
+@click.option("--print", "--dry-run", "dry_run", is_flag=True, help="Show the unit; write nothing.")
+@click.pass_context
+def service_install(ctx: click.Context, dry_run: bool) -> None:
+    """Write ~/.config/systemd/user/vigil.service (Restart=always) for this home."""
+    from vigil.service import ENABLE_HINT, install_unit, unit_path, unit_text
+
+    settings = settings_for(ctx)
+    if dry_run:
+        click.echo(f"# {unit_path()} (not written)")
+        click.echo(unit_text(settings), nl=False)
+        return
+    path, changed = install_unit(settings)
+    click.echo(f"{'wrote' if changed else 'unchanged'}: {path}")
+    click.echo(ENABLE_HINT)

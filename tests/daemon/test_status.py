@@ -1,0 +1,148 @@
+"""`vigil status`: dispatcher liveness from the heartbeat, current task, queue, sensors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import VigilRunner
+from vigil.clock import ManualClock, iso_utc
+from vigil.config import Settings, load_settings
+from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, NewTask, SensorRun
+from vigil.status import gather_status, render_status
+from vigil.store.sqlite import SqliteStore
+
+
+@pytest.fixture
+def settings(home: Path) -> Settings:
+    return load_settings(home)  # heartbeat 15 s: a heartbeat older than 45 s means gone
+
+
+@pytest.fixture
+async def db(settings: Settings, clock: ManualClock) -> AsyncIterator[SqliteStore]:
+    store = await SqliteStore.open(settings.store.path, clock=clock)
+    yield store
+    await store.close()
+
+
+async def beat(db: SqliteStore, clock: ManualClock, state: str, task_id: int | None = None) -> None:
+    value = DispatcherHeartbeat(
+        owner="vm:42:abc",
+        pid=42,
+        host="vm",
+        since=clock.now_ms() - 3_600_000,
+        heartbeat_at=clock.now_ms(),
+        state=state,
+        task_id=task_id,
+        task_started_at=None if task_id is None else clock.now_ms() - 125_000,
+    )
+    await db.set_loop_values({HEARTBEAT_KEY: value.to_json()})
+
+
+async def test_no_dispatcher_ever(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:
+    status = await gather_status(db, settings, clock.now_ms())
+
+    assert status["dispatcher"] == {"alive": False, "seen": False, "task": None}
+    assert "none has run on this home yet" in render_status(status)
+
+
+async def test_a_running_dispatcher_and_its_task(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:
+    added = await db.add_task(NewTask("summarise the feed"))
+    claim = await db.claim_next(worker="vm:42:abc", lease_ms=60_000)
+    assert claim is not None
+    await db.add_task(NewTask("later", scheduled_for=clock.now_ms() + 600_000))
+    await beat(db, clock, "running", added.task_id)
+    clock.advance(10_000)
+
+    status = await gather_status(db, settings, clock.now_ms())
+
+    d = status["dispatcher"]
+    assert isinstance(d, dict)
+    assert (d["alive"], d["state"], d["pid"], d["heartbeat_age_s"]) == (True, "running", 42, 10)
+    assert d["task"] == {
+        "id": added.task_id,
+        "subject": "summarise the feed",
+        "started_at": iso_utc(clock.now_ms() - 10_000 - 125_000),
+        "elapsed_s": 135,
+    }
+    q = status["queue"]
+    assert isinstance(q, dict)
+    assert (q["pending"], q["active"], q["completed"]) == (1, 1, 0)
+    assert q["next_due_in_s"] == 590
+    text = render_status(status)
+    assert "dispatcher: alive, running (pid 42 on vm" in text
+    assert f"running task #{added.task_id} for 2m: summarise the feed" in text
+    assert "1 pending, 1 active" in text
+    assert "due in 9m" in text
+
+
+async def test_a_silent_dispatcher_is_reported_down(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:
+    await beat(db, clock, "idle")
+    clock.advance(12 * 60_000)
+
+    status = await gather_status(db, settings, clock.now_ms())
+
+    d = status["dispatcher"]
+    assert isinstance(d, dict)
+    assert (d["alive"], d["seen"], d["heartbeat_age_s"], d["task"]) == (False, True, 720, None)
+    assert "no dispatcher seen for 12m" in render_status(status)
+
+
+async def test_a_heartbeat_within_three_intervals_is_alive(
+    db: SqliteStore, settings: Settings, clock: ManualClock
+) -> None:
+    await beat(db, clock, "idle")
+    clock.advance(3 * settings.dispatch.heartbeat_ms)
+    alive = await gather_status(db, settings, clock.now_ms())
+    clock.advance(1)
+    gone = await gather_status(db, settings, clock.now_ms())
+
+    assert alive["dispatcher"]["alive"] is True  # type: ignore[index]
+    assert gone["dispatcher"]["alive"] is False  # type: ignore[index]
+
+
+async def test_a_clean_stop_is_not_alive_nor_down(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:
+    await beat(db, clock, "stopped")
+
+    status = await gather_status(db, settings, clock.now_ms())
+
+    assert status["dispatcher"]["alive"] is False  # type: ignore[index]
+    assert "exited cleanly" in render_status(status)
+
+
+async def test_sensor_health(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:
+    now = clock.now_ms()
+    await db.record_sensor_run("feeds", SensorRun(started_at=now, duration_ms=20, status="ok"), [], None)
+    failed = SensorRun(
+        started_at=now, duration_ms=5, status="error", error="connection refused\nmore", consecutive_failures=3
+    )
+    await db.record_sensor_run("inbox", failed, [], None)
+
+    status = await gather_status(db, settings, now)
+
+    sensors = status["sensors"]
+    assert isinstance(sensors, list)
+    assert [(s["name"], s["healthy"], s["consecutive_failures"]) for s in sensors] == [
+        ("feeds", True, 0),
+        ("inbox", False, 3),
+    ]
+    text = render_status(status)
+    assert "feeds  ok" in text
+    assert "inbox  error" in text
+    assert "3 failure(s) in a row: connection refused" in text
+
+
+def test_status_cli_json_and_text(vigil: VigilRunner) -> None:
+    vigil("task", "add", "one", check=True)
+
+    as_json = json.loads(vigil("status", "--json", check=True).stdout)
+    text = vigil("status", check=True).stdout
+
+    assert set(as_json) == {"now", "dispatcher", "queue", "sensors"}
+    assert as_json["queue"]["pending"] == 1
+    assert as_json["queue"]["next_due_in_s"] == 0
+    assert "queue: 1 pending" in text
+    assert "due now" in text

@@ -1,0 +1,230 @@
+"""``vigil run`` and ``vigil dispatch once``: the composition root of the long-running
+process (it may import every package, lazily, inside functions).
+
+``vigil run`` opens the store, takes the dispatcher lock (or waits in standby until
+it is free), recovers what a dead dispatcher left, starts the sensors and runs the
+dispatcher until SIGTERM/SIGINT. The first signal stops gracefully (the running task
+gets ``[dispatch] shutdown_grace``); a second one cuts the grace short. See
+docs/running.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import logging.handlers
+import signal
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from vigil.clock import Clock, SystemClock
+from vigil.config import Settings
+from vigil.errors import LockHeld
+from vigil.models import Task
+
+if TYPE_CHECKING:
+    from dispatch.executors import Executor
+    from dispatch.lock import DispatcherLock
+    from dispatch.loop import Dispatcher
+    from vigil.store import Store
+
+log = logging.getLogger("vigil.daemon")
+
+LOCK_POLL_S = 1.0  # how often a standby process tries the lock
+LOG_FILE = "vigil.log"
+LOG_MAX_BYTES = 5 * 1024 * 1024
+LOG_BACKUPS = 5
+QUIET_LOGGERS = ("apscheduler", "httpx", "httpcore", "aiosqlite", "asyncio")
+
+
+def configure_logging(settings: Settings, *, console: bool = True) -> None:
+    """Log INFO and up to the console (stderr: rich on a terminal, plain lines
+    otherwise) and to ``logs/vigil.log``, rotated at 5 MB with five old files kept."""
+    from rich.console import Console
+    from rich.logging import RichHandler
+
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    settings.logs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    file_handler = logging.handlers.RotatingFileHandler(
+        settings.logs_dir / LOG_FILE, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
+    )
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(file_handler)
+    if console and sys.stderr.isatty():
+        root.addHandler(RichHandler(console=Console(stderr=True), show_path=False, markup=False))
+    elif console:
+        # Not a terminal (systemd's journal, a pipe): one plain line per record, unwrapped.
+        plain = logging.StreamHandler(sys.stderr)
+        plain.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(plain)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _executor_factory(settings: Settings) -> Callable[[str], Executor]:
+    """Executors by name, built once each."""
+    from dispatch.executors import build_executor
+
+    built: dict[str, Executor] = {}
+
+    def factory(name: str) -> Executor:
+        if name not in built:
+            built[name] = build_executor(name, settings)
+        return built[name]
+
+    return factory
+
+
+def _make_dispatcher(store: Store, settings: Settings, clock: Clock) -> Dispatcher:
+    from dispatch.loop import Dispatcher, new_worker_id
+
+    return Dispatcher(store, settings, _executor_factory(settings), clock, new_worker_id())
+
+
+def _make_lock(settings: Settings, clock: Clock) -> DispatcherLock:
+    from dispatch.lock import DispatcherLock, lock_path_for
+
+    return DispatcherLock(lock_path_for(settings.store.path), clock)
+
+
+class _Signals:
+    """SIGTERM/SIGINT → ``stop``; a second signal → ``on_second`` (hurry)."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self.stop = stop
+        self.on_second: Callable[[], None] | None = None
+        self._loop = asyncio.get_running_loop()
+
+    def __enter__(self) -> _Signals:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._loop.add_signal_handler(sig, self._received, sig)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._loop.remove_signal_handler(sig)
+
+    def _received(self, sig: signal.Signals) -> None:
+        if not self.stop.is_set():
+            log.info("%s received: stopping (again to skip the grace period)", sig.name)
+            self.stop.set()
+        elif self.on_second is not None:
+            log.info("%s received again: ending the running task now", sig.name)
+            self.on_second()
+
+
+async def _wait_for_lock(lock: DispatcherLock, stop: asyncio.Event) -> bool:
+    """Standby: try the lock every ``LOCK_POLL_S`` until it is ours (True) or ``stop``."""
+    holder = lock.holder()
+    who = holder.describe() if holder else "another process"
+    log.warning("the dispatcher lock %s is held by %s: standing by", lock.path, who)
+    while not lock.try_acquire():
+        try:
+            await asyncio.wait_for(stop.wait(), LOCK_POLL_S)
+        except TimeoutError:
+            continue
+        return False
+    log.info("took over the dispatcher lock")
+    return True
+
+
+class _Sensors:
+    """The sensor runner, started at most once."""
+
+    def __init__(self, store: Store, settings: Settings, clock: Clock, on_created: Callable[[], None]) -> None:
+        from sensors.config import load_sensor_specs
+        from sensors.runner import SensorRunner
+
+        specs = load_sensor_specs(settings)
+        self._runner: Any = SensorRunner(store, settings, clock, specs, on_created=on_created) if specs else None
+        self._started = False
+        self.count = len(specs)
+
+    async def start(self) -> None:
+        if self._runner is not None and not self._started:
+            await self._runner.start()
+            self._started = True
+            log.info("%d sensor(s) started", self.count)
+
+    async def stop(self) -> None:
+        if self._started:
+            self._started = False
+            await self._runner.stop()
+
+
+async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
+    """Run sensors and the dispatcher until a signal; returns the exit code (0)."""
+    from dispatch.recovery import recover_orphans
+    from vigil.store import open_store
+
+    clock = clock or SystemClock()
+    stop = asyncio.Event()
+    store = await open_store(settings, clock)
+    lock = _make_lock(settings, clock)
+    try:
+        dispatcher = _make_dispatcher(store, settings, clock)
+        sensors = _Sensors(store, settings, clock, dispatcher.wake)
+        with _Signals(stop) as signals:
+            signals.on_second = dispatcher.hurry
+            try:
+                if not lock.try_acquire():
+                    if settings.dispatch.standby_sensors:
+                        await sensors.start()
+                    if not await _wait_for_lock(lock, stop):
+                        return 0
+                log.info(
+                    "dispatcher %s on %s (executor %s)", dispatcher.worker_id, settings.home, settings.dispatch.executor
+                )
+                await recover_orphans(store, clock)
+                await sensors.start()
+                await dispatcher.run_forever(stop)
+            finally:
+                await sensors.stop()
+        log.info("stopped")
+        return 0
+    finally:
+        lock.release()
+        await store.close()
+
+
+async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> Task | None:
+    """Run the next due task in the foreground; None when nothing was due.
+
+    Takes the dispatcher lock (raises ``LockHeld`` naming the holder) and recovers
+    what a dead dispatcher left first.
+    """
+    from dispatch.recovery import recover_orphans
+    from vigil.store import open_store
+
+    clock = clock or SystemClock()
+    lock = _make_lock(settings, clock)
+    if not lock.try_acquire():
+        holder = lock.holder()
+        who = holder.describe() if holder else "another process"
+        raise LockHeld(f"a dispatcher is running ({who}); it runs due tasks itself")
+    try:
+        store = await open_store(settings, clock)
+        try:
+            await recover_orphans(store, clock)
+            dispatcher = _make_dispatcher(store, settings, clock)
+            stop = asyncio.Event()
+            with _Signals(stop) as signals:
+                signals.on_second = dispatcher.hurry
+                try:
+                    return await dispatcher.run_once(stop)
+                finally:
+                    await dispatcher.mark_stopped()
+        finally:
+            await store.close()
+    finally:
+        lock.release()
+
+
+def run_daemon(settings: Settings) -> int:
+    """``vigil run``: log to the console and logs/vigil.log, serve until a signal."""
+    configure_logging(settings)
+    return asyncio.run(serve(settings))

@@ -1,0 +1,135 @@
+"""``vigil status``: is a dispatcher alive, what is it doing, how is the queue, how are
+the sensors — read from the database alone, so it works from any terminal.
+
+A dispatcher counts as alive when its heartbeat (``loop_state``, written every
+``[dispatch] heartbeat`` while idle or running) is younger than ``STALE_BEATS``
+intervals and it did not say ``stopped``.
+"""
+
+from __future__ import annotations
+
+from vigil.clock import iso_utc
+from vigil.config import Settings
+from vigil.durations import format_duration
+from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, SensorState, TaskStatus
+from vigil.store import Store
+
+STALE_BEATS = 3  # missed heartbeats before a dispatcher counts as gone
+
+
+def _dispatcher_json(beat: DispatcherHeartbeat | None, settings: Settings, now_ms: int) -> dict[str, object]:
+    if beat is None:
+        return {"alive": False, "seen": False}
+    age_ms = max(0, now_ms - beat.heartbeat_at)
+    alive = beat.state != "stopped" and age_ms <= STALE_BEATS * settings.dispatch.heartbeat_ms
+    return {
+        "alive": alive,
+        "seen": True,
+        "state": beat.state,
+        "owner": beat.owner,
+        "pid": beat.pid,
+        "host": beat.host,
+        "since": iso_utc(beat.since),
+        "heartbeat_at": iso_utc(beat.heartbeat_at),
+        "heartbeat_age_s": age_ms // 1000,
+    }
+
+
+def _sensor_json(state: SensorState) -> dict[str, object]:
+    return {
+        "name": state.name,
+        "enabled": state.enabled,
+        "healthy": state.last_status in (None, "ok"),
+        "last_run_at": iso_utc(state.last_run_at),
+        "last_status": state.last_status,
+        "last_error": state.last_error,
+        "consecutive_failures": state.consecutive_failures,
+        "created_last": state.created_last,
+        "next_due_at": iso_utc(state.next_due_at),
+    }
+
+
+async def gather_status(store: Store, settings: Settings, now_ms: int) -> dict[str, object]:
+    """The status as a JSON-ready dict with stable field names (``vigil status --json``)."""
+    beat = DispatcherHeartbeat.from_json((await store.loop_values()).get(HEARTBEAT_KEY))
+    dispatcher = _dispatcher_json(beat, settings, now_ms)
+    current = None
+    if dispatcher["alive"] and beat is not None and beat.state == "running" and beat.task_id is not None:
+        started = beat.task_started_at or beat.heartbeat_at
+        subject = None
+        for task in await store.active_tasks():
+            if task.id == beat.task_id:
+                subject = task.subject
+        current = {
+            "id": beat.task_id,
+            "subject": subject,
+            "started_at": iso_utc(started),
+            "elapsed_s": max(0, now_ms - started) // 1000,
+        }
+    dispatcher["task"] = current
+    counts = await store.count_by_status()
+    next_due = await store.next_due_at()
+    queue: dict[str, object] = {str(status): counts[status] for status in TaskStatus}
+    queue["next_due_at"] = iso_utc(next_due)
+    queue["next_due_in_s"] = None if next_due is None else max(0, next_due - now_ms) // 1000
+    return {
+        "now": iso_utc(now_ms),
+        "dispatcher": dispatcher,
+        "queue": queue,
+        "sensors": [_sensor_json(s) for s in await store.sensor_states()],
+    }
+
+
+def _ago(seconds: object) -> str:
+    return format_duration(int(str(seconds)) * 1000)
+
+
+def _dispatcher_lines(d: dict[str, object]) -> list[str]:
+    if not d["seen"]:
+        return ["dispatcher: none has run on this home yet (start one with 'vigil run')"]
+    who = f"pid {d['pid']} on {d['host']}"
+    if d["alive"]:
+        lines = [f"dispatcher: alive, {d['state']} ({who}, heartbeat {_ago(d['heartbeat_age_s'])} ago)"]
+        task = d.get("task")
+        if isinstance(task, dict):
+            subject = task["subject"] if task["subject"] is not None else "?"
+            lines.append(f"  running task #{task['id']} for {_ago(task['elapsed_s'])}: {subject}")
+        return lines
+    if d["state"] == "stopped":
+        return [f"dispatcher: stopped {_ago(d['heartbeat_age_s'])} ago ({who} exited cleanly)"]
+    return [f"dispatcher: DOWN: no dispatcher seen for {_ago(d['heartbeat_age_s'])} (last: {who}, {d['state']})"]
+
+
+def render_status(status: dict[str, object]) -> str:
+    """Plain text for people (one fact per line)."""
+    dispatcher = status["dispatcher"]
+    queue = status["queue"]
+    sensors = status["sensors"]
+    assert isinstance(dispatcher, dict)
+    assert isinstance(queue, dict)
+    assert isinstance(sensors, list)
+    lines = _dispatcher_lines(dispatcher)
+    counts = ", ".join(f"{queue[str(s)]} {s}" for s in TaskStatus)
+    lines.append(f"queue: {counts}")
+    if queue["next_due_in_s"] is None:
+        lines.append("  nothing pending is due")
+    elif queue["next_due_in_s"] == 0:
+        lines.append("  next pending task: due now")
+    else:
+        lines.append(f"  next pending task: due in {_ago(queue['next_due_in_s'])} ({queue['next_due_at']})")
+    if not sensors:
+        lines.append("sensors: none have run")
+    else:
+        lines.append("sensors:")
+        width = max(len(str(s["name"])) for s in sensors)
+        for s in sensors:
+            state = "disabled" if not s["enabled"] else (s["last_status"] or "not run yet")
+            line = f"  {str(s['name']).ljust(width)}  {state}"
+            if s["last_run_at"]:
+                line += f", last run {s['last_run_at']}"
+            if s["consecutive_failures"]:
+                line += f", {s['consecutive_failures']} failure(s) in a row"
+            if s["last_error"] and not s["healthy"]:
+                line += f": {str(s['last_error']).splitlines()[0][:120]}"
+            lines.append(line)
+    return "\n".join(lines)
