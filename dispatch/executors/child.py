@@ -88,6 +88,17 @@ async def _finish(tasks: Sequence[asyncio.Task[None]], wait_s: float) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+async def _end_group(pgid: int, grace_s: float) -> None:
+    """``end_process_group`` that completes even if the caller is cancelled meanwhile
+    (the cancellation is re-raised once the group is gone)."""
+    ending = asyncio.ensure_future(end_process_group(pgid, grace_s))
+    try:
+        await asyncio.shield(ending)
+    except asyncio.CancelledError:
+        await ending
+        raise
+
+
 async def _ended(proc: asyncio.subprocess.Process, readers: Sequence[asyncio.Task[None]]) -> None:
     """Return once the child has exited and its output is read, or once it has
     exited and its pipes stayed open ``DRAIN_S`` longer (held by processes it left
@@ -150,14 +161,11 @@ async def run_child(
     except TimeoutError:
         timed_out = True
     except BaseException:
-        # cancelled (or on_start failed): end the group before letting go, even if
-        # we are cancelled again meanwhile
-        ending = asyncio.ensure_future(end_process_group(pgid, grace_s))
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(ending)
+        # cancelled (or on_start failed): the group must be gone before we let go
+        await _end_group(pgid, grace_s)
         await _finish(pipes, 0)
         raise
-    await end_process_group(pgid, grace_s)
+    await _end_group(pgid, grace_s)
     await _finish(pipes, DRAIN_S)
     failure = pipes[0].exception() if not pipes[0].cancelled() else None
     if failure is not None:

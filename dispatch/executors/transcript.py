@@ -9,6 +9,7 @@ may hold private data.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -52,4 +53,7 @@ class Transcript:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if isinstance(exc, asyncio.CancelledError):
+            # the run was cancelled or the dispatcher is stopping: say so at the end
+            self.record("end", canceled=True)
         self.close()

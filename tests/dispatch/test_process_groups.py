@@ -4,6 +4,7 @@ ignore SIGTERM included; nothing an agent starts outlives its run."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -114,7 +115,8 @@ async def test_cancelling_the_run_ends_the_group_then_reraises(home: Path) -> No
     pid_file = home / "pids.json"
     command = fake_argv(CLAUDE_FAKE, "sleep_child", "--pid-file", str(pid_file), "--sleep", "600")
     settings = agent_settings(home, executors={"claude": {"command": command}})
-    run = asyncio.create_task(ClaudeExecutor(settings, grace_s=0.3).run(make_task(), make_ctx(settings)))
+    ctx = make_ctx(settings)
+    run = asyncio.create_task(ClaudeExecutor(settings, grace_s=0.3).run(make_task(), ctx))
     parent, child = await wait_for_pids(pid_file)
     assert pid_alive(parent)
     assert pid_alive(child)
@@ -125,6 +127,8 @@ async def test_cancelling_the_run_ends_the_group_then_reraises(home: Path) -> No
 
     assert not pid_alive(parent)
     assert not pid_alive(child)
+    last = ctx.transcript_path.read_text().splitlines()[-1]
+    assert json.loads(last) == {"type": "vigil.end", "canceled": True}
 
 
 async def test_background_processes_left_by_a_finished_command_are_ended(home: Path) -> None:
@@ -141,4 +145,21 @@ async def test_background_processes_left_by_a_finished_command_are_ended(home: P
     assert outcome.kind is OutcomeKind.SUCCESS
     assert outcome.summary == "left a child behind"
     (child,) = await wait_for_pids(pid_file, timeout_s=1)
+    assert not pid_alive(child)
+
+
+async def test_a_second_cancel_while_the_group_is_ending_still_ends_it(home: Path) -> None:
+    pid_file = home / "pids.json"
+    command = fake_argv(CLAUDE_FAKE, "sleep_child", "--ignore-term", "--pid-file", str(pid_file), "--sleep", "600")
+    settings = agent_settings(home, executors={"claude": {"command": command}})
+    run = asyncio.create_task(ClaudeExecutor(settings, grace_s=1.0).run(make_task(), make_ctx(settings)))
+    parent, child = await wait_for_pids(pid_file)
+
+    run.cancel()
+    await asyncio.sleep(0.2)  # inside the grace period: both still ignore SIGTERM
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+
+    assert not pid_alive(parent)
     assert not pid_alive(child)
