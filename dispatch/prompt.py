@@ -47,7 +47,8 @@ def _task_section(task: Task, parents: Sequence[Task]) -> list[str]:
     if task.skills:
         lines.append(f"- skills: {', '.join(task.skills)}")
     if task.attempt_count:
-        lines.append(f"- attempts so far: {task.attempt_count} of at most {task.max_retries + 1}")
+        # the claim already counted this attempt
+        lines.append(f"- attempt: {task.attempt_count} of at most {task.max_retries + 1}")
     lines.append("")
     if is_untrusted(task):
         lines += [

@@ -44,6 +44,7 @@ def test_everything_the_agent_needs_is_in_the_prompt() -> None:
         "- priority: 2",
         "- source: human",
         "- id: 7",
+        "- attempt: 2 of at most 4",
         "#5 [completed] Check the inbox",
         "result: 3 new",
         "#1 [completed] Daily round",
