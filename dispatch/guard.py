@@ -1,0 +1,167 @@
+"""The dispatcher's gatekeeper: may the loop claim, and what an outcome trips.
+
+Before each claim the loop asks ``may_claim(now)``:
+
+* paused by a person, or gated → no claim (``until``: when to ask again);
+* a gate whose ``until`` has passed (a usage limit's reset) is lifted here, by itself;
+* over the rolling-24 h budget → claim only tasks with priority ≤ ``urgent_priority``;
+* budget warnings that are due fire here, each once per window.
+
+After each attempt the loop calls ``after_outcome(task, outcome)`` with the task as
+recorded:
+
+* ``usage_limited`` → gated until the provider's reset (``retry_at``), or for
+  ``[dispatch] usage_limit_fallback``; it then resumes by itself;
+* ``auth`` → gated until a person resumes (``vigil resume``);
+* ``[limits] max_consecutive_failures`` failed attempts in a row → gated until a
+  person resumes; a success resets the count (canceled and usage-limited attempts
+  leave it alone: they say nothing about the work);
+* a task that ended ``failed`` → a ``task_failed`` alert.
+
+Before running a claimed task the loop asks ``needs_approval(task)``: a task whose
+skill says ``requires_approval: true`` and that no person approved yet goes back
+unrun (``Store.hold_for_approval``) until ``vigil task approve``.
+
+Every gate change, auth failure and budget warning is sent to the alert hook.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from dispatch.alerts import AlertHook, make_event
+from dispatch.skills import load_skills
+from vigil.budget import budget_use, claim_warnings
+from vigil.clock import Clock
+from vigil.config import Settings
+from vigil.errors import SkillError
+from vigil.gate import LoopGate, lift_expired, read_gate, trip
+from vigil.models import ApprovalState, Outcome, OutcomeKind, Task, TaskStatus
+from vigil.store import Store
+
+log = logging.getLogger("vigil.guard")
+
+GUARD_KEY = "guard"  # loop_state: {"consecutive_failures": int}
+ACTOR = "guard"
+# Attempts that count as failures of the work itself. Not here: success (resets),
+# canceled (a person's choice), usage_limited and auth (they gate on their own),
+# interrupted (the dispatcher stopped).
+FAILURES = frozenset(
+    {
+        OutcomeKind.FAILED,
+        OutcomeKind.TRANSIENT,
+        OutcomeKind.BUDGET,
+        OutcomeKind.TURNS,
+        OutcomeKind.CONTEXT,
+        OutcomeKind.TIMEOUT,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GateDecision:
+    """Whether the loop may claim now.
+
+    ``max_priority`` None: any task; p: only tasks with priority ≤ p (over budget).
+    ``until``: when a closed gate opens by itself (None: on a person's word, or
+    open now). ``reason`` is one line for logs and status.
+    """
+
+    may_claim: bool
+    max_priority: int | None = None
+    reason: str = ""
+    until: int | None = None
+
+
+class Guard:
+    """Guardrails around one dispatcher. All state lives in the store (``loop_state``),
+    so a restarted dispatcher, the CLI and the TUI all see the same gate."""
+
+    def __init__(self, store: Store, settings: Settings, clock: Clock, alerts: AlertHook) -> None:
+        self._store = store
+        self._settings = settings
+        self._clock = clock
+        self._alerts = alerts
+
+    async def may_claim(self, now_ms: int) -> GateDecision:
+        """Read the gate (lifting an expired one) and the budget; fire due warnings."""
+        lifted = await lift_expired(self._store, by=ACTOR, now_ms=now_ms)
+        if lifted is not None:
+            self._gate_changed(f"loop resumed by itself: {lifted.reason} is over", "running", now_ms)
+        gate = await read_gate(self._store)
+        if not gate.is_open(now_ms):
+            return GateDecision(False, reason=f"{gate.state}: {gate.reason}", until=gate.until)
+        budget = self._settings.budget
+        if budget.daily_usd is None:
+            return GateDecision(True)
+        use = await budget_use(self._store, budget, now_ms)
+        for threshold in await claim_warnings(self._store, use, budget):
+            message = f"spent ${use.spent_usd:.2f} of ${use.cap_usd:.2f} in 24 h ({threshold:.0%} warning)"
+            event = make_event(
+                "budget_warning", message, now_ms, threshold=threshold, spent_usd=use.spent_usd, cap_usd=use.cap_usd
+            )
+            self._alerts.notify(event)
+        if use.over:
+            reason = f"over budget (${use.spent_usd:.2f} of ${use.cap_usd:.2f} in 24 h): urgent tasks only"
+            return GateDecision(True, max_priority=budget.urgent_priority, reason=reason)
+        return GateDecision(True)
+
+    async def after_outcome(self, task: Task, outcome: Outcome) -> None:
+        """Trip the automatic gates ``outcome`` calls for; ``task`` is as recorded."""
+        now_ms = self._clock.now_ms()
+        if outcome.kind is OutcomeKind.USAGE_LIMITED:
+            fallback = now_ms + self._settings.dispatch.usage_limit_fallback_ms
+            until = max(outcome.retry_at, now_ms) if outcome.retry_at is not None else fallback
+            await self._trip(f"usage limit ({outcome.error or 'no detail'})", until, now_ms)
+        elif outcome.kind is OutcomeKind.AUTH:
+            message = f"task #{task.id}: the agent CLI could not authenticate: {outcome.error or 'no detail'}"
+            self._alerts.notify(make_event("auth_failed", message, now_ms, task_id=task.id, error=outcome.error))
+            await self._trip(
+                f"auth failure ({outcome.error or 'no detail'}); fix credentials, then resume", None, now_ms
+            )
+        await self._count_failures(outcome, now_ms)
+        if task.status is TaskStatus.FAILED:
+            message = f"task #{task.id} failed for good: {task.subject}"
+            details = {"task_id": task.id, "subject": task.subject, "attempts": task.attempt_count}
+            details.update(outcome=str(outcome.kind), error=outcome.error)
+            self._alerts.notify(make_event("task_failed", message, now_ms, **details))
+
+    def needs_approval(self, task: Task) -> bool:
+        """Whether ``task`` must wait for a person: a skill of it requires approval and
+        no person approved it. An unreadable skill is left to the prompt builder,
+        which reports it as the task's failure."""
+        if task.approval == ApprovalState.APPROVED or not task.skills:
+            return False
+        try:
+            skills = load_skills(self._settings.skills_dir, task.skills)
+        except SkillError:
+            return False
+        return any(skill.requires_approval for skill in skills)
+
+    async def _count_failures(self, outcome: Outcome, now_ms: int) -> None:
+        if outcome.kind is OutcomeKind.SUCCESS:
+            count = 0
+        elif outcome.kind in FAILURES:
+            raw = (await self._store.loop_values()).get(GUARD_KEY)
+            previous = raw.get("consecutive_failures", 0) if isinstance(raw, dict) else 0
+            count = (previous if isinstance(previous, int) else 0) + 1
+        else:
+            return
+        await self._store.set_loop_values({GUARD_KEY: {"consecutive_failures": count}})
+        limit = self._settings.limits.max_consecutive_failures
+        if limit and count >= limit:
+            await self._trip(f"{count} failed runs in a row; look at the last ones, then resume", None, now_ms)
+
+    async def _trip(self, reason: str, until: int | None, now_ms: int) -> None:
+        gate = await trip(self._store, reason=reason, until=until, by=ACTOR, now_ms=now_ms)
+        if gate is None:
+            log.info("loop is paused by a person; not gating it for: %s", reason)
+            return
+        self._gate_changed(f"loop gated: {reason}", "gated", now_ms, gate)
+
+    def _gate_changed(self, message: str, state: str, now_ms: int, gate: LoopGate | None = None) -> None:
+        fields: dict[str, object] = {"state": state}
+        if gate is not None:
+            fields.update(reason=gate.reason, until=gate.until)
+        self._alerts.notify(make_event("gate_changed", message, now_ms, **fields))

@@ -1,0 +1,148 @@
+"""The automatic gates: each trips on its outcome and clears as documented, with the
+injected clock for reset times; each gate change reaches the alert hook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.guard.conftest import GuardFactory
+from tests.guard.support import a_task, guard_settings, recorded
+from vigil.clock import ManualClock
+from vigil.gate import GateState, pause, read_gate, resume
+from vigil.models import Outcome, OutcomeKind, TaskStatus
+from vigil.store.sqlite import SqliteStore
+
+HOUR = 3_600_000
+
+
+async def test_usage_limit_gates_until_the_reset_then_resumes_by_itself(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    events = tmp_path / "events.jsonl"
+    guard, hook = make_guard(guard_settings(tmp_path, events))
+    reset_at = clock.now_ms() + 2 * HOUR
+    task = await a_task(store)
+    await guard.after_outcome(task, Outcome(OutcomeKind.USAGE_LIMITED, error="limit reached", retry_at=reset_at))
+
+    decision = await guard.may_claim(clock.now_ms())
+    assert (decision.may_claim, decision.until) == (False, reset_at)
+    assert "usage limit" in decision.reason
+    clock.set(reset_at - 1)
+    assert not (await guard.may_claim(clock.now_ms())).may_claim
+    clock.set(reset_at)
+    assert (await guard.may_claim(clock.now_ms())).may_claim
+    assert (await read_gate(store)).state is GateState.RUNNING
+    await hook.drain()
+    gate_events = [e for e in recorded(events) if e["event"] == "gate_changed"]
+    assert [e["state"] for e in gate_events] == ["gated", "running"]
+    assert gate_events[0]["until"] == reset_at
+    assert gate_events[0]["_env_event"] == "gate_changed"
+
+
+async def test_usage_limit_without_a_reset_time_waits_the_fallback(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    settings = guard_settings(tmp_path, tmp_path / "e", dispatch={"usage_limit_fallback": "45m"})
+    guard, _ = make_guard(settings)
+    await guard.after_outcome(await a_task(store), Outcome(OutcomeKind.USAGE_LIMITED))
+    gate = await read_gate(store)
+    assert (gate.state, gate.until, gate.by) == (GateState.GATED, clock.now_ms() + 45 * 60_000, "guard")
+
+
+async def test_auth_failure_gates_until_a_person_resumes(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    events = tmp_path / "events.jsonl"
+    guard, hook = make_guard(guard_settings(tmp_path, events))
+    task = await a_task(store)
+    await guard.after_outcome(task, Outcome(OutcomeKind.AUTH, error="401 invalid x-api-key"))
+    clock.advance(30 * 24 * HOUR)
+    decision = await guard.may_claim(clock.now_ms())
+    assert (decision.may_claim, decision.until) == (False, None)
+    assert "auth failure" in decision.reason
+    await resume(store, by="human", now_ms=clock.now_ms())
+    assert (await guard.may_claim(clock.now_ms())).may_claim
+    await hook.drain()
+    kinds = [e["event"] for e in recorded(events)]
+    assert kinds == ["auth_failed", "gate_changed"]
+    assert recorded(events)[0]["task_id"] == task.id
+    assert "401" in recorded(events)[0]["message"]
+
+
+async def test_consecutive_failures_gate_and_a_success_resets_the_count(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    settings = guard_settings(tmp_path, tmp_path / "e", limits={"max_consecutive_failures": 3})
+    guard, _ = make_guard(settings)
+    task = await a_task(store)
+    failed = Outcome(OutcomeKind.FAILED, error="tests still red")
+    for outcome in (failed, failed, Outcome(OutcomeKind.SUCCESS), failed, failed):
+        await guard.after_outcome(task, outcome)
+    await guard.after_outcome(task, Outcome(OutcomeKind.CANCELED))  # a person's cancel is not a failure
+    await guard.after_outcome(task, Outcome(OutcomeKind.USAGE_LIMITED, retry_at=clock.now_ms()))
+    assert (await guard.may_claim(clock.now_ms())).may_claim  # the usage gate is already over
+    await guard.after_outcome(task, Outcome(OutcomeKind.TIMEOUT))  # third in a row
+    decision = await guard.may_claim(clock.now_ms() + 365 * 24 * HOUR)
+    assert (decision.may_claim, decision.until) == (False, None)
+    assert "3 failed runs in a row" in decision.reason
+    await resume(store, by="human", now_ms=clock.now_ms())
+    assert (await guard.may_claim(clock.now_ms())).may_claim
+
+
+async def test_a_person_s_pause_is_not_replaced_by_an_automatic_gate(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    guard, _ = make_guard(guard_settings(tmp_path, tmp_path / "e"))
+    await pause(store, reason="maintenance", by="human", now_ms=clock.now_ms())
+    await guard.after_outcome(await a_task(store), Outcome(OutcomeKind.USAGE_LIMITED, retry_at=clock.now_ms() + 1))
+    clock.advance(HOUR)
+    decision = await guard.may_claim(clock.now_ms())
+    assert not decision.may_claim
+    gate = await read_gate(store)
+    assert (gate.state, gate.reason, gate.by) == (GateState.PAUSED, "maintenance", "human")
+
+
+async def test_a_task_failed_for_good_is_alerted(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    events = tmp_path / "events.jsonl"
+    guard, hook = make_guard(guard_settings(tmp_path, events))
+    await a_task(store, "flaky deploy")
+    claim = await store.claim_next(worker="w", lease_ms=60_000)
+    assert claim is not None
+    outcome = Outcome(OutcomeKind.FAILED, error="exit 1")
+    finished = await store.finish(claim, outcome, TaskStatus.FAILED, worker="w")
+    await guard.after_outcome(finished, outcome)
+    await hook.drain()
+    [event] = recorded(events)
+    assert (event["event"], event["task_id"], event["subject"], event["outcome"]) == (
+        "task_failed",
+        finished.id,
+        "flaky deploy",
+        "failed",
+    )
+
+
+async def test_a_failing_or_hanging_hook_changes_nothing_else(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    for mode, extra in (("fail", {}), ("hang", {"timeout": "1s"})):
+        events = tmp_path / f"{mode}.jsonl"
+        settings = guard_settings(tmp_path, events, mode, alerts=extra)
+        guard, hook = make_guard(settings)
+        await resume(store, by="human", now_ms=clock.now_ms())
+        await guard.after_outcome(await a_task(store), Outcome(OutcomeKind.AUTH, error="expired"))
+        await hook.drain()
+        assert (await read_gate(store)).state is GateState.GATED
+        assert not (await guard.may_claim(clock.now_ms())).may_claim
+        assert len(recorded(events)) == (2 if mode == "fail" else 0)  # a hung hook is killed before it records
+
+
+async def test_a_missing_hook_program_is_logged_not_raised(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    settings = guard_settings(tmp_path, tmp_path / "e", alerts={"command": [str(tmp_path / "no-such-program")]})
+    guard, hook = make_guard(settings)
+    await guard.after_outcome(await a_task(store), Outcome(OutcomeKind.AUTH))
+    await hook.drain()
+    assert (await read_gate(store)).state is GateState.GATED

@@ -1,0 +1,72 @@
+"""The rolling-24 h spend cap (``[budget]``): how much is used, and which warnings are due.
+
+Spend is what the agent CLIs reported (``runs.cost_usd``) for runs finished in the
+last 24 h. Above ``daily_usd`` only tasks at least as urgent as ``urgent_priority``
+(priority ≤ it) are claimed. Each ``warn_at`` fraction alerts once per window: it
+fires when spend reaches it and it has not fired in the last 24 h. The times each
+fired are kept in ``loop_state`` under ``budget_warnings`` (``{"0.5": epoch_ms}``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vigil.clock import MS_PER_DAY
+from vigil.config import BudgetSettings
+from vigil.store import Store
+
+WINDOW_MS = MS_PER_DAY
+WARNINGS_KEY = "budget_warnings"
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetUse:
+    """Spend in the window ending at ``at``. ``cap_usd`` None: no cap configured."""
+
+    spent_usd: float
+    cap_usd: float | None
+    at: int
+
+    @property
+    def fraction(self) -> float | None:
+        """Spend as a fraction of the cap (None without a cap; a zero cap is always full)."""
+        if self.cap_usd is None:
+            return None
+        return 1.0 if self.cap_usd <= 0 else self.spent_usd / self.cap_usd
+
+    @property
+    def over(self) -> bool:
+        return self.cap_usd is not None and self.spent_usd >= self.cap_usd
+
+
+async def budget_use(store: Store, settings: BudgetSettings, now_ms: int) -> BudgetUse:
+    """Spend over the last 24 h against the cap (one read)."""
+    return BudgetUse(await store.spend_since(now_ms - WINDOW_MS), settings.daily_usd, now_ms)
+
+
+def due_warnings(use: BudgetUse, settings: BudgetSettings, fired: dict[str, object]) -> list[float]:
+    """The ``warn_at`` fractions reached and not fired within the window, lowest first."""
+    fraction = use.fraction
+    if fraction is None:
+        return []
+    due = []
+    for threshold in settings.warn_at:
+        last = fired.get(str(threshold))
+        recent = isinstance(last, int) and use.at - last < WINDOW_MS
+        if fraction >= threshold and not recent:
+            due.append(threshold)
+    return due
+
+
+async def claim_warnings(store: Store, use: BudgetUse, settings: BudgetSettings) -> list[float]:
+    """Mark the due warnings as fired and return them; a warning another process
+    claimed first is not returned (compare-and-set on ``budget_warnings``)."""
+    while True:
+        raw = (await store.loop_values()).get(WARNINGS_KEY)
+        fired = dict(raw) if isinstance(raw, dict) else {}
+        due = due_warnings(use, settings, fired)
+        if not due:
+            return []
+        fired.update({str(threshold): use.at for threshold in due})
+        if await store.replace_loop_value(WARNINGS_KEY, raw, fired):
+            return due

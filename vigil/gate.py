@@ -1,0 +1,120 @@
+"""The loop gate: whether the dispatcher may claim work, kept in ``loop_state``.
+
+Key ``gate``, a JSON object::
+
+    {"state": "running" | "paused" | "gated", "reason": str,
+     "until": epoch_ms | null, "since": epoch_ms, "by": actor}
+
+* ``running``: the dispatcher claims as usual (also when the key is absent);
+* ``paused``: a person paused the loop (``vigil pause``); only a person resumes it;
+* ``gated``: a guardrail stopped it (usage limit, auth failure, repeated failures).
+  ``until`` is when it resumes by itself; None means a person must resume it.
+
+While paused or gated the dispatcher claims nothing; sensors keep running. A task
+already running when the loop is paused finishes normally.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from vigil.store import Store
+
+GATE_KEY = "gate"
+
+
+class GateState(StrEnum):
+    RUNNING = "running"
+    PAUSED = "paused"
+    GATED = "gated"
+
+
+@dataclass(frozen=True, slots=True)
+class LoopGate:
+    """One value of the gate. ``until`` (epoch ms) only means something when gated."""
+
+    state: GateState = GateState.RUNNING
+    reason: str = ""
+    until: int | None = None
+    since: int = 0
+    by: str = ""
+
+    def is_open(self, now_ms: int) -> bool:
+        """Whether the dispatcher may claim at ``now_ms`` (a gate past its ``until`` is open)."""
+        if self.state is GateState.RUNNING:
+            return True
+        return self.state is GateState.GATED and self.until is not None and self.until <= now_ms
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "state": str(self.state),
+            "reason": self.reason,
+            "until": self.until,
+            "since": self.since,
+            "by": self.by,
+        }
+
+    @classmethod
+    def from_json(cls, value: object) -> LoopGate:
+        """The gate a stored value describes; a missing or unreadable one is ``running``."""
+        if not isinstance(value, dict):
+            return cls()
+        try:
+            state = GateState(str(value.get("state")))
+        except ValueError:
+            return cls()
+        until, since = value.get("until"), value.get("since")
+        return cls(
+            state=state,
+            reason=str(value.get("reason") or ""),
+            until=until if isinstance(until, int) else None,
+            since=since if isinstance(since, int) else 0,
+            by=str(value.get("by") or ""),
+        )
+
+
+async def read_gate(store: Store) -> LoopGate:
+    return LoopGate.from_json((await store.loop_values()).get(GATE_KEY))
+
+
+async def _set_by_person(store: Store, gate: LoopGate) -> LoopGate:
+    """A person's change wins over whatever is there; returns the gate it replaced."""
+    while True:
+        raw = (await store.loop_values()).get(GATE_KEY)
+        if await store.replace_loop_value(GATE_KEY, raw, gate.to_json()):
+            return LoopGate.from_json(raw)
+
+
+async def pause(store: Store, *, reason: str, by: str, now_ms: int) -> LoopGate:
+    """Pause the loop until a person resumes it; returns the gate it replaced."""
+    return await _set_by_person(store, LoopGate(GateState.PAUSED, reason.strip() or "paused", None, now_ms, by))
+
+
+async def resume(store: Store, *, by: str, now_ms: int) -> LoopGate:
+    """Let the loop claim again, whatever paused or gated it; returns the gate it replaced."""
+    return await _set_by_person(store, LoopGate(GateState.RUNNING, "", None, now_ms, by))
+
+
+async def trip(store: Store, *, reason: str, until: int | None, by: str, now_ms: int) -> LoopGate | None:
+    """Gate the loop (a guardrail). A person's pause is kept (it is the stronger stop);
+    returns the new gate, or None when the loop was paused and stays so."""
+    gate = LoopGate(GateState.GATED, reason, until, now_ms, by)
+    while True:
+        raw = (await store.loop_values()).get(GATE_KEY)
+        if LoopGate.from_json(raw).state is GateState.PAUSED:
+            return None
+        if await store.replace_loop_value(GATE_KEY, raw, gate.to_json()):
+            return gate
+
+
+async def lift_expired(store: Store, *, by: str, now_ms: int) -> LoopGate | None:
+    """Open a gate whose ``until`` has passed; returns the gate it lifted, or None
+    when there was none. Conditional: a change made meanwhile (a person paused)
+    is never overwritten."""
+    raw = (await store.loop_values()).get(GATE_KEY)
+    gate = LoopGate.from_json(raw)
+    if gate.state is not GateState.GATED or gate.until is None or gate.until > now_ms:
+        return None
+    lifted = LoopGate(GateState.RUNNING, f"resumed after: {gate.reason}", None, now_ms, by)
+    return gate if await store.replace_loop_value(GATE_KEY, raw, lifted.to_json()) else None
