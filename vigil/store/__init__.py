@@ -215,6 +215,22 @@ class Store(Protocol):
         the costs are recorded."""
         ...
 
+    async def finish_and_claim(
+        self,
+        claim: Claim,
+        outcome: Outcome,
+        status: TaskStatus,
+        *,
+        worker: str,
+        lease_ms: int,
+        executor: str | None = None,
+        max_priority: int | None = None,
+    ) -> tuple[Task, Claim | None]:
+        """``finish`` then ``claim_next`` in one transaction (one commit instead of
+        two when the dispatcher runs tasks back to back). Returns the finished task
+        and the next claim (None when nothing is due). Raises as those two do."""
+        ...
+
     async def requeue(self, claim: Claim, outcome: Outcome, *, retry_at: int, count_attempt: bool, worker: str) -> Task:
         """Record the attempt and put the task back to pending, due at ``retry_at``.
         ``count_attempt`` False gives the attempt back (usage limits)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from vigil.clock import Clock, SystemClock
@@ -460,6 +460,12 @@ class SqliteStore:
     async def claim_next(
         self, *, worker: str, lease_ms: int, executor: str | None = None, max_priority: int | None = None
     ) -> Claim | None:
+        return await self._db.write(self._claim_body(worker, lease_ms, executor, max_priority))
+
+    def _claim_body(
+        self, worker: str, lease_ms: int, executor: str | None, max_priority: int | None
+    ) -> Callable[[sqlite3.Connection], Claim | None]:
+        """The body of a claim, to run inside a write transaction (validated here)."""
         now = self._clock.now_ms()
         params = {"now": now, "worker": worker, "lease_until": now + lease_ms, "executor": executor}
         if max_priority is not None and not MIN_PRIORITY <= max_priority <= MAX_PRIORITY:
@@ -474,7 +480,7 @@ class SqliteStore:
             run = conn.execute(SQL_OPEN_RUN, {**params, "task_id": task.id}).fetchone()
             return Claim(task=task, run_id=int(run["id"]), attempt=int(run["attempt"]))
 
-        return await self._db.write(body)
+        return body
 
     async def set_run_process(self, run_id: int, *, pid: int, pgid: int, proc_start: str | None) -> None:
         await self._db.write(
@@ -519,6 +525,12 @@ class SqliteStore:
         conn.execute(SQL_ADD_COSTS, values)
 
     async def finish(self, claim: Claim, outcome: Outcome, status: TaskStatus, *, worker: str) -> Task:
+        return await self._db.write(self._finish_body(claim, outcome, status, worker))
+
+    def _finish_body(
+        self, claim: Claim, outcome: Outcome, status: TaskStatus, worker: str
+    ) -> Callable[[sqlite3.Connection], Task]:
+        """The body of a finish, to run inside a write transaction (validated here)."""
         if status not in FINISHED_STATUSES:
             raise InputError(f"finish takes completed, failed or canceled, not {status}")
         now = self._clock.now_ms()
@@ -537,7 +549,22 @@ class SqliteStore:
                 conn.execute(SQL_RELEASE_CLOSED, params)  # the agent closed it: keep its status
             return row_to_task(_require_task(conn, claim.task.id))
 
-        return await self._db.write(body)
+        return body
+
+    async def finish_and_claim(
+        self,
+        claim: Claim,
+        outcome: Outcome,
+        status: TaskStatus,
+        *,
+        worker: str,
+        lease_ms: int,
+        executor: str | None = None,
+        max_priority: int | None = None,
+    ) -> tuple[Task, Claim | None]:
+        finish = self._finish_body(claim, outcome, status, worker)
+        claim_next = self._claim_body(worker, lease_ms, executor, max_priority)
+        return await self._db.write(lambda conn: (finish(conn), claim_next(conn)))
 
     async def requeue(self, claim: Claim, outcome: Outcome, *, retry_at: int, count_attempt: bool, worker: str) -> Task:
         now = self._clock.now_ms()
