@@ -47,19 +47,18 @@ class ChildResult:
 
 
 async def _read_lines(stream: asyncio.StreamReader, on_line: LineHandler) -> None:
-    pending = b""
-    while True:
-        chunk = await stream.read(CHUNK_BYTES)
-        if not chunk:
-            break
+    # a bytearray grows in place: a 10 MB line costs one buffer, not 40 copies of it
+    pending = bytearray()
+    while chunk := await stream.read(CHUNK_BYTES):
         pending += chunk
         if b"\n" not in chunk:
             continue
-        *lines, pending = pending.split(b"\n")
+        *lines, rest = bytes(pending).split(b"\n")
+        pending = bytearray(rest)
         for line in lines:
             on_line(line.rstrip(b"\r"))
     if pending:
-        on_line(pending.rstrip(b"\r"))
+        on_line(bytes(pending).rstrip(b"\r"))
 
 
 async def _read_tail(stream: asyncio.StreamReader, keep: bytearray) -> None:

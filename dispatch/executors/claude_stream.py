@@ -111,9 +111,11 @@ class ClaudeStream:
 
     @property
     def answer(self) -> str:
-        """The final answer: the result's text, else the last assistant text."""
-        if self.result is not None and isinstance(self.result.get("result"), str):
-            return str(self.result["result"])
+        """The final answer: the result's text, else (no result line, or an empty
+        result as after ``error_max_turns``) the last assistant text."""
+        text = self.result.get("result") if self.result is not None else None
+        if isinstance(text, str) and text.strip():
+            return text
         return self.last_text
 
     @property
@@ -174,8 +176,9 @@ def classify(stream: ClaudeStream, exit_code: int | None, stderr: str, now_ms: i
             return Verdict(OutcomeKind.AUTH, "not logged in: " + detail)
         return Verdict(OutcomeKind.TRANSIENT, "crashed: " + detail)
 
-    is_error = result.get("is_error") is not False
     subtype = result.get("subtype")
+    # a result without is_error is judged by its subtype alone
+    is_error = bool(result.get("is_error", subtype != "success"))
     status = result.get("api_error_status")
     terminal = result.get("terminal_reason")
     text = stream.answer

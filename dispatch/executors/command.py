@@ -51,11 +51,14 @@ class _Stdout:
         self.text: list[str] = []
         self.kept = 0
         self.last_json: dict[str, Any] | None = None
+        self.last_json_at: int | None = None  # its index in ``text``, if kept
 
     def line(self, raw: bytes) -> None:
         self.transcript.line(raw)
         text = raw.decode("utf-8", errors="replace")
+        index = None
         if self.kept < KEEP_STDOUT_CHARS:
+            index = len(self.text)
             self.text.append(text)
             self.kept += len(text) + 1
         stripped = text.strip()
@@ -66,6 +69,12 @@ class _Stdout:
                 return
             if isinstance(value, dict):
                 self.last_json = value
+                self.last_json_at = index
+
+    def output(self) -> str:
+        """What the command printed, without its JSON report line."""
+        lines = [line for index, line in enumerate(self.text) if index != self.last_json_at]
+        return "\n".join(lines).strip()
 
 
 def _str(value: object) -> str | None:
@@ -111,7 +120,7 @@ class CommandExecutor:
                 transcript.record("stderr", text=result.stderr)
             transcript.record("end", exit_code=result.exit_code, timed_out=result.timed_out)
 
-        output = "\n".join(stdout.text).strip()
+        output = stdout.output()
         if result.spawn_error is not None:
             return Outcome(
                 kind=OutcomeKind.FAILED,

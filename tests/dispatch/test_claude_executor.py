@@ -124,6 +124,9 @@ async def test_turns_and_budget_still_count_tokens(home: Path) -> None:
     outcome = await run_claude(home, "budget")
     assert outcome.cost_usd == pytest.approx(2.01)
     assert outcome.tokens_in == 304
+    turns = await run_claude(home, "max_turns")
+    assert turns.tokens_out == 151
+    assert turns.detail == "Working on it."  # the result text is empty: the last assistant text
 
 
 async def test_crash_keeps_the_partial_stream_and_stderr_in_the_transcript(home: Path) -> None:

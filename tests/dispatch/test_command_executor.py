@@ -58,6 +58,15 @@ async def test_a_failed_status_fails(home: Path) -> None:
     outcome = await CommandExecutor().run(make_task(), make_ctx(agent_settings(home), command=command))
     assert outcome.kind is OutcomeKind.FAILED
     assert outcome.error == "no space"
+    assert outcome.detail == ""  # the report line is not repeated as output
+
+
+async def test_a_report_without_summary_leaves_the_rest_of_the_output_as_summary(home: Path) -> None:
+    command = script(home, "print('checked 3 hosts')\nprint('{\"status\": \"completed\"}')\n")
+    outcome = await CommandExecutor().run(make_task(), make_ctx(agent_settings(home), command=command))
+    assert outcome.kind is OutcomeKind.SUCCESS
+    assert outcome.summary == "checked 3 hosts"
+    assert outcome.detail == "checked 3 hosts"
 
 
 async def test_non_zero_exit_fails_whatever_the_report_says(home: Path) -> None:
