@@ -106,6 +106,10 @@ async def _ended(proc: asyncio.subprocess.Process, readers: Sequence[asyncio.Tas
     # background grandchild holding stdout would hide the child's exit from it
     while proc.returncode is None and not all(reader.done() for reader in readers):
         await asyncio.wait(readers, timeout=EXIT_POLL_S)
+        for reader in readers:
+            if reader.done() and not reader.cancelled() and reader.exception() is not None:
+                # our side failed (say the transcript's disk is full): stop the run
+                raise reader.exception()  # type: ignore[misc]
     if proc.returncode is None:
         await proc.wait()
     else:
@@ -160,15 +164,15 @@ async def run_child(
     except TimeoutError:
         timed_out = True
     except BaseException:
-        # cancelled (or on_start failed): the group must be gone before we let go
+        # cancelled, or on_start or a line handler failed: the group must be gone
+        # before we let go
         await _end_group(pgid, grace_s)
         await _finish(pipes, 0)
         raise
     await _end_group(pgid, grace_s)
     await _finish(pipes, DRAIN_S)
-    failure = pipes[0].exception() if not pipes[0].cancelled() else None
+    failure = pipes[0].exception() if pipes[0].done() and not pipes[0].cancelled() else None
     if failure is not None:
-        # the line handler failed (e.g. the transcript's disk is full): not an agent problem
         raise failure
     exit_code = proc.returncode if proc.returncode is not None else await proc.wait()
     stderr = stderr_tail.decode("utf-8", errors="replace")

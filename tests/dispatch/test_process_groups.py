@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from dispatch.executors.child import run_child
 from dispatch.executors.claude import ClaudeExecutor
 from dispatch.executors.codex import CodexExecutor
 from dispatch.executors.command import CommandExecutor
@@ -161,5 +162,29 @@ async def test_a_second_cancel_while_the_group_is_ending_still_ends_it(home: Pat
     with pytest.raises(asyncio.CancelledError):
         await run
 
+    assert not pid_alive(parent)
+    assert not pid_alive(child)
+
+
+async def test_a_failing_line_handler_stops_the_run_and_ends_the_group(home: Path) -> None:
+    pid_file = home / "pids.json"
+    script = (
+        "import json, os, subprocess, sys, time\n"
+        f"child = subprocess.Popen([sys.executable, '-c', {IGNORE_TERM!r}])\n"
+        f"open({str(pid_file)!r}, 'w').write(json.dumps([os.getpid(), child.pid]))\n"
+        "print('a line', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    argv = [sys.executable, "-c", script]
+
+    def on_line(raw: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        await run_child(
+            argv, env={"PATH": "/usr/bin:/bin"}, cwd=home, stdin=b"", timeout_s=60, grace_s=0.3,
+            on_start=Started(), on_line=on_line,
+        )  # fmt: skip
+    parent, child = await wait_for_pids(pid_file)
     assert not pid_alive(parent)
     assert not pid_alive(child)
