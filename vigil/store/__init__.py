@@ -272,6 +272,10 @@ class Store(Protocol):
         """Every sensor's state, by name."""
         ...
 
+    async def sensor_state(self, name: str) -> SensorState | None:
+        """One sensor's state; None when it has never run nor been enabled/disabled."""
+        ...
+
     async def record_sensor_run(
         self,
         name: str,

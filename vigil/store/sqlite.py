@@ -641,6 +641,15 @@ class SqliteStore:
         sql = "SELECT * FROM sensor_state ORDER BY name"
         return await self._db.read(lambda conn: [row_to_sensor_state(r) for r in conn.execute(sql)])
 
+    async def sensor_state(self, name: str) -> SensorState | None:
+        sql = "SELECT * FROM sensor_state WHERE name = ?"
+
+        def body(conn: sqlite3.Connection) -> SensorState | None:
+            row = conn.execute(sql, (name,)).fetchone()
+            return None if row is None else row_to_sensor_state(row)
+
+        return await self._db.read(body)
+
     async def record_sensor_run(
         self,
         name: str,

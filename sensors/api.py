@@ -1,0 +1,145 @@
+"""What a sensor author sees: ``NewTask``, ``SensorContext``, the ``@sensor`` decorator.
+
+A sensor is a plain ``async def name(ctx: SensorContext) -> list[NewTask]``. It does
+not write to the store: it *returns* what it found and the runner inserts it, in one
+transaction with the sensor's state. The decorator only attaches metadata (schedule,
+timeout, option parser); nothing is registered by importing a module.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import httpx
+
+from sensors.timing import Schedule, parse_schedule
+from vigil.clock import Clock
+from vigil.models import DedupScope, SensorState, Task, TaskStatus
+
+META_ATTR = "__vigil_sensor__"
+
+
+@dataclass(frozen=True, slots=True)
+class NewTask:
+    """A task a sensor found.
+
+    ``key`` is required and identifies what was found (an entry id, a commit, a file);
+    the runner stores it as the source key ``"<sensor name>:<key>"``, so the database
+    drops duplicates. ``priority``/``skills`` None mean the sensor entry's defaults
+    (``priority`` and ``skills`` in vigil.toml, else 5 and none). ``scheduled_for`` is
+    epoch ms (None: now). ``dedup`` ``open``: one open task per key; ``ever``: once.
+    """
+
+    key: str
+    subject: str
+    description: str = ""
+    priority: int | None = None
+    skills: tuple[str, ...] | None = None
+    scheduled_for: int | None = None
+    dedup: DedupScope = DedupScope.OPEN
+
+
+class QueueView(Protocol):
+    """The read-only part of the store a sensor may look at."""
+
+    async def count_by_status(self) -> dict[TaskStatus, int]: ...
+
+    async def active_tasks(self) -> list[Task]: ...
+
+    async def sensor_states(self) -> list[SensorState]: ...
+
+    async def list_tasks(
+        self,
+        *,
+        statuses: Collection[TaskStatus] | None = None,
+        limit: int = 50,
+        before_id: int | None = None,
+    ) -> list[Task]: ...
+
+
+@dataclass(slots=True)
+class SensorContext:
+    """Everything one run of a sensor gets.
+
+    ``options``: the sensor's own keys from its ``[[sensors]]`` entry. ``state``: a
+    copy of its persisted JSON object; mutate it freely, it is saved only if the run
+    succeeds and its tasks are stored (so a cursor never runs ahead of its tasks).
+    ``home``: the home folder (relative paths in options are relative to it).
+    ``max_tasks``: the per-run cap; tasks beyond it are dropped (counted, logged).
+    ``peers``: the names of every configured sensor.
+    """
+
+    name: str
+    options: Mapping[str, Any]
+    state: dict[str, Any]
+    clock: Clock
+    http: httpx.AsyncClient
+    log: logging.Logger
+    home: Path
+    queue: QueueView
+    schedule: Schedule
+    max_tasks: int
+    peers: tuple[str, ...] = ()
+    warnings: list[str] = field(default_factory=list)
+    _after_commit: list[Callable[[], None]] = field(default_factory=list)
+
+    def warn(self, message: str) -> None:
+        """Report a problem that did not fail the run (e.g. a malformed line); it is
+        shown as the run's error text while the good tasks are kept."""
+        self.log.warning("%s", message)
+        self.warnings.append(message)
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once this run's tasks and state are committed (e.g. move a
+        processed file). Not called when the run fails or its tasks are not stored."""
+        self._after_commit.append(callback)
+
+
+SensorFunc = Callable[[SensorContext], Awaitable[Any]]
+OptionParser = Callable[[Mapping[str, Any], Path], object]
+F = TypeVar("F", bound=SensorFunc)
+
+
+@dataclass(frozen=True, slots=True)
+class SensorMeta:
+    """What ``@sensor`` attaches. ``schedule`` None: vigil.toml must give one.
+    ``timeout_ms`` None: ``[sensor_defaults] timeout``. ``options`` validates the
+    entry's own keys at start-up (raise ``ValueError`` with a message)."""
+
+    schedule: Schedule | None = None
+    timeout_ms: int | None = None
+    options: OptionParser | None = None
+    description: str = ""
+
+
+def sensor(
+    *,
+    every: str | None = None,
+    cron: str | None = None,
+    timeout: str | None = None,
+    options: OptionParser | None = None,
+) -> Callable[[F], F]:
+    """Attach a default schedule (``every="1m"`` or ``cron="0 9 * * *"``), a timeout
+    (``"30s"``) and an option parser to a sensor function. Registers nothing."""
+    from vigil.durations import parse_duration_ms
+
+    schedule = parse_schedule(every, cron) if (every or cron) else None
+    timeout_ms = parse_duration_ms(timeout) if timeout else None
+
+    def attach(func: F) -> F:
+        doc = (func.__doc__ or "").strip().splitlines()
+        meta = SensorMeta(schedule, timeout_ms, options, doc[0] if doc else "")
+        setattr(func, META_ATTR, meta)
+        return func
+
+    return attach
+
+
+def meta_of(func: object) -> SensorMeta:
+    """The metadata ``@sensor`` attached, or the defaults for an undecorated function."""
+    meta = getattr(func, META_ATTR, None)
+    return meta if isinstance(meta, SensorMeta) else SensorMeta()

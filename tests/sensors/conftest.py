@@ -1,0 +1,72 @@
+"""Sensor test fixtures: settings for a temp home, spec and runner factories."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sensors.api import SensorFunc, meta_of
+from sensors.config import SensorSpec
+from sensors.runner import SensorRunner
+from sensors.timing import parse_schedule
+from vigil.clock import ManualClock
+from vigil.config import SensorDefaults, Settings, StoreSettings
+from vigil.store.sqlite import SqliteStore
+
+SpecFactory = Callable[..., SensorSpec]
+RunnerFactory = Callable[..., SensorRunner]
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings for a home in tmp_path whose database is the ``store`` fixture's file."""
+    return Settings(
+        home=tmp_path,
+        config_path=None,
+        store=StoreSettings(path=tmp_path / "data" / "vigil.db"),
+        sensor_defaults=SensorDefaults(jitter_ms=0),
+    )
+
+
+@pytest.fixture
+def make_spec() -> SpecFactory:
+    def make(
+        func: SensorFunc,
+        name: str | None = None,
+        *,
+        every: str | None = "1m",
+        cron: str | None = None,
+        timeout_ms: int = 5000,
+        max_tasks: int = 100,
+        options: Mapping[str, Any] | None = None,
+        enabled: bool = True,
+        priority: int | None = None,
+        skills: tuple[str, ...] | None = None,
+    ) -> SensorSpec:
+        meta = meta_of(func)
+        schedule = parse_schedule(every, None) if every and not cron else parse_schedule(None, cron)
+        return SensorSpec(
+            name=name or func.__name__,
+            use=func.__name__,
+            func=func,
+            schedule=schedule if (every or cron) else meta.schedule,  # type: ignore[arg-type]
+            timeout_ms=timeout_ms,
+            max_tasks=max_tasks,
+            enabled=enabled,
+            options=dict(options or {}),
+            priority=priority,
+            skills=skills,
+        )
+
+    return make
+
+
+@pytest.fixture
+def make_runner(store: SqliteStore, settings: Settings, clock: ManualClock) -> RunnerFactory:
+    def make(*specs: SensorSpec, on_created: Callable[[], None] | None = None) -> SensorRunner:
+        return SensorRunner(store, settings, clock, specs, on_created=on_created)
+
+    return make

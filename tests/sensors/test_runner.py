@@ -1,0 +1,171 @@
+"""Scheduling: due times from persisted state (injected clock, forced runs), back-off,
+enable/disable, and one short real-time check of the APScheduler wiring."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from sensors.api import NewTask, SensorContext
+from sensors.runner import DUE_TOLERANCE_MS, SensorRunner
+from tests.sensors.conftest import RunnerFactory, SpecFactory
+from vigil.clock import ManualClock, SystemClock
+from vigil.config import Settings
+from vigil.errors import InputError
+from vigil.store.sqlite import SqliteStore
+
+MIN = 60_000
+
+runs: list[str] = []
+
+
+async def minutely(ctx: SensorContext) -> list[NewTask]:
+    runs.append(ctx.name)
+    return [NewTask(key=str(ctx.clock.now_ms()), subject="tick")]
+
+
+async def failing(ctx: SensorContext) -> list[NewTask]:
+    runs.append(ctx.name)
+    if ctx.options.get("fail", True):
+        raise RuntimeError("down")
+    return []
+
+
+@pytest.fixture(autouse=True)
+def _reset_runs() -> None:
+    runs.clear()
+
+
+async def test_sensors_run_when_due_by_the_injected_clock(
+    clock: ManualClock, make_spec: SpecFactory, make_runner: RunnerFactory
+) -> None:
+    runner = make_runner(make_spec(minutely, "fast", every="1m"), make_spec(minutely, "slow", every="10m"))
+    await runner.run_due()
+    assert sorted(runs) == ["fast", "slow"]  # never ran: both due
+    runs.clear()
+    clock.advance(30_000)
+    await runner.run_due()
+    assert runs == []
+    clock.advance(30_000)
+    await runner.run_due()
+    assert runs == ["fast"]
+    runs.clear()
+    clock.advance(9 * MIN)
+    await runner.run_due()
+    assert sorted(runs) == ["fast", "slow"]
+
+
+async def test_a_restart_does_not_fire_every_sensor_at_once(
+    store: SqliteStore, settings: Settings, clock: ManualClock, make_spec: SpecFactory
+) -> None:
+    specs = [make_spec(minutely, "a", every="1m"), make_spec(minutely, "b", every="1h")]
+    await SensorRunner(store, settings, clock, specs).run_due()
+    runs.clear()
+    clock.advance(2 * MIN)
+    restarted = SensorRunner(store, settings, clock, specs)  # a new process, same database
+    await restarted.run_due()
+    assert runs == ["a"]
+    b = next(s for s in await store.sensor_states() if s.name == "b")
+    assert restarted.due_at(specs[1], b, clock.now_ms()) == b.last_run_at + 60 * MIN  # type: ignore[operator]
+
+
+async def test_a_failing_sensor_backs_off_visibly_and_recovers(
+    store: SqliteStore, clock: ManualClock, settings: Settings, make_spec: SpecFactory
+) -> None:
+    spec = make_spec(failing, "flaky", every="1m")
+    runner = SensorRunner(store, settings, clock, [spec])
+    intervals = []
+    for _ in range(4):
+        await runner.run_due()
+        state = (await store.sensor_states())[0]
+        intervals.append((state.next_due_at or 0) - (state.last_run_at or 0))
+        clock.set(state.next_due_at or 0)
+    assert intervals == [2 * MIN, 4 * MIN, 8 * MIN, 16 * MIN]
+    assert state.consecutive_failures == 4
+    assert state.last_status == "error"
+
+    clock.advance(-DUE_TOLERANCE_MS - 1)
+    assert await runner.run_due() == []  # not due early
+    clock.advance(DUE_TOLERANCE_MS + 1)
+    healthy = SensorRunner(store, settings, clock, [make_spec(failing, "flaky", every="1m", options={"fail": False})])
+    await healthy.run_due()
+    state = (await store.sensor_states())[0]
+    assert (state.consecutive_failures, state.last_status) == (0, "ok")
+    assert state.next_due_at == (state.last_run_at or 0) + MIN
+
+
+async def test_the_backoff_is_capped_by_max_backoff(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_spec: SpecFactory
+) -> None:
+    from vigil.config import SensorDefaults, StoreSettings
+
+    settings = Settings(
+        tmp_path, None, StoreSettings(tmp_path / "x.db"), sensor_defaults=SensorDefaults(max_backoff_ms=5 * MIN)
+    )
+    runner = SensorRunner(store, settings, clock, [make_spec(failing, "flaky", every="1m")])
+    for _ in range(6):
+        await runner.run_due()
+        clock.advance(60 * MIN)
+    state = (await store.sensor_states())[0]
+    assert (state.next_due_at or 0) - (state.last_run_at or 0) == 5 * MIN
+
+
+async def test_disabled_sensors_do_not_run_on_schedule_but_run_when_named(
+    store: SqliteStore, make_spec: SpecFactory, make_runner: RunnerFactory
+) -> None:
+    runner = make_runner(make_spec(minutely, "a"), make_spec(minutely, "b"), make_spec(minutely, "off", enabled=False))
+    await store.set_sensor_enabled("b", False)
+    await runner.run_due()
+    assert runs == ["a"]
+    runs.clear()
+    assert [r.name for r in await runner.run_now()] == ["a"]
+    runs.clear()
+    await runner.run_now(["b", "off"])
+    assert runs == ["b", "off"]
+    with pytest.raises(InputError, match="unknown sensor 'nope'"):
+        await runner.run_now(["nope"])
+
+
+async def test_apscheduler_runs_each_sensor_on_its_schedule_and_stop_is_clean(
+    store: SqliteStore, settings: Settings, make_spec: SpecFactory
+) -> None:
+    """The one real-time test: a 100 ms interval, checked with a generous timeout."""
+    woken: list[int] = []
+    runner = SensorRunner(
+        store,
+        settings,
+        SystemClock(),
+        [make_spec(minutely, "quick", every="100ms"), make_spec(minutely, "later", every="1h")],
+        on_created=lambda: woken.append(1),
+    )
+    await runner.start()
+    try:
+        async with asyncio.timeout(20):
+            while runs.count("quick") < 3:
+                await asyncio.sleep(0.02)
+    finally:
+        await runner.stop()
+    assert runs.count("later") == 1  # ran once at start (never ran before), then waits an hour
+    assert len(woken) >= 3
+    count = len(runs)
+    await asyncio.sleep(0.3)
+    assert len(runs) == count  # stopped: nothing more runs
+
+
+async def test_stop_cancels_a_run_in_flight(store: SqliteStore, settings: Settings, make_spec: SpecFactory) -> None:
+    started = asyncio.Event()
+
+    async def slow(ctx: SensorContext) -> list[NewTask]:
+        started.set()
+        await asyncio.sleep(3600)
+        return []
+
+    runner = SensorRunner(store, settings, SystemClock(), [make_spec(slow, timeout_ms=3_600_000)])
+    await runner.start()
+    async with asyncio.timeout(20):
+        await started.wait()
+    async with asyncio.timeout(20):
+        await runner.stop()
+    assert await store.sensor_states() == []  # the cancelled run recorded nothing

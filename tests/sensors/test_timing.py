@@ -1,0 +1,108 @@
+"""Schedules, cron and back-off, computed from the persisted last run."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from sensors.cron import CronError, parse_cron
+from sensors.timing import Schedule, backoff_ms, next_due, parse_schedule
+
+MIN = 60_000
+HOUR = 60 * MIN
+
+
+def ms(text: str) -> int:
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+def iso(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M %a")
+
+
+@pytest.mark.parametrize(
+    ("expr", "after", "expected"),
+    [
+        ("*/15 * * * *", "2026-03-02 10:07", "2026-03-02 10:15 Mon"),
+        ("0 9 * * *", "2026-03-02 09:00", "2026-03-03 09:00 Tue"),  # strictly after
+        ("0 9 * * 1-5", "2026-03-06 10:00", "2026-03-09 09:00 Mon"),  # skips the weekend
+        ("30 8 1 * *", "2026-01-31 12:00", "2026-02-01 08:30 Sun"),
+        ("0 0 29 2 *", "2026-03-01 00:00", "2028-02-29 00:00 Tue"),
+        ("0 12 * * sun", "2026-03-02 00:00", "2026-03-08 12:00 Sun"),
+        ("0 12 * * 7", "2026-03-02 00:00", "2026-03-08 12:00 Sun"),
+        ("0 0 13 * 5", "2026-03-02 00:00", "2026-03-06 00:00 Fri"),  # day OR weekday
+        ("@hourly", "2026-03-02 10:59", "2026-03-02 11:00 Mon"),
+    ],
+)
+def test_cron_next_after(expr: str, after: str, expected: str) -> None:
+    assert iso(parse_cron(expr).next_after(ms(after))) == expected
+
+
+def test_cron_at_or_before_is_the_mirror_of_next_after() -> None:
+    cron = parse_cron("0 9 * * 1-5")
+    assert iso(cron.at_or_before(ms("2026-03-09 08:59"))) == "2026-03-06 09:00 Fri"
+    assert iso(cron.at_or_before(ms("2026-03-09 09:00"))) == "2026-03-09 09:00 Mon"
+
+
+@pytest.mark.parametrize(
+    ("expr", "message"),
+    [
+        ("* * * *", "expected 5 fields"),
+        ("61 * * * *", "minute: 61 is outside 0-59"),
+        ("* * * foo *", "month: 'foo' is not a number"),
+        ("*/0 * * * *", "step '0' must be a positive number"),
+        ("5-1 * * * *", "backwards"),
+    ],
+)
+def test_bad_cron_names_the_field(expr: str, message: str) -> None:
+    with pytest.raises(CronError, match=message):
+        parse_cron(expr)
+
+
+def test_cron_in_a_time_zone() -> None:
+    schedule = parse_schedule(None, "0 9 * * *", "Europe/Paris")
+    assert schedule.cron is not None
+    # 09:00 in Paris in winter is 08:00 UTC
+    assert iso(schedule.cron.next_after(ms("2026-01-05 00:00"))) == "2026-01-05 08:00 Mon"
+
+
+def test_parse_schedule_errors() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        parse_schedule("1m", "* * * * *")
+    with pytest.raises(ValueError, match="every: invalid duration"):
+        parse_schedule("soon", None)
+    with pytest.raises(ValueError, match="no schedule"):
+        parse_schedule(None, None)
+    with pytest.raises(ValueError, match="unknown time zone"):
+        parse_schedule(None, "* * * * *", "Mars/Olympus")
+
+
+def test_every_backs_off_by_doubling_up_to_the_cap_and_success_resets() -> None:
+    every = Schedule(every_ms=MIN)
+    delays = [backoff_ms(every, n, 10 * MIN, 0) for n in range(6)]
+    assert delays == [MIN, 2 * MIN, 4 * MIN, 8 * MIN, 10 * MIN, 10 * MIN]
+    assert backoff_ms(every, 1000, 10 * MIN, 0) == 10 * MIN  # no overflow
+    # an interval longer than the cap is never shortened
+    assert backoff_ms(Schedule(every_ms=2 * HOUR), 3, HOUR, 0) == 2 * HOUR
+
+
+def test_cron_backs_off_by_skipping_occurrences() -> None:
+    cron = parse_schedule(None, "*/5 * * * *")
+    start = ms("2026-03-02 10:00")
+    assert iso(next_due(cron, start, 0, HOUR, start)) == "2026-03-02 10:05 Mon"
+    assert iso(next_due(cron, start, 1, HOUR, start)) == "2026-03-02 10:10 Mon"
+    assert iso(next_due(cron, start, 2, HOUR, start)) == "2026-03-02 10:20 Mon"
+    assert iso(next_due(cron, start, 20, HOUR, start)) == "2026-03-02 11:05 Mon"  # capped
+
+
+def test_next_due_comes_from_the_last_run() -> None:
+    every = Schedule(every_ms=5 * MIN)
+    assert next_due(every, None, 0, HOUR, 1_000) == 1_000  # never ran: due now
+    assert next_due(every, 1_000, 0, HOUR, 9_999_999) == 1_000 + 5 * MIN
+    assert next_due(every, 1_000, 2, HOUR, 0) == 1_000 + 20 * MIN
+
+
+def test_every_occurrences_are_aligned_to_the_epoch() -> None:
+    hourly = Schedule(every_ms=HOUR)
+    assert iso(hourly.occurrence_at_or_before(ms("2026-03-02 10:59"))) == "2026-03-02 10:00 Mon"
