@@ -53,36 +53,42 @@ def make_event(kind: str, message: str, now_ms: int, **fields: object) -> dict[s
 class AlertHook:
     """Sends events to the configured command. With no command, events are only logged.
 
-    ``notify`` starts the hook in the background (the loop goes on at once); ``send``
-    waits for it. ``drain`` waits for every background send (shutdown, tests).
+    ``notify`` queues an event for the background (the loop goes on at once); queued
+    events are sent one at a time, in order. ``send`` sends at once and waits.
+    ``drain`` waits until every queued event was sent (shutdown, tests).
     """
 
     def __init__(self, settings: AlertSettings, home: Path) -> None:
         self._settings = settings
         self._home = home
-        self._pending: set[asyncio.Task[bool]] = set()
+        self._tail: asyncio.Task[None] | None = None  # the last queued send
+        self.last_error: str | None = None  # why the last send failed (None: it did not)
 
     @property
     def configured(self) -> bool:
         return bool(self._settings.command)
 
     def notify(self, event: Mapping[str, object]) -> None:
-        """Send ``event`` in the background."""
-        task = asyncio.get_running_loop().create_task(self.send(event))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        """Queue ``event``: it is sent after every event queued before it."""
+        self._tail = asyncio.get_running_loop().create_task(self._after(self._tail, event))
+
+    async def _after(self, previous: asyncio.Task[None] | None, event: Mapping[str, object]) -> None:
+        if previous is not None:
+            await asyncio.wait({previous})
+        await self.send(event)
 
     async def drain(self) -> None:
-        """Wait for every background send to end (each is bounded by the timeout)."""
-        while self._pending:
-            await asyncio.gather(*list(self._pending), return_exceptions=True)
+        """Wait until every queued event was sent (each send is bounded by the timeout)."""
+        while self._tail is not None and not self._tail.done():
+            await asyncio.wait({self._tail})
 
     async def send(self, event: Mapping[str, object]) -> bool:
         """Run the hook with ``event``; True when it exited 0. Never raises (but
         cancellation, which also ends the hook's process group)."""
-        log.warning("alert %s: %s", event.get("event"), event.get("message"))
+        log.info("alert %s: %s", event.get("event"), event.get("message"))
         if not self._settings.command:
             return False
+        self.last_error = None
         payload = json.dumps({**event, "home": str(self._home)}).encode()
         env = {**os.environ, "VIGIL_HOME": str(self._home), "VIGIL_ALERT_EVENT": str(event.get("event"))}
         try:
@@ -96,23 +102,25 @@ class AlertHook:
                 start_new_session=True,  # its own group: a timeout ends its children too
             )
         except OSError as err:
-            log.error("alert hook %s could not start: %s", self._settings.command[0], err.strerror or err)
-            return False
+            return self._failed(f"could not start: {err.strerror or err}")
         try:
             _, stderr = await asyncio.wait_for(proc.communicate(payload), self._settings.timeout_ms / 1000)
         except TimeoutError:
             _kill_group(proc.pid)
             await proc.wait()
-            log.error("alert hook %s timed out after %d ms", self._settings.command[0], self._settings.timeout_ms)
-            return False
+            return self._failed(f"timed out after {self._settings.timeout_ms} ms and was killed")
         except BaseException:
             _kill_group(proc.pid)
             raise
         if proc.returncode != 0:
-            text = stderr.decode(errors="replace").strip()[-STDERR_LOGGED:]
-            log.error("alert hook %s exited %s: %s", self._settings.command[0], proc.returncode, text)
-            return False
+            text = " ".join(stderr.decode(errors="replace").split())[-STDERR_LOGGED:]
+            return self._failed(f"exited {proc.returncode}" + (f": {text}" if text else ""))
         return True
+
+    def _failed(self, problem: str) -> bool:
+        self.last_error = f"alert hook {self._settings.command[0]} {problem}"
+        log.error("%s", self.last_error)
+        return False
 
 
 def _kill_group(pgid: int) -> None:

@@ -116,6 +116,7 @@ def task() -> None:
 @click.option("--parent", type=int, help="Parent task id (a follow-up).")
 @click.option("--depends-on", "depends_on", default="", help="Task ids that must complete first.")
 @click.option("--max-retries", type=click.IntRange(min=0), help="Retries after the first attempt.")
+@click.option("--requires-approval", is_flag=True, help="Wait (blocked) until a person runs vigil task approve.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def task_add(ctx: click.Context, /, subject: str, **opts: Any) -> None:
@@ -128,7 +129,8 @@ def task_add(ctx: click.Context, /, subject: str, **opts: Any) -> None:
 
         click.echo(dumps({"id": result.task_id, "created": result.created, "task": task and task_json(task)}))
     elif result.created:
-        click.echo(f"created task #{result.task_id}")
+        waits = f" (awaiting approval: vigil task approve {result.task_id})" if opts["requires_approval"] else ""
+        click.echo(f"created task #{result.task_id}{waits}")
     elif result.task_id is not None:
         click.echo(f"exists: task #{result.task_id} already has key {opts['source_key']!r}")
     else:
@@ -392,3 +394,112 @@ def service_install(ctx: click.Context, dry_run: bool) -> None:
     path, changed = install_unit(settings)
     click.echo(f"{'wrote' if changed else 'unchanged'}: {path}")
     click.echo(ENABLE_HINT)
+
+
+# --- guardrails: pause, resume, approvals, alerts -----------------------------------
+
+
+def _person_only(what: str) -> None:
+    """Refuse inside a task run: the agent must not lift its own guardrails."""
+    if actor() != "human":
+        raise InputError(f"only a person can {what} (this command runs inside task #{os.environ['VIGIL_TASK_ID']})")
+
+
+@main.command("pause")
+@click.option("--reason", default="", help="Why, shown in vigil status and the TUI.")
+@click.pass_context
+def pause_command(ctx: click.Context, reason: str) -> None:
+    """Stop the dispatcher from claiming tasks until `vigil resume` (sensors keep running)."""
+    from vigil.clock import SystemClock
+    from vigil.gate import pause
+
+    now = SystemClock().now_ms()
+    with_store(ctx, lambda store, settings: pause(store, reason=reason, by=actor(), now_ms=now))
+    why = f": {reason.strip()}" if reason.strip() else ""
+    click.echo(f"loop paused{why}; a running task finishes; resume with: vigil resume")
+
+
+@main.command("resume")
+@click.pass_context
+def resume_command(ctx: click.Context) -> None:
+    """Let the dispatcher claim again, after a pause or a gate (usage limit, auth, failures)."""
+    from vigil.clock import SystemClock
+    from vigil.gate import GateState, resume
+
+    _person_only("resume the loop")
+    now = SystemClock().now_ms()
+    before = with_store(ctx, lambda store, settings: resume(store, by=actor(), now_ms=now))
+    if before.state is GateState.RUNNING:
+        click.echo("the loop was already running")
+    else:
+        click.echo(f"loop resumed (was {before.state}: {before.reason})")
+
+
+@task.command("approve")
+@click.argument("task_id", type=int)
+@click.pass_context
+def task_approve(ctx: click.Context, task_id: int) -> None:
+    """Approve a task that waits for approval: it becomes pending and runs when due."""
+    _person_only("approve a task")
+    t = with_store(ctx, lambda store, settings: store.approve(task_id, actor=actor()))
+    click.echo(f"task #{t.id} approved; pending")
+
+
+@task.command("reject")
+@click.argument("task_id", type=int)
+@click.option("--reason", required=True, help="Why not; kept in the task's summary and audit trail.")
+@click.pass_context
+def task_reject(ctx: click.Context, task_id: int, reason: str) -> None:
+    """Reject a task that waits for approval: it is canceled, with the reason."""
+    _person_only("reject a task")
+    if not reason.strip():
+        raise InputError("--reason must not be empty")
+    t = with_store(ctx, lambda store, settings: store.reject(task_id, reason, actor=actor()))
+    click.echo(f"task #{t.id} rejected; canceled")
+
+
+def _quiet_alert_log() -> None:
+    """The alert commands report on stdout/stderr themselves; keep the log's copy out."""
+    import logging
+
+    logging.getLogger("vigil.alerts").addHandler(logging.NullHandler())
+
+
+@main.group("alerts")
+def alerts_group() -> None:
+    """Try the [alerts] hook, and check for a stale dispatcher or sensors (for cron)."""
+
+
+@alerts_group.command("test")
+@click.pass_context
+def alerts_test(ctx: click.Context) -> None:
+    """Send a test event to the [alerts] command. Exits 1 if the hook failed."""
+    from dispatch.alerts import AlertHook, make_event
+    from vigil.clock import SystemClock
+
+    settings = settings_for(ctx)
+    if not settings.alerts.command:
+        raise InputError("no [alerts] command in vigil.toml; see docs/guardrails.md")
+    _quiet_alert_log()
+    hook = AlertHook(settings.alerts, settings.home)
+    event = make_event("test", "test alert from vigil alerts test", SystemClock().now_ms())
+    if not asyncio.run(hook.send(event)):
+        fail(hook.last_error or "the alert hook failed", 1)
+    click.echo(f"test alert sent to {settings.alerts.command[0]}")
+
+
+@alerts_group.command("check")
+@click.pass_context
+def alerts_check(ctx: click.Context) -> None:
+    """Alert once for a stale dispatcher or overdue sensors; run it from cron every few minutes."""
+    from dispatch.alerts import AlertHook
+    from dispatch.watchdog import check_stale
+    from vigil.clock import SystemClock
+
+    _quiet_alert_log()
+
+    def check(store: Any, settings: Any) -> Awaitable[list[dict[str, object]]]:
+        return check_stale(store, settings, AlertHook(settings.alerts, settings.home), SystemClock().now_ms())
+
+    for event in with_store(ctx, check):
+        click.echo(f"alerted: {event['message']}")

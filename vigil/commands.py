@@ -79,6 +79,7 @@ def new_task_from_options(subject: str, opts: Mapping[str, Any], now_ms: int) ->
         scheduled_for=scheduled_for,
         depends_on=_parse_ids(opts.get("depends_on") or "", "--depends-on"),
         max_retries=opts.get("max_retries"),
+        requires_approval=bool(opts.get("requires_approval")),
     )
 
 

@@ -45,6 +45,7 @@ def task_json(task: Task) -> dict[str, object]:
         "lease_until": iso_utc(task.lease_until),
         "cancel_requested": task.cancel_requested,
         "waiting_on": task.waiting_on,
+        "approval": task.approval,
     }
 
 

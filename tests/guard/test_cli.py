@@ -1,0 +1,132 @@
+"""The guardrail commands through the real `vigil` in a subprocess: pause/resume,
+approve/reject, flood limits as one-line errors, the alert hook commands."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from tests.conftest import VigilRunner
+from tests.guard.support import RECORDER, recorded
+from vigil.clock import SystemClock
+from vigil.gate import GateState, LoopGate
+from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat
+from vigil.store.sqlite import SqliteStore
+
+
+def _loop_values(home: Path) -> dict[str, object]:
+    async def read() -> dict[str, object]:
+        store = await SqliteStore.open(home / "data" / "vigil.db")
+        try:
+            return await store.loop_values()
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
+def _one_line_error(proc: object, code: int, text: str) -> None:
+    assert proc.returncode == code, proc.stderr  # type: ignore[attr-defined]
+    lines = proc.stderr.strip().splitlines()  # type: ignore[attr-defined]
+    assert len(lines) == 1, proc.stderr  # type: ignore[attr-defined]
+    assert lines[0].startswith("vigil: error: ")
+    assert text in lines[0]
+
+
+def _configure(home: Path, toml: str) -> None:
+    with (home / "vigil.toml").open("a", encoding="utf-8") as f:
+        f.write("\n" + toml)
+
+
+def test_pause_and_resume(vigil: VigilRunner, home: Path) -> None:
+    paused = vigil("pause", "--reason", "upgrading the box", check=True)
+    assert "loop paused: upgrading the box" in paused.stdout
+    gate = LoopGate.from_json(_loop_values(home)["gate"])
+    assert (gate.state, gate.reason, gate.by, gate.until) == (GateState.PAUSED, "upgrading the box", "human", None)
+
+    resumed = vigil("resume", check=True)
+    assert "loop resumed (was paused: upgrading the box)" in resumed.stdout
+    assert LoopGate.from_json(_loop_values(home)["gate"]).state is GateState.RUNNING
+    assert "already running" in vigil("resume", check=True).stdout
+
+
+def test_an_agent_may_pause_but_never_resume_or_approve(vigil: VigilRunner) -> None:
+    inside = {"VIGIL_TASK_ID": "7"}
+    assert vigil("pause", "--reason", "I broke something", env=inside).returncode == 0
+    _one_line_error(vigil("resume", env=inside), 2, "only a person can resume the loop")
+    vigil("task", "add", "drop the table", "--requires-approval", check=True)
+    _one_line_error(vigil("task", "approve", "1", env=inside), 2, "only a person can approve a task")
+    _one_line_error(vigil("task", "reject", "1", "--reason", "x", env=inside), 2, "only a person can reject")
+
+
+def test_approve_and_reject(vigil: VigilRunner) -> None:
+    added = vigil("task", "add", "delete old backups", "--requires-approval", check=True)
+    assert "created task #1 (awaiting approval: vigil task approve 1)" in added.stdout
+    shown = json.loads(vigil("task", "show", "1", "--json", check=True).stdout)
+    assert (shown["status"], shown["approval"]) == ("blocked", "pending")
+
+    assert "task #1 approved; pending" in vigil("task", "approve", "1", check=True).stdout
+    _one_line_error(vigil("task", "approve", "1"), 2, "task #1 is pending and not awaiting approval")
+    events = json.loads(vigil("task", "show", "1", "--json", check=True).stdout)["events"]
+    assert any(e["kind"] == "approval" and e["to"] == "approved" for e in events), events
+
+    vigil("task", "add", "rotate keys", "--requires-approval", check=True)
+    _one_line_error(vigil("task", "reject", "2", "--reason", "  "), 2, "--reason must not be empty")
+    assert vigil("task", "reject", "2").returncode == 2  # --reason is required
+    assert "task #2 rejected; canceled" in vigil("task", "reject", "2", "--reason", "not this week", check=True).stdout
+    shown = json.loads(vigil("task", "show", "2", "--json", check=True).stdout)
+    assert (shown["status"], shown["approval"], shown["result_summary"]) == (
+        "canceled",
+        "rejected",
+        "rejected: not this week",
+    )
+    _one_line_error(vigil("task", "approve", "99"), 2, "task #99 not found")
+
+
+def test_a_flood_limit_is_a_one_line_error_and_nothing_is_added(vigil: VigilRunner, home: Path) -> None:
+    _configure(home, "[limits]\nmax_children = 1\nmax_depth = 1\n")
+    vigil("task", "add", "parent", check=True)
+    vigil("task", "add", "child", "--parent", "1", check=True)
+    _one_line_error(vigil("task", "add", "second child", "--parent", "1"), 1, "task #1 already has 1 follow-ups")
+    _one_line_error(vigil("task", "add", "grandchild", "--parent", "2"), 1, "max_depth = 1")
+    listed = json.loads(vigil("task", "list", "--json", check=True).stdout)
+    assert sorted(t["subject"] for t in listed) == ["child", "parent"]
+    rejected = _loop_values(home)["rejected_inserts"]
+    assert isinstance(rejected, dict)
+    assert rejected["total"] == 2
+
+
+def test_alerts_test_sends_an_event_and_reports_a_failing_hook(vigil: VigilRunner, home: Path, tmp_path: Path) -> None:
+    _one_line_error(vigil("alerts", "test"), 2, "no [alerts] command")
+    events = tmp_path / "events.jsonl"
+    command = json.dumps([sys.executable, str(RECORDER), str(events)])
+    _configure(home, f"[alerts]\ncommand = {command}\n")
+    assert "test alert sent" in vigil("alerts", "test", check=True).stdout
+    [event] = recorded(events)
+    assert (event["event"], event["home"], event["_env_event"]) == ("test", str(home), "test")
+
+    failing = json.dumps([sys.executable, str(RECORDER), str(events), "fail"])
+    (home / "vigil.toml").write_text((home / "vigil.toml").read_text().replace(command, failing))
+    _one_line_error(vigil("alerts", "test"), 1, "exited 1: smtp: connection refused")
+
+
+def test_alerts_check_reports_a_stale_dispatcher_once(vigil: VigilRunner, home: Path, tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    command = json.dumps([sys.executable, str(RECORDER), str(events)])
+    _configure(home, f'[alerts]\ncommand = {command}\nstale_dispatcher = "5m"\n')
+    vigil("task", "list", check=True)  # creates the database
+    old = SystemClock().now_ms() - 3_600_000
+    beat = DispatcherHeartbeat("host:1:ab", 1, "host", old, old, "idle")
+
+    async def write() -> None:
+        store = await SqliteStore.open(home / "data" / "vigil.db")
+        await store.set_loop_values({HEARTBEAT_KEY: beat.to_json()})
+        await store.close()
+
+    asyncio.run(write())
+    first = vigil("alerts", "check", check=True)
+    assert "dispatcher host:1:ab has not reported" in first.stdout
+    assert vigil("alerts", "check", check=True).stdout == ""  # the same incident alerts once
+    assert [e["event"] for e in recorded(events)] == ["dispatcher_stale"]
