@@ -7,9 +7,9 @@ repeats that, and when nothing is due sleeps until the next task is due, until
 the database (``PRAGMA data_version``, polled every ``poll_s``).
 
 While a task runs, a heartbeat renews its lease every ``[dispatch] heartbeat`` and
-honours a cancel request. The dispatcher's own state (idle, running, stopped) is
-written to ``loop_state`` under ``HEARTBEAT_KEY`` on every change and every
-heartbeat, for ``vigil status`` and the TUI.
+honours a cancel request; the dispatcher's own state goes to ``loop_state``
+(``dispatch.heartbeat``). When tasks are due back to back, the finish of one and the
+claim of the next share one transaction (``Store.finish_and_claim``).
 
 Only the truly unexpected exception from an executor is caught, in ``_outcome_of``,
 and recorded as a transient crash.
@@ -30,11 +30,13 @@ from dataclasses import replace
 
 from dispatch.attempt import prepare_attempt
 from dispatch.executors import Executor, RunContext
-from dispatch.retry import RETRYABLE, Finish, decide, gave_up
+from dispatch.guard import GateDecision, Guard
+from dispatch.heartbeat import Heartbeat
+from dispatch.retry import RETRYABLE, Requeue, decide, gave_up
 from vigil.clock import Clock
 from vigil.config import Settings
 from vigil.errors import InputError, InvalidTransition, VigilError
-from vigil.models import HEARTBEAT_KEY, Claim, DispatcherHeartbeat, Outcome, OutcomeKind, Task
+from vigil.models import Claim, Outcome, OutcomeKind, Task
 from vigil.store import Store
 
 log = logging.getLogger("vigil.dispatch")
@@ -53,7 +55,11 @@ def new_worker_id() -> str:
 
 
 class Dispatcher:
-    """Runs due tasks one at a time. Not thread-safe; one per process and lock."""
+    """Runs due tasks one at a time. Not thread-safe; one per process and lock.
+
+    ``guard`` (optional) is asked before each claim (paused, gated, over budget) and
+    told each outcome; a task whose skill requires approval is held for a person.
+    """
 
     def __init__(
         self,
@@ -63,6 +69,7 @@ class Dispatcher:
         clock: Clock,
         worker_id: str,
         *,
+        guard: Guard | None = None,
         rng: random.Random | None = None,
         poll_s: float = POLL_S,
     ) -> None:
@@ -71,12 +78,14 @@ class Dispatcher:
         self._executors = executor_factory
         self._clock = clock
         self.worker_id = worker_id
+        self._guard = guard
         self._rng = rng or random.Random()
         self._poll_s = poll_s
         self._wakeup = asyncio.Event()
         self._stop: asyncio.Event | None = None
         self._hurry = False
-        self._since = clock.now_ms()
+        self._heartbeat = Heartbeat(store, clock, worker_id)
+        self._closed_gate: GateDecision | None = None  # the guard's last "no", while it lasts
 
     # --- control -------------------------------------------------------------------
     def wake(self) -> None:
@@ -87,33 +96,77 @@ class Dispatcher:
         """Cut a stop's grace period short: end the running task now."""
         self._hurry = True
 
+    @property
+    def closed_gate(self) -> GateDecision | None:
+        """The guard's last refusal to claim (paused, gated), while it lasts; else None."""
+        return self._closed_gate
+
+    async def mark_stopped(self) -> None:
+        """Write the ``stopped`` heartbeat (a clean exit, not a death)."""
+        await self._heartbeat.beat("stopped")
+
     # --- the step ------------------------------------------------------------------
     async def run_once(self, stop: asyncio.Event | None = None) -> Task | None:
         """Claim the most urgent due task, run it, record it. Returns the task as
-        recorded (finished or requeued), or None when nothing was due. ``stop``
-        set while the task runs starts the graceful stop (docs/running.md)."""
+        recorded (finished, requeued or held for approval), or None when nothing was
+        due or the guard closed the loop. ``stop`` set while the task runs starts the
+        graceful stop (docs/running.md)."""
         if stop is not None:
             self._stop = stop
-        claim = await self._store.claim_next(
+        claim = await self._claim()
+        if claim is None:
+            return None
+        task, _ = await self._attempt(claim, chain=False)
+        return task
+
+    async def _gate(self) -> GateDecision | None:
+        """The guard's answer (None without a guard); logs when the gate closes or opens."""
+        if self._guard is None:
+            return None
+        decision = await self._guard.may_claim(self._clock.now_ms())
+        if not decision.may_claim and self._closed_gate is None:
+            log.warning("not claiming: %s", decision.reason)
+        elif decision.may_claim and self._closed_gate is not None:
+            log.info("claiming again")
+        self._closed_gate = None if decision.may_claim else decision
+        return decision
+
+    async def _claim(self) -> Claim | None:
+        gate = await self._gate()
+        if gate is not None and not gate.may_claim:
+            return None
+        return await self._store.claim_next(
             worker=self.worker_id,
             lease_ms=self._settings.dispatch.lease_ms,
             executor=self._settings.dispatch.executor,
+            max_priority=None if gate is None else gate.max_priority,
         )
-        if claim is None:
-            return None
-        log.info("task #%d started (attempt %d): %s", claim.task.id, claim.attempt, claim.task.subject)
-        await self._beat("running", claim)
+
+    async def _attempt(self, claim: Claim, *, chain: bool) -> tuple[Task, Claim | None]:
+        """Run one claimed task and record it. With ``chain``, a successful finish
+        also claims the next due task in the same transaction; it is returned."""
+        task = claim.task
+        if self._guard is not None and self._guard.needs_approval(task):
+            held = await self._store.hold_for_approval(claim, worker=self.worker_id)
+            log.info("task #%d waits for a person's approval (vigil task approve %d)", task.id, task.id)
+            return held, None
+        log.info("task #%d started (attempt %d): %s", task.id, claim.attempt, task.subject)
+        await self._heartbeat.beat("running", claim)
         try:
             executor_name, ctx = await prepare_attempt(self._store, self._settings, claim)
             executor = self._executors(executor_name)
         except InputError as err:  # an unknown skill, a bad skill file: the task's fault
-            outcome = Outcome(OutcomeKind.FAILED, summary=str(err), error=str(err))
-            stopped = False
+            outcome, stopped = Outcome(OutcomeKind.FAILED, summary=str(err), error=str(err)), False
         else:
-            outcome, stopped = await self._run(executor, claim.task, ctx, claim)
-        task = await self._record(claim, outcome, stopped=stopped)
-        log.info("task #%d %s (%s)%s", task.id, task.status, outcome.kind, _brief(outcome))
-        return task
+            outcome, stopped = await self._run(executor, task, ctx, claim)
+        recorded, next_claim = await self._record(claim, outcome, stopped=stopped, chain=chain)
+        log.info("task #%d %s (%s)%s", recorded.id, recorded.status, outcome.kind, _brief(outcome))
+        if self._guard is not None:
+            try:
+                await self._guard.after_outcome(recorded, outcome)
+            except VigilError as err:
+                log.error("guard could not record task #%d's outcome: %s", recorded.id, err)
+        return recorded, next_claim
 
     async def _run(self, executor: Executor, task: Task, ctx: RunContext, claim: Claim) -> tuple[Outcome, bool]:
         """Run the executor as its own asyncio task and watch over it: heartbeat,
@@ -175,34 +228,60 @@ class Dispatcher:
         except VigilError as err:  # the database is busy or unwell: try again next beat
             log.warning("task #%d: could not renew the lease: %s", claim.task.id, err)
             return None
-        await self._beat("running", claim)
+        await self._heartbeat.beat("running", claim, periodic=True)
         if cancel_requested:
             log.info("task #%d: cancel requested; ending the run", claim.task.id)
             return Outcome(OutcomeKind.CANCELED, summary="canceled while running", error="cancel requested")
         return None
 
-    async def _record(self, claim: Claim, outcome: Outcome, *, stopped: bool) -> Task:
-        """Finish or requeue the task according to the retry policy."""
+    async def _record(self, claim: Claim, outcome: Outcome, *, stopped: bool, chain: bool) -> tuple[Task, Claim | None]:
+        """Finish or requeue the task according to the retry policy; with ``chain``,
+        a success's finish also claims the next task (one commit for both)."""
         now = self._clock.now_ms()
         worker = self.worker_id
         if stopped:
             # The operator stopped the service: not the task's failure, so the attempt
             # is given back; the run stays recorded as interrupted.
-            return await self._store.requeue(claim, outcome, retry_at=now, count_attempt=False, worker=worker)
+            return await self._store.requeue(claim, outcome, retry_at=now, count_attempt=False, worker=worker), None
         decision = decide(claim.task, outcome, self._settings.dispatch, now, self._rng)
-        if isinstance(decision, Finish):
-            if outcome.kind in RETRYABLE:
-                reason = outcome.summary or outcome.error or str(outcome.kind)
-                outcome = replace(outcome, summary=gave_up(claim.task.attempt_count, reason))
-            return await self._store.finish(claim, outcome, decision.status, worker=worker)
-        log.info(
-            "task #%d: retry in %.0fs%s",
-            claim.task.id,
-            (decision.retry_at - now) / 1000,
-            "" if decision.count_attempt else " (attempt not counted)",
+        if isinstance(decision, Requeue):
+            log.info(
+                "task #%d: retry in %.0fs%s",
+                claim.task.id,
+                (decision.retry_at - now) / 1000,
+                "" if decision.count_attempt else " (attempt not counted)",
+            )
+            task = await self._store.requeue(
+                claim, outcome, retry_at=decision.retry_at, count_attempt=decision.count_attempt, worker=worker
+            )
+            return task, None
+        if outcome.kind in RETRYABLE:
+            reason = outcome.summary or outcome.error or str(outcome.kind)
+            outcome = replace(outcome, summary=gave_up(claim.task.attempt_count, reason))
+        # Chain only after a success: any other outcome may make the guard close the
+        # gate, and the next task must not be claimed past a closed gate.
+        gate = None
+        if chain and outcome.kind is OutcomeKind.SUCCESS and not (self._stop is not None and self._stop.is_set()):
+            gate = await self._gate() if self._guard is not None else GateDecision(True)
+        if gate is None or not gate.may_claim:
+            return await self._store.finish(claim, outcome, decision.status, worker=worker), None
+        return await self._store.finish_and_claim(
+            claim,
+            outcome,
+            decision.status,
+            worker=worker,
+            lease_ms=self._settings.dispatch.lease_ms,
+            executor=self._settings.dispatch.executor,
+            max_priority=gate.max_priority,
         )
-        return await self._store.requeue(
-            claim, outcome, retry_at=decision.retry_at, count_attempt=decision.count_attempt, worker=worker
+
+    async def _give_back(self, claim: Claim) -> None:
+        """Requeue a chained claim that a stop overtook before it ran (attempt not counted)."""
+        outcome = Outcome(
+            OutcomeKind.INTERRUPTED, summary="not started: vigil was stopping", error="dispatcher stopped"
+        )
+        await self._store.requeue(
+            claim, outcome, retry_at=self._clock.now_ms(), count_attempt=False, worker=self.worker_id
         )
 
     # --- forever -------------------------------------------------------------------
@@ -210,34 +289,40 @@ class Dispatcher:
         """Run due tasks until ``stop`` is set; then write the ``stopped`` heartbeat.
 
         A step that fails on the database is logged and tried again after a pause:
-        a 24/7 loop must outlive a locked or briefly unavailable file.
+        a 24/7 loop must outlive a locked or briefly unavailable file (a task left
+        active by such a failure is recovered when the dispatcher next starts).
         """
         self._stop = stop
-        await self._beat("idle")
+        await self._heartbeat.beat("idle")
+        claim: Claim | None = None
         try:
             while not stop.is_set():
                 # Cleared before looking, so a wake-up during the claim is not lost.
                 self._wakeup.clear()
                 try:
-                    task = await self.run_once(stop)
-                    if task is None:
+                    if claim is None:
+                        claim = await self._claim()
+                    if claim is None:
+                        await self._heartbeat.beat("idle")
                         await self._idle(stop)
-                        await self._beat("idle")
+                        continue
+                    current, claim = claim, None
+                    _, claim = await self._attempt(current, chain=True)
                 except VigilError as err:
                     log.error("dispatch step failed: %s", err)
                     await _wait_event(stop, ERROR_PAUSE_S)
+            if claim is not None:
+                await self._give_back(claim)
         finally:
             await self.mark_stopped()
 
-    async def mark_stopped(self) -> None:
-        """Write the ``stopped`` heartbeat (a clean exit, not a death)."""
-        await self._beat("stopped")
-
     async def _idle(self, stop: asyncio.Event) -> None:
-        """Sleep until a task may be due: its due time, a wake-up, a commit by
-        another process, or ``stop``. Returns after at least one probe, so a task
-        that is due but not claimable cannot make the loop spin."""
-        next_due = await self._store.next_due_at()
+        """Sleep until a task may be claimable: the next due time (or, while the guard
+        keeps the gate closed, the time it opens by itself), a wake-up, a commit by
+        another process (a new task, a person resuming the loop), or ``stop``.
+        Returns after at least one probe, so nothing can make the loop spin."""
+        gate = self._closed_gate
+        wake_at = gate.until if gate is not None else await self._store.next_due_at()
         version = await self._store.data_version()
         heartbeat_s = self._settings.dispatch.heartbeat_ms / 1000
         next_beat = time.monotonic() + heartbeat_s
@@ -245,37 +330,19 @@ class Dispatcher:
         try:
             while True:
                 timeout = self._poll_s
-                if next_due is not None:
-                    timeout = min(timeout, max((next_due - self._clock.now_ms()) / 1000, 0.001))
+                if wake_at is not None:
+                    timeout = min(timeout, max((wake_at - self._clock.now_ms()) / 1000, 0.001))
                 done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
                 if done or await self._store.data_version() != version:
                     return
-                if next_due is not None and self._clock.now_ms() >= next_due:
+                if wake_at is not None and self._clock.now_ms() >= wake_at:
                     return
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + heartbeat_s
-                    await self._beat("idle")
+                    await self._heartbeat.beat("idle", periodic=True)
         finally:
             for waiter in waiters:
                 waiter.cancel()
-
-    async def _beat(self, state: str, claim: Claim | None = None) -> None:
-        """Write the dispatcher heartbeat; a failure is logged, never raised."""
-        host, pid = socket.gethostname(), os.getpid()
-        beat = DispatcherHeartbeat(
-            owner=self.worker_id,
-            pid=pid,
-            host=host,
-            since=self._since,
-            heartbeat_at=self._clock.now_ms(),
-            state=state,
-            task_id=None if claim is None else claim.task.id,
-            task_started_at=None if claim is None else claim.task.started_at,
-        )
-        try:
-            await self._store.set_loop_values({HEARTBEAT_KEY: beat.to_json()})
-        except VigilError as err:
-            log.warning("could not write the heartbeat: %s", err)
 
 
 def _outcome_of(run: asyncio.Task[Outcome]) -> Outcome:

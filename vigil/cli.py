@@ -347,15 +347,16 @@ def dispatch_group() -> None:
 @dispatch_group.command("once")
 @click.pass_context
 def dispatch_once(ctx: click.Context) -> None:
-    """Run the next due task in the foreground. Exits 0 if a task ran, 3 if none was due."""
+    """Run the next due task in the foreground. Exits 0 if a task ran, 3 if none was due
+    (or the loop is paused)."""
     from vigil.daemon import configure_logging
     from vigil.daemon import dispatch_once as run_next
 
     settings = settings_for(ctx)
     configure_logging(settings)
-    task = asyncio.run(run_next(settings))
+    task, closed = asyncio.run(run_next(settings))
     if task is None:
-        click.echo("no task is due")
+        click.echo(f"not claiming: {closed}" if closed else "no task is due")
         sys.exit(3)
     summary = f": {task.result_summary}" if task.result_summary else ""
     click.echo(f"task #{task.id} {task.status}{summary}")

@@ -24,6 +24,7 @@ from vigil.errors import LockHeld
 from vigil.models import Task
 
 if TYPE_CHECKING:
+    from dispatch.alerts import AlertHook
     from dispatch.executors import Executor
     from dispatch.lock import DispatcherLock
     from dispatch.loop import Dispatcher
@@ -79,10 +80,19 @@ def _executor_factory(settings: Settings) -> Callable[[str], Executor]:
     return factory
 
 
-def _make_dispatcher(store: Store, settings: Settings, clock: Clock) -> Dispatcher:
+def _make_dispatcher(store: Store, settings: Settings, clock: Clock, alerts: AlertHook) -> Dispatcher:
+    """The dispatcher with its guard (gate, budget, approvals, alerts)."""
+    from dispatch.guard import Guard
     from dispatch.loop import Dispatcher, new_worker_id
 
-    return Dispatcher(store, settings, _executor_factory(settings), clock, new_worker_id())
+    guard = Guard(store, settings, clock, alerts)
+    return Dispatcher(store, settings, _executor_factory(settings), clock, new_worker_id(), guard=guard)
+
+
+def _make_alerts(settings: Settings) -> AlertHook:
+    from dispatch.alerts import AlertHook
+
+    return AlertHook(settings.alerts, settings.home)
 
 
 def _make_lock(settings: Settings, clock: Clock) -> DispatcherLock:
@@ -165,8 +175,9 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
     stop = asyncio.Event()
     store = await open_store(settings, clock)
     lock = _make_lock(settings, clock)
+    alerts = _make_alerts(settings)
     try:
-        dispatcher = _make_dispatcher(store, settings, clock)
+        dispatcher = _make_dispatcher(store, settings, clock, alerts)
         sensors = _Sensors(store, settings, clock, dispatcher.wake)
         with _Signals(stop) as signals:
             signals.on_second = dispatcher.hurry
@@ -187,12 +198,15 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
         log.info("stopped")
         return 0
     finally:
+        await alerts.drain()  # alerts already sent out; each is bounded by its timeout
         lock.release()
         await store.close()
 
 
-async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> Task | None:
-    """Run the next due task in the foreground; None when nothing was due.
+async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tuple[Task | None, str | None]:
+    """Run the next due task in the foreground. Returns the task as recorded (None
+    when nothing ran) and, when nothing ran because the loop is paused or gated,
+    the reason.
 
     Takes the dispatcher lock (raises ``LockHeld`` naming the holder) and recovers
     what a dead dispatcher left first.
@@ -208,17 +222,21 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> Ta
         raise LockHeld(f"a dispatcher is running ({who}); it runs due tasks itself")
     try:
         store = await open_store(settings, clock)
+        alerts = _make_alerts(settings)
         try:
             await recover_orphans(store, clock)
-            dispatcher = _make_dispatcher(store, settings, clock)
+            dispatcher = _make_dispatcher(store, settings, clock, alerts)
             stop = asyncio.Event()
             with _Signals(stop) as signals:
                 signals.on_second = dispatcher.hurry
                 try:
-                    return await dispatcher.run_once(stop)
+                    task = await dispatcher.run_once(stop)
                 finally:
                     await dispatcher.mark_stopped()
+            gate = dispatcher.closed_gate
+            return task, None if gate is None else gate.reason
         finally:
+            await alerts.drain()
             await store.close()
     finally:
         lock.release()

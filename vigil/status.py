@@ -54,18 +54,19 @@ async def gather_status(store: Store, settings: Settings, now_ms: int) -> dict[s
     beat = DispatcherHeartbeat.from_json((await store.loop_values()).get(HEARTBEAT_KEY))
     dispatcher = _dispatcher_json(beat, settings, now_ms)
     current = None
-    if dispatcher["alive"] and beat is not None and beat.state == "running" and beat.task_id is not None:
-        started = beat.task_started_at or beat.heartbeat_at
-        subject = None
-        for task in await store.active_tasks():
-            if task.id == beat.task_id:
-                subject = task.subject
-        current = {
-            "id": beat.task_id,
-            "subject": subject,
-            "started_at": iso_utc(started),
-            "elapsed_s": max(0, now_ms - started) // 1000,
-        }
+    if dispatcher["alive"] and beat is not None:
+        # The task the owner holds, not the heartbeat's task_id: the heartbeat is
+        # written at most once a second when tasks run back to back.
+        held = [t for t in await store.active_tasks() if t.claimed_by == beat.owner]
+        if held:
+            task = held[0]
+            started = task.started_at or beat.heartbeat_at
+            current = {
+                "id": task.id,
+                "subject": task.subject,
+                "started_at": iso_utc(started),
+                "elapsed_s": max(0, now_ms - started) // 1000,
+            }
     dispatcher["task"] = current
     counts = await store.count_by_status()
     next_due = await store.next_due_at()

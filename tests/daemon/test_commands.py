@@ -34,6 +34,27 @@ def test_dispatch_once_runs_the_most_urgent_task_and_exits_0(vigil: VigilRunner)
     assert status["dispatcher"]["alive"] is False
 
 
+async def test_dispatch_once_says_why_when_the_loop_is_paused(vigil: VigilRunner, home: Path) -> None:
+    from vigil.clock import SystemClock
+    from vigil.config import load_settings
+    from vigil.gate import pause
+    from vigil.store import open_store
+
+    vigil("task", "add", "due", check=True)
+    store = await open_store(load_settings(home))
+    try:
+        await pause(store, reason="maintenance", by="human", now_ms=SystemClock().now_ms())
+    finally:
+        await store.close()
+
+    result = vigil("dispatch", "once")
+
+    assert result.returncode == 3
+    assert result.stdout.startswith("not claiming: paused")
+    assert "maintenance" in result.stdout
+    assert json.loads(vigil("task", "show", "1", "--json").stdout)["status"] == "pending"
+
+
 def test_dispatch_once_refuses_while_a_dispatcher_runs(
     vigil: VigilRunner,
     start_vigil: Callable[[], RunningVigil],

@@ -51,10 +51,12 @@ async def test_no_dispatcher_ever(db: SqliteStore, settings: Settings, clock: Ma
 
 async def test_a_running_dispatcher_and_its_task(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:
     added = await db.add_task(NewTask("summarise the feed"))
+    claimed_at = clock.now_ms()
     claim = await db.claim_next(worker="vm:42:abc", lease_ms=60_000)
     assert claim is not None
     await db.add_task(NewTask("later", scheduled_for=clock.now_ms() + 600_000))
-    await beat(db, clock, "running", added.task_id)
+    clock.advance(125_000)
+    await beat(db, clock, "running", task_id=None)  # a throttled beat: the task is found by its claim
     clock.advance(10_000)
 
     status = await gather_status(db, settings, clock.now_ms())
@@ -65,18 +67,18 @@ async def test_a_running_dispatcher_and_its_task(db: SqliteStore, settings: Sett
     assert d["task"] == {
         "id": added.task_id,
         "subject": "summarise the feed",
-        "started_at": iso_utc(clock.now_ms() - 10_000 - 125_000),
+        "started_at": iso_utc(claimed_at),
         "elapsed_s": 135,
     }
     q = status["queue"]
     assert isinstance(q, dict)
     assert (q["pending"], q["active"], q["completed"]) == (1, 1, 0)
-    assert q["next_due_in_s"] == 590
+    assert q["next_due_in_s"] == 600 - 135
     text = render_status(status)
     assert "dispatcher: alive, running (pid 42 on vm" in text
     assert f"running task #{added.task_id} for 2m: summarise the feed" in text
     assert "1 pending, 1 active" in text
-    assert "due in 9m" in text
+    assert "due in 7m" in text
 
 
 async def test_a_silent_dispatcher_is_reported_down(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:

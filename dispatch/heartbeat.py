@@ -1,0 +1,62 @@
+"""The dispatcher's heartbeat in ``loop_state`` (``HEARTBEAT_KEY``): who runs, in what
+state (idle, running, stopped), since when, and which task.
+
+``vigil status`` and the TUI judge liveness by the heartbeat's age, so it is written
+every ``[dispatch] heartbeat`` (``periodic``) and whenever the state changes. When
+tasks run back to back, a new task in the same ``running`` state is written at most
+once per ``MIN_INTERVAL_S``: one commit per task would halve the dispatch rate, and
+readers find the current task from the active task the owner holds anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+
+from vigil.clock import Clock
+from vigil.errors import VigilError
+from vigil.models import HEARTBEAT_KEY, Claim, DispatcherHeartbeat
+from vigil.store import Store
+
+log = logging.getLogger("vigil.dispatch")
+
+MIN_INTERVAL_S = 1.0  # same-state writes closer together than this are skipped
+
+
+class Heartbeat:
+    """Writes one dispatcher's heartbeat; never raises (a failure is logged)."""
+
+    def __init__(self, store: Store, clock: Clock, owner: str) -> None:
+        self._store = store
+        self._clock = clock
+        self._owner = owner
+        self._since = clock.now_ms()
+        self._state: str | None = None
+        self._written_at = 0.0  # monotonic seconds
+
+    async def beat(self, state: str, claim: Claim | None = None, *, periodic: bool = False) -> None:
+        """Record ``state`` (and ``claim``'s task while running). ``periodic`` beats
+        are always written; others are skipped when the state did not change and the
+        last write is younger than ``MIN_INTERVAL_S``."""
+        now = time.monotonic()
+        if not periodic and state == self._state and now - self._written_at < MIN_INTERVAL_S:
+            return
+        value = DispatcherHeartbeat(
+            owner=self._owner,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            since=self._since,
+            heartbeat_at=self._clock.now_ms(),
+            state=state,
+            task_id=None if claim is None else claim.task.id,
+            task_started_at=None if claim is None else claim.task.started_at,
+        )
+        try:
+            await self._store.set_loop_values({HEARTBEAT_KEY: value.to_json()})
+        except VigilError as err:
+            log.warning("could not write the heartbeat: %s", err)
+            return
+        self._state = state
+        self._written_at = now
