@@ -128,6 +128,28 @@ async def test_cancel_active_sets_the_flag_and_keeps_the_status(store: Store) ->
     await assert_counts_match(store)
 
 
+@pytest.mark.parametrize("count_attempt", [True, False])
+async def test_a_cancel_requested_while_it_ran_wins_over_a_requeue(
+    store: Store, clock: ManualClock, count_attempt: bool
+) -> None:
+    """The request may land after the last heartbeat, just before the attempt fails
+    transiently: the retry must not run the task the person canceled."""
+    task_id = await add(store)
+    c = await claim(store)
+    await store.cancel(task_id, actor="human")
+    transient = Outcome(OutcomeKind.TRANSIENT, error="overloaded")
+    task = await store.requeue(c, transient, retry_at=clock.now_ms(), count_attempt=count_attempt, worker="w1")
+    assert (task.status, task.completed_at, task.claimed_by) == (TaskStatus.CANCELED, clock.now_ms(), None)
+    assert trail(await store.list_events(task_id))[-1] == ("dispatcher", "status", "active", "canceled")
+    [run] = await store.list_runs(task_id)
+    assert (run.outcome, run.error) == ("transient", "overloaded")
+    assert await store.claim_next(worker="w1", lease_ms=1000) is None
+    await assert_counts_match(store)
+    # A person may still retry it, and then it runs again.
+    assert (await store.retry(task_id, actor="human")).status is TaskStatus.PENDING
+    assert (await claim(store)).task.id == task_id
+
+
 async def test_renew_lease_of_a_task_the_worker_does_not_hold(store: Store) -> None:
     task_id = await add(store)
     await claim(store, worker="w1")

@@ -233,7 +233,9 @@ class Store(Protocol):
 
     async def requeue(self, claim: Claim, outcome: Outcome, *, retry_at: int, count_attempt: bool, worker: str) -> Task:
         """Record the attempt and put the task back to pending, due at ``retry_at``.
-        ``count_attempt`` False gives the attempt back (usage limits)."""
+        ``count_attempt`` False gives the attempt back (usage limits). If a cancel was
+        requested meanwhile, the task becomes canceled instead. A task no longer
+        active under this worker keeps its status (as in ``finish``)."""
         ...
 
     async def hold_for_approval(self, claim: Claim, *, worker: str) -> Task:

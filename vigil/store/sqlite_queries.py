@@ -127,9 +127,13 @@ SQL_RELEASE_CLOSED = """
 UPDATE tasks SET claimed_by = NULL, lease_until = NULL WHERE id = :task_id AND claimed_by = :worker
 """
 
+# A cancel requested while the attempt ran wins over the retry: the task is canceled,
+# not put back (the request may land after the last heartbeat the run saw).
 SQL_REQUEUE = """
-UPDATE tasks SET status = 'pending', scheduled_for = :retry_at, updated_at = :now,
-       updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
+UPDATE tasks SET status = CASE WHEN cancel_requested THEN 'canceled' ELSE 'pending' END,
+       scheduled_for = CASE WHEN cancel_requested THEN scheduled_for ELSE :retry_at END,
+       completed_at = CASE WHEN cancel_requested THEN :now ELSE completed_at END,
+       updated_at = :now, updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
        attempt_count = attempt_count - :give_back, result_summary = :summary
 WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
 """
