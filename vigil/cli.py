@@ -239,14 +239,16 @@ def task_close(ctx: click.Context, task_id: int, status: str, summary: str) -> N
 
 @main.command()
 @click.option("--since", default="7d", show_default=True, help="Window, e.g. 24h, 7d, 30d.")
-@click.option("--by", type=click.Choice(["day", "skill", "source", "model"]), default="day", show_default=True)
+@click.option(
+    "--by", type=click.Choice(["day", "skill", "source", "sensor", "model"]), default="day", show_default=True
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def stats(ctx: click.Context, since: str, by: str, as_json: bool) -> None:
-    """Spend and tokens of finished runs, grouped by day, skill, source or model."""
+    """Spend and tokens of finished runs, grouped by day, skill, source, sensor or model; the budget's use."""
     from vigil.commands import cost_report
 
-    click.echo(with_store(ctx, lambda store, settings: cost_report(store, since, by, as_json)))
+    click.echo(with_store(ctx, lambda store, settings: cost_report(store, since, by, as_json, settings.budget)))
 
 
 @main.command()

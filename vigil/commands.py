@@ -7,7 +7,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from vigil.budget import budget_use
 from vigil.clock import SystemClock
+from vigil.config import BudgetSettings
 from vigil.durations import parse_duration_ms, parse_when_ms
 from vigil.errors import InputError
 from vigil.models import MAX_PRIORITY, MIN_PRIORITY, OPEN_STATUSES, AddResult, DedupScope, NewTask, Task, TaskStatus
@@ -65,6 +67,10 @@ def new_task_from_options(subject: str, opts: Mapping[str, Any], now_ms: int) ->
     parent = opts.get("parent")
     source = opts.get("source")
     in_run = os.environ.get("VIGIL_TASK_ID")
+    if parent is None and in_run and in_run.isdigit():
+        # The agent's new task is a follow-up of the one it works on, so the flood
+        # limits on depth and children hold even when it forgets --parent.
+        parent = int(in_run)
     if source is None:
         source = f"task:{in_run}" if in_run else "human"
     return NewTask(
@@ -126,9 +132,18 @@ async def defer_task(store: Store, task_id: int, when: str, actor: str) -> Task:
     return await store.defer(task_id, until, actor=actor)
 
 
-async def cost_report(store: Store, since: str, by: str, as_json: bool) -> str:
-    since_ms = SystemClock().now_ms() - parse_duration_ms(since)
-    rows = await store.cost_rollup(since_ms=since_ms, by=CostGroup(by))
+async def cost_report(store: Store, since: str, by: str, as_json: bool, budget: BudgetSettings | None = None) -> str:
+    """The cost table (or JSON); with a ``[budget]`` cap, its use over the last 24 h too."""
+    now = SystemClock().now_ms()
+    rows = await store.cost_rollup(since_ms=now - parse_duration_ms(since), by=CostGroup(by))
+    use = None if budget is None or budget.daily_usd is None else await budget_use(store, budget, now)
     if as_json:
-        return dumps({"since": since, "by": by, "rows": [cost_json(r) for r in rows]})
-    return cost_table(rows, by)
+        report: dict[str, object] = {"since": since, "by": by, "rows": [cost_json(r) for r in rows]}
+        if use is not None:
+            report["budget"] = {"spent_usd": use.spent_usd, "cap_usd": use.cap_usd, "fraction": use.fraction}
+        return dumps(report)
+    table = cost_table(rows, by)
+    if use is None:
+        return table
+    over = "; over the cap: only urgent tasks run" if use.over else ""
+    return f"{table}\nbudget: ${use.spent_usd:.2f} of ${use.cap_usd:.2f} in the last 24 h ({use.fraction:.0%}){over}"

@@ -12,7 +12,7 @@ from tests.conftest import VigilRunner
 from tests.guard.support import RECORDER, recorded
 from vigil.clock import SystemClock
 from vigil.gate import GateState, LoopGate
-from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat
+from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, NewTask, Outcome, OutcomeKind, TaskStatus
 from vigil.store.sqlite import SqliteStore
 
 
@@ -130,3 +130,43 @@ def test_alerts_check_reports_a_stale_dispatcher_once(vigil: VigilRunner, home: 
     assert "dispatcher host:1:ab has not reported" in first.stdout
     assert vigil("alerts", "check", check=True).stdout == ""  # the same incident alerts once
     assert [e["event"] for e in recorded(events)] == ["dispatcher_stale"]
+
+
+def _spend(home: Path, usd: float, source: str = "sensor:feeds") -> None:
+    async def run() -> None:
+        store = await SqliteStore.open(home / "data" / "vigil.db")
+        try:
+            await store.add_task(NewTask("paid work", source=source))
+            claim = await store.claim_next(worker="w", lease_ms=60_000)
+            assert claim is not None
+            outcome = Outcome(OutcomeKind.SUCCESS, cost_usd=usd)
+            await store.finish(claim, outcome, TaskStatus.COMPLETED, worker="w")
+        finally:
+            await store.close()
+
+    asyncio.run(run())
+
+
+def test_stats_by_sensor_with_the_budget_line(vigil: VigilRunner, home: Path) -> None:
+    vigil("task", "list", check=True)  # creates the database
+    _spend(home, 3.0)
+    assert "budget" not in vigil("stats", check=True).stdout  # no cap configured
+    _configure(home, "[budget]\ndaily_usd = 4.0\n")
+    text = vigil("stats", "--by", "sensor", check=True).stdout
+    assert "feeds" in text
+    assert text.strip().splitlines()[-1] == "budget: $3.00 of $4.00 in the last 24 h (75%)"
+    _spend(home, 1.5)
+    report = json.loads(vigil("stats", "--by", "sensor", "--json", check=True).stdout)
+    assert report["budget"] == {"spent_usd": 4.5, "cap_usd": 4.0, "fraction": 1.125}
+    assert [(r["key"], r["cost_usd"]) for r in report["rows"]] == [("feeds", 4.5)]
+    assert "over the cap: only urgent tasks run" in vigil("stats", check=True).stdout
+
+
+def test_a_task_the_agent_adds_is_a_follow_up_of_its_task(vigil: VigilRunner, home: Path) -> None:
+    _configure(home, "[limits]\nmax_children = 1\n")
+    vigil("task", "add", "the agent's task", check=True)
+    inside = {"VIGIL_TASK_ID": "1"}
+    vigil("task", "add", "a follow-up", env=inside, check=True)
+    shown = json.loads(vigil("task", "show", "2", "--json", check=True).stdout)
+    assert (shown["parent_id"], shown["source"]) == (1, "task:1")
+    _one_line_error(vigil("task", "add", "another", env=inside), 1, "task #1 already has 1 follow-ups")

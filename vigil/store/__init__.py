@@ -57,6 +57,7 @@ class CostGroup(StrEnum):
     SOURCE = "source"
     MODEL = "model"
     HOUR = "hour"  # key "YYYY-MM-DDTHH" (UTC): the TUI's 24-hour chart
+    SENSOR = "sensor"  # the sensor that started the task's parent chain; "(none)" for others
 
 
 class Store(Protocol):

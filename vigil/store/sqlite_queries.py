@@ -36,7 +36,6 @@ ORDER BY status IN ('pending', 'active', 'blocked') DESC, id DESC LIMIT 1
 """
 
 
-
 def _next_due_id(most_urgent_last: int) -> str:
     """One index seek per priority level (ix_tasks_claim), so neither finished tasks
     nor many not-yet-due urgent tasks are walked: the union holds at most nine rows.
@@ -179,6 +178,21 @@ SQL_COST_ROLLUP = {
         WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
     CostGroup.SKILL: f"""SELECT coalesce(s.value, '(none)') AS key, {_COST_COLUMNS}
         FROM runs r JOIN tasks t ON t.id = r.task_id LEFT JOIN json_each(t.skills) s
+        WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
+    # Each run counts for the sensor at the root of its task's parent chain, so the
+    # follow-ups an agent added while working on a sensor's task count for that sensor.
+    CostGroup.SENSOR: f"""WITH RECURSIVE chain(task_id, parent_id, source) AS (
+            SELECT DISTINCT t.id, t.parent_id, t.source FROM runs r JOIN tasks t ON t.id = r.task_id
+            WHERE r.finished_at >= :since
+            UNION ALL
+            SELECT c.task_id, p.parent_id, p.source FROM chain c JOIN tasks p ON p.id = c.parent_id
+        ),
+        origin(task_id, key) AS (
+            SELECT task_id, CASE WHEN source LIKE 'sensor:%' THEN substr(source, 8) ELSE '(none)' END
+            FROM chain WHERE parent_id IS NULL
+        )
+        SELECT coalesce(o.key, '(none)') AS key, {_COST_COLUMNS}
+        FROM runs r LEFT JOIN origin o ON o.task_id = r.task_id
         WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
 }
 
