@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,10 +123,17 @@ def classify(stream: CodexStream, exit_code: int | None, stderr: str) -> tuple[O
 class CodexExecutor:
     name = "codex"
 
-    def __init__(self, settings: Settings, *, grace_s: float = DEFAULT_GRACE_S) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        grace_s: float = DEFAULT_GRACE_S,
+        now_ms: Callable[[], int] | None = None,
+    ) -> None:
         self.settings = settings
         self.grace_s = grace_s
-        self.now_ms = SystemClock().now_ms
+        # only to read a reset time given as a clock time: the next such moment after now
+        self.now_ms = now_ms or SystemClock().now_ms
 
     async def run(self, task: Task, ctx: RunContext) -> Outcome:
         model = ctx.model or self.settings.codex.model
