@@ -201,7 +201,9 @@ async def execute(spec: SensorSpec, env: RunEnv, prev: SensorState | None) -> Se
         status, error = "error", str(err)
     except (Exception, SystemExit) as err:  # a sensor must never take the process down
         status, error = "error", _describe(err)
-        logger.warning("sensor %s failed", spec.name, exc_info=True)
+        # One line for people; the traceback only where logging is configured to show it.
+        logger.warning("sensor %s failed: %s", spec.name, error)
+        logger.info("sensor %s traceback", spec.name, exc_info=True)
     if status != "ok":
         tasks, dropped, state = [], 0, None
     elif dropped:
@@ -261,7 +263,7 @@ async def _record(
     try:
         batch = await env.store.record_sensor_run(spec.name, run, tasks, state)
     except Exception as err:  # the store refused: record the failure without the tasks
-        log.warning("sensor %s: storing its run failed", spec.name, exc_info=True)
+        log.warning("sensor %s: storing its run failed: %s", spec.name, _describe(err))
         failures = (prev.consecutive_failures if prev else 0) + 1
         due = next_due(spec.schedule, started, failures, env.max_backoff_ms, started)
         error = f"could not store its tasks: {_describe(err)}"
@@ -269,7 +271,7 @@ async def _record(
         try:
             await env.store.record_sensor_run(spec.name, run, [], None)
         except Exception:
-            log.exception("sensor %s: recording its failure failed too", spec.name)
+            log.warning("sensor %s: recording its failure failed too", spec.name)
         return SensorReport(spec.name, "error", (), 0, 0, error, started, duration_ms, due)
     if status == "ok":
         _after_commit(spec.name, ctx._after_commit)
@@ -283,5 +285,5 @@ def _after_commit(name: str, callbacks: Sequence[Callable[[], None]]) -> None:
     for callback in callbacks:
         try:
             callback()
-        except Exception:
-            log.warning("sensor %s: after-commit step failed", name, exc_info=True)
+        except Exception as err:
+            log.warning("sensor %s: after-commit step failed: %s", name, _describe(err))
