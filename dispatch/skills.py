@@ -127,7 +127,7 @@ def load_skill(skills_dir: Path, name: str) -> Skill:
     folder = skills_dir / name
     path = folder / SKILL_FILE
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # editors on some systems add a BOM
     except FileNotFoundError:
         raise SkillError(f"unknown skill {name!r}: no {SKILL_FILE} in {folder}") from None
     except (OSError, UnicodeDecodeError) as err:

@@ -105,3 +105,12 @@ def test_the_shipped_example_skills_load() -> None:
     assert disk.executor == "command"
     assert disk.command is not None
     assert Path(disk.command[1]).is_file()
+
+
+def test_a_bom_and_windows_line_endings_are_fine(tmp_path: Path) -> None:
+    folder = tmp_path / "win"
+    folder.mkdir()
+    (folder / "SKILL.md").write_bytes("\ufeff---\r\ndescription: From Windows\r\n---\r\nBody.\r\n".encode())
+    skill = load_skill(tmp_path, "win")
+    assert skill.description == "From Windows"
+    assert skill.body.strip() == "Body."
