@@ -25,7 +25,9 @@ test: lint
 run: $(STAMP)
 	$(BIN)/vigil --home . run
 
+# Installs the peers (the `bench` extra) first; BENCH_ARGS="--quick" for a smoke run.
 bench: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:

@@ -1,0 +1,112 @@
+"""The other side of each comparison: plain ``sqlite3`` at Vigil's durability, and
+the queues a Python user might pick instead (huey's SQLite storage, persist-queue,
+litequeue), installed by ``pip install -e .[bench]``.
+
+Every opener returns a ``Contender`` whose ``durability`` is read back from the
+peer's own connection, so a table never claims a setting that was not in force.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from bench.harness import Contender, synchronous_of, timed_calls
+from vigil.store.sqlite_schema import V1
+
+PEER_PACKAGES = ("huey", "persistqueue", "litequeue")  # import names of the `bench` extra
+
+# The columns ``SqliteStore.add_task`` writes, in the same order, as positional
+# parameters: what a plain sqlite3 user would insert into the same table.
+INSERT_TASK = """
+INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
+                   scheduled_for, created_at, updated_at, updated_by, max_retries)
+VALUES (?, '', '[]', ?, ?, ?, 'open', ?, ?, ?, ?, 3)
+"""
+INSERT_TASK_IGNORE = INSERT_TASK + " ON CONFLICT DO NOTHING"
+
+
+def missing_peers() -> list[str]:
+    """Import names of the peer packages that are not installed."""
+    import importlib.util
+
+    return [name for name in PEER_PACKAGES if importlib.util.find_spec(name) is None]
+
+
+def tasks_table_ddl() -> list[str]:
+    """Vigil's ``tasks`` table and its indexes (unique source-key indexes included),
+    without the triggers: the "equivalent table" a plain sqlite3 user would have."""
+    return [s for s in V1 if "CREATE TABLE tasks" in s or (re.search(r"\bON tasks\b", s) and "TRIGGER" not in s)]
+
+
+def plain_connect(path: Path, *, create: bool) -> sqlite3.Connection:
+    """A plain connection at Vigil's durability: WAL, ``synchronous=FULL``; with
+    ``create`` it makes the equivalent tasks table (else the file has a schema)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    if create:
+        for statement in tasks_table_ddl():
+            conn.execute(statement)
+    return conn
+
+
+def task_row(subject: str, now_ms: int, source_key: str | None = None, source: str = "human") -> tuple[object, ...]:
+    """Parameters of ``INSERT_TASK`` for one task (priority 5, due now)."""
+    return (subject, 5, source, source_key, now_ms, now_ms, now_ms, "human")
+
+
+def plain_single_insert(name: str, conn: sqlite3.Connection, now_ms: int) -> Contender:
+    """One INSERT and one COMMIT per task, as ``sqlite3`` users write it."""
+
+    def one(i: int) -> None:
+        conn.execute("BEGIN")
+        conn.execute(INSERT_TASK, task_row(f"plain task {i}", now_ms))
+        conn.execute("COMMIT")
+
+    return Contender(name, synchronous_of(conn), lambda n: timed_calls(one, n))
+
+
+def huey_enqueue(folder: Path) -> tuple[Contender, Any]:
+    """huey's ``SqliteHuey`` at its default durability (``fsync`` unset: SQLite's
+    compiled default, read back below); one enqueue is one task call. Returns the
+    contender and the huey instance (to close)."""
+    from huey import SqliteHuey  # type: ignore[import-untyped]
+
+    huey = SqliteHuey(name="bench", filename=str(folder / "huey.db"))
+
+    @huey.task()  # type: ignore[untyped-decorator]
+    def noop(i: int) -> None:
+        """The task body is never run here: enqueueing is what is measured."""
+
+    noop(-1)  # creates the connection, so its pragmas can be read back
+    durability = synchronous_of(huey.storage.conn) + " (huey default)"
+    return Contender("huey SqliteHuey enqueue", durability, lambda n: timed_calls(noop, n)), huey
+
+
+def persist_queue_put(folder: Path) -> tuple[Contender, Any]:
+    """persist-queue's ``SQLiteAckQueue`` with ``auto_commit=True`` (one commit per
+    put) at its default durability."""
+    from persistqueue import SQLiteAckQueue
+
+    queue = SQLiteAckQueue(str(folder / "persist-queue"), auto_commit=True)
+    assert queue._putter is not None, "persist-queue opened no connection"
+    durability = synchronous_of(queue._putter) + " (persist-queue default)"
+    return Contender("persist-queue SQLiteAckQueue.put", durability, lambda n: timed_calls(queue.put, n)), queue
+
+
+def litequeue_put(folder: Path) -> tuple[Contender, Any]:
+    """litequeue's ``LiteQueue.put`` (autocommit: one commit per put). Its default is
+    ``synchronous=NORMAL``; it is raised to FULL here to compare at equal durability."""
+    from litequeue import LiteQueue  # type: ignore[import-untyped]
+
+    queue = LiteQueue(str(folder / "litequeue.db"))
+    queue.conn.execute("PRAGMA synchronous = FULL")
+    durability = synchronous_of(queue.conn) + " (raised from its NORMAL default)"
+
+    def one(i: int) -> None:
+        queue.put(f'{{"subject": "litequeue task {i}"}}')
+
+    return Contender("litequeue put", durability, lambda n: timed_calls(one, n)), queue
