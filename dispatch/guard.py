@@ -43,6 +43,7 @@ from vigil.store import Store
 log = logging.getLogger("vigil.guard")
 
 GUARD_KEY = "guard"  # loop_state: {"consecutive_failures": int}
+BUDGET_RECHECK_MS = 60_000  # over budget, how soon spend leaving the window is noticed
 ACTOR = "guard"
 # Attempts that count as failures of the work itself. Not here: success (resets),
 # canceled (a person's choice), usage_limited and auth (they gate on their own),
@@ -65,7 +66,8 @@ class GateDecision:
 
     ``max_priority`` None: any task; p: only tasks with priority ≤ p (over budget).
     ``until``: when a closed gate opens by itself (None: on a person's word, or
-    open now). ``reason`` is one line for logs and status.
+    open now); over budget, when to ask again. ``reason`` is one line for logs and
+    status.
     """
 
     may_claim: bool
@@ -104,7 +106,8 @@ class Guard:
             self._alerts.notify(event)
         if use.over:
             reason = f"over budget (${use.spent_usd:.2f} of ${use.cap_usd:.2f} in 24 h): urgent tasks only"
-            return GateDecision(True, max_priority=budget.urgent_priority, reason=reason)
+            until = now_ms + BUDGET_RECHECK_MS
+            return GateDecision(True, max_priority=budget.urgent_priority, reason=reason, until=until)
         return GateDecision(True)
 
     async def after_outcome(self, task: Task, outcome: Outcome) -> None:

@@ -98,7 +98,9 @@ class Dispatcher:
 
     @property
     def closed_gate(self) -> GateDecision | None:
-        """The guard's last refusal to claim (paused, gated), while it lasts; else None."""
+        """The guard's last refusal to claim (paused, gated) or restriction (over
+        budget: urgent tasks only), while it lasts; else None. Its ``until`` is when
+        the idle loop asks the guard again."""
         return self._closed_gate
 
     async def mark_stopped(self) -> None:
@@ -126,9 +128,12 @@ class Dispatcher:
         decision = await self._guard.may_claim(self._clock.now_ms())
         if not decision.may_claim and self._closed_gate is None:
             log.warning("not claiming: %s", decision.reason)
-        elif decision.may_claim and self._closed_gate is not None:
+        elif decision.may_claim and decision.max_priority is None and self._closed_gate is not None:
             log.info("claiming again")
-        self._closed_gate = None if decision.may_claim else decision
+        # Over budget the gate is half open: kept, so that with only routine tasks due
+        # the idle loop sleeps until the guard's recheck instead of spinning on them.
+        restricted = not decision.may_claim or decision.max_priority is not None
+        self._closed_gate = decision if restricted else None
         return decision
 
     async def _claim(self) -> Claim | None:
