@@ -43,6 +43,30 @@ class NewTask:
     dedup: DedupScope = DedupScope.OPEN
 
 
+class HttpPool:
+    """The one ``httpx.AsyncClient`` that runs share, built on first use: building
+    its TLS context costs tens of milliseconds, which sensors that never touch the
+    network should not pay."""
+
+    def __init__(self, timeout_s: float = 10.0) -> None:
+        self._timeout_s = timeout_s
+        self._client: httpx.AsyncClient | None = None
+
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                follow_redirects=True,
+                timeout=httpx.Timeout(self._timeout_s),
+                headers={"User-Agent": "vigil-sensor/0.1"},
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+
 class QueueView(Protocol):
     """The read-only part of the store a sensor may look at."""
 
@@ -77,7 +101,7 @@ class SensorContext:
     options: Mapping[str, Any]
     state: dict[str, Any]
     clock: Clock
-    http: httpx.AsyncClient
+    http_pool: HttpPool
     log: logging.Logger
     home: Path
     queue: QueueView
@@ -86,6 +110,11 @@ class SensorContext:
     peers: tuple[str, ...] = ()
     warnings: list[str] = field(default_factory=list)
     _after_commit: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The shared HTTP client (redirects followed, 10 s timeout per operation)."""
+        return self.http_pool.client()
 
     def warn(self, message: str) -> None:
         """Report a problem that did not fail the run (e.g. a malformed line); it is

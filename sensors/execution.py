@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from sensors.api import NewTask, SensorContext
+from sensors.api import HttpPool, NewTask, SensorContext
 from sensors.config import SensorSpec
 from sensors.timing import next_due
 from vigil.clock import Clock
@@ -105,7 +103,7 @@ class RunEnv:
 
     store: Store
     clock: Clock
-    http: httpx.AsyncClient
+    http: HttpPool
     home: Path
     max_backoff_ms: int
     peers: tuple[str, ...]
@@ -176,7 +174,7 @@ async def execute(spec: SensorSpec, env: RunEnv, prev: SensorState | None) -> Se
         options=spec.options,
         state=json.loads(json.dumps(prev.state)) if prev else {},
         clock=env.clock,
-        http=env.http,
+        http_pool=env.http,
         log=logger,
         home=env.home,
         queue=ReadOnlyQueue(env.store),

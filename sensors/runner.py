@@ -25,11 +25,11 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
 
+from sensors.api import HttpPool
 from sensors.config import SensorSpec
 from sensors.execution import RunEnv, SensorReport, execute
 from sensors.timing import Schedule, next_due
@@ -43,16 +43,6 @@ log = logging.getLogger("vigil.sensors")
 
 RUN_NOW_CONCURRENCY = 32  # sensors run at once by run_now; they mostly wait on I/O
 DUE_TOLERANCE_MS = 50  # a tick this early still counts as due (clock rounding)
-HTTP_TIMEOUT_S = 10.0
-
-
-def new_http_client() -> httpx.AsyncClient:
-    """The client every sensor run shares (connection pooling, redirects, a timeout)."""
-    return httpx.AsyncClient(
-        follow_redirects=True,
-        timeout=httpx.Timeout(HTTP_TIMEOUT_S),
-        headers={"User-Agent": "vigil-sensor/0.1"},
-    )
 
 
 class _NominalTrigger(BaseTrigger):  # type: ignore[misc]
@@ -102,7 +92,7 @@ class SensorRunner:
         self._clock = clock
         self._specs = {spec.name: spec for spec in specs}
         self._on_created = on_created
-        self._http: httpx.AsyncClient | None = None
+        self._http: HttpPool | None = None
         self._scheduler: Any = None
         self._inflight: set[asyncio.Task[Any]] = set()
 
@@ -117,7 +107,7 @@ class SensorRunner:
             return next_due(spec.schedule, None, 0, max_backoff, now_ms)
         return next_due(spec.schedule, state.last_run_at, state.consecutive_failures, max_backoff, now_ms)
 
-    def _env(self, http: httpx.AsyncClient) -> RunEnv:
+    def _env(self, http: HttpPool) -> RunEnv:
         return RunEnv(
             store=self._store,
             clock=self._clock,
@@ -169,7 +159,7 @@ class SensorRunner:
 
     async def _run_many(self, chosen: Sequence[SensorSpec], states: dict[str, SensorState]) -> list[SensorReport]:
         own_client = self._http is None
-        http = self._http or new_http_client()
+        http = self._http or HttpPool()
         gate = asyncio.Semaphore(RUN_NOW_CONCURRENCY)
         env = self._env(http)
 
@@ -189,7 +179,7 @@ class SensorRunner:
         if self._scheduler is not None:
             return
         defaults = self._settings.sensor_defaults
-        self._http = new_http_client()
+        self._http = HttpPool()
         scheduler = AsyncIOScheduler(timezone=UTC)
         states = {s.name: s for s in await self._store.sensor_states()}
         now = self._clock.now_ms()
