@@ -150,8 +150,9 @@ async def test_ever_scope_needs_a_key(store: Store) -> None:
         new("x", source_key="k", priority=0),
         new("x", source_key="k", priority=10),
         new("x", source_key="k", priority=-3),
+        new("x", source_key="k", max_retries=-1),
     ],
-    ids=["empty", "whitespace", "priority-0", "priority-10", "priority-negative"],
+    ids=["empty", "whitespace", "priority-0", "priority-10", "priority-negative", "max-retries-negative"],
 )
 @pytest.mark.parametrize("scope", list(DedupScope))
 async def test_bad_input_raises_even_when_its_key_is_taken(store: Store, bad: NewTask, scope: DedupScope) -> None:

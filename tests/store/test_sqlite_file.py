@@ -10,7 +10,7 @@ import pytest
 
 from tests.store.contract import all_tasks, new
 from vigil.clock import ManualClock
-from vigil.errors import NotADatabase, SchemaTooNew
+from vigil.errors import InputError, NotADatabase, SchemaTooNew
 from vigil.store.sqlite import SqliteStore
 from vigil.store.sqlite_schema import SCHEMA_VERSION
 
@@ -99,7 +99,7 @@ async def test_pragmas_are_in_effect(tmp_path: Path, clock: ManualClock) -> None
         assert got == {"journal_mode": "wal", "synchronous": 2, "foreign_keys": 1, "busy_timeout": 5000}
         # foreign_keys really enforced: a dependency on a missing task is refused by
         # the schema even when the store's own check is bypassed.
-        with pytest.raises(sqlite3.IntegrityError):
+        with pytest.raises(InputError, match="FOREIGN KEY constraint failed"):
             await store._db.write(lambda conn: conn.execute("INSERT INTO task_deps VALUES (1, 999)"))
     assert _journal_mode(path) == "wal"  # persistent: recorded in the file itself
 
@@ -110,6 +110,22 @@ def _journal_mode(path: Path) -> str:
         return str(conn.execute("PRAGMA journal_mode").fetchone()[0])
     finally:
         conn.close()
+
+
+async def test_a_constraint_the_store_did_not_foresee_is_a_vigil_error(tmp_path: Path, clock: ManualClock) -> None:
+    """Driver errors never leave the store: a CHECK failure in a write becomes an
+    ``InputError`` and the transaction is rolled back."""
+    async with await SqliteStore.open(tmp_path / "v.db", clock=clock) as store:
+        await store.add_task(new("x"))
+
+        def two_writes(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE tasks SET subject = 'renamed' WHERE id = 1")
+            conn.execute("UPDATE tasks SET priority = 0 WHERE id = 1")
+
+        with pytest.raises(InputError, match="CHECK constraint failed") as refused:
+            await store._db.write(two_writes)
+        assert not isinstance(refused.value, sqlite3.Error)
+        assert (await store.get_task(1)).subject == "x"
 
 
 async def test_normal_synchronous_only_when_asked(tmp_path: Path, clock: ManualClock) -> None:

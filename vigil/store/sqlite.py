@@ -116,6 +116,8 @@ def _check_new_task(conn: sqlite3.Connection, new: NewTask) -> None:
         raise InputError("subject must not be empty")
     if not MIN_PRIORITY <= new.priority <= MAX_PRIORITY:
         raise InputError(f"priority must be {MIN_PRIORITY}-{MAX_PRIORITY}, not {new.priority}")
+    if new.max_retries is not None and new.max_retries < 0:
+        raise InputError(f"max retries must be 0 or more, not {new.max_retries}")
     if new.parent_id is not None:
         _require_task(conn, new.parent_id)
     for dep in new.depends_on:
@@ -343,10 +345,8 @@ class SqliteStore:
 
         try:
             return await self._db.write(body)
-        except sqlite3.IntegrityError as err:
-            if "source_key" in str(err):
-                raise DuplicateOpenTask(f"task #{task_id}: another open task already has its source key") from None
-            raise
+        except DuplicateOpenTask:
+            raise DuplicateOpenTask(f"task #{task_id}: another open task already has its source key") from None
 
     async def cancel(self, task_id: int, *, actor: str) -> Task:
         now = self._clock.now_ms()

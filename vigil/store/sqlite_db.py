@@ -26,7 +26,7 @@ from typing import Any, TypeVar, cast
 
 import aiosqlite
 
-from vigil.errors import NotADatabase, StoreBusy, StoreError
+from vigil.errors import DuplicateOpenTask, InputError, NotADatabase, StoreBusy, StoreError, VigilError
 
 T = TypeVar("T")
 
@@ -42,8 +42,17 @@ def _is_busy(err: sqlite3.OperationalError) -> bool:
     return "locked" in str(err) or "busy" in str(err)
 
 
-def translate(err: sqlite3.Error, path: Path) -> StoreError:
-    """The ``vigil.errors`` type for a driver error (the only translation point)."""
+def translate(err: sqlite3.Error, path: Path) -> VigilError:
+    """The ``vigil.errors`` type for a driver error (the only translation point).
+
+    A constraint failure is bad input (the transaction was rolled back, nothing
+    changed): the open-scope source-key index → ``DuplicateOpenTask``, any other
+    → ``InputError`` naming the constraint.
+    """
+    if isinstance(err, sqlite3.IntegrityError):
+        if "tasks.source_key" in str(err):
+            return DuplicateOpenTask("another open task already has this source key")
+        return InputError(f"the database refused the change: {err}")
     if isinstance(err, sqlite3.DatabaseError) and "file is not a database" in str(err):
         return NotADatabase(f"{path} is not a Vigil database (file is not a database)")
     if isinstance(err, sqlite3.OperationalError) and _is_busy(err):
@@ -144,8 +153,6 @@ class Database:
             except sqlite3.OperationalError as err:
                 if not _is_busy(err) or attempt == BUSY_RETRIES:
                     raise translate(err, self.path) from None
-            except sqlite3.IntegrityError:
-                raise  # the caller translates constraint failures into domain errors
             except sqlite3.Error as err:
                 raise translate(err, self.path) from None
             # Busy past busy_timeout: another writer held the lock for seconds.
