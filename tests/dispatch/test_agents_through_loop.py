@@ -1,5 +1,5 @@
-"""The fake Claude Code scenarios through the real dispatcher and store: each ends in
-the right task state and run record (retry, requeue after a reset, or final)."""
+"""The fake Claude Code and Codex scenarios through the real dispatcher and store: each
+ends in the right task state and run record (retry, requeue after a reset, or final)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from dispatch.executors import build_executor
 from dispatch.loop import Dispatcher
-from tests.dispatch.agent_support import CLAUDE_FAKE, PRICES, fake_argv
+from tests.dispatch.agent_support import CLAUDE_FAKE, CODEX_FAKE, PRICES, fake_argv
 from tests.dispatch.conftest import WORKER
 from vigil.clock import ManualClock
 from vigil.config import AgentCliSettings, Price, Settings
@@ -24,13 +24,14 @@ RESET_MS = 1_767_225_600_000
 
 
 async def run_scenario(
-    db: SqliteStore, settings: Settings, clock: ManualClock, scenario: str
+    db: SqliteStore, settings: Settings, clock: ManualClock, scenario: str, *, executor: str = "claude"
 ) -> tuple[Task, list[dict[str, object]]]:
     clock.set(NOW_MS)
     settings = replace(
         settings,
-        dispatch=replace(settings.dispatch, executor="claude"),
+        dispatch=replace(settings.dispatch, executor=executor),
         claude=AgentCliSettings(tuple(fake_argv(CLAUDE_FAKE, scenario))),
+        codex=AgentCliSettings(tuple(fake_argv(CODEX_FAKE, scenario)), model="gpt-5-codex"),
         prices={name: Price(**price) for name, price in PRICES.items()},
     )
     added = await db.add_task(NewTask(f"scenario {scenario}"))
@@ -122,3 +123,24 @@ async def test_a_10_mb_answer_is_stored_capped(db: SqliteStore, settings: Settin
     assert len(task.result_summary) <= 200
     transcript = Path(str(run["transcript_path"]))
     assert transcript.stat().st_size > 20 * 1024 * 1024  # assistant line and result line, both whole
+
+
+async def test_codex_success_over_two_turns(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:
+    task, (run,) = await run_scenario(db, settings, clock, "success", executor="codex")
+    assert task.status is TaskStatus.COMPLETED
+    assert task.result_summary == "Final: all three feeds summarised."
+    assert task.tokens_in == (37067 - 26880) + (1000 - 500)
+    assert task.tokens_out == 1000
+    assert run["cache_read_tokens"] == 26880 + 500
+    assert task.api_cost_usd == pytest.approx(task.cost_usd)
+    assert task.cost_usd > 0
+    assert run["model"] == "gpt-5-codex"
+    assert run["session_id"] == "01a03463"
+
+
+async def test_codex_turn_failed_is_retried(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:
+    task, (run,) = await run_scenario(db, settings, clock, "turn_failed", executor="codex")
+    assert task.status is TaskStatus.PENDING
+    assert task.scheduled_for > NOW_MS
+    assert run["outcome"] == "transient"
+    assert run["error"] == "stream disconnected before completion"
