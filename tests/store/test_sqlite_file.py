@@ -10,7 +10,7 @@ import pytest
 
 from tests.store.contract import all_tasks, new
 from vigil.clock import ManualClock
-from vigil.errors import InputError, NotADatabase, SchemaTooNew
+from vigil.errors import InputError, NotADatabase, SchemaTooNew, StoreError
 from vigil.store.sqlite import SqliteStore
 from vigil.store.sqlite_schema import SCHEMA_VERSION
 
@@ -148,3 +148,20 @@ async def test_backup_opens_and_holds_the_same_tasks(tmp_path: Path, clock: Manu
         assert [n.text for n in await copy.list_notes(3)] == ["a note"]
         assert await copy.integrity_check() == "ok"
         assert not (await copy.add_task(new("dup", source_key="k0"))).created
+
+
+@pytest.mark.parametrize("where", ["a file that is not a database", "a folder", "below a file"])
+async def test_a_backup_that_cannot_be_written_names_the_target(tmp_path: Path, clock: ManualClock, where: str) -> None:
+    live = tmp_path / "live" / "vigil.db"
+    junk = tmp_path / "notes.txt"
+    junk.write_text("my notes, not a database\n" * 50)
+    target = {"a file that is not a database": junk, "a folder": tmp_path, "below a file": junk / "copy.db"}[where]
+    async with await SqliteStore.open(live, clock=clock) as store:
+        await store.add_task(new("precious"))
+        with pytest.raises(StoreError) as failed:
+            await store.backup(target)
+        message = str(failed.value)
+        assert f"to {target}" in message
+        assert not isinstance(failed.value, NotADatabase)  # the live database is fine
+        assert junk.read_text() == "my notes, not a database\n" * 50
+        assert [t.subject for t in await all_tasks(store)] == ["precious"]

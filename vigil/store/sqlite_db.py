@@ -174,7 +174,13 @@ class Database:
             try:
                 await self._hop(copy)
             except sqlite3.Error as err:
-                raise translate(err, self.path) from None
+                failure = translate(err, target)
+                if isinstance(failure, StoreBusy):
+                    raise failure from None
+                # Name both files: "not a database" here is about the target, never the source.
+                raise StoreError(f"cannot back up {self.path} to {target}: {err}") from None
+            except OSError as err:
+                raise StoreError(f"cannot back up {self.path} to {target}: {err.strerror}") from None
 
     async def close(self) -> None:
         await self._conn.close()
