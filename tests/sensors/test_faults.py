@@ -192,3 +192,20 @@ async def test_on_created_is_called_only_when_a_run_stored_new_tasks(
     assert woken == [1]
     await runner.run_now()  # only duplicates
     assert woken == [1]
+
+
+async def test_after_commit_steps_run_only_when_the_run_was_stored(
+    store: SqliteStore, make_spec: SpecFactory, make_runner: RunnerFactory
+) -> None:
+    done: list[str] = []
+
+    async def commits(ctx: SensorContext) -> list[NewTask]:
+        ctx.after_commit(lambda: done.append("moved"))
+        if ctx.options.get("fail"):
+            raise RuntimeError("after registering")
+        return [NewTask(key="k", subject="s")]
+
+    await make_runner(make_spec(commits, options={"fail": True})).run_now()
+    assert done == []
+    await make_runner(make_spec(commits)).run_now()
+    assert done == ["moved"]

@@ -169,3 +169,30 @@ async def test_stop_cancels_a_run_in_flight(store: SqliteStore, settings: Settin
     async with asyncio.timeout(20):
         await runner.stop()
     assert await store.sensor_states() == []  # the cancelled run recorded nothing
+
+
+async def test_a_scheduler_tick_skips_a_sensor_that_another_process_just_ran(
+    store: SqliteStore, settings: Settings, clock: ManualClock, make_spec: SpecFactory
+) -> None:
+    """The job function itself, forced to run: it re-reads the persisted state."""
+    from sensors.api import HttpPool
+
+    spec = make_spec(minutely, "shared", every="5m")
+    other_process = SensorRunner(store, settings, clock, [spec])
+    ticking = SensorRunner(store, settings, clock, [spec])
+    ticking._http = HttpPool()  # what start() provides; no scheduler: rescheduling is a no-op
+    try:
+        await other_process.run_now()
+        runs.clear()
+        clock.advance(MIN)
+        await ticking._tick("shared")
+        assert runs == []  # ran a minute ago elsewhere: not due
+        clock.advance(4 * MIN)
+        await ticking._tick("shared")
+        assert runs == ["shared"]
+        await store.set_sensor_enabled("shared", False)
+        clock.advance(10 * MIN)
+        await ticking._tick("shared")
+        assert runs == ["shared"]  # disabled from another process: the tick skips it
+    finally:
+        await ticking.stop()
