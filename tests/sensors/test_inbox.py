@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
+from sensors.api import NewTask, SensorContext
 from sensors.builtin.inbox import inbox
 from sensors.execution import SensorReport
 from tests.sensors.conftest import RunnerFactory, SpecFactory
+from vigil.models import Task
 from vigil.store.sqlite import SqliteStore
 
 # The package re-exports the function under the module's name; this is the module.
@@ -35,9 +37,22 @@ def box(tmp_path: Path) -> Path:
     return tmp_path / "inbox"
 
 
+async def inbox_tasks(store: SqliteStore) -> list[Task]:
+    return [t for t in await store.list_tasks() if t.source == "sensor:inbox"]
+
+
+async def other(ctx: SensorContext) -> list[NewTask]:
+    return [NewTask(key="other", subject="the other sensor ran")]
+
+
 async def run_inbox(make_runner: RunnerFactory, make_spec: SpecFactory, **options: Any) -> SensorReport:
+    """One inbox run beside another sensor, which must store its task whatever the
+    inbox meets."""
     spec = make_spec(inbox, options={"path": "inbox", **options})
-    return (await make_runner(spec).run_now())[0]
+    report, beside = await make_runner(spec, make_spec(other)).run_now()
+    assert beside.ok
+    assert beside.created + beside.ignored == 1
+    return report
 
 
 async def test_a_dropped_file_becomes_a_task_and_moves_to_done(
@@ -47,7 +62,7 @@ async def test_a_dropped_file_becomes_a_task_and_moves_to_done(
     report = await run_inbox(make_runner, make_spec)
 
     assert (report.status, report.created) == ("ok", 1)
-    task = (await store.list_tasks())[0]
+    task = (await inbox_tasks(store))[0]
     assert task.subject == "Fix the login page"
     assert "It 500s when the password has a quote." in task.description
     assert task.source == "sensor:inbox"
@@ -71,7 +86,7 @@ async def test_files_being_written_are_not_read(
     os.rename(box / "upload.txt.part", box / "upload.txt")  # rename into place: now it is ready
     report = await run_inbox(make_runner, make_spec, settle="30s")
     assert report.created == 1
-    assert (await store.list_tasks())[0].subject == "partial"
+    assert (await inbox_tasks(store))[0].subject == "partial"
 
 
 async def test_name_collisions_in_done_get_a_suffix(
@@ -86,7 +101,7 @@ async def test_name_collisions_in_done_get_a_suffix(
     done = box / "done"
     assert sorted(p.name for p in done.iterdir()) == ["note-1.txt", "note-2.txt", "note.txt"]
     assert (done / "note-2.txt").read_text() == "third"
-    assert sorted(t.subject for t in await store.list_tasks()) == ["first", "second", "third"]
+    assert sorted(t.subject for t in await inbox_tasks(store)) == ["first", "second", "third"]
 
 
 async def test_binary_empty_and_huge_files_are_handled_clearly(
@@ -105,7 +120,7 @@ async def test_binary_empty_and_huge_files_are_handled_clearly(
 
     report = await run_inbox(make_runner, make_spec, max_bytes=1000)
     assert report.created == 4
-    subjects = {t.subject: t for t in await store.list_tasks()}
+    subjects = {t.subject: t for t in await inbox_tasks(store)}
     assert "Binary file in inbox: photo.jpg (1.1 KiB)" in subjects
     assert "Binary file in inbox: latin1.txt (4 bytes)" in subjects
     assert "Inbox file empty.txt (empty)" in subjects
@@ -130,7 +145,7 @@ async def test_a_file_vanishing_mid_read_is_skipped(
     monkeypatch.setattr(inbox_module, "_read_head", read_after_delete)
     report = await run_inbox(make_runner, make_spec)
     assert (report.status, report.created) == ("ok", 1)
-    assert [t.subject for t in await store.list_tasks()] == ["stays"]
+    assert [t.subject for t in await inbox_tasks(store)] == ["stays"]
 
 
 async def test_a_crash_before_the_move_does_not_duplicate_the_task(
@@ -144,7 +159,7 @@ async def test_a_crash_before_the_move_does_not_duplicate_the_task(
     report = await run_inbox(make_runner, make_spec)
     assert (report.created, report.ignored) == (0, 1)  # same key, scope ever
     assert not (box / "once.txt").exists()
-    assert len(await store.list_tasks()) == 1
+    assert len(await inbox_tasks(store)) == 1
 
 
 async def test_at_most_max_tasks_files_per_run_the_rest_wait(
