@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import replace
 
 import pytest
@@ -184,3 +186,20 @@ async def test_dependencies_are_stored(store: Store) -> None:
     assert await store.dependencies(c.task_id) == sorted([a.task_id, b.task_id])
     assert await store.dependencies(a.task_id) == []
     assert (await store.get_task(c.task_id)).waiting_on == 2
+
+
+async def test_a_cancelled_caller_leaves_no_half_written_add(store: Store) -> None:
+    """Cancelling the awaiting coroutine mid-write leaves either the whole task (with
+    its event) or nothing, and the store keeps working."""
+    for i in range(20):
+        adding = asyncio.create_task(store.add_task(new(f"maybe {i}", source_key=f"k{i}")))
+        for _ in range(i % 4):
+            await asyncio.sleep(0)
+        adding.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await adding
+    for task in await all_tasks(store):
+        assert [e.kind for e in await store.list_events(task.id)] == ["created"]
+    after = await store.add_task(new("after", source_key="k0"))
+    assert after.task_id is not None
+    await assert_counts_match(store)

@@ -18,7 +18,7 @@ from tests.store import workers
 from tests.store.contract import all_tasks, new
 from vigil.clock import ManualClock
 from vigil.errors import StoreBusy
-from vigil.models import TaskStatus
+from vigil.models import DedupScope, TaskStatus
 from vigil.store import sqlite_db
 from vigil.store.sqlite import SqliteStore
 
@@ -36,7 +36,10 @@ def _run_all(processes: list[multiprocessing.process.BaseProcess], results: obje
     return got
 
 
-async def test_twenty_processes_adding_the_same_keys_create_each_once(tmp_path: Path, clock: ManualClock) -> None:
+@pytest.mark.parametrize("scope", list(DedupScope))
+async def test_twenty_processes_adding_the_same_keys_create_each_once(
+    tmp_path: Path, clock: ManualClock, scope: DedupScope
+) -> None:
     path = tmp_path / "vigil.db"
     await (await SqliteStore.open(path, clock=clock)).close()  # migrate once, up front
     keys = [f"key-{i}" for i in range(100)]
@@ -44,7 +47,8 @@ async def test_twenty_processes_adding_the_same_keys_create_each_once(tmp_path: 
     barrier = SPAWN.Barrier(n)
     results = SPAWN.Queue()
     processes = [
-        SPAWN.Process(target=workers.add_keys, args=(str(path), keys, seed, barrier, results)) for seed in range(n)
+        SPAWN.Process(target=workers.add_keys, args=(str(path), keys, str(scope), seed, barrier, results))
+        for seed in range(n)
     ]
     reports = _run_all(processes, results, n)
 

@@ -16,13 +16,15 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 from vigil.clock import ManualClock, SystemClock
-from vigil.models import NewTask, Outcome, OutcomeKind, TaskStatus
+from vigil.models import DedupScope, NewTask, Outcome, OutcomeKind, TaskStatus
 from vigil.store.sqlite import SqliteStore
 
 
-def add_keys(path: str, keys: list[str], seed: int, barrier: Barrier, results: Queue[tuple[int, list[str]]]) -> None:
-    """Add one task per key (open scope), in a shuffled order, once every process is
-    ready; report the keys this process created."""
+def add_keys(
+    path: str, keys: list[str], scope: str, seed: int, barrier: Barrier, results: Queue[tuple[int, list[str]]]
+) -> None:
+    """Add one task per key (dedup ``scope``), in a shuffled order, once every process
+    is ready; report the keys this process created."""
 
     async def run() -> list[str]:
         store = await SqliteStore.open(Path(path), clock=SystemClock(), busy_timeout_ms=30_000)
@@ -32,7 +34,8 @@ def add_keys(path: str, keys: list[str], seed: int, barrier: Barrier, results: Q
             barrier.wait()
             created = []
             for key in order:
-                result = await store.add_task(NewTask(f"task for {key}", source_key=key), actor=f"p{seed}")
+                task = NewTask(f"task for {key}", source_key=key, dedup=DedupScope(scope))
+                result = await store.add_task(task, actor=f"p{seed}")
                 if result.created:
                     created.append(key)
             return created
