@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sensors.cron import CronError, parse_cron
 from sensors.timing import Schedule, backoff_ms, next_due, parse_schedule
@@ -106,3 +108,60 @@ def test_next_due_comes_from_the_last_run() -> None:
 def test_every_occurrences_are_aligned_to_the_epoch() -> None:
     hourly = Schedule(every_ms=HOUR)
     assert iso(hourly.occurrence_at_or_before(ms("2026-03-02 10:59"))) == "2026-03-02 10:00 Mon"
+
+
+def _matches(cron_text: str, moment: datetime) -> bool:
+    """Brute-force reading of a cron expression, field by field (the oracle)."""
+    fields = cron_text.split()
+
+    def hit(field: str, value: int, low: int) -> bool:
+        for part in field.split(","):
+            base, _, step = part.partition("/")
+            start, end = (low, 10**6) if base == "*" else (int(base.split("-")[0]), int(base.split("-")[-1]))
+            if base != "*" and "-" not in base and step:
+                end = 10**6
+            if start <= value <= end and (value - start) % int(step or 1) == 0:
+                return True
+        return False
+
+    dom = hit(fields[2], moment.day, 1)
+    dow = hit(fields[4], moment.isoweekday() % 7, 0) or (moment.isoweekday() == 7 and hit(fields[4], 7, 0))
+    day = (dom and dow) if "*" in (fields[2], fields[4]) else (dom or dow)
+    return (
+        hit(fields[0], moment.minute, 0) and hit(fields[1], moment.hour, 0) and hit(fields[3], moment.month, 1) and day
+    )
+
+
+field_part = st.one_of(
+    st.just("*"),
+    st.builds(lambda s: f"*/{s}", st.integers(1, 7)),
+    st.integers(0, 5).map(str),
+    st.builds(lambda a, n: f"{a}-{a + n}", st.integers(0, 3), st.integers(0, 3)),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    minute=st.one_of(field_part, st.integers(0, 59).map(str)),
+    hour=st.one_of(st.just("*"), st.integers(0, 23).map(str), st.just("*/3")),
+    dom=st.one_of(st.just("*"), st.just("1-15"), st.just("*/2")),
+    dow=st.one_of(st.just("*"), st.just("1-5"), st.just("0"), st.just("6,7")),
+    start=st.integers(ms("2026-01-01 00:00"), ms("2026-12-31 00:00")),
+)
+def test_cron_agrees_with_a_brute_force_search(minute: str, hour: str, dom: str, dow: str, start: int) -> None:
+    text = f"{minute} {hour} {dom} * {dow}"
+    cron = parse_cron(text)
+    base = datetime.fromtimestamp(start / 1000, tz=UTC).replace(second=0, microsecond=0)
+    window = 3 * 24 * 60
+    forward = next(
+        (base + timedelta(minutes=i) for i in range(1, window) if _matches(text, base + timedelta(minutes=i))), None
+    )
+    if forward is not None:
+        assert cron.next_after(start) == int(forward.timestamp() * 1000)
+    else:
+        assert cron.next_after(start) >= int((base + timedelta(minutes=window)).timestamp() * 1000)
+    backward = next(
+        (base - timedelta(minutes=i) for i in range(window) if _matches(text, base - timedelta(minutes=i))), None
+    )
+    if backward is not None:
+        assert cron.at_or_before(start) == int(backward.timestamp() * 1000)
