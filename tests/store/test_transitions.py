@@ -261,6 +261,42 @@ async def test_requeue_of_a_task_the_agent_closed_keeps_its_status(store: Store,
     await assert_counts_match(store)
 
 
+async def test_a_whole_life_leaves_one_event_per_change(store: Store, clock: ManualClock) -> None:
+    now = clock.now_ms()
+    task_id = await add(store, priority=5)
+    await store.set_priority(task_id, 3, actor="human")
+    await store.defer(task_id, now + 10, actor="agent")
+    clock.set(now + 10)
+    c = await claim(store)
+    await store.requeue(c, Outcome(OutcomeKind.TRANSIENT), retry_at=now + 20, count_attempt=True, worker="w1")
+    clock.set(now + 20)
+    c = await claim(store)
+    await store.cancel(task_id, actor="human")
+    await store.finish(c, Outcome(OutcomeKind.CANCELED), TaskStatus.CANCELED, worker="w1")
+    await store.retry(task_id, actor="human")
+    c = await claim(store)
+    await store.add_note(task_id, "notes are not state changes", author="agent")
+    await store.close_task(task_id, TaskStatus.COMPLETED, "done", actor="agent")
+    await store.finish(c, success(), TaskStatus.COMPLETED, worker="w1")
+
+    assert trail(await store.list_events(task_id)) == [
+        ("human", "created", None, "pending"),
+        ("human", "priority", "5", "3"),
+        ("agent", "scheduled", str(now), str(now + 10)),
+        ("dispatcher", "status", "pending", "active"),
+        ("dispatcher", "status", "active", "pending"),
+        ("dispatcher", "status", "pending", "active"),
+        ("human", "cancel_requested", None, "active"),
+        ("dispatcher", "status", "active", "canceled"),
+        ("human", "status", "canceled", "pending"),
+        ("dispatcher", "status", "pending", "active"),
+        ("agent", "status", "active", "completed"),
+    ]
+    events = await store.list_events(task_id)
+    assert [e.at for e in events] == sorted(e.at for e in events)
+    assert len(await store.list_runs(task_id)) == 3
+
+
 Change = Callable[[Store, int], Awaitable[object]]
 CHANGES: dict[str, Change] = {
     "cancel": lambda s, i: s.cancel(i, actor="human"),
