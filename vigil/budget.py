@@ -70,3 +70,16 @@ async def claim_warnings(store: Store, use: BudgetUse, settings: BudgetSettings)
         fired.update({str(threshold): use.at for threshold in due})
         if await store.replace_loop_value(WARNINGS_KEY, raw, fired):
             return due
+
+
+def budget_json(use: BudgetUse) -> dict[str, object]:
+    """The budget's use for ``vigil status --json`` and ``vigil stats --json``."""
+    return {"spent_usd": use.spent_usd, "cap_usd": use.cap_usd, "fraction": use.fraction, "over": use.over}
+
+
+def budget_line(use: BudgetUse) -> str:
+    """One line for people: spend of the last 24 h against the cap."""
+    if use.cap_usd is None:
+        return f"budget: ${use.spent_usd:.2f} spent in the last 24 h (no cap)"
+    over = "; over the cap: only urgent tasks run" if use.over else ""
+    return f"budget: ${use.spent_usd:.2f} of ${use.cap_usd:.2f} in the last 24 h ({use.fraction or 0:.0%}){over}"

@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from vigil.budget import budget_use
+from vigil.budget import budget_json, budget_line, budget_use
 from vigil.clock import SystemClock
 from vigil.config import BudgetSettings
 from vigil.durations import parse_duration_ms, parse_when_ms
@@ -140,10 +140,7 @@ async def cost_report(store: Store, since: str, by: str, as_json: bool, budget: 
     if as_json:
         report: dict[str, object] = {"since": since, "by": by, "rows": [cost_json(r) for r in rows]}
         if use is not None:
-            report["budget"] = {"spent_usd": use.spent_usd, "cap_usd": use.cap_usd, "fraction": use.fraction}
+            report["budget"] = budget_json(use)
         return dumps(report)
     table = cost_table(rows, by)
-    if use is None:
-        return table
-    over = "; over the cap: only urgent tasks run" if use.over else ""
-    return f"{table}\nbudget: ${use.spent_usd:.2f} of ${use.cap_usd:.2f} in the last 24 h ({use.fraction:.0%}){over}"
+    return table if use is None else f"{table}\n{budget_line(use)}"

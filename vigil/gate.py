@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from vigil.clock import iso_utc
+from vigil.durations import format_duration
 from vigil.store import Store
 
 GATE_KEY = "gate"
@@ -118,3 +120,29 @@ async def lift_expired(store: Store, *, by: str, now_ms: int) -> LoopGate | None
         return None
     lifted = LoopGate(GateState.RUNNING, f"resumed after: {gate.reason}", None, now_ms, by)
     return gate if await store.replace_loop_value(GATE_KEY, raw, lifted.to_json()) else None
+
+
+def gate_json(gate: LoopGate, now_ms: int) -> dict[str, object]:
+    """The gate for ``vigil status --json``: times as ISO 8601, ``until`` None when
+    a person must act (or the loop runs)."""
+    return {
+        "state": str(gate.state),
+        "reason": gate.reason,
+        "since": iso_utc(gate.since) if gate.since else None,
+        "by": gate.by or None,
+        "until": iso_utc(gate.until),
+        "until_in_s": None if gate.until is None else max(0, gate.until - now_ms) // 1000,
+    }
+
+
+def gate_line(gate: dict[str, object]) -> str:
+    """One line for ``vigil status`` from ``gate_json``."""
+    state = gate["state"]
+    if state == GateState.RUNNING:
+        return "loop: running"
+    if state == GateState.PAUSED:
+        return f"loop: PAUSED by {gate['by'] or 'a person'} since {gate['since']}: {gate['reason']} (vigil resume)"
+    if gate["until"] is None:
+        return f"loop: GATED since {gate['since']}: {gate['reason']}; a person must run vigil resume"
+    wait = format_duration(int(str(gate["until_in_s"])) * 1000)
+    return f"loop: GATED: {gate['reason']}; resumes by itself at {gate['until']} (in {wait})"

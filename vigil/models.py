@@ -284,6 +284,9 @@ class SensorState:
 
 
 HEARTBEAT_KEY = "dispatcher"  # loop_state key the dispatcher writes every heartbeat
+# loop_state key counting tasks a flood limit refused:
+# {"total": n, "last_at": epoch_ms, "last_source": str, "last_reason": str}
+REJECTED_INSERTS_KEY = "rejected_inserts"
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,10 +8,12 @@ intervals and it did not say ``stopped``.
 
 from __future__ import annotations
 
+from vigil.budget import BudgetUse, budget_json, budget_line, budget_use
 from vigil.clock import iso_utc
 from vigil.config import Settings
 from vigil.durations import format_duration
-from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, SensorState, TaskStatus
+from vigil.gate import GATE_KEY, LoopGate, gate_json, gate_line
+from vigil.models import HEARTBEAT_KEY, REJECTED_INSERTS_KEY, DispatcherHeartbeat, SensorState, TaskStatus
 from vigil.store import Store
 
 STALE_BEATS = 3  # missed heartbeats before a dispatcher counts as gone
@@ -73,9 +75,14 @@ async def gather_status(store: Store, settings: Settings, now_ms: int) -> dict[s
     queue: dict[str, object] = {str(status): counts[status] for status in TaskStatus}
     queue["next_due_at"] = iso_utc(next_due)
     queue["next_due_in_s"] = None if next_due is None else max(0, next_due - now_ms) // 1000
+    loop_values = await store.loop_values()
+    use = await budget_use(store, settings.budget, now_ms)
     return {
         "now": iso_utc(now_ms),
         "dispatcher": dispatcher,
+        "gate": gate_json(LoopGate.from_json(loop_values.get(GATE_KEY)), now_ms),
+        "budget": budget_json(use),
+        "rejected_inserts": loop_values.get(REJECTED_INSERTS_KEY, {"total": 0}),
         "queue": queue,
         "sensors": [_sensor_json(s) for s in await store.sensor_states()],
     }
@@ -110,6 +117,15 @@ def render_status(status: dict[str, object]) -> str:
     assert isinstance(queue, dict)
     assert isinstance(sensors, list)
     lines = _dispatcher_lines(dispatcher)
+    gate, budget = status.get("gate"), status.get("budget")
+    if isinstance(gate, dict):
+        lines.append(gate_line(gate))
+    if isinstance(budget, dict) and budget["cap_usd"] is not None:
+        lines.append(budget_line(BudgetUse(float(str(budget["spent_usd"])), float(str(budget["cap_usd"])), 0)))
+    rejected = status.get("rejected_inserts")
+    if isinstance(rejected, dict) and rejected.get("total"):
+        last = f"{rejected.get('last_source')}: {rejected.get('last_reason')}"
+        lines.append(f"flood limits: {rejected['total']} task(s) refused so far (last: {last})")
     counts = ", ".join(f"{queue[str(s)]} {s}" for s in TaskStatus)
     lines.append(f"queue: {counts}")
     if queue["next_due_in_s"] is None:

@@ -143,7 +143,7 @@ def test_status_cli_json_and_text(vigil: VigilRunner) -> None:
     as_json = json.loads(vigil("status", "--json", check=True).stdout)
     text = vigil("status", check=True).stdout
 
-    assert set(as_json) == {"now", "dispatcher", "queue", "sensors"}
+    assert set(as_json) == {"now", "dispatcher", "gate", "budget", "rejected_inserts", "queue", "sensors"}
     assert as_json["queue"]["pending"] == 1
     assert as_json["queue"]["next_due_in_s"] == 0
     assert "queue: 1 pending" in text

@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.conftest import VigilRunner
 from tests.guard.support import RECORDER, recorded
 from vigil.clock import SystemClock
-from vigil.gate import GateState, LoopGate
+from vigil.gate import GateState, LoopGate, trip
 from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, NewTask, Outcome, OutcomeKind, TaskStatus
 from vigil.store.sqlite import SqliteStore
 
@@ -157,7 +157,7 @@ def test_stats_by_sensor_with_the_budget_line(vigil: VigilRunner, home: Path) ->
     assert text.strip().splitlines()[-1] == "budget: $3.00 of $4.00 in the last 24 h (75%)"
     _spend(home, 1.5)
     report = json.loads(vigil("stats", "--by", "sensor", "--json", check=True).stdout)
-    assert report["budget"] == {"spent_usd": 4.5, "cap_usd": 4.0, "fraction": 1.125}
+    assert report["budget"] == {"spent_usd": 4.5, "cap_usd": 4.0, "fraction": 1.125, "over": True}
     assert [(r["key"], r["cost_usd"]) for r in report["rows"]] == [("feeds", 4.5)]
     assert "over the cap: only urgent tasks run" in vigil("stats", check=True).stdout
 
@@ -170,3 +170,39 @@ def test_a_task_the_agent_adds_is_a_follow_up_of_its_task(vigil: VigilRunner, ho
     shown = json.loads(vigil("task", "show", "2", "--json", check=True).stdout)
     assert (shown["parent_id"], shown["source"]) == (1, "task:1")
     _one_line_error(vigil("task", "add", "another", env=inside), 1, "task #1 already has 1 follow-ups")
+
+
+def test_status_shows_the_gate_the_budget_and_refusals(vigil: VigilRunner, home: Path) -> None:
+    _configure(home, "[budget]\ndaily_usd = 2.0\n[limits]\nmax_children = 1\n")
+    vigil("task", "add", "parent", check=True)
+    vigil("task", "add", "child", "--parent", "1", check=True)
+    vigil("task", "add", "child 2", "--parent", "1")
+    assert "loop: running" in vigil("status", check=True).stdout
+
+    vigil("pause", "--reason", "disk swap", check=True)
+    _spend(home, 2.5)
+    text = vigil("status", check=True).stdout
+    assert "loop: PAUSED by human since " in text
+    assert "disk swap (vigil resume)" in text
+    assert "budget: $2.50 of $2.00 in the last 24 h (125%); over the cap: only urgent tasks run" in text
+    assert "flood limits: 1 task(s) refused so far (last: human: task #1 already has 1 follow-ups" in text
+
+    report = json.loads(vigil("status", "--json", check=True).stdout)
+    assert (report["gate"]["state"], report["gate"]["reason"], report["gate"]["until"]) == ("paused", "disk swap", None)
+    assert report["budget"] == {"spent_usd": 2.5, "cap_usd": 2.0, "fraction": 1.25, "over": True}
+    assert report["rejected_inserts"]["total"] == 1
+
+
+def test_status_shows_when_a_gate_lifts_itself(vigil: VigilRunner, home: Path) -> None:
+    vigil("task", "list", check=True)  # creates the database
+
+    async def gate() -> None:
+        store = await SqliteStore.open(home / "data" / "vigil.db")
+        now = SystemClock().now_ms()
+        await trip(store, reason="usage limit (resets soon)", until=now + 2 * 3_600_000, by="guard", now_ms=now)
+        await store.close()
+
+    asyncio.run(gate())
+    text = vigil("status", check=True).stdout
+    assert "loop: GATED: usage limit (resets soon); resumes by itself at " in text
+    assert "(in 1h59m)" in text or "(in 2h00m)" in text

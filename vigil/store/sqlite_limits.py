@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from vigil.clock import MS_PER_DAY
 from vigil.config import LimitsSettings
-from vigil.models import NewTask
+from vigil.models import REJECTED_INSERTS_KEY, NewTask
 from vigil.store.sqlite_queries import (
     SQL_COUNT_CHILDREN,
     SQL_COUNT_SOURCE_SINCE,
@@ -32,7 +32,6 @@ from vigil.store.sqlite_queries import (
     SQL_SET_LOOP_VALUE,
 )
 
-REJECTED_KEY = "rejected_inserts"  # loop_state: {"total", "last_at", "last_source", "last_reason"}
 UNLIMITED_SOURCES = frozenset({"human"})
 
 
@@ -97,7 +96,7 @@ class FloodGate:
     def record(self, conn: sqlite3.Connection, new: NewTask, refusal: Refusal) -> None:
         """Count a refusal in loop state, in the caller's transaction."""
         self.refused += 1
-        row = conn.execute(SQL_LOOP_VALUE, (REJECTED_KEY,)).fetchone()
+        row = conn.execute(SQL_LOOP_VALUE, (REJECTED_INSERTS_KEY,)).fetchone()
         total = int(json.loads(row[0]).get("total", 0)) if row is not None else 0
         value = {"total": total + 1, "last_at": self._now_ms, "last_source": new.source, "last_reason": refusal.reason}
-        conn.execute(SQL_SET_LOOP_VALUE, (REJECTED_KEY, json.dumps(value)))
+        conn.execute(SQL_SET_LOOP_VALUE, (REJECTED_INSERTS_KEY, json.dumps(value)))
