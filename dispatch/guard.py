@@ -36,7 +36,7 @@ from vigil.budget import budget_use, claim_warnings
 from vigil.clock import Clock
 from vigil.config import Settings
 from vigil.errors import SkillError
-from vigil.gate import LoopGate, lift_expired, read_gate, trip
+from vigil.gate import GATE_KEY, GateState, LoopGate, lift_expired, read_gate, trip
 from vigil.models import ApprovalState, Outcome, OutcomeKind, Task, TaskStatus
 from vigil.store import Store
 
@@ -85,20 +85,27 @@ class Guard:
         self._settings = settings
         self._clock = clock
         self._alerts = alerts
+        # Failed attempts in a row, as stored under GUARD_KEY (None: not read yet).
+        # Only this dispatcher writes it, so the copy saves a commit per success.
+        self._failures: int | None = None
 
     async def may_claim(self, now_ms: int) -> GateDecision:
-        """Read the gate (lifting an expired one) and the budget; fire due warnings."""
-        lifted = await lift_expired(self._store, by=ACTOR, now_ms=now_ms)
-        if lifted is not None:
-            self._gate_changed(f"loop resumed by itself: {lifted.reason} is over", "running", now_ms)
-        gate = await read_gate(self._store)
+        """Read the gate (lifting an expired one) and the budget; fire due warnings.
+        One read of the loop state, plus one of the spend when a cap is set."""
+        values = await self._store.loop_values()
+        gate = LoopGate.from_json(values.get(GATE_KEY))
+        if gate.state is GateState.GATED and gate.is_open(now_ms):
+            lifted = await lift_expired(self._store, by=ACTOR, now_ms=now_ms, raw=values.get(GATE_KEY), read=False)
+            if lifted is not None:
+                self._gate_changed(f"loop resumed by itself: {lifted.reason} is over", "running", now_ms)
+            gate = await read_gate(self._store)
         if not gate.is_open(now_ms):
             return GateDecision(False, reason=f"{gate.state}: {gate.reason}", until=gate.until)
         budget = self._settings.budget
         if budget.daily_usd is None:
             return GateDecision(True)
         use = await budget_use(self._store, budget, now_ms)
-        for threshold in await claim_warnings(self._store, use, budget):
+        for threshold in await claim_warnings(self._store, use, budget, values):
             message = f"spent ${use.spent_usd:.2f} of ${use.cap_usd:.2f} in 24 h ({threshold:.0%} warning)"
             event = make_event(
                 "budget_warning", message, now_ms, threshold=threshold, spent_usd=use.spent_usd, cap_usd=use.cap_usd
@@ -143,17 +150,22 @@ class Guard:
         return any(skill.requires_approval for skill in skills)
 
     async def _count_failures(self, outcome: Outcome, now_ms: int) -> None:
-        if outcome.kind is OutcomeKind.SUCCESS:
-            count = 0
-        elif outcome.kind in FAILURES:
-            raw = (await self._store.loop_values()).get(GUARD_KEY)
-            previous = raw.get("consecutive_failures", 0) if isinstance(raw, dict) else 0
-            count = (previous if isinstance(previous, int) else 0) + 1
-        else:
+        if outcome.kind is not OutcomeKind.SUCCESS and outcome.kind not in FAILURES:
             return
-        await self._store.set_loop_values({GUARD_KEY: {"consecutive_failures": count}})
+        if self._failures is None:
+            raw = (await self._store.loop_values()).get(GUARD_KEY)
+            stored = raw.get("consecutive_failures", 0) if isinstance(raw, dict) else 0
+            self._failures = stored if isinstance(stored, int) else 0
+        count = 0 if outcome.kind is OutcomeKind.SUCCESS else self._failures + 1
         limit = self._settings.limits.max_consecutive_failures
-        if limit and count >= limit:
+        tripped = bool(limit) and count >= limit
+        # Counting starts afresh once the gate is tripped, so after `vigil resume`
+        # it takes another run of failures to gate the loop again.
+        stored_count = 0 if tripped else count
+        if stored_count != self._failures:
+            await self._store.set_loop_values({GUARD_KEY: {"consecutive_failures": stored_count}})
+            self._failures = stored_count
+        if tripped:
             await self._trip(f"{count} failed runs in a row; look at the last ones, then resume", None, now_ms)
 
     async def _trip(self, reason: str, until: int | None, now_ms: int) -> None:

@@ -9,6 +9,7 @@ fired are kept in ``loop_state`` under ``budget_warnings`` (``{"0.5": epoch_ms}`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vigil.clock import MS_PER_DAY
@@ -58,11 +59,15 @@ def due_warnings(use: BudgetUse, settings: BudgetSettings, fired: dict[str, obje
     return due
 
 
-async def claim_warnings(store: Store, use: BudgetUse, settings: BudgetSettings) -> list[float]:
+async def claim_warnings(
+    store: Store, use: BudgetUse, settings: BudgetSettings, values: Mapping[str, object] | None = None
+) -> list[float]:
     """Mark the due warnings as fired and return them; a warning another process
-    claimed first is not returned (compare-and-set on ``budget_warnings``)."""
+    claimed first is not returned (compare-and-set on ``budget_warnings``).
+    ``values``: the loop state the caller just read (saves a read when nothing is due)."""
     while True:
-        raw = (await store.loop_values()).get(WARNINGS_KEY)
+        raw = (values if values is not None else await store.loop_values()).get(WARNINGS_KEY)
+        values = None  # a failed compare-and-set reads afresh
         fired = dict(raw) if isinstance(raw, dict) else {}
         due = due_warnings(use, settings, fired)
         if not due:

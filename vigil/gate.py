@@ -110,11 +110,13 @@ async def trip(store: Store, *, reason: str, until: int | None, by: str, now_ms:
             return gate
 
 
-async def lift_expired(store: Store, *, by: str, now_ms: int) -> LoopGate | None:
+async def lift_expired(store: Store, *, by: str, now_ms: int, raw: object = None, read: bool = True) -> LoopGate | None:
     """Open a gate whose ``until`` has passed; returns the gate it lifted, or None
     when there was none. Conditional: a change made meanwhile (a person paused)
-    is never overwritten."""
-    raw = (await store.loop_values()).get(GATE_KEY)
+    is never overwritten. ``read`` False uses ``raw``, the stored value the caller
+    just read, instead of reading it again."""
+    if read:
+        raw = (await store.loop_values()).get(GATE_KEY)
     gate = LoopGate.from_json(raw)
     if gate.state is not GateState.GATED or gate.until is None or gate.until > now_ms:
         return None

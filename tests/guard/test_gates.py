@@ -87,6 +87,37 @@ async def test_consecutive_failures_gate_and_a_success_resets_the_count(
     assert "3 failed runs in a row" in decision.reason
     await resume(store, by="human", now_ms=clock.now_ms())
     assert (await guard.may_claim(clock.now_ms())).may_claim
+    for _ in range(2):  # after a resume it takes a new run of three
+        await guard.after_outcome(task, failed)
+        assert (await guard.may_claim(clock.now_ms())).may_claim
+    await guard.after_outcome(task, failed)
+    assert not (await guard.may_claim(clock.now_ms())).may_claim
+
+
+async def test_the_failure_count_survives_a_restart_and_successes_cost_no_write(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    settings = guard_settings(tmp_path, tmp_path / "e", limits={"max_consecutive_failures": 3})
+    task = await a_task(store)
+    first, _ = make_guard(settings)
+    for _ in range(2):
+        await first.after_outcome(task, Outcome(OutcomeKind.FAILED))
+    restarted, _ = make_guard(settings)  # a new dispatcher reads the count back
+    await restarted.after_outcome(task, Outcome(OutcomeKind.FAILED))
+    assert not (await restarted.may_claim(clock.now_ms())).may_claim
+    await resume(store, by="human", now_ms=clock.now_ms())
+
+    writes: list[object] = []
+    real_set = store.set_loop_values
+
+    async def counting_set(values: object) -> None:
+        writes.append(values)
+        await real_set(values)  # type: ignore[arg-type]
+
+    store.set_loop_values = counting_set  # type: ignore[method-assign]
+    for _ in range(5):
+        await restarted.after_outcome(task, Outcome(OutcomeKind.SUCCESS))
+    assert writes == []  # the count was already 0: nothing to commit
 
 
 async def test_a_person_s_pause_is_not_replaced_by_an_automatic_gate(
