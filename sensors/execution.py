@@ -199,10 +199,10 @@ async def execute(spec: SensorSpec, env: RunEnv, prev: SensorState | None) -> Se
         status, error = "error", str(err)
     except (Exception, SystemExit) as err:  # a sensor must never take the process down
         status, error = "error", _describe(err)
-        # One line for people; the traceback only where logging is configured to show it.
-        logger.warning("sensor %s failed: %s", spec.name, error)
+        # The traceback only where logging is configured to show it; one line below.
         logger.info("sensor %s traceback", spec.name, exc_info=True)
     if status != "ok":
+        logger.warning("sensor %s failed (%s): %s", spec.name, status, error)
         tasks, dropped, state = [], 0, None
     elif dropped:
         total = dropped + len(tasks)

@@ -179,6 +179,9 @@ class SensorRunner:
         if self._scheduler is not None:
             return
         defaults = self._settings.sensor_defaults
+        quiet = logging.getLogger("apscheduler")
+        if quiet.level == logging.NOTSET:  # unless configured: its two INFO lines per run drown the log
+            quiet.setLevel(logging.WARNING)
         self._http = HttpPool()
         scheduler = AsyncIOScheduler(timezone=UTC)
         states = {s.name: s for s in await self._store.sensor_states()}
