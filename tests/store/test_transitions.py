@@ -150,6 +150,39 @@ async def test_a_cancel_requested_while_it_ran_wins_over_a_requeue(
     assert (await claim(store)).task.id == task_id
 
 
+async def test_a_replayed_finish_changes_nothing(store: Store) -> None:
+    """A claim whose run is already recorded adds no cost and no status twice."""
+    task_id = await add(store)
+    c = await claim(store)
+    done = await store.finish(
+        c, success(summary="first", cost_usd=0.5, tokens_in=10), TaskStatus.COMPLETED, worker="w1"
+    )
+    runs = await store.list_runs(task_id)
+    events = await store.list_events(task_id)
+    again = await store.finish(c, success(summary="again", cost_usd=0.5, tokens_in=10), TaskStatus.FAILED, worker="w1")
+    assert again == done == await store.get_task(task_id)
+    transient = Outcome(OutcomeKind.TRANSIENT, cost_usd=1.0)
+    after = await store.requeue(c, transient, retry_at=0, count_attempt=False, worker="w1")
+    assert after == done
+    assert await store.list_runs(task_id) == runs
+    assert await store.list_events(task_id) == events
+
+
+async def test_a_stale_claim_cannot_finish_the_next_attempt(store: Store, clock: ManualClock) -> None:
+    """The same worker requeued attempt 1 and now runs attempt 2: a late finish of
+    attempt 1 must not end attempt 2 nor count its costs again."""
+    task_id = await add(store)
+    first = await claim(store)
+    transient = Outcome(OutcomeKind.TRANSIENT, error="overloaded", cost_usd=0.25)
+    await store.requeue(first, transient, retry_at=clock.now_ms(), count_attempt=True, worker="w1")
+    second = await claim(store)
+    late = await store.finish(first, success(summary="late", cost_usd=0.25), TaskStatus.COMPLETED, worker="w1")
+    assert (late.status, late.claimed_by, late.cost_usd) == (TaskStatus.ACTIVE, "w1", 0.25)
+    assert [(r.attempt, r.outcome) for r in await store.list_runs(task_id)] == [(1, "transient"), (2, None)]
+    done = await store.finish(second, success(summary="real", cost_usd=0.5), TaskStatus.COMPLETED, worker="w1")
+    assert (done.status, done.result_summary, done.cost_usd) == (TaskStatus.COMPLETED, "real", 0.75)
+
+
 async def test_renew_lease_of_a_task_the_worker_does_not_hold(store: Store) -> None:
     task_id = await add(store)
     await claim(store, worker="w1")

@@ -213,7 +213,8 @@ class Store(Protocol):
         """Record the attempt's outcome and costs on its run and the task, and set
         the task to ``status`` (completed, failed or canceled) unless it was no longer
         active under this worker (the agent closed it itself): then only the run and
-        the costs are recorded."""
+        the costs are recorded. A claim whose run is already recorded changes
+        nothing (a replay never counts costs twice); the task is returned as is."""
         ...
 
     async def finish_and_claim(
@@ -236,7 +237,8 @@ class Store(Protocol):
         """Record the attempt and put the task back to pending, due at ``retry_at``.
         ``count_attempt`` False gives the attempt back (usage limits). If a cancel was
         requested meanwhile, the task becomes canceled instead. A task no longer
-        active under this worker keeps its status (as in ``finish``)."""
+        active under this worker keeps its status, and a claim whose run is already
+        recorded changes nothing (as in ``finish``)."""
         ...
 
     async def hold_for_approval(self, claim: Claim, *, worker: str) -> Task:

@@ -503,7 +503,9 @@ class SqliteStore:
 
         return await self._db.write(body)
 
-    def _record_run(self, conn: sqlite3.Connection, claim: Claim, outcome: Outcome, now: int) -> None:
+    def _record_run(self, conn: sqlite3.Connection, claim: Claim, outcome: Outcome, now: int) -> bool:
+        """Record the outcome on the claim's run and add its costs to the task; False
+        (and nothing written) when that run was already recorded."""
         values = {
             "now": now,
             "run_id": claim.run_id,
@@ -521,8 +523,10 @@ class SqliteStore:
             "session_id": outcome.session_id,
             "transcript_path": outcome.transcript_path,
         }
-        conn.execute(SQL_RECORD_RUN, values)
+        if conn.execute(SQL_RECORD_RUN, values).rowcount == 0:
+            return False
         conn.execute(SQL_ADD_COSTS, values)
+        return True
 
     async def finish(self, claim: Claim, outcome: Outcome, status: TaskStatus, *, worker: str) -> Task:
         return await self._db.write(self._finish_body(claim, outcome, status, worker))
@@ -536,7 +540,8 @@ class SqliteStore:
         now = self._clock.now_ms()
 
         def body(conn: sqlite3.Connection) -> Task:
-            self._record_run(conn, claim, outcome, now)
+            if not self._record_run(conn, claim, outcome, now):
+                return row_to_task(_require_task(conn, claim.task.id))  # a replayed claim
             params = {
                 "now": now,
                 "task_id": claim.task.id,
@@ -570,7 +575,8 @@ class SqliteStore:
         now = self._clock.now_ms()
 
         def body(conn: sqlite3.Connection) -> Task:
-            self._record_run(conn, claim, outcome, now)
+            if not self._record_run(conn, claim, outcome, now):
+                return row_to_task(_require_task(conn, claim.task.id))  # a replayed claim
             params = {
                 "now": now,
                 "task_id": claim.task.id,

@@ -99,13 +99,15 @@ SELECT * FROM (SELECT * FROM tasks WHERE status IN ('pending', 'blocked')
                LIMIT :limit)
 """
 
+# Only an open run: a claim replayed after its run was recorded (or recovered) must
+# not overwrite that record, count its costs twice or touch the next attempt.
 SQL_RECORD_RUN = """
 UPDATE runs SET finished_at = :now, outcome = :outcome, error = :error, exit_code = :exit_code,
        cost_usd = :cost_usd, api_cost_usd = :api_cost_usd, tokens_in = :tokens_in,
        tokens_out = :tokens_out, cache_read_tokens = :cache_read_tokens,
        cache_write_tokens = :cache_write_tokens, model = :model, session_id = :session_id,
        transcript_path = :transcript_path
-WHERE id = :run_id
+WHERE id = :run_id AND finished_at IS NULL
 """
 
 SQL_ADD_COSTS = """
