@@ -271,7 +271,11 @@ async def _record(
         except Exception:
             log.warning("sensor %s: recording its failure failed too", spec.name)
         return SensorReport(spec.name, "error", (), 0, 0, error, started, duration_ms, due)
-    if status == "ok":
+    if status == "ok" and batch.rejected:
+        # A flood limit refused some tasks, and which ones is not known here: skip the
+        # after-commit steps (an inbox file stays put) rather than act on a lost task.
+        log.warning("sensor %s: %d task(s) refused by a flood limit", spec.name, batch.rejected)
+    elif status == "ok":
         _after_commit(spec.name, ctx._after_commit)
     created, ignored = batch.created_ids, batch.ignored
     return SensorReport(

@@ -4,12 +4,16 @@ and store their tasks, and nothing of the bad run is stored."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sensors.api import NewTask, SensorContext
+from sensors.runner import SensorRunner
 from tests.sensors.conftest import RunnerFactory, SpecFactory
+from vigil.clock import ManualClock
+from vigil.config import LimitsSettings, Settings
 from vigil.models import SensorState
 from vigil.store.sqlite import SqliteStore
 
@@ -209,3 +213,25 @@ async def test_after_commit_steps_run_only_when_the_run_was_stored(
     assert done == []
     await make_runner(make_spec(commits)).run_now()
     assert done == ["moved"]
+
+
+async def test_a_flood_limit_refusal_is_counted_and_skips_after_commit_steps(
+    tmp_path: Path, settings: Settings, clock: ManualClock, make_spec: SpecFactory
+) -> None:
+    done: list[str] = []
+
+    async def chatty(ctx: SensorContext) -> list[NewTask]:
+        ctx.after_commit(lambda: done.append("moved"))
+        return [NewTask(key=f"k{i}", subject=f"task {i}") for i in range(3)]
+
+    limits = LimitsSettings(per_source={"sensor:chatty": 2})
+    store = await SqliteStore.open(tmp_path / "limited.db", clock=clock, limits=limits)
+    try:
+        report = (await SensorRunner(store, settings, clock, [make_spec(chatty)]).run_now())[0]
+        assert (report.status, report.created, report.rejected) == ("ok", 2, 1)
+        assert done == []  # the refused task's file (say) must not be moved away
+        state = await store.sensor_state("chatty")
+        assert state is not None
+        assert state.rejected_last == 1
+    finally:
+        await store.close()
