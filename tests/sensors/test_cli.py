@@ -99,7 +99,7 @@ def test_enable_and_disable(home: Path, vigil: VigilRunner) -> None:
 
 def test_a_bad_entry_is_one_line_naming_it(home: Path, vigil: VigilRunner) -> None:
     configure(home, '[[sensors]]\nuse = "inbox"\n\n[[sensors]]\nuse = "inbx"\nname = "mail"\n')
-    for args in (("sensors", "list"), ("sensors", "run")):
+    for args in (("sensors", "list"), ("sensors", "run"), ("run",)):  # `vigil run` refuses to start
         result = vigil(*args)
         assert result.returncode == 2
         assert result.stderr.startswith("vigil: error: vigil.toml: [[sensors]] #2 (name 'mail'): unknown use 'inbx'")
