@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from vigil.clock import ManualClock
 from vigil.models import TaskStatus
 from vigil.store.sqlite import (
     SQL_ADD_TASK,
+    SQL_ADD_TASK_EVER,
     SQL_CLAIM,
     SQL_COUNT_BY_STATUS,
     SQL_HOLDER_OF_KEY,
@@ -90,21 +91,9 @@ async def big_store(big_db: tuple[Path, int]) -> AsyncIterator[tuple[SqliteStore
         yield store, clock
 
 
-def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object]]]:
-    add = {
-        "subject": "s",
-        "description": "",
-        "skills": "[]",
-        "priority": 5,
-        "source": "human",
-        "source_key": "entry-77",
-        "parent_id": None,
-        "scheduled_for": now,
-        "now": now,
-        "actor": "human",
-        "max_retries": 3,
-        "requires_approval": 0,
-    }
+def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object] | Sequence[object]]]:
+    # SQL_ADD_TASK's positional parameters, in the order its comment gives.
+    add = ("s", "", "[]", 5, "human", "entry-77", None, now, now, "human", 3, 0)
     one_status = SQL_LIST_TASKS.format(statuses=":s0")
     every_status = SQL_LIST_TASKS.format(statuses=",".join(f":s{i}" for i in range(len(TaskStatus))))
     return {
@@ -118,8 +107,8 @@ def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object]]]:
             {**{f"s{i}": str(s) for i, s in enumerate(TaskStatus)}, "before_id": 2**62, "limit": 50},
         ),
         "count_by_status": (SQL_COUNT_BY_STATUS, {}),
-        "add_task dedup open": (SQL_ADD_TASK, {**add, "dedup": "open"}),
-        "add_task dedup ever": (SQL_ADD_TASK, {**add, "dedup": "ever"}),
+        "add_task dedup open": (SQL_ADD_TASK, add),
+        "add_task dedup ever": (SQL_ADD_TASK_EVER, add),
         "holder of a key": (SQL_HOLDER_OF_KEY.replace("?", ":key"), {"key": "entry-77"}),
     }
 

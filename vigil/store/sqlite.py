@@ -42,6 +42,7 @@ from vigil.store.sqlite_limits import FloodGate, Refusal
 from vigil.store.sqlite_queries import (
     SQL_ADD_COSTS,
     SQL_ADD_TASK,
+    SQL_ADD_TASK_EVER,
     SQL_APPROVE,
     SQL_CLAIM,
     SQL_CLAIM_UP_TO,
@@ -78,24 +79,24 @@ from vigil.store.sqlite_rows import (
 from vigil.store.sqlite_schema import migrate
 
 
-def _task_params(new: NewTask, now: int, actor: str, default_max_retries: int) -> dict[str, object]:
+def _task_params(new: NewTask, now: int, actor: str, default_max_retries: int) -> tuple[object, ...]:
+    """The positional parameters of ``SQL_ADD_TASK`` / ``SQL_ADD_TASK_EVER``."""
     if new.dedup is DedupScope.EVER and new.source_key is None:
         raise InputError("dedup scope 'ever' needs a source key")
-    return {
-        "subject": new.subject,
-        "description": new.description,
-        "skills": json.dumps(list(new.skills)),
-        "priority": new.priority,
-        "source": new.source,
-        "source_key": new.source_key,
-        "dedup": str(new.dedup),
-        "parent_id": new.parent_id,
-        "scheduled_for": now if new.scheduled_for is None else new.scheduled_for,
-        "now": now,
-        "actor": actor,
-        "max_retries": default_max_retries if new.max_retries is None else new.max_retries,
-        "requires_approval": int(new.requires_approval),
-    }
+    return (
+        new.subject,
+        new.description,
+        json.dumps(list(new.skills)) if new.skills else "[]",
+        new.priority,
+        new.source,
+        new.source_key,
+        new.parent_id,
+        now if new.scheduled_for is None else new.scheduled_for,
+        now,
+        actor,
+        default_max_retries if new.max_retries is None else new.max_retries,
+        int(new.requires_approval),
+    )
 
 
 def _require_task(conn: sqlite3.Connection, task_id: int) -> sqlite3.Row:
@@ -131,19 +132,20 @@ def _insert_task(
     deduplicated it, or the ``Refusal`` of a flood limit (counted, nothing added)."""
     _check_new_task(conn, new)
     params = _task_params(new, now, actor, max_retries)
+    sql = SQL_ADD_TASK if new.dedup is DedupScope.OPEN else SQL_ADD_TASK_EVER
     refusal = None if flood is None else flood.check(conn, new)
     if flood is not None and refusal is not None:
         # A task its key deduplicates is "already there", not refused: find out by
         # inserting it and undoing that (only on this rare path).
         conn.execute("SAVEPOINT flood_check")
-        row = conn.execute(SQL_ADD_TASK, params).fetchone()
+        row = conn.execute(sql, params).fetchone()
         conn.execute("ROLLBACK TO flood_check")
         conn.execute("RELEASE flood_check")
         if row is None:
             return None
         flood.record(conn, new, refusal)
         return refusal
-    row = conn.execute(SQL_ADD_TASK, params).fetchone()
+    row = conn.execute(sql, params).fetchone()
     if row is None:
         return None
     if flood is not None:
@@ -737,7 +739,7 @@ class SqliteStore:
         """``ok``, or SQLite's first complaint."""
         return str(await self._db.read(lambda conn: conn.execute("PRAGMA quick_check").fetchone()[0]))
 
-    async def explain(self, sql: str, params: Mapping[str, object]) -> list[str]:
+    async def explain(self, sql: str, params: Mapping[str, object] | Sequence[object]) -> list[str]:
         """The query plan of ``sql`` (for tests and ``vigil doctor``)."""
         rows = await self._db.read(lambda conn: conn.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall())
         return [str(r["detail"]) for r in rows]

@@ -16,16 +16,25 @@ _PRIORITIES = range(MIN_PRIORITY, MAX_PRIORITY + 1)
 # ux_tasks_open_key, an ``ever`` key through ux_tasks_ever_key or the NOT EXISTS over
 # every earlier row. DO NOTHING has no target on purpose: those indexes are the only
 # unique constraints on tasks, and NOT NULL / CHECK failures still raise.
-SQL_ADD_TASK = """
+# Parameters are positional (``sqlite._task_params`` builds them): binding by name
+# looks every name up per row, a third of the cost of a deduplicated batch row; and
+# the ``open`` scope, by far the common one, needs no NOT EXISTS, so it is a plain
+# VALUES insert. ?1 subject, ?2 description, ?3 skills, ?4 priority, ?5 source,
+# ?6 source_key, ?7 parent_id, ?8 scheduled_for, ?9 now, ?10 actor, ?11 max_retries,
+# ?12 requires_approval.
+_ADD_TASK_COLUMNS = """
 INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
                    parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
-                   status, approval)
-SELECT :subject, :description, :skills, :priority, :source, :source_key, :dedup,
-       :parent_id, :scheduled_for, :now, :now, :actor, :max_retries,
-       CASE WHEN :requires_approval THEN 'blocked' ELSE 'pending' END,
-       CASE WHEN :requires_approval THEN 'pending' END
-WHERE :dedup = 'open'
-   OR NOT EXISTS (SELECT 1 FROM tasks WHERE source_key = :source_key)
+                   status, approval)"""
+_ADD_TASK_STATUS = """CASE WHEN ?12 THEN 'blocked' ELSE 'pending' END, CASE WHEN ?12 THEN 'pending' END"""
+SQL_ADD_TASK = f"""{_ADD_TASK_COLUMNS}
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'open', ?7, ?8, ?9, ?9, ?10, ?11, {_ADD_TASK_STATUS})
+ON CONFLICT DO NOTHING
+RETURNING id
+"""
+SQL_ADD_TASK_EVER = f"""{_ADD_TASK_COLUMNS}
+SELECT ?1, ?2, ?3, ?4, ?5, ?6, 'ever', ?7, ?8, ?9, ?9, ?10, ?11, {_ADD_TASK_STATUS}
+WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE source_key = ?6)
 ON CONFLICT DO NOTHING
 RETURNING id
 """
