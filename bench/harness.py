@@ -11,6 +11,7 @@ single operation; a ratio is the median of the per-round ratios.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import re
@@ -49,7 +50,7 @@ def percentile(values: Sequence[float], pct: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(pct / 100 * len(ordered) + 0.5)))
+    rank = max(1, min(len(ordered), math.ceil(pct / 100 * len(ordered))))
     return ordered[rank - 1]
 
 
