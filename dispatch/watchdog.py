@@ -8,19 +8,27 @@ process as the dispatcher.
 
 Each incident alerts once: the subjects already reported are kept in ``loop_state``
 under ``alerts_stale`` (``{"dispatcher": since_ms, "sensor:feeds": since_ms}``) and
-dropped when they recover, so a later incident alerts again. ``vigil alerts check``
-runs this from cron or a systemd timer, where a dead ``vigil run`` cannot.
+dropped when they recover, so a later incident alerts again. ``vigil run`` checks
+every minute (``watch``); ``vigil alerts check`` runs the same check from cron or a
+systemd timer, which also catches a ``vigil run`` that died.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+
 from dispatch.alerts import AlertHook, make_event
+from vigil.clock import Clock
 from vigil.config import Settings
 from vigil.durations import format_duration
+from vigil.errors import VigilError
 from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat
 from vigil.store import Store
 
 STALE_KEY = "alerts_stale"
+log = logging.getLogger("vigil.watchdog")
 
 
 async def find_stale(store: Store, settings: Settings, now_ms: int) -> dict[str, dict[str, object]]:
@@ -60,3 +68,18 @@ async def check_stale(store: Store, settings: Settings, hook: AlertHook, now_ms:
     for event in events:
         await hook.send(event)
     return events
+
+
+async def watch(
+    store: Store, settings: Settings, hook: AlertHook, clock: Clock, stop: asyncio.Event, *, interval_s: float = 60.0
+) -> None:
+    """Run ``check_stale`` every ``interval_s`` until ``stop`` (inside ``vigil run``:
+    it notices overdue sensors and a dispatcher loop that hangs while the process
+    lives). A failed check is logged and tried again at the next interval."""
+    while not stop.is_set():
+        try:
+            await check_stale(store, settings, hook, clock.now_ms())
+        except VigilError as err:
+            log.warning("stale check failed: %s", err)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval_s)

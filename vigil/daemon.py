@@ -169,6 +169,7 @@ class _Sensors:
 async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
     """Run sensors and the dispatcher until a signal; returns the exit code (0)."""
     from dispatch.recovery import recover_orphans
+    from dispatch.watchdog import watch
     from vigil.store import open_store
 
     clock = clock or SystemClock()
@@ -192,7 +193,14 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
                 )
                 await recover_orphans(store, clock)
                 await sensors.start()
-                await dispatcher.run_forever(stop)
+                # Overdue sensors and a hung dispatcher loop alert from inside; a dead
+                # process is caught by `vigil alerts check` from cron.
+                watchdog = asyncio.create_task(watch(store, settings, alerts, clock, stop))
+                try:
+                    await dispatcher.run_forever(stop)
+                finally:
+                    watchdog.cancel()
+                    await asyncio.gather(watchdog, return_exceptions=True)
             finally:
                 await sensors.stop()
         log.info("stopped")

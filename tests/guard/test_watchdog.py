@@ -3,10 +3,11 @@ never after a clean stop."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from dispatch.alerts import AlertHook
-from dispatch.watchdog import check_stale
+from dispatch.watchdog import check_stale, watch
 from tests.guard.support import guard_settings, recorded
 from vigil.clock import ManualClock
 from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, SensorRun
@@ -57,3 +58,23 @@ async def test_a_clean_stop_is_not_an_incident(store: SqliteStore, clock: Manual
     await _sensor_ran(store, clock, next_due_at=clock.now_ms())
     clock.advance(7 * 24 * 60 * MINUTE)
     assert await check_stale(store, settings, hook, clock.now_ms()) == []
+
+
+async def test_watch_checks_until_stopped_and_alerts_once(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path
+) -> None:
+    events = tmp_path / "events.jsonl"
+    settings = guard_settings(tmp_path, events, alerts={"stale_sensor": "30m"})
+    hook = AlertHook(settings.alerts, settings.home)
+    await _sensor_ran(store, clock, next_due_at=clock.now_ms())
+    clock.advance(31 * MINUTE)
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(watch(store, settings, hook, clock, stop, interval_s=0.02))
+    for _ in range(500):  # a safety net: the first check alerts almost at once
+        if recorded(events):
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)  # a few more checks of the same incident
+    stop.set()
+    await asyncio.wait_for(watcher, 10)
+    assert [e["event"] for e in recorded(events)] == ["sensor_stale"]

@@ -129,3 +129,13 @@ async def test_replace_loop_value_writes_only_over_the_expected_value(store: Sto
     assert (await store.loop_values())["gate"] == {"state": "paused"}
     assert await store.replace_loop_value("gate", {"state": "paused"}, {"state": "running"})
     assert (await store.loop_values())["gate"] == {"state": "running"}
+
+
+async def test_the_dispatcher_s_own_retry_keeps_the_approval(store: Store, clock: ManualClock) -> None:
+    task_id = await _awaiting(store)
+    await store.approve(task_id, actor="human")
+    got = await claim(store)
+    transient = Outcome(OutcomeKind.TRANSIENT, error="overloaded")
+    again = await store.requeue(got, transient, retry_at=clock.now_ms(), count_attempt=True, worker="w1")
+    assert (again.status, again.approval) == (TaskStatus.PENDING, ApprovalState.APPROVED)
+    assert (await claim(store)).task.id == task_id
