@@ -62,7 +62,9 @@ async def prepare_attempt(store: Store, settings: Settings, claim: Claim) -> tup
     model = next((s.model for s in skills if s.model), None) or default_model
     timeout_ms = next((s.timeout_ms for s in skills if s.timeout_ms), None) or settings.dispatch.timeout_ms
     command = next((s.command for s in skills if s.command), None)
-    previous_runs = [run for run in await store.list_runs(task.id) if run.id != claim.run_id]
+    # The attempt number counts every run ever made: a first attempt has no history
+    # to read (one thread hop saved per task).
+    previous_runs = [] if claim.attempt == 1 else [r for r in await store.list_runs(task.id) if r.id != claim.run_id]
     prompt = build_prompt(
         task,
         skills,
