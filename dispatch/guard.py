@@ -171,7 +171,7 @@ class Guard:
     async def _trip(self, reason: str, until: int | None, now_ms: int) -> None:
         gate = await trip(self._store, reason=reason, until=until, by=ACTOR, now_ms=now_ms)
         if gate is None:
-            log.info("loop is paused by a person; not gating it for: %s", reason)
+            log.info("the loop is already stopped for longer; not gating it for: %s", reason)
             return
         self._gate_changed(f"loop gated: {reason}", "gated", now_ms, gate)
 

@@ -98,13 +98,24 @@ async def resume(store: Store, *, by: str, now_ms: int) -> LoopGate:
     return await _set_by_person(store, LoopGate(GateState.RUNNING, "", None, now_ms, by))
 
 
+def _stronger(current: LoopGate, until: int | None, now_ms: int) -> bool:
+    """Whether ``current`` already stops the loop at least as long as a new gate
+    until ``until`` would: a pause, a gate only a person lifts, or a later one."""
+    if current.state is GateState.PAUSED:
+        return True
+    if current.state is not GateState.GATED or current.is_open(now_ms):
+        return False
+    return current.until is None or (until is not None and current.until >= until)
+
+
 async def trip(store: Store, *, reason: str, until: int | None, by: str, now_ms: int) -> LoopGate | None:
-    """Gate the loop (a guardrail). A person's pause is kept (it is the stronger stop);
-    returns the new gate, or None when the loop was paused and stays so."""
+    """Gate the loop (a guardrail). A stronger stop already in place is kept (a
+    person's pause, a gate only a person lifts, a gate that lasts longer); returns
+    the new gate, or None when the stronger one stays."""
     gate = LoopGate(GateState.GATED, reason, until, now_ms, by)
     while True:
         raw = (await store.loop_values()).get(GATE_KEY)
-        if LoopGate.from_json(raw).state is GateState.PAUSED:
+        if _stronger(LoopGate.from_json(raw), until, now_ms):
             return None
         if await store.replace_loop_value(GATE_KEY, raw, gate.to_json()):
             return gate
