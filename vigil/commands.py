@@ -1,20 +1,24 @@
 """What the task commands do, apart from parsing and printing (kept out of the
-CLI module so the agent-facing behaviour is testable without click)."""
+CLI module so the agent-facing behaviour is testable without click).
+
+Rendering and the budget are imported inside the commands that use them: every
+``vigil task add`` imports this module, and start-up time is paid per command.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vigil.budget import budget_json, budget_line, budget_use
 from vigil.clock import SystemClock
-from vigil.config import BudgetSettings
 from vigil.durations import parse_duration_ms, parse_when_ms
 from vigil.errors import InputError
 from vigil.models import MAX_PRIORITY, MIN_PRIORITY, OPEN_STATUSES, AddResult, DedupScope, NewTask, Task, TaskStatus
-from vigil.render import cost_json, cost_table, dumps, event_json, note_json, run_json, task_details, task_json
 from vigil.store import CostGroup, Store
+
+if TYPE_CHECKING:
+    from vigil.config import BudgetSettings
 
 
 def parse_priority(text: str) -> int:
@@ -109,6 +113,8 @@ async def list_tasks(store: Store, status_text: str, limit: int) -> tuple[list[T
 
 
 async def show_task(store: Store, task_id: int, as_json: bool) -> str:
+    from vigil.render import dumps, event_json, note_json, run_json, task_details, task_json
+
     task = await store.get_task(task_id)
     runs = await store.list_runs(task_id)
     notes = await store.list_notes(task_id)
@@ -134,6 +140,9 @@ async def defer_task(store: Store, task_id: int, when: str, actor: str) -> Task:
 
 async def cost_report(store: Store, since: str, by: str, as_json: bool, budget: BudgetSettings | None = None) -> str:
     """The cost table (or JSON); with a ``[budget]`` cap, its use over the last 24 h too."""
+    from vigil.budget import budget_json, budget_line, budget_use
+    from vigil.render import cost_json, cost_table, dumps
+
     now = SystemClock().now_ms()
     rows = await store.cost_rollup(since_ms=now - parse_duration_ms(since), by=CostGroup(by))
     use = None if budget is None or budget.daily_usd is None else await budget_use(store, budget, now)
