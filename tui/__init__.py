@@ -1,0 +1,55 @@
+"""The Textual dashboard: watch and steer the loop (``vigil tui``).
+
+``run_tui`` is what the CLI calls: it opens the store (with a short busy timeout:
+the TUI retries on its own timer, it never waits long on a lock), optionally
+starts the loop as a background process, runs the app, and returns a line for
+the terminal saying what happened to the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+from vigil.config import Settings
+from vigil.store import Store, open_store
+
+TUI_BUSY_TIMEOUT_MS = 1000
+
+
+def tui_settings(settings: Settings) -> Settings:
+    """The settings with the TUI's shorter busy timeout."""
+    busy = min(settings.store.busy_timeout_ms, TUI_BUSY_TIMEOUT_MS)
+    return replace(settings, store=replace(settings.store, busy_timeout_ms=busy))
+
+
+def run_tui(settings: Settings, *, readonly: bool = False, with_loop: bool = False) -> str:
+    """Run the app until the user quits; returns what to tell them afterwards."""
+    from tui.app import LOOP_STOP_TIMEOUT_S, VigilApp, configure_logging
+    from tui.loop_process import BackgroundLoop
+    from vigil.clock import SystemClock
+
+    settings = tui_settings(settings)
+    settings.logs_dir.mkdir(parents=True, exist_ok=True)
+    configure_logging(settings.logs_dir / "tui.log")
+
+    async def opener() -> Store:
+        return await open_store(settings)
+
+    async def check() -> None:
+        # Open once before the screen takes over, so a bad database is a one-line error.
+        store = await opener()
+        await store.close()
+
+    asyncio.run(check())
+    loop = BackgroundLoop(settings.home, settings.logs_dir) if with_loop else None
+    if loop is not None:
+        loop.start()
+    app = VigilApp(settings, opener=opener, clock=SystemClock(), readonly=readonly, loop=loop)
+    try:
+        app.run()
+    finally:
+        message = loop.stop(LOOP_STOP_TIMEOUT_S) if loop is not None else ""
+    if loop is None:
+        return "the TUI closed; a loop running elsewhere (vigil run) keeps running"
+    return message

@@ -276,6 +276,24 @@ def backup(ctx: click.Context, path: Path) -> None:
 # --- commands added by the sensors, dispatch and TUI packages live below ------------
 
 
+@main.command("tui")
+@click.option("--readonly", is_flag=True, help="Watch only: hide every action that writes.")
+@click.option("--with-loop", is_flag=True, help="Also run the loop (vigil run) as a background process.")
+@click.pass_context
+def tui_command(ctx: click.Context, readonly: bool, with_loop: bool) -> None:
+    """Open the live dashboard to watch the queue and steer it (quit: ctrl+q)."""
+    from tui import run_tui
+
+    if readonly and with_loop:
+        raise InputError("--readonly and --with-loop exclude each other: a read-only TUI starts nothing")
+    settings = settings_for(ctx)
+    if readonly and not settings.store.path.exists():
+        raise InputError(f"no database at {settings.store.path}; --readonly does not create one")
+    message = run_tui(settings, readonly=readonly, with_loop=with_loop)
+    if message:
+        click.echo(message)
+
+
 # --- sensors ----------------------------------------------------------------------
 
 

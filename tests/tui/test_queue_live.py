@@ -1,0 +1,121 @@
+"""The queue table: dispatch order, live updates from other processes, and the
+cursor and marks staying on the same task id when rows move."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from tests.tui.conftest import AppFactory, add, wait_for
+from tests.tui.helpers import cell, queue, shown_ids, table
+from vigil.clock import ManualClock
+from vigil.store import Store
+
+
+async def vigil_subprocess(home: Path, *args: str) -> str:
+    """Run the real CLI in another process (without blocking the app's loop)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "vigil",
+        "--home",
+        str(home),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+async def test_rows_are_in_dispatch_order_with_next_and_later_marked(
+    make_app: AppFactory, db: Store, clock: ManualClock
+) -> None:
+    low = await add(db, "low", priority=7)
+    later = await add(db, "urgent but later", priority=1, scheduled_for=clock.now_ms() + 3_600_000)
+    high = await add(db, "high", priority=2)
+    mid = await add(db, "mid", priority=5)
+    app = make_app()
+    async with app.run_test(size=(120, 30)):
+        await wait_for(lambda: len(shown_ids(app)) == 4, "four rows")
+        expected = [t.id for t in await db.queue()]
+        assert shown_ids(app) == expected == [high, mid, low, later]
+        assert cell(app, high, "next") == "▶"
+        assert cell(app, later, "next") == "⏲"
+        assert cell(app, later, "when").startswith("due in")
+        assert cell(app, mid, "next") == " "
+
+
+async def test_task_added_by_another_process_appears_without_a_keypress(
+    make_app: AppFactory, db: Store, home: Path
+) -> None:
+    await add(db, "already there")
+    app = make_app()
+    async with app.run_test(size=(120, 30)):
+        await wait_for(lambda: len(shown_ids(app)) == 1, "first row")
+        out = await vigil_subprocess(home, "task", "add", "from another process")
+        new_id = int(out.split("#")[1])
+        await wait_for(lambda: new_id in shown_ids(app), "the new task on screen")
+        assert cell(app, new_id, "subject") == "from another process"
+
+
+async def test_cursor_stays_on_task_when_a_more_urgent_one_is_inserted_above(
+    make_app: AppFactory, db: Store, home: Path
+) -> None:
+    ids = [await add(db, f"task {i}", priority=5) for i in range(4)]
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(lambda: len(shown_ids(app)) == 4, "rows")
+        await pilot.press("down", "down")
+        assert table(app).current_id == ids[2]
+        out = await vigil_subprocess(home, "task", "add", "urgent", "-p", "1")
+        urgent = int(out.split("#")[1])
+        await wait_for(lambda: urgent in shown_ids(app), "urgent task on screen")
+        assert shown_ids(app)[0] == urgent
+        assert table(app).current_id == ids[2]
+        assert table(app).cursor_row == 3  # the row moved down; the cursor moved with it
+
+
+async def test_cursor_and_marks_follow_tasks_when_priorities_change(make_app: AppFactory, db: Store) -> None:
+    a, b, c = [await add(db, name, priority=5) for name in "abc"]
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(lambda: len(shown_ids(app)) == 3, "rows")
+        await pilot.press("space")  # mark a; cursor moves to b
+        assert table(app).marks == {a}
+        assert table(app).current_id == b
+        await db.set_priority(c, 1, actor="human")
+        await db.set_priority(a, 9, actor="human")
+        await wait_for(lambda: shown_ids(app) == [c, b, a], "reordered rows")
+        assert table(app).current_id == b
+        assert table(app).marks == {a}
+        assert cell(app, a, "mark") == "●"
+
+
+async def test_rows_are_updated_in_place_not_cleared(make_app: AppFactory, db: Store) -> None:
+    a = await add(db, "a")
+    b = await add(db, "b")
+    app = make_app()
+    async with app.run_test(size=(120, 30)):
+        await wait_for(lambda: len(shown_ids(app)) == 2, "rows")
+        row_key_before = table(app).get_row_index(str(a))
+        cleared: list[bool] = []
+        original_clear = table(app).clear
+        table(app).clear = lambda *args, **kw: cleared.append(True) or original_clear(*args, **kw)  # type: ignore[method-assign]
+        await db.cancel(b, actor="human")
+        await wait_for(lambda: shown_ids(app) == [a], "canceled row removed")
+        assert cleared == []
+        assert table(app).get_row_index(str(a)) == row_key_before == 0
+
+
+async def test_relative_times_tick_without_queries(make_app: AppFactory, db: Store, clock: ManualClock) -> None:
+    task_id = await add(db, "aging")
+    app = make_app()
+    async with app.run_test(size=(120, 30)):
+        await wait_for(lambda: task_id in shown_ids(app), "row")
+        loads = queue(app).loads
+        clock.advance(5 * 60_000)
+        await wait_for(lambda: cell(app, task_id, "when") == "age 5m", "age ticks to 5m")
+        assert queue(app).loads == loads  # no data changed, so nothing was reloaded

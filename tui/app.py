@@ -1,0 +1,215 @@
+"""The Textual app: a thin shell that owns the store, the probe and the screens.
+
+Screens are installed once and switched with 1–5 (each keeps its state). Every
+``PROBE_INTERVAL_S`` the app asks the ``DatabaseWatcher`` whether another process
+committed; only then does the screen in front reload (DESIGN §5). Problems with
+the database (locked, missing, replaced) show in a banner until they clear.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
+
+from tui.context import Context, log
+from tui.costs_screen import CostsScreen
+from tui.dialogs import ConfirmDialog, HelpScreen
+from tui.history_screen import HistoryScreen
+from tui.live import LiveScreen
+from tui.loop_process import BackgroundLoop
+from tui.queue_screen import QueueScreen
+from tui.safety import guarded
+from tui.sensors_screen import SensorsScreen
+from tui.watcher import DatabaseWatcher
+from vigil.clock import Clock
+from vigil.config import Settings
+from vigil.store import Store
+
+PROBE_INTERVAL_S = 0.3
+SCREENS = (("queue", "Queue"), ("task", "Task"), ("history", "History"), ("sensors", "Sensors"), ("costs", "Costs"))
+LOOP_STOP_TIMEOUT_S = 40.0  # a little over the dispatcher's default shutdown grace (30 s)
+
+
+class VigilApp(App[str]):
+    """``exit`` returns a line for the terminal after the app closes (what happened to
+    the loop), or "" when there is nothing to say."""
+
+    CSS_PATH = "vigil.tcss"
+    TITLE = "Vigil"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("1", "show('queue')", "Queue", show=False),
+        Binding("2", "show_task", "Task", show=False),
+        Binding("3", "show('history')", "History", show=False),
+        Binding("4", "show('sensors')", "Sensors", show=False),
+        Binding("5", "show('costs')", "Costs", show=False),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("ctrl+q", "quit_app", "Quit", priority=True),
+    ]
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        opener: Callable[[], Awaitable[Store]],
+        clock: Clock,
+        readonly: bool = False,
+        loop: BackgroundLoop | None = None,
+        probe_interval_s: float = PROBE_INTERVAL_S,
+    ) -> None:
+        """``opener`` opens the store; the app calls it inside its own event loop
+        (on mount, and again when the database file was replaced)."""
+        super().__init__()
+        self.settings = settings
+        self.opener = opener
+        self.clock = clock
+        self.readonly = readonly
+        self.loop = loop
+        self.probe_interval_s = probe_interval_s
+        self.ctx: Context
+        self.watcher: DatabaseWatcher
+        self._probing = False
+        self.notices: deque[str] = deque(maxlen=200)  # every notification shown, newest last
+
+    async def on_mount(self) -> None:
+        store = await self.opener()
+        self.ctx = Context(store=store, clock=self.clock, settings=self.settings, readonly=self.readonly)
+        self.watcher = DatabaseWatcher(store, self.settings.store.path, self.opener)
+        await self.watcher.probe()  # the first load comes from showing the screen, not the probe
+        self.install_screen(QueueScreen(self.ctx), "queue")
+        self.install_screen(HistoryScreen(self.ctx), "history")
+        self.install_screen(SensorsScreen(self.ctx), "sensors")
+        self.install_screen(CostsScreen(self.ctx), "costs")
+        self._label_loop()
+        await self.push_screen("queue")
+        self.set_interval(self.probe_interval_s, self.probe)
+        if self.loop is not None:
+            self.set_interval(2.0, self._label_loop)
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Show a notification and keep its text (the log and the tests read it)."""
+        self.notices.append(message)
+        log.info("notice (%s): %s", severity, message)
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    async def on_unmount(self) -> None:
+        if hasattr(self, "ctx"):
+            await self.ctx.store.close()
+
+    @property
+    def queue_screen(self) -> QueueScreen:
+        screen = self.get_screen("queue")
+        assert isinstance(screen, QueueScreen)
+        return screen
+
+    def _label_loop(self) -> None:
+        self.ctx.loop_label = self.loop.label() if self.loop is not None else "separate process (vigil run)"
+
+    # --- refresh ------------------------------------------------------------------------
+    @guarded("checking the database")
+    async def probe(self) -> None:
+        if self._probing:
+            return  # the previous probe still waits on a locked database
+        self._probing = True
+        try:
+            result = await self.watcher.probe()
+        finally:
+            self._probing = False
+        if result.reopened:
+            self.ctx.store = self.watcher.store
+            log.warning("database file replaced; reopened %s", self.ctx.settings.store.path)
+        self.show_banner(result.problem or "")
+        if result.changed:
+            self.data_changed()
+
+    def data_changed(self) -> None:
+        screen = self.screen
+        if isinstance(screen, LiveScreen):
+            screen.data_changed()
+
+    def show_banner(self, text: str) -> None:
+        """Every screen shows ``ctx.banner``; the one in front is updated now, the
+        others when they are shown again."""
+        if text == self.ctx.banner:
+            return
+        self.ctx.banner = text
+        if isinstance(self.screen, LiveScreen):
+            self.screen.show_banner()
+        if text:
+            log.warning("%s", text)
+        else:
+            log.info("database usable again")
+
+    # --- navigation -----------------------------------------------------------------------
+    def action_show(self, name: str) -> None:
+        while len(self.screen_stack) > 2:  # close task screens and dialogs first
+            self.pop_screen()
+        if self.screen is not self.get_screen(name):
+            self.switch_screen(name)
+
+    def action_show_task(self) -> None:
+        self.action_show("queue")
+        self.queue_screen.action_open()
+
+    def action_help(self) -> None:
+        rows = [(b.key_display or b.key, b.description) for _, b, enabled, _ in self._bindings_here() if enabled]
+        self.push_screen(HelpScreen(rows))
+
+    def _bindings_here(self) -> list[tuple[object, Binding, bool, str]]:
+        return [
+            (node, binding, enabled, tooltip)
+            for (node, binding, enabled, tooltip) in self.screen.active_bindings.values()
+            if binding.description
+        ]
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        seen = set()
+        for node, binding, enabled, _ in self._bindings_here():
+            if not enabled or binding.action in seen:
+                continue
+            seen.add(binding.action)
+            action = binding.action
+
+            def run(node: object = node, action: str = action) -> None:
+                self.call_later(self.run_action, action, node)
+
+            yield SystemCommand(f"{binding.description} ({binding.key_display or binding.key})", action, run)
+
+    def action_quit_app(self) -> None:
+        if self.loop is None or self.loop.exit_code() is not None:
+            self.exit("")
+            return
+        question = Text(
+            f"Quit? The loop this TUI started (pid {self.loop.pid}) will be stopped gracefully with SIGTERM:"
+            " it finishes its shutdown and puts a running task back in the queue."
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.exit("stop-loop")
+
+        self.push_screen(ConfirmDialog(question), answered)
+
+
+def configure_logging(path: object) -> None:
+    """Log the TUI's warnings and errors to a file (the screen is not a log)."""
+    handler = logging.FileHandler(str(path))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)

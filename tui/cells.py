@@ -1,0 +1,118 @@
+"""Task fields → ``rich.text.Text`` cells. User text is never parsed as markup.
+
+Subjects are cut to ``SUBJECT_CELLS`` characters with newlines flattened, so a
+10,000-character subject costs one short cell; the detail pane shows all of it.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from vigil.durations import format_duration
+from vigil.models import Task, TaskStatus
+
+SUBJECT_CELLS = 40
+
+STATUS_STYLE = {
+    TaskStatus.PENDING: "",
+    TaskStatus.ACTIVE: "bold green",
+    TaskStatus.BLOCKED: "yellow",
+    TaskStatus.COMPLETED: "dim green",
+    TaskStatus.FAILED: "bold red",
+    TaskStatus.CANCELED: "dim",
+}
+
+COLUMNS = (
+    ("mark", " "),
+    ("next", " "),
+    ("id", "id"),
+    ("pri", "pri"),
+    ("status", "status"),
+    ("subject", "subject"),
+    ("source", "source"),
+    ("skills", "skills"),
+    ("tries", "tries"),
+    ("when", "due/age"),
+    ("cost", "cost"),
+)
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def relative(at_ms: int, now_ms: int) -> str:
+    """``in 5m`` for the future, ``5m ago`` for the past."""
+    delta = at_ms - now_ms
+    if delta > 0:
+        return f"in {format_duration(delta)}"
+    return f"{format_duration(-delta)} ago"
+
+
+def is_later(task: Task, now_ms: int) -> bool:
+    """Pending but not yet due (scheduled for later)."""
+    return task.status is TaskStatus.PENDING and task.scheduled_for > now_ms
+
+
+def when_cell(task: Task, now_ms: int) -> Text:
+    """Due time for waiting tasks, run time for the active one, age otherwise."""
+    if task.status is TaskStatus.ACTIVE and task.started_at is not None:
+        return Text(f"running {format_duration(now_ms - task.started_at)}", style="green")
+    if is_later(task, now_ms):
+        return Text(f"due {relative(task.scheduled_for, now_ms)}", style="cyan")
+    if task.completed_at is not None:
+        return Text(relative(task.completed_at, now_ms), style="dim")
+    return Text(f"age {format_duration(now_ms - task.created_at)}")
+
+
+def task_cells(task: Task, now_ms: int, *, is_next: bool, marked: bool) -> dict[str, Text]:
+    """Every column's cell for one task, keyed like ``COLUMNS``."""
+    later = is_later(task, now_ms)
+    dim = "dim" if later or task.status is TaskStatus.BLOCKED else ""
+    if is_next:
+        marker = Text("▶", style="bold green")
+    elif later:
+        marker = Text("⏲", style="cyan")
+    elif task.waiting_on:
+        marker = Text("⧗", style="yellow")
+    else:
+        marker = Text(" ")
+    status = str(task.status) + (" ✗req" if task.cancel_requested else "")
+    return {
+        "mark": Text("●" if marked else " ", style="bold magenta"),
+        "next": marker,
+        "id": Text(str(task.id), style="bold" if is_next else dim, justify="right"),
+        "pri": Text(str(task.priority), style="bold red" if task.priority <= 2 else dim, justify="right"),
+        "status": Text(status, style=STATUS_STYLE[task.status]),
+        "subject": Text(one_line(task.subject, SUBJECT_CELLS), style=dim),
+        "source": Text(one_line(task.source, 20), style="dim"),
+        "skills": Text(one_line(",".join(task.skills), 16), style="dim"),
+        "tries": Text(f"{task.attempt_count}/{task.max_retries + 1}", justify="right"),
+        "when": when_cell(task, now_ms),
+        "cost": Text(f"${task.cost_usd:.2f}" if task.cost_usd else "", justify="right"),
+    }
+
+
+def money(usd: float) -> str:
+    return f"${usd:,.2f}"
+
+
+def tokens(count: int) -> str:
+    if count >= 1_000_000:
+        return f"{count / 1_000_000:.1f}M"
+    if count >= 1_000:
+        return f"{count / 1_000:.1f}k"
+    return str(count)
+
+
+BARS = " ▁▂▃▄▅▆▇█"
+
+
+def spark(values: tuple[float, ...] | list[float]) -> str:
+    """A one-line bar chart: each value scaled to the largest (all zero: flat)."""
+    top = max(values, default=0.0)
+    if top <= 0:
+        return BARS[1] * len(values)
+    return "".join(BARS[max(1, round(v / top * (len(BARS) - 1)))] if v > 0 else BARS[1] for v in values)

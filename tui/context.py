@@ -1,0 +1,26 @@
+"""What every screen needs from the app, passed down explicitly.
+
+``store`` may be replaced while the app runs (the database file was replaced and
+reopened), so screens read ``ctx.store`` at each use instead of keeping it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from vigil.clock import Clock
+from vigil.config import Settings
+from vigil.store import Store
+
+log = logging.getLogger("vigil.tui")
+
+
+@dataclass
+class Context:
+    store: Store
+    clock: Clock
+    settings: Settings
+    readonly: bool = False
+    loop_label: str = ""  # how the loop runs: "background process (pid N)" or elsewhere
+    banner: str = ""  # a problem with the database, shown on every screen ("" = none)

@@ -1,0 +1,85 @@
+"""The detail pane beside the queue: every field of the highlighted task.
+
+It shows the ``Task`` the table already holds (no query); the task screen (enter)
+adds runs, notes, events and the transcript.
+"""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from tui.cells import STATUS_STYLE, money, relative
+from vigil.clock import iso_utc
+from vigil.models import Task
+
+
+def field_table(task: Task, now_ms: int) -> Table:
+    """Label/value rows for a task; values are plain ``Text``."""
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style="dim", no_wrap=True)
+    table.add_column(overflow="fold")
+
+    def when(ms: int | None) -> Text:
+        return Text("—" if ms is None else f"{iso_utc(ms)} ({relative(ms, now_ms)})")
+
+    rows: list[tuple[str, Text]] = [
+        ("status", Text(str(task.status) + (" (cancel requested)" if task.cancel_requested else ""))),
+        ("priority", Text(str(task.priority))),
+        ("source", Text(task.source)),
+        ("source key", Text(task.source_key or "—")),
+        ("skills", Text(", ".join(task.skills) or "—")),
+        ("parent", Text(f"#{task.parent_id}" if task.parent_id else "—")),
+        ("waiting on", Text(f"{task.waiting_on} dependencies" if task.waiting_on else "—")),
+        ("due", when(task.scheduled_for)),
+        ("created", when(task.created_at)),
+        ("started", when(task.started_at)),
+        ("finished", when(task.completed_at)),
+        ("attempts", Text(f"{task.attempt_count} of {task.max_retries + 1}")),
+        ("cost", Text(f"{money(task.cost_usd)} (API {money(task.api_cost_usd)})")),
+        ("tokens", Text(f"{task.tokens_in} in / {task.tokens_out} out")),
+        ("model", Text(task.model or "—")),
+        ("executor", Text(task.executor or "—")),
+        ("claimed by", Text(task.claimed_by or "—")),
+    ]
+    for label, value in rows:
+        table.add_row(label, value)
+    return table
+
+
+def task_summary(task: Task, now_ms: int) -> RenderableType:
+    title = Text(f"#{task.id} ", style="bold")
+    title.append(task.subject, style=f"bold {STATUS_STYLE[task.status]}".strip())
+    parts: list[RenderableType] = [title, field_table(task, now_ms)]
+    if task.description:
+        parts += [Text("description", style="dim underline"), Text(task.description)]
+    if task.result_summary:
+        parts += [Text("result", style="dim underline"), Text(task.result_summary)]
+    return Group(*parts)
+
+
+class DetailPane(VerticalScroll):
+    """Shows one task; ``show(None, …)`` says nothing is highlighted."""
+
+    DEFAULT_CSS = """
+    DetailPane { width: 40%; min-width: 30; border-left: solid $primary; padding: 0 1; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.shown: Task | None = None
+        self._body = Static()
+
+    def compose(self) -> ComposeResult:
+        yield self._body
+
+    def show(self, task: Task | None, now_ms: int) -> None:
+        self.shown = task
+        if task is None:
+            self._body.update(Text("no task highlighted", style="dim"))
+        else:
+            self._body.update(task_summary(task, now_ms))

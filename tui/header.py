@@ -1,0 +1,120 @@
+"""The queue screen's header: dispatcher state, status counts, today's spend.
+
+Data comes down as a ``QueueSnapshot``; ``tick`` re-renders the relative times
+every second without a query. The counts are links: clicking one (or its key,
+shown underlined) filters the table by that status.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Static
+
+from tui.cells import money, relative, spark, tokens
+from tui.snapshot import Gate, QueueSnapshot
+from vigil.durations import format_duration
+from vigil.models import DispatcherHeartbeat, TaskStatus
+
+STALE_AFTER_MS = 60_000  # a heartbeat older than this means no dispatcher is alive
+STATUS_KEYS = {
+    TaskStatus.ACTIVE: "A",
+    TaskStatus.PENDING: "P",
+    TaskStatus.BLOCKED: "B",
+    TaskStatus.COMPLETED: "C",
+    TaskStatus.FAILED: "F",
+    TaskStatus.CANCELED: "X",
+}
+
+
+def dispatcher_text(
+    heartbeat: DispatcherHeartbeat | None, gate: Gate | None, next_due_at: int | None, now_ms: int
+) -> Text:
+    """One line saying what the loop is doing, judged by the heartbeat's age."""
+    line = Text()
+    if heartbeat is None:
+        line.append("no dispatcher seen", style="bold red")
+    elif heartbeat.state == "stopped" or now_ms - heartbeat.heartbeat_at > STALE_AFTER_MS:
+        minutes = max(0, now_ms - heartbeat.heartbeat_at) // 60_000
+        line.append(f"no dispatcher seen for {minutes} min", style="bold red")
+    elif heartbeat.state == "running" and heartbeat.task_id is not None:
+        line.append("● running ", style="bold green")
+        line.append(f"#{heartbeat.task_id}", style="bold")
+        if heartbeat.task_started_at is not None:
+            line.append(f" for {format_duration(now_ms - heartbeat.task_started_at)}")
+    else:
+        line.append("○ idle", style="cyan")
+        if next_due_at is not None:
+            due = "now" if next_due_at <= now_ms else relative(next_due_at, now_ms)
+            line.append(f", next due {due}")
+        else:
+            line.append(", nothing due")
+    if gate is not None:
+        line.append(f"  ⏸ {gate.state}", style="bold yellow")
+        if gate.reason:
+            line.append(f": {gate.reason}", style="yellow")
+        if gate.until is not None:
+            line.append(f" (until {relative(gate.until, now_ms)})", style="yellow")
+    return line
+
+
+def counts_markup(counts: dict[TaskStatus, int], selected: frozenset[TaskStatus]) -> str:
+    """Clickable counts. Markup is safe here: only status names and numbers."""
+    parts = []
+    for status, key in STATUS_KEYS.items():
+        name = str(status)
+        label = f"[u]{key}[/u]{name[1:]}" if name[0].upper() == key else f"{name}([u]{key}[/u])"
+        style = "reverse " if status in selected else ""
+        parts.append(f"[{style}@click=screen.filter_status('{name}')]{label} {counts.get(status, 0)}[/]")
+    return "  ".join(parts)
+
+
+class StatusHeader(Vertical):
+    """Three lines: loop state (+ badges), counts, spend."""
+
+    DEFAULT_CSS = """
+    StatusHeader { height: auto; padding: 0 1; background: $panel; }
+    StatusHeader Horizontal { height: 1; }
+    StatusHeader #loop { width: 1fr; }
+    StatusHeader #badges { width: auto; }
+    StatusHeader #counts, StatusHeader #spend { height: 1; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.snapshot: QueueSnapshot | None = None
+        self.loop_label = ""
+        self.badges = Text()
+        self.selected: frozenset[TaskStatus] = frozenset()
+
+    def compose(self) -> ComposeResult:
+        with Horizontal():
+            yield Static(id="loop")
+            yield Static(id="badges")
+        yield Static(id="counts")
+        yield Static(id="spend")
+
+    def show(self, snapshot: QueueSnapshot, now_ms: int) -> None:
+        self.snapshot = snapshot
+        self.query_one("#counts", Static).update(counts_markup(snapshot.counts, self.selected))
+        spend = Text("today ")
+        spend.append(money(snapshot.cost_today_usd), style="bold")
+        spend.append(f" · {tokens(snapshot.tokens_today)} tokens   24h ")
+        spend.append(spark(snapshot.hourly_cost), style="magenta")
+        self.query_one("#spend", Static).update(spend)
+        self.tick(now_ms)
+
+    def set_badges(self, badges: Text) -> None:
+        self.badges = badges
+        self.query_one("#badges", Static).update(badges)
+
+    def tick(self, now_ms: int) -> None:
+        if self.snapshot is None:
+            line = Text("loading…", style="dim")
+        else:
+            s = self.snapshot
+            line = dispatcher_text(s.heartbeat, s.gate, s.next_due_at, now_ms)
+        if self.loop_label:
+            line.append(f"   loop: {self.loop_label}", style="dim")
+        self.query_one("#loop", Static).update(line)

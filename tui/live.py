@@ -1,0 +1,78 @@
+"""A screen whose data comes from the store and refreshes when the data changes.
+
+The app probes ``PRAGMA data_version`` and calls ``data_changed()`` on the screen
+in front; only then does the screen start a worker that runs its bounded
+``load()`` and hands the result to ``apply()``. A newer load cancels an older one
+(exclusive worker group). A result that arrives after the screen was closed or
+hidden is dropped. ``p`` pauses live updates: changes are counted, not loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.screen import Screen
+from textual.widgets import Static
+from textual.worker import Worker, WorkerState
+
+from tui.context import Context
+from tui.safety import report
+
+
+class Banner(Static):
+    """A red line at the top of a screen while the database cannot be used."""
+
+    DEFAULT_CSS = "Banner { dock: top; height: auto; background: $error; color: $text; padding: 0 1; display: none; }"
+
+
+class LiveScreen(Screen[None]):
+    """Subclasses implement ``load`` (async, queries only) and ``apply`` (widgets only)."""
+
+    def __init__(self, ctx: Context, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self.ctx = ctx
+        self.live_paused = False
+        self.changes_waiting = 0
+        self.loads = 0  # results applied (tests wait on it)
+
+    async def load(self) -> Any:
+        raise NotImplementedError
+
+    def apply(self, data: Any) -> None:
+        raise NotImplementedError
+
+    def data_changed(self) -> None:
+        """Another process committed: reload, or count it while paused."""
+        if self.live_paused:
+            self.changes_waiting += 1
+            self.paused_changed()
+            return
+        self.reload()
+
+    def paused_changed(self) -> None:
+        """Hook: the pause state or the count of waiting changes moved."""
+
+    def reload(self) -> None:
+        self.run_worker(self._load_and_apply(), group="load", exclusive=True, exit_on_error=False)
+
+    async def _load_and_apply(self) -> None:
+        data = await self.load()
+        if not self.is_attached or self.app.screen is not self:
+            return  # closed or hidden meanwhile: a stale result must not touch widgets
+        self.apply(data)
+        self.loads += 1
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state is WorkerState.ERROR and event.worker.error is not None:
+            report(self, event.worker.error, f"refreshing {self.title or 'the screen'}")
+
+    def show_banner(self) -> None:
+        """Show ``ctx.banner`` in this screen's ``Banner`` (if it has one)."""
+        for banner in self.query(Banner):
+            banner.update(Text(self.ctx.banner))
+            banner.display = bool(self.ctx.banner)
+
+    def on_screen_resume(self) -> None:
+        self.show_banner()
+        self.reload()

@@ -1,0 +1,133 @@
+"""The live task table, reconciled by task id.
+
+A new snapshot never clears the table: rows whose task changed are updated cell by
+cell, new tasks are added, gone tasks removed, and the rows are then put in the
+snapshot's order. The cursor and the marks follow task ids, so the highlighted
+task stays highlighted when another process inserts a more urgent task above it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.message import Message
+from textual.widgets import DataTable
+
+from tui.cells import COLUMNS, task_cells
+from vigil.models import Task
+
+
+class QueueTable(DataTable[Text]):
+    """Rows keyed by ``str(task.id)``; ``marks`` holds marked task ids."""
+
+    class Highlighted(Message):
+        """The highlighted task changed (None: the table is empty)."""
+
+        def __init__(self, task: Task | None) -> None:
+            super().__init__()
+            self.task = task
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self.tasks: dict[int, Task] = {}
+        self.marks: set[int] = set()
+        self.next_id: int | None = None
+        self._cells: dict[int, dict[str, Text]] = {}
+        self._order: list[int] = []
+        self._now_ms = 0
+
+    def on_mount(self) -> None:
+        for key, label in COLUMNS:
+            self.add_column(label, key=key)
+
+    @property
+    def current_id(self) -> int | None:
+        """The highlighted task's id (None when the table is empty)."""
+        if not self._order or not 0 <= self.cursor_row < len(self._order):
+            return None
+        return self._order[self.cursor_row]
+
+    @property
+    def current(self) -> Task | None:
+        task_id = self.current_id
+        return None if task_id is None else self.tasks.get(task_id)
+
+    @property
+    def order(self) -> list[int]:
+        """Task ids in display order (a copy)."""
+        return list(self._order)
+
+    def reconcile(self, tasks: Sequence[Task], now_ms: int, next_id: int | None) -> None:
+        """Make the table show ``tasks`` in this order, touching only what changed."""
+        keep_id = self.current_id
+        keep_row = self.cursor_row
+        self._now_ms = now_ms
+        self.next_id = next_id
+        wanted = {t.id: t for t in tasks}
+        for gone in [i for i in self._order if i not in wanted]:
+            self.remove_row(str(gone))
+            del self.tasks[gone], self._cells[gone]
+        self.marks &= wanted.keys()
+        for task in tasks:
+            self._put(task)
+        self._order = [t.id for t in tasks]
+        position = {task_id: n for n, task_id in enumerate(self._order)}
+        self.sort("id", key=lambda cell: position[int(cell.plain)])
+        self._restore_cursor(keep_id, keep_row)
+
+    def _put(self, task: Task) -> None:
+        cells = task_cells(task, self._now_ms, is_next=task.id == self.next_id, marked=task.id in self.marks)
+        old = self._cells.get(task.id)
+        if old is None:
+            self.add_row(*(cells[key] for key, _ in COLUMNS), key=str(task.id))
+        else:
+            for key, _ in COLUMNS:
+                if not _same(old[key], cells[key]):
+                    self.update_cell(str(task.id), key, cells[key])
+        self.tasks[task.id] = task
+        self._cells[task.id] = cells
+
+    def _restore_cursor(self, keep_id: int | None, keep_row: int) -> None:
+        if not self._order:
+            self.post_message(self.Highlighted(None))
+            return
+        if keep_id is not None and keep_id in self.tasks:
+            row = self._order.index(keep_id)
+        else:  # the highlighted task left the table: stay at the same height
+            row = min(keep_row, len(self._order) - 1)
+        if row != self.cursor_row:
+            self.move_cursor(row=row, animate=False)
+        self.post_message(self.Highlighted(self.current))
+
+    def tick(self, now_ms: int) -> None:
+        """Re-render time-relative cells (no query); only changed cells repaint."""
+        self._now_ms = now_ms
+        for task_id in self._order:
+            self._put(self.tasks[task_id])
+
+    def toggle_mark(self, task_id: int) -> None:
+        self.marks ^= {task_id}
+        if task_id in self.tasks:
+            self._put(self.tasks[task_id])
+
+    def clear_marks(self) -> None:
+        marked, self.marks = self.marks, set()
+        for task_id in marked & self.tasks.keys():
+            self._put(self.tasks[task_id])
+
+    def select_id(self, task_id: int) -> bool:
+        """Move the cursor to ``task_id``; False when it is not in the table."""
+        if task_id not in self.tasks:
+            return False
+        self.move_cursor(row=self._order.index(task_id), animate=False)
+        return True
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self.post_message(self.Highlighted(self.current))
+
+
+def _same(a: Text, b: Text) -> bool:
+    """Rich compares text and spans only; a change of base style must repaint too."""
+    return a.plain == b.plain and a.style == b.style and a.spans == b.spans

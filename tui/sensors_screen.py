@@ -1,0 +1,158 @@
+"""The sensors screen (key 4): each sensor's schedule and health.
+
+Stale sensors (enabled, and overdue by more than ``STALE_GRACE_MS`` or failing)
+are highlighted. ``r`` runs one now by starting ``vigil sensors run NAME`` as a
+separate process (the TUI never blocks on it; its result is notified); ``e``
+enables or disables it in the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable, Footer, Static
+
+from tui.cells import one_line, relative
+from tui.context import Context
+from tui.live import Banner, LiveScreen
+from tui.safety import guarded
+from tui.snapshot import load_sensors
+from vigil.models import SensorState
+
+STALE_GRACE_MS = 120_000
+RUN_NOW_TIMEOUT_S = 300
+
+
+def schedules(entries: tuple[Mapping[str, Any], ...]) -> dict[str, str]:
+    """Sensor name → schedule text, from the raw ``[[sensors]]`` tables."""
+    result = {}
+    for entry in entries:
+        name = entry.get("name")
+        if isinstance(name, str):
+            when = entry.get("every") or entry.get("cron")
+            result[name] = f"every {when}" if entry.get("every") else str(when or "—")
+    return result
+
+
+def is_stale(state: SensorState, now_ms: int) -> bool:
+    if not state.enabled:
+        return False
+    overdue = state.next_due_at is not None and now_ms - state.next_due_at > STALE_GRACE_MS
+    return overdue or state.consecutive_failures > 0
+
+
+class SensorsScreen(LiveScreen):
+    TITLE = "Sensors"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "run_now", "Run now"),
+        Binding("e", "toggle_enabled", "Enable/disable"),
+    ]
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx, name="sensors")
+        self.states: tuple[SensorState, ...] = ()
+
+    def compose(self) -> ComposeResult:
+        yield Banner()
+        yield Static(Text("Sensors", style="bold"))
+        yield DataTable[Text](id="sensors", cursor_type="row", zebra_stripes=True)
+        yield Static(id="error")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for key in ("name", "on", "schedule", "last run", "status", "next due", "new/ignored", "fails", "last error"):
+            table.add_column(key, key=key)
+        table.focus()
+
+    async def load(self) -> tuple[SensorState, ...]:
+        return await load_sensors(self.ctx.store)
+
+    def apply(self, data: Any) -> None:
+        self.states = data
+        table = self.query_one(DataTable)
+        now = self.ctx.clock.now_ms()
+        plans = schedules(self.ctx.settings.sensors)
+        keep = table.cursor_row
+        table.clear()
+        for s in self.states:
+            style = "bold red" if is_stale(s, now) else ("dim" if not s.enabled else "")
+            table.add_row(
+                Text(s.name, style=style),
+                Text("on" if s.enabled else "off"),
+                Text(plans.get(s.name, "—")),
+                Text(relative(s.last_run_at, now) if s.last_run_at else "never"),
+                Text(s.last_status or "—", style="red" if s.last_status in ("error", "timeout") else ""),
+                Text(relative(s.next_due_at, now) if s.next_due_at else "—", style=style),
+                Text(f"{s.created_last}/{s.ignored_last}"),
+                Text(str(s.consecutive_failures), style="red" if s.consecutive_failures else ""),
+                Text(one_line(s.last_error or "", 50), style="red"),
+                key=s.name,
+            )
+        if self.states:
+            table.move_cursor(row=min(keep, len(self.states) - 1), animate=False)
+        note = "" if self.states else "no sensor has run yet (sensors record their state when `vigil run` runs them)"
+        self.query_one("#error", Static).update(Text(note, style="dim"))
+
+    @property
+    def current(self) -> SensorState | None:
+        row = self.query_one(DataTable).cursor_row
+        return self.states[row] if 0 <= row < len(self.states) else None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("run_now", "toggle_enabled"):
+            if self.ctx.readonly:
+                return False
+            return True if self.current is not None else None
+        return True
+
+    def action_toggle_enabled(self) -> None:
+        if self.current is not None:
+            self.run_worker(self._toggle(self.current), group="write", exit_on_error=False)
+
+    @guarded("enabling or disabling the sensor")
+    async def _toggle(self, state: SensorState) -> None:
+        await self.ctx.store.set_sensor_enabled(state.name, not state.enabled)
+        self.notify(f"sensor {state.name} {'disabled' if state.enabled else 'enabled'}", markup=False)
+        self.reload()
+
+    def action_run_now(self) -> None:
+        if self.current is not None:
+            self.run_worker(self._run_now(self.current.name), group=f"run-{self.current.name}", exit_on_error=False)
+
+    @guarded("running the sensor")
+    async def _run_now(self, name: str) -> None:
+        self.notify(f"running sensor {name}…", markup=False)
+        home = str(self.ctx.settings.home)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "vigil",
+            "--home",
+            home,
+            "sensors",
+            "run",
+            name,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), RUN_NOW_TIMEOUT_S)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            self.notify(f"sensor {name}: still running after {RUN_NOW_TIMEOUT_S}s, stopped", severity="error")
+            return
+        text = one_line(out.decode("utf-8", errors="replace"), 300) or "done"
+        if proc.returncode == 0:
+            self.notify(f"sensor {name}: {text}", markup=False)
+        else:
+            self.notify(f"sensor {name} failed: {text}", severity="error", markup=False)
+        self.reload()

@@ -1,0 +1,179 @@
+"""What each screen shows, read from the store in one bounded batch of queries.
+
+Loaders run in a Textual worker and return frozen values; widgets never query.
+Every query here is bounded: the live queue by ``LIVE_LIMIT`` rows, history by a
+keyset page, costs by a time window (``ix_runs_finished``), counts by the
+trigger-kept ``status_counts`` table. ``now_ms`` comes from the app's clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from tui.filters import TaskFilter
+from vigil.clock import MS_PER_DAY
+from vigil.models import (
+    FINISHED_STATUSES,
+    HEARTBEAT_KEY,
+    CostRow,
+    DispatcherHeartbeat,
+    Note,
+    Run,
+    SensorState,
+    Task,
+    TaskEvent,
+    TaskStatus,
+)
+from vigil.store import CostGroup, Store
+
+LIVE_LIMIT = 500  # rows in the live queue table; more are counted, not shown
+HISTORY_PAGE = 100
+HOUR_MS = 3_600_000
+GATE_KEY = "gate"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The loop's pause or gate, when a guardrail set one. ``until`` None: until lifted."""
+
+    state: str  # "paused" or "gated"
+    reason: str
+    until: int | None
+
+    @classmethod
+    def from_json(cls, value: object) -> Gate | None:
+        if not isinstance(value, dict) or value.get("state") not in ("paused", "gated"):
+            return None
+        until = value.get("until")
+        return cls(str(value["state"]), str(value.get("reason") or ""), until if isinstance(until, int) else None)
+
+
+@dataclass(frozen=True)
+class QueueSnapshot:
+    """The queue screen's data at one moment.
+
+    ``tasks`` is in dispatch order (or newest first when the filter asks for finished
+    statuses); ``next_id`` is the task the dispatcher will take next (None: nothing
+    due). ``hourly_cost`` has 24 values, oldest hour first, the current hour last.
+    """
+
+    taken_at: int
+    tasks: tuple[Task, ...]
+    counts: dict[TaskStatus, int]
+    heartbeat: DispatcherHeartbeat | None
+    gate: Gate | None
+    next_due_at: int | None
+    next_id: int | None
+    cost_today_usd: float = 0.0
+    tokens_today: int = 0
+    hourly_cost: tuple[float, ...] = field(default_factory=lambda: (0.0,) * 24)
+    limited: bool = False  # more rows matched than the table shows
+
+
+def start_of_day(now_ms: int) -> int:
+    return now_ms - now_ms % MS_PER_DAY
+
+
+def hour_key(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H")
+
+
+def next_to_run(tasks: tuple[Task, ...], now_ms: int) -> int | None:
+    """The first due, unblocked pending task in dispatch order."""
+    for task in tasks:
+        if task.status is TaskStatus.PENDING and task.waiting_on == 0 and task.scheduled_for <= now_ms:
+            return task.id
+    return None
+
+
+async def load_queue(store: Store, flt: TaskFilter, now_ms: int) -> QueueSnapshot:
+    """One refresh of the queue screen (six bounded queries)."""
+    if flt.wants_finished:
+        rows = await store.list_tasks(statuses=flt.statuses, limit=LIVE_LIMIT)
+        ordered = tuple(rows)
+    else:
+        ordered = tuple(await store.queue(limit=LIVE_LIMIT))
+    shown = tuple(t for t in ordered if flt.matches(t))
+    counts = await store.count_by_status()
+    loop = await store.loop_values()
+    hours = await store.cost_rollup(since_ms=now_ms - now_ms % HOUR_MS - 23 * HOUR_MS, by=CostGroup.HOUR)
+    by_hour = {row.key: row for row in hours}
+    first_hour = now_ms - 23 * HOUR_MS
+    hourly = tuple(
+        by_hour[key].cost_usd if (key := hour_key(first_hour + i * HOUR_MS)) in by_hour else 0.0 for i in range(24)
+    )
+    today = start_of_day(now_ms)
+    today_rows = await store.cost_rollup(since_ms=today, by=CostGroup.DAY)
+    open_count = sum(n for status, n in counts.items() if status not in FINISHED_STATUSES)
+    return QueueSnapshot(
+        taken_at=now_ms,
+        tasks=shown,
+        counts=counts,
+        heartbeat=DispatcherHeartbeat.from_json(loop.get(HEARTBEAT_KEY)),
+        gate=Gate.from_json(loop.get(GATE_KEY)),
+        next_due_at=await store.next_due_at(),
+        next_id=next_to_run(ordered, now_ms),
+        cost_today_usd=sum(r.cost_usd for r in today_rows),
+        tokens_today=sum(r.tokens_in + r.tokens_out for r in today_rows),
+        hourly_cost=hourly,
+        limited=len(ordered) >= LIVE_LIMIT and (flt.wants_finished or open_count > LIVE_LIMIT),
+    )
+
+
+@dataclass(frozen=True)
+class TaskDetail:
+    """Everything the task screen shows about one task."""
+
+    task: Task
+    runs: tuple[Run, ...]
+    notes: tuple[Note, ...]
+    events: tuple[TaskEvent, ...]
+    depends_on: tuple[int, ...]
+
+
+async def load_task(store: Store, task_id: int) -> TaskDetail:
+    """Raises ``TaskNotFound`` when the task is gone."""
+    return TaskDetail(
+        task=await store.get_task(task_id),
+        runs=tuple(await store.list_runs(task_id)),
+        notes=tuple(await store.list_notes(task_id)),
+        events=tuple(await store.list_events(task_id)),
+        depends_on=tuple(await store.dependencies(task_id)),
+    )
+
+
+async def load_history_page(store: Store, query: str, *, before_id: int | None) -> tuple[Task, ...]:
+    """One keyset page of finished tasks, newest first; ``query`` "" means no search."""
+    if query.strip():
+        found = await store.search_tasks(
+            query.strip(), statuses=FINISHED_STATUSES, limit=HISTORY_PAGE, before_id=before_id
+        )
+        return tuple(found)
+    return tuple(await store.list_tasks(statuses=FINISHED_STATUSES, limit=HISTORY_PAGE, before_id=before_id))
+
+
+async def load_sensors(store: Store) -> tuple[SensorState, ...]:
+    return tuple(await store.sensor_states())
+
+
+@dataclass(frozen=True)
+class CostSnapshot:
+    """Spend over the window, grouped four ways (rows as the store returns them)."""
+
+    since_ms: int
+    by_day: tuple[CostRow, ...]
+    by_skill: tuple[CostRow, ...]
+    by_source: tuple[CostRow, ...]
+    by_model: tuple[CostRow, ...]
+
+
+async def load_costs(store: Store, now_ms: int, days: int) -> CostSnapshot:
+    since = start_of_day(now_ms) - (days - 1) * MS_PER_DAY
+    return CostSnapshot(
+        since_ms=since,
+        by_day=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.DAY)),
+        by_skill=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.SKILL)),
+        by_source=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.SOURCE)),
+        by_model=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.MODEL)),
+    )

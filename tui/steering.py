@@ -1,0 +1,126 @@
+"""The TUI's writes: every one a conditional store operation, reported plainly.
+
+When the task changed state between the keypress and the write (the dispatcher
+claimed it, another person finished it), the store raises ``InvalidTransition``
+and nothing is written; the report then says so in words, e.g.
+"#412 already started, not deferred". Bulk actions run one task at a time, each
+in its own transaction, and report each task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from vigil.clock import iso_utc
+from vigil.errors import InvalidTransition, VigilError
+from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Task, TaskStatus
+from vigil.store import Store
+
+ACTOR = "human"
+
+
+class Action(StrEnum):
+    RAISE = "raise"  # more urgent: priority - 1
+    LOWER = "lower"  # less urgent: priority + 1
+    DEFER = "defer"
+    CANCEL = "cancel"
+    RETRY = "retry"
+
+
+PAST = {
+    Action.RAISE: "raised",
+    Action.LOWER: "lowered",
+    Action.DEFER: "deferred",
+    Action.CANCEL: "canceled",
+    Action.RETRY: "retried",
+}
+
+# Which statuses each action applies to (for dimming keys and for previews).
+APPLIES = {
+    Action.RAISE: frozenset({TaskStatus.PENDING, TaskStatus.BLOCKED}),
+    Action.LOWER: frozenset({TaskStatus.PENDING, TaskStatus.BLOCKED}),
+    Action.DEFER: frozenset({TaskStatus.PENDING, TaskStatus.BLOCKED}),
+    Action.CANCEL: frozenset({TaskStatus.PENDING, TaskStatus.BLOCKED, TaskStatus.ACTIVE}),
+    Action.RETRY: frozenset({TaskStatus.FAILED, TaskStatus.CANCELED}),
+}
+
+_STATE_WORDS = {
+    "active": "already started",
+    "completed": "already completed",
+    "failed": "already failed",
+    "canceled": "already canceled",
+    "pending": "still pending",
+    "blocked": "blocked",
+}
+
+
+def applies(action: Action, task: Task) -> bool:
+    if action is Action.RAISE:
+        return task.status in APPLIES[action] and task.priority > MIN_PRIORITY
+    if action is Action.LOWER:
+        return task.status in APPLIES[action] and task.priority < MAX_PRIORITY
+    if action is Action.CANCEL:
+        return task.status in APPLIES[action] and not task.cancel_requested
+    return task.status in APPLIES[action]
+
+
+@dataclass(frozen=True)
+class Report:
+    """What one write did to one task. ``ok`` False: nothing changed."""
+
+    task_id: int
+    ok: bool
+    message: str
+
+
+def refusal(err: InvalidTransition, action: Action) -> str:
+    """ "#412 already started, not deferred"."""
+    words = _STATE_WORDS.get(err.status, f"is {err.status}")
+    return f"#{err.task_id} {words}, not {PAST[action]}"
+
+
+async def apply(store: Store, action: Action, task: Task, *, until_ms: int | None = None) -> Report:
+    """Run ``action`` on ``task`` (as the TUI last saw it) through the store's
+    conditional operation. Never raises ``VigilError``: failures become a report."""
+    try:
+        if action is Action.RAISE or action is Action.LOWER:
+            step = -1 if action is Action.RAISE else 1
+            wanted = min(MAX_PRIORITY, max(MIN_PRIORITY, task.priority + step))
+            if wanted == task.priority:
+                limit = "most" if action is Action.RAISE else "least"
+                return Report(task.id, False, f"#{task.id} is already at the {limit} urgent priority")
+            done = await store.set_priority(task.id, wanted, actor=ACTOR)
+            return Report(task.id, True, f"#{done.id} priority {task.priority} → {done.priority}")
+        if action is Action.DEFER:
+            if until_ms is None:
+                raise ValueError("defer needs until_ms")
+            done = await store.defer(task.id, until_ms, actor=ACTOR)
+            return Report(task.id, True, f"#{done.id} deferred to {iso_utc(done.scheduled_for)}")
+        if action is Action.CANCEL:
+            done = await store.cancel(task.id, actor=ACTOR)
+            if done.status is TaskStatus.ACTIVE:
+                return Report(task.id, True, f"#{done.id} is running: cancel requested")
+            return Report(task.id, True, f"#{done.id} canceled")
+        done = await store.retry(task.id, actor=ACTOR)
+        return Report(task.id, True, f"#{done.id} pending again")
+    except InvalidTransition as err:
+        return Report(task.id, False, refusal(err, action))
+    except VigilError as err:
+        return Report(task.id, False, f"#{task.id}: {err}")
+
+
+async def apply_many(
+    store: Store, action: Action, tasks: Sequence[Task], *, until_ms: int | None = None
+) -> list[Report]:
+    return [await apply(store, action, task, until_ms=until_ms) for task in tasks]
+
+
+def summarize(reports: Sequence[Report]) -> tuple[str, bool]:
+    """One notification text for a batch, and whether everything went through."""
+    if len(reports) == 1:
+        return reports[0].message, reports[0].ok
+    done = sum(r.ok for r in reports)
+    lines = [f"{done} of {len(reports)} done", *[r.message for r in reports if not r.ok][:8]]
+    return "\n".join(lines), done == len(reports)

@@ -1,0 +1,160 @@
+"""The task screen (enter on a row): every field, description and result as
+Markdown, the attempts, notes and audit events, and for a running task a live
+tail of its transcript (re-read when the file grows, no query)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Markdown, Static
+
+from tui.cells import money, one_line
+from tui.context import Context
+from tui.detail import field_table
+from tui.live import Banner, LiveScreen
+from tui.safety import guarded
+from tui.snapshot import TaskDetail, load_task
+from vigil.clock import iso_utc
+from vigil.durations import format_duration
+from vigil.errors import TaskNotFound
+from vigil.models import Run, TaskStatus
+
+TAIL_LINES = 40
+TAIL_BYTES = 64_000
+
+
+def runs_table(runs: tuple[Run, ...]) -> Table:
+    table = Table("#", "outcome", "started", "duration", "cost", "tokens in/out", "model", "error", box=None)
+    for run in runs:
+        duration = "running" if run.finished_at is None else format_duration(run.finished_at - run.started_at)
+        table.add_row(
+            str(run.attempt),
+            Text(run.outcome or "—"),
+            iso_utc(run.started_at) or "",
+            duration,
+            money(run.cost_usd),
+            f"{run.tokens_in}/{run.tokens_out}",
+            Text(run.model or "—"),
+            Text(one_line(run.error or "", 60), style="red"),
+        )
+    return table
+
+
+def read_tail(path: Path) -> str:
+    """The last ``TAIL_LINES`` lines of a file (at most ``TAIL_BYTES`` read)."""
+    with path.open("rb") as handle:
+        handle.seek(0, 2)
+        size = handle.tell()
+        handle.seek(max(0, size - TAIL_BYTES))
+        data = handle.read().decode("utf-8", errors="replace")
+    return "\n".join(data.splitlines()[-TAIL_LINES:])
+
+
+class TaskScreen(LiveScreen):
+    TITLE = "Task"
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,backspace,q", "back", "Back")]
+
+    def __init__(self, ctx: Context, task_id: int) -> None:
+        super().__init__(ctx, name=f"task-{task_id}")
+        self.task_id = task_id
+        self.detail: TaskDetail | None = None
+        self._tail_key: tuple[str, int] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Banner()
+        with VerticalScroll():
+            yield Static(id="title")
+            yield Static(id="fields")
+            yield Static(Text("description", style="bold underline"))
+            yield Markdown(id="description")
+            yield Static(Text("result", style="bold underline"))
+            yield Markdown(id="result")
+            yield Static(Text("attempts", style="bold underline"))
+            yield Static(id="runs")
+            yield Static(Text("notes", style="bold underline"))
+            yield Static(id="notes")
+            yield Static(Text("events", style="bold underline"))
+            yield Static(id="events")
+            yield Static(id="transcript")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self._tail)
+
+    async def load(self) -> TaskDetail | None:
+        try:
+            return await load_task(self.ctx.store, self.task_id)
+        except TaskNotFound:
+            return None
+
+    def apply(self, data: Any) -> None:
+        detail: TaskDetail | None = data
+        self.detail = detail
+        if detail is None:
+            self.query_one("#title", Static).update(Text(f"task #{self.task_id} no longer exists", style="red"))
+            return
+        task = detail.task
+        now = self.ctx.clock.now_ms()
+        title = Text(f"#{task.id} ", style="bold")
+        title.append(task.subject, style="bold")
+        self.query_one("#title", Static).update(title)
+        fields = field_table(task, now)
+        if detail.depends_on:
+            fields.add_row("depends on", Text(", ".join(f"#{d}" for d in detail.depends_on)))
+        self.query_one("#fields", Static).update(fields)
+        self.query_one("#description", Markdown).update(task.description or "*(none)*")
+        result = "\n\n".join(part for part in (task.result_summary, task.result_detail) if part)
+        self.query_one("#result", Markdown).update(result or "*(none yet)*")
+        self.query_one("#runs", Static).update(runs_table(detail.runs) if detail.runs else Text("none", style="dim"))
+        notes = Text()
+        for note in detail.notes:
+            notes.append(f"{iso_utc(note.at)} {note.author}: ", style="dim")
+            notes.append(note.text + "\n")
+        self.query_one("#notes", Static).update(notes or Text("none", style="dim"))
+        events = Text()
+        for event in detail.events:
+            events.append(f"{iso_utc(event.at)} {event.actor} {event.kind} ", style="dim")
+            events.append(f"{event.from_value or ''} → {event.to_value or ''}\n")
+        self.query_one("#events", Static).update(events)
+        self._tail_key = None
+        self._tail()
+
+    @guarded("reading the transcript")
+    def _tail(self) -> None:
+        """Re-read the running attempt's transcript when it grew (a file, no query)."""
+        widget = self.query_one("#transcript", Static)
+        detail = self.detail
+        if detail is None or detail.task.status is not TaskStatus.ACTIVE or not detail.runs:
+            widget.display = False
+            return
+        path_text = detail.runs[-1].transcript_path
+        if not path_text:
+            widget.update(Text("transcript: not written yet", style="dim"))
+            return
+        path = Path(path_text)
+        try:
+            size = path.stat().st_size
+        except OSError:
+            widget.update(Text(f"transcript: {path} not readable yet", style="dim"))
+            return
+        if self._tail_key == (path_text, size):
+            return
+        self._tail_key = (path_text, size)
+        self.run_worker(self._show_tail(path), group="tail", exclusive=True, exit_on_error=False)
+
+    async def _show_tail(self, path: Path) -> None:
+        text = await asyncio.to_thread(read_tail, path)
+        if self.is_attached:
+            widget = self.query_one("#transcript", Static)
+            widget.display = True
+            widget.update(Text("live transcript\n", style="bold underline") + Text(text))
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
