@@ -106,6 +106,10 @@ def single_add(runner: asyncio.Runner, folder: Path, sizes: Sizes) -> tuple[str,
             "plain sqlite3, Vigil schema (triggers)", peers.plain_connect(folder / "schema.db", create=False), now_ms()
         )
     )
+    # What one await on the store costs before any SQL: the hop to the connection's
+    # thread and back, the floor under every store call.
+    hop = vigil_contender("Vigil store, one hop and no SQL", runner, store, lambda i: store._db.read(_nothing))
+    contenders.append(Contender(hop.name, "— (no write)", hop.run))
     closers: list[Callable[[], object]] = []
     for opener in (peers.huey_enqueue, peers.persist_queue_put, peers.litequeue_put):
         contender, handle = opener(folder)
@@ -120,6 +124,10 @@ def single_add(runner: asyncio.Runner, folder: Path, sizes: Sizes) -> tuple[str,
     targets = {"plain sqlite3, same table": 0.7}
     verdict = _verdict(results, "plain sqlite3, same table", 0.7)
     return table(results, results[0], unit="task", targets=targets), [f"one task added: Vigil vs plain {verdict}"]
+
+
+def _nothing(conn: sqlite3.Connection) -> None:
+    """A store body that runs no SQL."""
 
 
 async def _migrate(path: Path) -> None:
