@@ -21,17 +21,19 @@ from vigil.models import Task
 PREVIEW_ROWS = 20
 
 
-def preview(tasks: Sequence[Task], skipped: Sequence[Task]) -> Table:
-    """The tasks an action will touch, and those it will skip (status does not allow)."""
-    table = Table.grid(padding=(0, 1))
+def preview(tasks: Sequence[Task], skipped: Sequence[Task]) -> Text:
+    """The tasks an action will touch, one a line, and those it will skip."""
+    lines = Text()
     for task in tasks[:PREVIEW_ROWS]:
-        table.add_row(Text(f"#{task.id}", style="bold"), Text(str(task.status)), Text(one_line(task.subject, 50)))
+        lines.append(f"#{task.id} ", style="bold")
+        lines.append(f"{task.status} ", style="dim")
+        lines.append(one_line(task.subject, 50) + "\n")
     if len(tasks) > PREVIEW_ROWS:
-        table.add_row("", "", Text(f"… and {len(tasks) - PREVIEW_ROWS} more", style="dim"))
+        lines.append(f"… and {len(tasks) - PREVIEW_ROWS} more\n", style="dim")
     if skipped:
         ids = ", ".join(f"#{t.id}" for t in skipped[:PREVIEW_ROWS])
-        table.add_row("", "", Text(f"skipped (does not apply): {ids}", style="dim"))
-    return table
+        lines.append(f"skipped (does not apply): {ids}", style="dim")
+    return lines
 
 
 class ConfirmDialog(ModalScreen[bool]):
@@ -43,7 +45,7 @@ class ConfirmDialog(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "No"),
     ]
 
-    def __init__(self, question: Text, details: Table | None = None) -> None:
+    def __init__(self, question: Text, details: Text | None = None) -> None:
         super().__init__()
         self._question = question
         self._details = details
@@ -51,7 +53,7 @@ class ConfirmDialog(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(self._question)
-            if self._details is not None:
+            if self._details is not None:  # the preview of what it touches
                 with VerticalScroll():
                     yield Static(self._details)
             with Horizontal():

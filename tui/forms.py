@@ -131,6 +131,9 @@ class DeferForm(ModalScreen[int | None]):
             yield Input(id="when")
             yield Static(id="error", classes="error")
 
+    def on_mount(self) -> None:
+        self.query_one("#when", Input).focus()
+
     def _submit(self, text: str) -> None:
         try:
             until = parse_when_ms(text, self._clock.now_ms())

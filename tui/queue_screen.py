@@ -54,7 +54,7 @@ class QueueScreen(LiveScreen):
         Binding("i", "toggle_detail", "Detail", show=False),
         Binding("escape", "clear", "Clear", show=False),
         *[
-            Binding(f"shift+{key.lower()}", f"filter_status('{status}')", f"{status}", show=False)
+            Binding(key, f"filter_status('{status}')", f"Only {status}", show=False)
             for status, key in STATUS_KEYS.items()
         ],
     ]
