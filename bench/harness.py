@@ -18,6 +18,7 @@ import re
 import sqlite3
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -148,8 +149,9 @@ def table(
     """A Markdown table of ``results`` with Vigil's speed ratio to each other one;
     ``targets`` maps a contender name to the least ratio the issue asks for."""
     targets = targets or {}
+    plural = unit + ("es" if unit.endswith(("ch", "s", "sh", "x")) else "s")
     lines = [
-        f"| contender | durability | median per {unit} | p99 per {unit} | {unit}s/s | Vigil ÷ other (speed) |",
+        f"| contender | durability | median per {unit} | p99 per {unit} | {plural}/s | Vigil ÷ other (speed) |",
         "|---|---|---|---|---|---|",
     ]
     for r in results:
@@ -177,12 +179,28 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def filesystem_of(path: Path) -> str:
+    """The filesystem type holding ``path`` (its fsync is what a durable commit waits for)."""
+    best, kind = "", "unknown filesystem"
+    try:
+        for line in Path("/proc/mounts").read_text().splitlines():
+            _device, mount, fstype, *_ = line.split()
+            inside = str(path) == mount or str(path).startswith(mount.rstrip("/") + "/")
+            if inside and len(mount) > len(best):
+                best, kind = mount, fstype
+    except OSError:
+        pass
+    return kind
+
+
 def machine() -> str:
     """One line naming what the figures were taken on, and how busy it was."""
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    tmp = Path(tempfile.gettempdir()).resolve()
     return (
         f"{os.cpu_count()} cores ({cpu_model()}), {platform.system()} {platform.release()}, "
-        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}; load average {load} at start"
+        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"databases on {filesystem_of(tmp)}; load average {load} at start"
     )
 
 
