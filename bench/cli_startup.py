@@ -82,8 +82,8 @@ def vigil_command() -> list[str]:
 def time_table(results: Sequence[Result], vigil: Result) -> str:
     """Times per process and Vigil's time ÷ each other's, paired by round."""
     lines = [
-        "| command | median | p99 | Vigil ÷ other (time) |",
-        "|---|---|---|---|",
+        "| command | durability | median | p99 | Vigil ÷ other (time) |",
+        "|---|---|---|---|---|",
     ]
     for r in results:
         if r is vigil:
@@ -92,7 +92,7 @@ def time_table(results: Sequence[Result], vigil: Result) -> str:
             value = median([v / o for v, o in zip(vigil.round_means_s, r.round_means_s, strict=True)])
             target = r.name.startswith("python -c pass")
             ratio = fmt_ratio(value, f"≤ {TARGET_TIMES:g}×", value <= TARGET_TIMES) if target else fmt_ratio(value)
-        lines.append(f"| {r.name} | {fmt_s(r.median_s)} | {fmt_s(r.p99_s)} | {ratio} |")
+        lines.append(f"| {r.name} | {r.durability} | {fmt_s(r.median_s)} | {fmt_s(r.p99_s)} | {ratio} |")
     return "\n".join(lines)
 
 
@@ -133,10 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         init_home(home)
         add = [*vigil_command(), "--home", str(home), "task", "add", "bench task {i}"]
         contenders = [
-            spawner("vigil task add", add, "synchronous=FULL, WAL", env),
-            spawner("python -c pass", [sys.executable, "-c", "pass"], "—", env),
-            spawner(f'python -c "{FLOOR}"', [sys.executable, "-c", FLOOR], "—", env),
-            spawner("vigil --help", [*vigil_command(), "--help"], "—", env),
+            spawner("vigil task add", add, "synchronous=FULL, WAL (the home's default)", env),
+            spawner("python -c pass", [sys.executable, "-c", "pass"], "— (no write)", env),
+            spawner(f'python -c "{FLOOR}"', [sys.executable, "-c", FLOOR], "— (no write)", env),
+            spawner("vigil --help", [*vigil_command(), "--help"], "— (no write)", env),
         ]
         heading("vigil task add, a new process each time")
         results = interleave(contenders, rounds=sizes.rounds, ops=sizes.spawns)
