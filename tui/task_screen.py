@@ -15,6 +15,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Markdown, Static
 
+from dispatch.attempt import transcript_path
 from tui.cells import money, one_line
 from tui.context import Context
 from tui.detail import field_table
@@ -134,11 +135,11 @@ class TaskScreen(LiveScreen):
         if detail is None or detail.task.status is not TaskStatus.ACTIVE or not detail.runs:
             widget.display = False
             return
-        path_text = detail.runs[-1].transcript_path
-        if not path_text:
-            widget.update(Text("transcript: not written yet", style="dim"))
-            return
-        path = Path(path_text)
+        run = detail.runs[-1]
+        # The dispatcher stores the path when the run ends; while it runs, the file
+        # is at the dispatcher's conventional place.
+        path = Path(run.transcript_path or transcript_path(self.ctx.settings, run.task_id, run.attempt))
+        path_text = str(path)
         try:
             size = path.stat().st_size
         except OSError:

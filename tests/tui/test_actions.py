@@ -34,7 +34,8 @@ async def test_raise_refused_when_the_dispatcher_claimed_the_task_first(make_app
         await wait_for(lambda: shown_ids(app) == [task_id], "row")
         await pilot.press("p")  # freeze the screen: the app still shows the task pending
         claim = await db.claim_next(worker="dispatcher-1", lease_ms=60_000)
-        assert claim is not None and claim.task.id == task_id
+        assert claim is not None
+        assert claim.task.id == task_id
         assert table(app).tasks[task_id].status is TaskStatus.PENDING
         await pilot.press("plus")
         await wait_for(lambda: any("already started" in n for n in notes(app)), "refusal shown")
@@ -179,7 +180,9 @@ async def test_bulk_cancel_of_marked_rows_previews_then_applies(make_app: AppFac
         await wait_for(lambda: isinstance(app.screen, ConfirmDialog), "preview")
         shown = "\n".join(str(w.render()) for w in app.screen.query("Static"))
         assert "2 tasks" in shown
-        assert f"#{ids[0]}" in shown and f"#{ids[2]}" in shown and f"#{ids[1]}" not in shown
+        assert f"#{ids[0]}" in shown
+        assert f"#{ids[2]}" in shown
+        assert f"#{ids[1]}" not in shown
         await pilot.press("y")
         await wait_for(lambda: shown_ids(app) == [ids[1], ids[3]], "two canceled")
         assert table(app).marks == set()

@@ -1,0 +1,193 @@
+"""The other screens: task, history (keyset paging, search), sensors, costs, help
+and the command palette, each on real SQLite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual.widgets import DataTable, Markdown
+
+from tests.tui.conftest import AppFactory, add, wait_for
+from tests.tui.helpers import notes, queue, shown_ids, table
+from tui.costs_screen import CostsScreen
+from tui.dialogs import HelpScreen
+from tui.history_screen import HistoryScreen
+from tui.sensors_screen import SensorsScreen
+from tui.snapshot import HISTORY_PAGE
+from tui.task_screen import TaskScreen
+from vigil.clock import ManualClock
+from vigil.models import NewTask, Outcome, OutcomeKind, SensorRun, TaskStatus
+from vigil.store import Store
+
+
+def rendered(screen: object, selector: str) -> str:
+    widget = screen.query_one(selector)  # type: ignore[attr-defined]
+    visual = widget.render()
+    return str(getattr(visual, "_text", None) or visual)
+
+
+async def test_task_screen_shows_runs_notes_events_and_markdown(
+    make_app: AppFactory, db: Store, clock: ManualClock, tmp_path: Path
+) -> None:
+    task_id = await add(db, "investigate", description="# Heading\n\n* point [/]")
+    claim = await db.claim_next(worker="d", lease_ms=60_000)
+    assert claim is not None
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text('{"type":"system"}\n{"type":"assistant","text":"working on it"}\n')
+    await db.add_note(task_id, "halfway there", author="agent")
+    clock.advance(90_000)
+    outcome = Outcome(
+        OutcomeKind.FAILED,
+        summary="gave up",
+        error="tool crashed",
+        cost_usd=0.25,
+        model="m-1",
+        transcript_path=str(transcript),
+    )
+    await db.finish(claim, outcome, TaskStatus.FAILED, worker="d")
+    app = make_app()
+    async with app.run_test(size=(120, 50)) as pilot:
+        await wait_for(lambda: queue(app).loads >= 1, "queue loaded")
+        await pilot.press("F")
+        await wait_for(lambda: shown_ids(app) == [task_id], "failed task listed")
+        await pilot.press("enter")
+        await wait_for(lambda: isinstance(app.screen, TaskScreen) and app.screen.loads >= 1, "task screen")
+        screen = app.screen
+        assert "investigate" in rendered(screen, "#title")
+        assert screen.detail is not None
+        assert [r.outcome for r in screen.detail.runs] == ["failed"]
+        assert [n.text for n in screen.detail.notes] == ["halfway there"]
+        assert [e.kind for e in screen.detail.events][:2] == ["created", "status"]
+        assert "Heading" in screen.query_one("#description", Markdown).source
+        await pilot.press("escape")
+        await wait_for(lambda: app.screen is queue(app), "back")
+
+
+async def test_task_screen_tails_the_running_transcript(make_app: AppFactory, db: Store, home: Path) -> None:
+    task_id = await add(db, "running")
+    claim = await db.claim_next(worker="d", lease_ms=60_000)
+    assert claim is not None
+    transcript = home / "logs" / "runs" / f"{task_id}-{claim.attempt}.jsonl"  # where the dispatcher writes it
+    transcript.parent.mkdir(parents=True, exist_ok=True)
+    transcript.write_text("line one\n")
+    app = make_app()
+    async with app.run_test(size=(120, 50)) as pilot:
+        await wait_for(lambda: shown_ids(app) == [task_id], "row")
+        await pilot.press("enter")
+        await wait_for(lambda: isinstance(app.screen, TaskScreen) and app.screen.loads >= 1, "task screen")
+        screen = app.screen
+        await wait_for(lambda: "line one" in rendered(screen, "#transcript"), "transcript shown")
+        with transcript.open("a") as handle:
+            handle.write("line two\n")
+        await wait_for(lambda: "line two" in rendered(screen, "#transcript"), "new line tailed")
+
+
+async def test_history_pages_with_keyset_and_searches(make_app: AppFactory, db: Store) -> None:
+    news = [NewTask(f"job {i}" + (" needle" if i % 50 == 0 else "")) for i in range(HISTORY_PAGE + 30)]
+    created = (await db.add_tasks(news, actor="human")).created_ids
+    for task_id in created:
+        await db.cancel(task_id, actor="human")
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(lambda: queue(app).loads >= 1, "queue")
+        await pilot.press("3")
+        await wait_for(lambda: isinstance(app.screen, HistoryScreen) and len(app.screen.rows) > 0, "history")
+        screen = app.screen
+        assert isinstance(screen, HistoryScreen)
+        assert [t.id for t in screen.rows] == sorted(created, reverse=True)[:HISTORY_PAGE]
+        await pilot.press("m")
+        await wait_for(lambda: len(screen.rows) == len(created), "second page")
+        assert [t.id for t in screen.rows] == sorted(created, reverse=True)
+        assert screen.exhausted
+        await pilot.press("slash", *"needle", "enter")
+        await wait_for(lambda: len(screen.rows) == 3, "search results")
+        assert all("needle" in t.subject for t in screen.rows)
+        await pilot.press("escape")
+        await wait_for(lambda: len(screen.rows) == HISTORY_PAGE, "search cleared")
+
+
+async def test_history_retry_and_open(make_app: AppFactory, db: Store) -> None:
+    task_id = await add(db, "failed one")
+    await db.close_task(task_id, TaskStatus.FAILED, "no", actor="agent")
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("3")
+        await wait_for(lambda: isinstance(app.screen, HistoryScreen) and app.screen.rows, "history")
+        await pilot.press("r")
+        await wait_for(lambda: f"#{task_id} pending again" in notes(app), "retried")
+        assert (await db.get_task(task_id)).status is TaskStatus.PENDING
+
+
+async def test_sensors_screen_shows_state_highlights_stale_and_toggles(
+    make_app: AppFactory, db: Store, clock: ManualClock
+) -> None:
+    now = clock.now_ms()
+    await db.record_sensor_run("inbox", SensorRun(now - 60_000, 120, "ok", next_due_at=now + 60_000), [], None)
+    await db.record_sensor_run(
+        "feeds",
+        SensorRun(now - 3_600_000, 50, "error", error="HTTP 500", next_due_at=now - 1_800_000, consecutive_failures=3),
+        [],
+        None,
+    )
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("4")
+        await wait_for(lambda: isinstance(app.screen, SensorsScreen) and app.screen.states, "sensors")
+        screen = app.screen
+        assert isinstance(screen, SensorsScreen)
+        grid = screen.query_one(DataTable)
+        assert [s.name for s in screen.states] == ["feeds", "inbox"]
+        feeds_name = grid.get_cell("feeds", "name")
+        assert isinstance(feeds_name, Text)
+        assert "red" in str(feeds_name.style)  # stale: overdue and failing
+        assert "red" not in str(grid.get_cell("inbox", "name").style)
+        assert grid.get_cell("feeds", "last error").plain == "HTTP 500"
+        await pilot.press("e")
+        await wait_for(lambda: not screen.states[0].enabled, "feeds disabled on screen")
+        assert {s.name: s.enabled for s in await db.sensor_states()} == {"feeds": False, "inbox": True}
+
+
+async def test_sensor_run_now_reports_the_command_result(make_app: AppFactory, db: Store, clock: ManualClock) -> None:
+    await db.record_sensor_run("nosuch", SensorRun(clock.now_ms(), 1, "ok"), [], None)
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("4")
+        await wait_for(lambda: isinstance(app.screen, SensorsScreen) and app.screen.states, "sensors")
+        await pilot.press("r")
+        await wait_for(lambda: any(n.startswith("sensor nosuch") and "…" not in n for n in notes(app)), "result")
+
+
+async def test_costs_screen_groups_spend(make_app: AppFactory, db: Store) -> None:
+    await add(db, "costly", skills=("web",))
+    claim = await db.claim_next(worker="d", lease_ms=60_000)
+    assert claim is not None
+    outcome = Outcome(OutcomeKind.SUCCESS, cost_usd=1.5, tokens_in=1000, tokens_out=500, model="model-x")
+    await db.finish(claim, outcome, TaskStatus.COMPLETED, worker="d")
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(lambda: queue(app).loads >= 1, "queue")
+        assert "$1.50" in rendered(queue(app), "#spend")
+        await pilot.press("5")
+        await wait_for(lambda: isinstance(app.screen, CostsScreen) and app.screen.loads >= 1, "costs")
+        screen = app.screen
+        assert "$1.50" in rendered(screen, "#summary")
+        assert "1.5k tokens" in rendered(screen, "#summary")
+        await pilot.press("right_square_bracket")
+        await wait_for(lambda: screen.days == 30 and screen.loads >= 2, "longer window")
+
+
+async def test_help_lists_keys_and_palette_offers_actions(make_app: AppFactory, db: Store) -> None:
+    await add(db, "x")
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(lambda: len(shown_ids(app)) == 1, "row")
+        await pilot.press("question_mark")
+        await wait_for(lambda: isinstance(app.screen, HelpScreen), "help")
+        await pilot.press("escape")
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for words in ("New", "+Prio", "-Prio", "Defer", "Cancel", "Mark", "Filter", "Pause"):
+            assert any(t.startswith(words) for t in titles), words
+        raise_cmd = next(c for c in app.get_system_commands(app.screen) if c.title.startswith("+Prio"))
+        raise_cmd.callback()
+        await wait_for(lambda: table(app).tasks[shown_ids(app)[0]].priority == 4, "palette ran +")

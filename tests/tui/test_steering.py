@@ -1,0 +1,42 @@
+"""Steering writes on real SQLite: results and plain refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.tui.conftest import add
+from tui.steering import Action, apply, refusal, summarize
+from vigil.errors import InvalidTransition
+from vigil.models import TaskStatus
+from vigil.store import Store
+
+
+@pytest.mark.parametrize(
+    ("status", "action", "text"),
+    [
+        ("active", Action.DEFER, "#412 already started, not deferred"),
+        ("completed", Action.CANCEL, "#412 already completed, not canceled"),
+        ("canceled", Action.RAISE, "#412 already canceled, not raised"),
+        ("pending", Action.RETRY, "#412 still pending, not retried"),
+    ],
+)
+def test_refusals_say_what_happened_first(status: str, action: Action, text: str) -> None:
+    assert refusal(InvalidTransition(412, status, "x"), action) == text
+
+
+async def test_lowering_at_the_bottom_is_a_plain_no(db: Store) -> None:
+    task_id = await add(db, "bottom", priority=9)
+    task = await db.get_task(task_id)
+    report = await apply(db, Action.LOWER, task)
+    assert not report.ok
+    assert report.message == f"#{task_id} is already at the least urgent priority"
+
+
+async def test_every_action_goes_through_the_conditional_write(db: Store) -> None:
+    task_id = await add(db, "t")
+    seen = await db.get_task(task_id)
+    await db.close_task(task_id, TaskStatus.COMPLETED, "done", actor="agent")
+    reports = [await apply(db, action, seen, until_ms=0) for action in Action]
+    assert [r.ok for r in reports] == [False] * len(Action)
+    assert (await db.get_task(task_id)).status is TaskStatus.COMPLETED
+    assert summarize(reports)[0].startswith(f"0 of {len(Action)} done")
