@@ -22,18 +22,19 @@ STATUS_STYLE = {
     TaskStatus.CANCELED: "dim",
 }
 
+# Most telling first, so an 80-column terminal shows what matters without scrolling.
 COLUMNS = (
     ("mark", " "),
     ("next", " "),
     ("id", "id"),
     ("pri", "pri"),
     ("status", "status"),
+    ("when", "due/age"),
     ("subject", "subject"),
+    ("tries", "tries"),
+    ("cost", "cost"),
     ("source", "source"),
     ("skills", "skills"),
-    ("tries", "tries"),
-    ("when", "due/age"),
-    ("cost", "cost"),
 )
 
 
