@@ -21,9 +21,11 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/pytest
 
-# The main job on the repository's own home (dry-run executor, no network, no keys).
+# The main job on the repository's own home (dry-run executor, no network, no keys):
+# the dashboard, with the loop as its background process (quitting stops the loop).
+# `$(BIN)/vigil --home . run` runs the loop alone, without a terminal.
 run: $(STAMP)
-	$(BIN)/vigil --home . run
+	$(BIN)/vigil --home . tui --with-loop
 
 # Installs the peers (the `bench` extra) first; BENCH_ARGS="--quick" for a smoke run.
 bench: $(STAMP)

@@ -1,0 +1,100 @@
+"""`vigil tui` in a real terminal (tmux): a task added with the CLI shows up, `+`
+raises its priority in the database, ctrl+q quits and says what happens to the loop."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import VigilRunner
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+WAIT_S = 30.0  # safety net only
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture
+def session(home: Path, tmp_path: Path) -> Iterator[str]:
+    name = f"vigil-test-{os.getpid()}-{tmp_path.name}"
+    env = " ".join(f"{k}={v}" for k, v in {"TERM": "xterm-256color", "PYTHONUNBUFFERED": "1"}.items())
+    done = tmp_path / "tui.exit"
+    # The shell stays a minute after the TUI exits so its last words can be read.
+    command = f"env {env} {sys.executable} -m vigil --home {home} tui; echo exit=$? > {done}; sleep 60"
+    tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30", command)
+    try:
+        yield name
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, check=False)
+
+
+def wait_screen(name: str, condition: Callable[[str], bool], what: str) -> str:
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        screen = tmux("capture-pane", "-p", "-t", name)
+        if condition(screen):
+            return screen
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}; screen:\n{screen}")
+        time.sleep(0.1)
+
+
+def test_tui_in_tmux_shows_cli_task_and_plus_raises_it(
+    session: str, vigil: VigilRunner, home: Path, tmp_path: Path
+) -> None:
+    wait_screen(session, lambda s: "no dispatcher seen" in s, "the dashboard")
+    added = vigil("task", "add", "seen in a real terminal", "--json", check=True)
+    task_id = json.loads(added.stdout)["id"]
+    wait_screen(session, lambda s: "seen in a real terminal" in s, "the new task on screen")
+    tmux("send-keys", "-t", session, "+")
+    deadline = time.monotonic() + WAIT_S
+    while json.loads(vigil("task", "show", str(task_id), "--json", check=True).stdout)["priority"] != 4:
+        assert time.monotonic() < deadline, "priority never changed"
+        time.sleep(0.1)
+    wait_screen(session, lambda s: "priority 5 → 4" in s, "the confirmation")
+    tmux("send-keys", "-t", session, "C-q")
+    wait_screen(session, lambda s: "keeps running" in s, "the quit message")
+    exit_file = tmp_path / "tui.exit"
+    deadline = time.monotonic() + WAIT_S
+    while not exit_file.exists():
+        assert time.monotonic() < deadline, "the TUI did not exit"
+        time.sleep(0.1)
+    assert exit_file.read_text().strip() == "exit=0"
+
+
+@pytest.fixture
+def loop_session(home: Path, tmp_path: Path) -> Iterator[str]:
+    name = f"vigil-loop-{os.getpid()}-{tmp_path.name}"
+    done = tmp_path / "tui.exit"
+    tui = f"env TERM=xterm-256color {sys.executable} -m vigil --home {home} tui --with-loop"
+    command = f"{tui}; echo exit=$? > {done}; sleep 60"
+    tmux("new-session", "-d", "-s", name, "-x", "80", "-y", "24", command)
+    try:
+        yield name
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, check=False)
+
+
+def test_with_loop_runs_the_loop_in_the_background_and_stops_it_on_quit(
+    loop_session: str, vigil: VigilRunner, home: Path
+) -> None:
+    """`make run`'s command at 80x24: the loop runs tasks while the TUI shows them."""
+    screen = wait_screen(loop_session, lambda s: "background process (pid" in s, "the loop's pid")
+    pid = int(screen.split("background process (pid ")[1].split(")")[0])
+    vigil("task", "add", "handled by the background loop", check=True)
+    wait_screen(loop_session, lambda s: "Completed 1" in s, "the task completed by the loop")
+    tmux("send-keys", "-t", loop_session, "C-q")
+    wait_screen(loop_session, lambda s: f"pid {pid}) will be stopped" in s, "the quit question")
+    tmux("send-keys", "-t", loop_session, "y")
+    wait_screen(loop_session, lambda s: f"stopped the background loop (pid {pid}) with SIGTERM" in s, "the report")
+    assert "dispatcher" in (home / "logs" / "loop.out").read_text()
