@@ -1,0 +1,109 @@
+"""A home with 1,000,000 tasks (mostly finished): the TUI opens, stays live and
+responsive, and every query it runs is bounded (checked with EXPLAIN QUERY PLAN).
+
+The database is built once per module through the real schema (``bench.million``:
+migrated by ``SqliteStore``, then bulk-inserted in one transaction)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.million import build
+from tests.tui.conftest import wait_for
+from tests.tui.helpers import notes, queue, shown_ids, table
+from tui.app import VigilApp
+from tui.history_screen import HistoryScreen
+from tui.snapshot import HISTORY_PAGE, HOUR_MS, LIVE_LIMIT
+from vigil.clock import ManualClock
+from vigil.config import Settings, load_settings
+from vigil.home import init_home
+from vigil.models import NewTask, TaskStatus
+from vigil.store import CostGroup, open_store
+from vigil.store.sqlite import SqliteStore
+from vigil.store.sqlite_queries import SQL_COST_ROLLUP, SQL_NEXT_DUE_AT, SQL_QUEUE, SQL_SEARCH_TASKS
+
+pytestmark = pytest.mark.slow
+TOTAL = 1_000_000
+OPEN = 300
+NOW_MS = 1_767_225_600_000
+
+
+@pytest.fixture(scope="module")
+def big_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("million") / "home"
+    init_home(home)
+    build(load_settings(home).store.path, total=TOTAL, open_tasks=OPEN, now_ms=NOW_MS)
+    return home
+
+
+@pytest.fixture
+def big_settings(big_home: Path) -> Settings:
+    return load_settings(big_home)
+
+
+def full_scans(plan: list[str]) -> list[str]:
+    """Plan lines that read a whole table (SQLite says SCAN without an index)."""
+    return [line for line in plan if line.startswith(("SCAN tasks", "SCAN runs")) and "USING" not in line]
+
+
+async def test_every_tui_query_is_bounded(big_settings: Settings) -> None:
+    store = await SqliteStore.open(big_settings.store.path, clock=ManualClock(NOW_MS))
+    try:
+        history = "SELECT * FROM tasks WHERE status IN (:a, :b, :c) AND id < :before ORDER BY id DESC LIMIT :n"
+        finished = {"a": "completed", "b": "failed", "c": "canceled", "before": 2**62, "n": HISTORY_PAGE}
+        search = SQL_SEARCH_TASKS.replace(":statuses", "(?, ?, ?)").replace("?", "'x'")
+        queries = {
+            "queue": (SQL_QUEUE, {"now": NOW_MS, "limit": LIVE_LIMIT}),
+            "next due": (SQL_NEXT_DUE_AT, {}),
+            "history page": (history, finished),
+            "history search": (search, {}),
+            "hourly cost": (SQL_COST_ROLLUP[CostGroup.HOUR], {"since": NOW_MS}),
+            "daily cost": (SQL_COST_ROLLUP[CostGroup.DAY], {"since": NOW_MS}),
+        }
+        for name, (sql, params) in queries.items():
+            plan = await store.explain(sql, params)
+            assert full_scans(plan) == [], f"{name} scans a table: {plan}"
+        search_plan = await store.explain(search, {})
+        assert any("PRIMARY KEY" in line for line in search_plan)  # walks ids downwards, stops at LIMIT
+    finally:
+        await store.close()
+
+
+async def test_million_task_home_opens_and_stays_responsive(big_settings: Settings) -> None:
+    clock = ManualClock(NOW_MS + HOUR_MS)
+    app = VigilApp(big_settings, opener=lambda: open_store(big_settings, clock), clock=clock, probe_interval_s=0.05)
+    other = await open_store(big_settings, clock)
+    try:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await wait_for(lambda: hasattr(app, "ctx") and queue(app).loads >= 1, "first screen", timeout_s=60)
+            assert len(shown_ids(app)) == OPEN
+            snapshot = queue(app).snapshot
+            assert snapshot is not None
+            assert sum(snapshot.counts.values()) == TOTAL
+            # keys answer at once, and writes go through
+            first = table(app).current_id
+            assert first is not None
+            await pilot.press("down", "up", "minus")
+            await wait_for(lambda: any(f"#{first} priority" in n for n in notes(app)), "priority changed")
+            # another process's commit reaches the screen without a keypress
+            added = await other.add_task(NewTask("needle in a million", priority=1))
+            await wait_for(lambda: added.task_id in shown_ids(app), "new task on screen", timeout_s=60)
+            # history pages by keyset, newest first
+            await pilot.press("3")
+            await wait_for(
+                lambda: isinstance(app.screen, HistoryScreen) and len(app.screen.rows) == HISTORY_PAGE, "page 1"
+            )
+            screen = app.screen
+            assert isinstance(screen, HistoryScreen)
+            assert all(t.status in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELED) for t in screen.rows)
+            await pilot.press("m")
+            await wait_for(lambda: len(screen.rows) == 2 * HISTORY_PAGE, "page 2", timeout_s=60)
+            ids = [t.id for t in screen.rows]
+            assert ids == sorted(ids, reverse=True)
+            await pilot.press("5")
+            await wait_for(lambda: app.screen.__class__.__name__ == "CostsScreen", "costs screen")
+            await wait_for(lambda: getattr(app.screen, "loads", 0) >= 1, "costs loaded", timeout_s=60)
+    finally:
+        await other.close()
