@@ -11,6 +11,7 @@ docs/running.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import logging.handlers
 import signal
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from vigil.clock import Clock, SystemClock
 from vigil.config import Settings
-from vigil.errors import LockHeld
+from vigil.errors import LockHeld, VigilError
 from vigil.models import Task
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("vigil.daemon")
 
 LOCK_POLL_S = 1.0  # how often a standby process tries the lock
+WAL_CHECK_S = 300.0  # how often the write-ahead log is checkpointed
+WAL_WARN_PAGES = 25_000  # about 100 MB of 4 KiB pages left in the log: warn
 LOG_FILE = "vigil.log"
 LOG_MAX_BYTES = 5 * 1024 * 1024
 LOG_BACKUPS = 5
@@ -99,6 +102,27 @@ def _make_lock(settings: Settings, clock: Clock) -> DispatcherLock:
     from dispatch.lock import DispatcherLock, lock_path_for
 
     return DispatcherLock(lock_path_for(settings.store.path), clock)
+
+
+async def keep_wal_small(store: Store, stop: asyncio.Event, *, interval_s: float = WAL_CHECK_S) -> None:
+    """Checkpoint the write-ahead log every ``interval_s`` and warn while it stays
+    past ``WAL_WARN_PAGES`` (a reader holding an old snapshot keeps it from
+    shrinking: a stuck TUI, a forgotten sqlite3 shell)."""
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval_s)
+            return
+        try:
+            logged, copied = await store.checkpoint()
+        except VigilError as err:
+            log.warning("WAL checkpoint failed: %s", err)
+            continue
+        if logged - copied > WAL_WARN_PAGES:
+            log.warning(
+                "the write-ahead log keeps %d pages it cannot copy back: another process holds an old read "
+                "snapshot (a stuck reader?); the file grows until it lets go",
+                logged - copied,
+            )
 
 
 class _Signals:
@@ -196,11 +220,13 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
                 # Overdue sensors and a hung dispatcher loop alert from inside; a dead
                 # process is caught by `vigil alerts check` from cron.
                 watchdog = asyncio.create_task(watch(store, settings, alerts, clock, stop))
+                wal = asyncio.create_task(keep_wal_small(store, stop))
                 try:
                     await dispatcher.run_forever(stop)
                 finally:
-                    watchdog.cancel()
-                    await asyncio.gather(watchdog, return_exceptions=True)
+                    for helper in (watchdog, wal):
+                        helper.cancel()
+                    await asyncio.gather(watchdog, wal, return_exceptions=True)
             finally:
                 await sensors.stop()
         log.info("stopped")

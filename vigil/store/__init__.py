@@ -317,6 +317,13 @@ class Store(Protocol):
         """Write a consistent copy of the database to ``target`` (online backup)."""
         ...
 
+    async def checkpoint(self) -> tuple[int, int]:
+        """Copy the write-ahead log into the database without waiting for readers
+        (passive). Returns (pages in the log, pages copied); fewer copied than
+        logged means a reader still holds an older snapshot. SQLite-specific in
+        spirit; another backend returns (0, 0)."""
+        ...
+
     async def close(self) -> None:
         """Close the connection; the store cannot be used afterwards."""
         ...

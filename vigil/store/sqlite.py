@@ -735,6 +735,10 @@ class SqliteStore:
     async def backup(self, target: Path) -> None:
         await self._db.backup(target)
 
+    async def checkpoint(self) -> tuple[int, int]:
+        row = await self._db.read(lambda conn: conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())
+        return int(row[1]), int(row[2])
+
     async def integrity_check(self) -> str:
         """``ok``, or SQLite's first complaint."""
         return str(await self._db.read(lambda conn: conn.execute("PRAGMA quick_check").fetchone()[0]))
