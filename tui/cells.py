@@ -63,9 +63,24 @@ def when_cell(task: Task, now_ms: int) -> Text:
         return Text(f"running {format_duration(now_ms - task.started_at)}", style="green")
     if is_later(task, now_ms):
         return Text(f"due {relative(task.scheduled_for, now_ms)}", style="cyan")
+    # Ages are measured from the start of the current minute, so every age cell
+    # changes at the same moment: one repaint a minute instead of one per row (a
+    # repaint per changed cell was most of the TUI's idle CPU).
+    minute = now_ms - now_ms % 60_000
     if task.completed_at is not None:
-        return Text(relative(task.completed_at, now_ms), style="dim")
-    return Text(f"age {format_duration(now_ms - task.created_at)}")
+        return Text(f"{coarse_age(minute - task.completed_at)} ago", style="dim")
+    return Text(f"age {coarse_age(minute - task.created_at)}")
+
+
+def coarse_age(ms: int) -> str:
+    """``<1m``, ``12m``, ``3h``, ``2d``: an age needs no more precision than that."""
+    if ms < 60_000:
+        return "<1m"
+    if ms < 3_600_000:
+        return f"{ms // 60_000}m"
+    if ms < 86_400_000:
+        return f"{ms // 3_600_000}h"
+    return f"{ms // 86_400_000}d"
 
 
 def task_cells(task: Task, now_ms: int, *, is_next: bool, marked: bool) -> dict[str, Text]:

@@ -87,6 +87,7 @@ class StatusHeader(Vertical):
         self.loop_label = ""
         self.badges = Text()
         self.selected: frozenset[TaskStatus] = frozenset()
+        self._shown: dict[str, str | Text] = {}
 
     def compose(self) -> ComposeResult:
         with Horizontal():
@@ -97,17 +98,17 @@ class StatusHeader(Vertical):
 
     def show(self, snapshot: QueueSnapshot, now_ms: int) -> None:
         self.snapshot = snapshot
-        self.query_one("#counts", Static).update(counts_markup(snapshot.counts, self.selected))
+        self._update("#counts", counts_markup(snapshot.counts, self.selected))
         spend = Text("today ")
         spend.append(money(snapshot.cost_today_usd), style="bold")
         spend.append(f" · {tokens(snapshot.tokens_today)} tokens   24h ")
         spend.append(spark(snapshot.hourly_cost), style="magenta")
-        self.query_one("#spend", Static).update(spend)
+        self._update("#spend", spend)
         self.tick(now_ms)
 
     def set_badges(self, badges: Text) -> None:
         self.badges = badges
-        self.query_one("#badges", Static).update(badges)
+        self._update("#badges", badges)
 
     def tick(self, now_ms: int) -> None:
         if self.snapshot is None:
@@ -117,4 +118,16 @@ class StatusHeader(Vertical):
             line = dispatcher_text(s.heartbeat, s.gate, s.next_due_at, now_ms)
         if self.loop_label:
             line.append(f"   loop: {self.loop_label}", style="dim")
-        self.query_one("#loop", Static).update(line)
+        self._update("#loop", line)
+
+    def _update(self, selector: str, content: str | Text) -> None:
+        """Repaint only on change: an unchanged header must not cost a layout pass
+        every second (idle CPU)."""
+        old = self._shown.get(selector)
+        if isinstance(old, Text) and isinstance(content, Text):
+            if old.plain == content.plain and old.spans == content.spans and old.style == content.style:
+                return
+        elif old == content:
+            return
+        self._shown[selector] = content
+        self.query_one(selector, Static).update(content)

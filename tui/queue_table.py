@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
 
-from tui.cells import COLUMNS, task_cells
+from tui.cells import COLUMNS, task_cells, when_cell
 from vigil.models import Task
 
 
@@ -101,10 +101,17 @@ class QueueTable(DataTable[Text]):
         self.post_message(self.Highlighted(self.current))
 
     def tick(self, now_ms: int) -> None:
-        """Re-render time-relative cells (no query); only changed cells repaint."""
+        """Re-render the time-relative cell of each row (no query); only cells whose
+        text changed repaint. A task that became due keeps its "later" marker until
+        the next snapshot (the dispatcher's order changes only with a refresh)."""
         self._now_ms = now_ms
         for task_id in self._order:
-            self._put(self.tasks[task_id])
+            task = self.tasks[task_id]
+            cells = self._cells[task_id]
+            when = when_cell(task, now_ms)
+            if not _same(cells["when"], when):
+                cells["when"] = when
+                self.update_cell(str(task_id), "when", when)
 
     def toggle_mark(self, task_id: int) -> None:
         self.marks ^= {task_id}

@@ -1,0 +1,150 @@
+"""The TUI on a home with 1,000,000 tasks (``--quick``: 50,000), mostly finished.
+
+Measured in one process running the real app headless (Textual's test driver, no
+terminal output), on a database built through the real schema (``bench.million``):
+
+* time to first full screen: from creating the app to the queue screen's first
+  snapshot applied and painted;
+* commit → row on screen: another *process* adds a task and prints the monotonic
+  time right after its commit; the app's table is polled every millisecond for the
+  row (the probe runs every 0.3 s, so this is dominated by where in the probe
+  period the commit lands);
+* CPU while idle: CPU seconds of the process over a minute (``--quick``: 5 s)
+  with nothing changing, as % of one core, and how many reloads happened;
+* memory: resident set size after the first screen and after the idle minute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.harness import command_line, cpu_seconds, heading, machine, median, percentile, record, rss_mb, workload_args
+from bench.million import build
+
+FULL_TASKS = 1_000_000
+QUICK_TASKS = 50_000
+OPEN_TASKS = 300
+ROUNDS = 20
+QUICK_ROUNDS = 5
+
+ADDER = """
+import asyncio, sys, time
+from pathlib import Path
+from vigil.models import NewTask
+from vigil.store.sqlite import SqliteStore
+
+async def main():
+    store = await SqliteStore.open(Path(sys.argv[1]))
+    for line in sys.stdin:
+        result = await store.add_task(NewTask(line.strip(), priority=1))
+        print(result.task_id, time.monotonic(), flush=True)
+    await store.close()
+
+asyncio.run(main())
+"""
+
+
+async def measure(home: Path, rounds: int, idle_s: float) -> dict[str, object]:
+    from tui.app import VigilApp
+    from tui.queue_table import QueueTable
+    from vigil.clock import SystemClock
+    from vigil.config import load_settings
+    from vigil.store import open_store
+
+    settings = load_settings(home)
+    start = time.monotonic()
+    app = VigilApp(settings, opener=lambda: open_store(settings), clock=SystemClock())
+    out: dict[str, object] = {}
+    async with app.run_test(size=(120, 40)) as pilot:
+        while not (hasattr(app, "ctx") and app.queue_screen.loads >= 1):
+            await asyncio.sleep(0.001)
+        await pilot.pause()
+        out["first_screen_s"] = time.monotonic() - start
+        out["rss_first_mb"] = rss_mb()
+        table = app.queue_screen.query_one(QueueTable)
+
+        adder = subprocess.Popen(
+            [sys.executable, "-c", ADDER, str(settings.store.path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert adder.stdin is not None
+        assert adder.stdout is not None
+        latencies = []
+        for n in range(rounds):
+            await asyncio.sleep(random.uniform(0.05, 0.35))  # land anywhere in the probe period
+            adder.stdin.write(f"bench row {n}\n")
+            adder.stdin.flush()
+            line = await asyncio.to_thread(adder.stdout.readline)
+            task_id, committed = int(line.split()[0]), float(line.split()[1])
+            while task_id not in table.tasks:
+                await asyncio.sleep(0.001)
+            await pilot.pause()
+            latencies.append(time.monotonic() - committed)
+        adder.stdin.close()
+        adder.wait()
+        adder.stdout.close()
+        out["latency"] = latencies
+
+        loads = app.queue_screen.loads
+        cpu0, t0 = cpu_seconds(), time.monotonic()
+        await asyncio.sleep(idle_s)
+        out["idle_cpu_pct"] = (cpu_seconds() - cpu0) / (time.monotonic() - t0) * 100
+        out["idle_reloads"] = app.queue_screen.loads - loads
+        out["rss_idle_mb"] = rss_mb()
+    return out
+
+
+def main() -> None:
+    args = workload_args(__doc__.splitlines()[0])
+    total = QUICK_TASKS if args.quick else FULL_TASKS
+    rounds = QUICK_ROUNDS if args.quick else ROUNDS
+    idle_s = 5.0 if args.quick else 60.0
+    where = machine()
+    heading(f"TUI on {total:,} tasks ({OPEN_TASKS} open)")
+    with tempfile.TemporaryDirectory(prefix="vigil-bench-tui-") as folder:
+        from vigil.config import load_settings
+        from vigil.home import init_home
+
+        home = Path(folder) / "home"
+        init_home(home)
+        t0 = time.monotonic()
+        build(load_settings(home).store.path, total=total, open_tasks=OPEN_TASKS, now_ms=int(time.time() * 1000))
+        build_s = time.monotonic() - t0
+        db_mb = load_settings(home).store.path.stat().st_size / 1e6
+        result = asyncio.run(measure(home, rounds, idle_s))
+    latency = result["latency"]
+    assert isinstance(latency, list)
+    rows = [
+        ("database", f"{total:,} tasks, {db_mb:.0f} MB (built in {build_s:.1f} s, not part of the figures)"),
+        ("time to first full screen", f"{result['first_screen_s'] * 1000:.0f} ms"),
+        (
+            f"commit → row on screen ({rounds} commits from another process)",
+            f"median {median(latency) * 1000:.0f} ms, p95 {percentile(latency, 95) * 1000:.0f} ms,"
+            f" max {max(latency) * 1000:.0f} ms",
+        ),
+        (
+            f"CPU while idle ({idle_s:.0f} s, nothing changing)",
+            f"{result['idle_cpu_pct']:.2f} % of one core; {result['idle_reloads']} reloads",
+        ),
+        (
+            "memory (RSS)",
+            f"{result['rss_first_mb']:.0f} MB after the first screen, {result['rss_idle_mb']:.0f} MB idle",
+        ),
+    ]
+    text = "| measure | result |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
+    print(text)
+    if args.record:
+        done = record("tui_million", f"Command: `{command_line()}`. Machine: {where}.\n\n{text}")
+        print("recorded in docs/performance.md" if done else "markers <!-- bench:tui_million --> not found")
+
+
+if __name__ == "__main__":
+    main()
