@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -62,35 +61,36 @@ async def measure(home: Path, rounds: int, idle_s: float) -> dict[str, object]:
     app = VigilApp(settings, opener=lambda: open_store(settings), clock=SystemClock())
     out: dict[str, object] = {}
     async with app.run_test(size=(120, 40)) as pilot:
-        while not (hasattr(app, "ctx") and app.queue_screen.loads >= 1):
+        while not (hasattr(app, "ctx") and app.queue_screen.loads >= 1):  # noqa: ASYNC110 - polling is the measurement
             await asyncio.sleep(0.001)
         await pilot.pause()
         out["first_screen_s"] = time.monotonic() - start
         out["rss_first_mb"] = rss_mb()
         table = app.queue_screen.query_one(QueueTable)
 
-        adder = subprocess.Popen(
-            [sys.executable, "-c", ADDER, str(settings.store.path)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
+        adder = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            ADDER,
+            str(settings.store.path),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
         )
         assert adder.stdin is not None
         assert adder.stdout is not None
         latencies = []
         for n in range(rounds):
             await asyncio.sleep(random.uniform(0.05, 0.35))  # land anywhere in the probe period
-            adder.stdin.write(f"bench row {n}\n")
-            adder.stdin.flush()
-            line = await asyncio.to_thread(adder.stdout.readline)
+            adder.stdin.write(f"bench row {n}\n".encode())
+            await adder.stdin.drain()
+            line = (await adder.stdout.readline()).decode()
             task_id, committed = int(line.split()[0]), float(line.split()[1])
-            while task_id not in table.tasks:
+            while task_id not in table.tasks:  # noqa: ASYNC110 - polling is the measurement
                 await asyncio.sleep(0.001)
             await pilot.pause()
             latencies.append(time.monotonic() - committed)
         adder.stdin.close()
-        adder.wait()
-        adder.stdout.close()
+        await adder.wait()
         out["latency"] = latencies
 
         loads = app.queue_screen.loads
