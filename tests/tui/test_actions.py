@@ -259,3 +259,20 @@ async def test_keys_that_do_not_apply_are_dimmed(make_app: AppFactory, db: Store
         state = {b.action: enabled for _, b, enabled, _ in app.screen.active_bindings.values()}
         assert state["raise"] is True
         assert state["retry"] is False  # a pending task cannot be retried: shown dimmed
+
+
+async def test_clicking_a_status_count_filters_by_it(make_app: AppFactory, db: Store) -> None:
+    await add(db, "pending one")
+    failed = await add(db, "failed one")
+    await db.close_task(failed, TaskStatus.FAILED, "no", actor="agent")
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(lambda: len(shown_ids(app)) == 1, "pending row")
+        counts = queue(app).query_one("#counts")
+        text = str(counts.render())
+        column = text.index("Failed")
+        await pilot.click(counts, offset=(column + 2, 0))
+        await wait_for(lambda: shown_ids(app) == [failed], "only the failed task")
+        assert queue(app).filter.text == "status:failed"
+        await pilot.click(counts, offset=(column + 2, 0))
+        await wait_for(lambda: len(shown_ids(app)) == 1 and shown_ids(app) != [failed], "filter cleared")
