@@ -69,6 +69,39 @@ async def test_refuses_a_newer_schema_and_leaves_the_file_alone(tmp_path: Path, 
     assert _user_version(path) == SCHEMA_VERSION + 1
 
 
+async def test_refuses_a_newer_schema_before_touching_a_rollback_journal_file(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A future Vigil may not use WAL: opening must not switch its journal mode."""
+    path = tmp_path / "vigil.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE tasks (id INTEGER PRIMARY KEY)")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(SchemaTooNew):
+        await SqliteStore.open(path, clock=clock)
+    assert path.read_bytes() == before
+    assert _journal_mode(path) == "delete"
+
+
+@pytest.mark.parametrize("table", ["photos", "tasks"])
+async def test_refuses_another_applications_sqlite_database(tmp_path: Path, clock: ManualClock, table: str) -> None:
+    """A home pointed at some other SQLite file must not add Vigil's tables to it."""
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.execute(f"INSERT INTO {table} (name) VALUES ('keep me')")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(NotADatabase, match="not a Vigil database"):
+        await SqliteStore.open(path, clock=clock)
+    assert path.read_bytes() == before
+    assert _schema(path) == [("table", table)]
+
+
 @pytest.mark.parametrize("content", [b"not a database at all\n" * 40, b"\x00\xff" * 4096])
 async def test_refuses_a_file_that_is_not_a_database(tmp_path: Path, clock: ManualClock, content: bytes) -> None:
     path = tmp_path / "vigil.db"

@@ -76,7 +76,7 @@ from vigil.store.sqlite_rows import (
     row_to_task,
     row_to_task_event,
 )
-from vigil.store.sqlite_schema import migrate
+from vigil.store.sqlite_schema import check_openable, migrate
 
 
 def _task_params(new: NewTask, now: int, actor: str, default_max_retries: int) -> tuple[object, ...]:
@@ -190,7 +190,7 @@ class SqliteStore:
         ``limits`` are the flood limits every insert obeys (None: none). Raises
         ``NotADatabase``, ``SchemaTooNew`` or ``StoreError``.
         """
-        db = await Database.open(path, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
+        db = await Database.open(path, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms, check=check_openable)
         try:
             await db.read(lambda conn: migrate(conn, path))
         except BaseException:

@@ -29,6 +29,7 @@ import aiosqlite
 from vigil.errors import DuplicateOpenTask, InputError, NotADatabase, StoreBusy, StoreError, VigilError
 
 T = TypeVar("T")
+FileCheck = Callable[[sqlite3.Connection, Path], None]
 
 MIN_SQLITE = (3, 35, 0)
 BUSY_RETRIES = 5
@@ -72,12 +73,16 @@ def _prepare_file(path: Path) -> None:
     os.close(fd)
 
 
-def _configure(conn: sqlite3.Connection, path: Path, synchronous: str, busy_timeout_ms: int) -> None:
-    """Set and verify the pragmas. Runs in the connection's thread."""
+def _configure(
+    conn: sqlite3.Connection, path: Path, synchronous: str, busy_timeout_ms: int, check: FileCheck | None
+) -> None:
+    """Run ``check``, then set and verify the pragmas. Runs in the connection's thread."""
     if sqlite3.sqlite_version_info < MIN_SQLITE:
         raise StoreError(f"SQLite {sqlite3.sqlite_version} is too old; Vigil needs 3.35 or newer")
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    if check is not None:
+        check(conn, path)  # before WAL: switching the journal mode rewrites the header
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if str(mode).lower() != "wal":
         raise StoreError(f"{path}: could not enable WAL (journal_mode is {mode})")
@@ -104,7 +109,11 @@ class Database:
         self.path = path
 
     @classmethod
-    async def open(cls, path: Path, *, synchronous: str = "FULL", busy_timeout_ms: int = 5000) -> Database:
+    async def open(
+        cls, path: Path, *, synchronous: str = "FULL", busy_timeout_ms: int = 5000, check: FileCheck | None = None
+    ) -> Database:
+        """Connect to ``path`` (created 0600 if missing). ``check(conn, path)`` may
+        refuse the file by raising, before anything is written to it."""
         if synchronous not in ("FULL", "NORMAL"):
             raise StoreError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
         try:
@@ -117,7 +126,7 @@ class Database:
             raise translate(err, path) from None
         db = cls(conn, path)
         try:
-            await db._hop(_configure, path, synchronous, busy_timeout_ms)
+            await db._hop(_configure, path, synchronous, busy_timeout_ms, check)
         except sqlite3.Error as err:
             await conn.close()
             raise translate(err, path) from None

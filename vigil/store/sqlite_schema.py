@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from vigil.errors import SchemaTooNew
+from vigil.errors import NotADatabase, SchemaTooNew
 
 _OPEN = "('pending','active','blocked')"
 
@@ -254,6 +254,23 @@ def check_not_newer(conn: sqlite3.Connection, path: object) -> int:
             "upgrade Vigil (the database was not modified)"
         )
     return version
+
+
+def check_openable(conn: sqlite3.Connection, path: object) -> None:
+    """Refuse a file Vigil must not change, before anything is written to it (even
+    the journal mode): a newer schema (``SchemaTooNew``), or another application's
+    SQLite database, which has tables but no Vigil schema version (``NotADatabase``)."""
+    # One statement reads both from one snapshot: another process may be migrating
+    # this file, and tables with version 0 must not be seen between its steps.
+    version, has_schema = conn.execute(
+        "SELECT user_version, EXISTS (SELECT 1 FROM sqlite_master) FROM pragma_user_version"
+    ).fetchone()
+    if version > SCHEMA_VERSION:
+        check_not_newer(conn, path)  # raises with the version it reads
+    if version == 0 and has_schema:
+        raise NotADatabase(
+            f"{path} is not a Vigil database (an SQLite database of another program; it was not modified)"
+        )
 
 
 def migrate(conn: sqlite3.Connection, path: object) -> None:
