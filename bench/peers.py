@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import Contender, synchronous_of, timed_calls
-from vigil.store.sqlite_schema import V1
+from vigil.store.sqlite_schema import MIGRATIONS
 
 PEER_PACKAGES = ("huey", "persistqueue", "litequeue")  # import names of the `bench` extra
 
@@ -37,8 +37,15 @@ def missing_peers() -> list[str]:
 
 def tasks_table_ddl() -> list[str]:
     """Vigil's ``tasks`` table and its indexes (unique source-key indexes included),
-    without the triggers: the "equivalent table" a plain sqlite3 user would have."""
-    return [s for s in V1 if "CREATE TABLE tasks" in s or (re.search(r"\bON tasks\b", s) and "TRIGGER" not in s)]
+    without the triggers: the "equivalent table" a plain sqlite3 user would have.
+    Taken from every migration, so a later column or index is there too."""
+    statements = [s for migration in MIGRATIONS for s in migration]
+    return [
+        s
+        for s in statements
+        if re.search(r"\b(CREATE TABLE|ALTER TABLE) tasks\b", s)
+        or (re.search(r"\bON tasks\b", s) and "TRIGGER" not in s)
+    ]
 
 
 def plain_connect(path: Path, *, create: bool) -> sqlite3.Connection:
