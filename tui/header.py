@@ -17,7 +17,7 @@ from tui.snapshot import Gate, QueueSnapshot
 from vigil.durations import format_duration
 from vigil.models import DispatcherHeartbeat, TaskStatus
 
-STALE_AFTER_MS = 60_000  # a heartbeat older than this means no dispatcher is alive
+STALE_AFTER_MS = 60_000  # at least this old (and three heartbeats) means no dispatcher is alive
 STATUS_KEYS = {
     TaskStatus.ACTIVE: "A",
     TaskStatus.PENDING: "P",
@@ -29,13 +29,17 @@ STATUS_KEYS = {
 
 
 def dispatcher_text(
-    heartbeat: DispatcherHeartbeat | None, gate: Gate | None, next_due_at: int | None, now_ms: int
+    heartbeat: DispatcherHeartbeat | None,
+    gate: Gate | None,
+    next_due_at: int | None,
+    now_ms: int,
+    stale_after_ms: int = STALE_AFTER_MS,
 ) -> Text:
     """One line saying what the loop is doing, judged by the heartbeat's age."""
     line = Text()
     if heartbeat is None:
         line.append("no dispatcher seen", style="bold red")
-    elif heartbeat.state == "stopped" or now_ms - heartbeat.heartbeat_at > STALE_AFTER_MS:
+    elif heartbeat.state == "stopped" or now_ms - heartbeat.heartbeat_at > stale_after_ms:
         minutes = max(0, now_ms - heartbeat.heartbeat_at) // 60_000
         line.append(f"no dispatcher seen for {minutes} min", style="bold red")
     elif heartbeat.state == "running" and heartbeat.task_id is not None:
@@ -85,6 +89,7 @@ class StatusHeader(Vertical):
         super().__init__()
         self.snapshot: QueueSnapshot | None = None
         self.loop_label = ""
+        self.stale_after_ms = STALE_AFTER_MS
         self.badges = Text()
         self.selected: frozenset[TaskStatus] = frozenset()
         self._shown: dict[str, str | Text] = {}
@@ -115,7 +120,7 @@ class StatusHeader(Vertical):
             line = Text("loading…", style="dim")
         else:
             s = self.snapshot
-            line = dispatcher_text(s.heartbeat, s.gate, s.next_due_at, now_ms)
+            line = dispatcher_text(s.heartbeat, s.gate, s.next_due_at, now_ms, self.stale_after_ms)
         if self.loop_label:
             line.append(f"   loop: {self.loop_label}", style="dim")
         self._update("#loop", line)

@@ -22,7 +22,7 @@ from tui.detail import DetailPane
 from tui.dialogs import ConfirmDialog, preview
 from tui.filters import TaskFilter, parse_filter
 from tui.forms import DeferForm, NewTaskForm
-from tui.header import STATUS_KEYS, StatusHeader
+from tui.header import STALE_AFTER_MS, STATUS_KEYS, StatusHeader
 from tui.live import Banner, LiveScreen
 from tui.queue_table import QueueTable
 from tui.safety import guarded
@@ -68,7 +68,11 @@ class QueueScreen(LiveScreen):
 
     def compose(self) -> ComposeResult:
         yield Banner()
-        yield StatusHeader()
+        header = StatusHeader()
+        # The dispatcher writes a heartbeat every [dispatch] heartbeat; three missed
+        # ones (and at least a minute) mean it is gone.
+        header.stale_after_ms = max(STALE_AFTER_MS, 3 * self.ctx.settings.dispatch.heartbeat_ms)
+        yield header
         yield Input(id="filter", placeholder="filter: words status:failed source:sensor:inbox skill:web pri<3")
         yield Static(id="filter-note")
         with Horizontal(id="main"):
