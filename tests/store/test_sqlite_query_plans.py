@@ -1,4 +1,5 @@
-"""Query plans with a million finished tasks and 10,000 urgent tasks not yet due.
+"""Query plans with a million finished tasks (and their runs) and 10,000 urgent tasks
+not yet due.
 
 The queries the dispatcher, the TUI and the CLI run on every tick must stay off full
 scans of ``tasks`` as the history grows. The table is filled with raw SQL (the store
@@ -17,27 +18,36 @@ from pathlib import Path
 import pytest
 
 from tests.store.contract import new
-from vigil.clock import ManualClock
+from vigil.clock import MS_PER_DAY, ManualClock
 from vigil.models import TaskStatus
+from vigil.store import CostGroup
 from vigil.store.sqlite import (
     SQL_ADD_TASK,
     SQL_ADD_TASK_EVER,
     SQL_CLAIM,
+    SQL_COST_ROLLUP,
     SQL_COUNT_BY_STATUS,
     SQL_HOLDER_OF_KEY,
     SQL_LIST_TASKS,
     SQL_NEXT_DUE_AT,
+    SQL_OPEN_RUNS,
     SQL_QUEUE,
+    SQL_SPEND_SINCE,
     SqliteStore,
 )
+from vigil.store.sqlite_queries import SQL_COUNT_CHILDREN, SQL_COUNT_SOURCE_SINCE, SQL_FOLLOW_UP_DEPTH
 
 pytestmark = pytest.mark.slow
 
 FINISHED = 1_000_000
 NOT_YET_DUE = 10_000
-# A walk of the whole table or of a full index; the partial indexes over active or
-# pending rows only are small by construction and may be walked.
-FULL_SCAN = re.compile(r"^SCAN tasks\b(?! USING (COVERING )?INDEX (ix_tasks_claim|ix_tasks_active)\b)")
+# A walk of a whole table (by name or by the queries' aliases t, p, r) or of a full
+# index; the partial indexes over active, pending or open rows only are small by
+# construction and may be walked.
+FULL_SCAN = re.compile(
+    r"^SCAN (tasks|runs|t|p|r)\b(?! USING (COVERING )?INDEX (ix_tasks_claim|ix_tasks_active|ix_runs_open)\b)"
+)
+MS_PER_TASK = 1000  # the history: one task finished per second, for about 11.6 days
 
 
 def _fill(path: Path, now: int) -> None:
@@ -53,9 +63,14 @@ def _fill(path: Path, now: int) -> None:
                INSERT INTO tasks (subject, status, priority, source, source_key, scheduled_for,
                                   created_at, updated_at, updated_by, completed_at)
                SELECT 'done ' || i, CASE i % 10 WHEN 0 THEN 'failed' WHEN 1 THEN 'canceled' ELSE 'completed' END,
-                      1 + i % 9, 'sensor:feed', 'entry-' || i, :t + i, :t + i, :t + i, 'test', :t + i + 1
+                      1 + i % 9, 'sensor:feed', 'entry-' || i, :t + i * :step, :t + i * :step, :t + i * :step,
+                      'test', :t + i * :step + 1
                FROM n""",
-            {"count": FINISHED, "t": now - 2 * FINISHED},
+            {"count": FINISHED, "t": now - MS_PER_TASK * FINISHED - 1, "step": MS_PER_TASK},
+        )
+        conn.execute(
+            """INSERT INTO runs (task_id, attempt, started_at, finished_at, outcome, cost_usd, model)
+               SELECT id, 1, created_at, completed_at, 'success', 0.01, 'opus' FROM tasks"""
         )
         conn.execute(
             """WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < :count - 1)
@@ -110,6 +125,18 @@ def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object] | Sequence[o
         "add_task dedup open": (SQL_ADD_TASK, add),
         "add_task dedup ever": (SQL_ADD_TASK_EVER, add),
         "holder of a key": (SQL_HOLDER_OF_KEY.replace("?", ":key"), {"key": "entry-77"}),
+        "open runs (recovery)": (SQL_OPEN_RUNS, {}),
+        "spend in the last day (budget)": (SQL_SPEND_SINCE, (now - MS_PER_DAY,)),
+        "tasks of a source in the last hour (flood limit)": (
+            SQL_COUNT_SOURCE_SINCE,
+            {"source": "sensor:feed", "since": now - 3_600_000, "cap": 100},
+        ),
+        "children of a task (flood limit)": (SQL_COUNT_CHILDREN, {"parent_id": 77, "cap": 100}),
+        "follow-up depth (flood limit)": (SQL_FOLLOW_UP_DEPTH, {"parent_id": 77, "max_depth": 5}),
+        **{
+            f"cost by {group} for the last day": (SQL_COST_ROLLUP[group], {"since": now - MS_PER_DAY})
+            for group in CostGroup
+        },
     }
 
 
@@ -117,7 +144,7 @@ async def _assert_no_full_scan(store: SqliteStore, now: int) -> None:
     for name, (sql, params) in _queries(now).items():
         plan = await store.explain(sql, params)
         scans = [step for step in plan if FULL_SCAN.match(step)]
-        assert not scans, f"{name} scans tasks: {plan}"
+        assert not scans, f"{name} scans a whole table: {plan}"
         if name in ("claim_next", "next_due_at"):
             assert any("ix_tasks_claim" in step for step in plan), f"{name}: {plan}"
 

@@ -148,7 +148,9 @@ UPDATE tasks SET status = CASE WHEN cancel_requested THEN 'canceled' ELSE 'pendi
 WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
 """
 
-SQL_OPEN_RUNS = "SELECT * FROM runs WHERE finished_at IS NULL ORDER BY id"
+# ``+id``: ordering by the bare rowid makes SQLite walk every run in id order instead
+# of the few rows of the partial index ix_runs_open (a full scan of the history).
+SQL_OPEN_RUNS = "SELECT * FROM runs WHERE finished_at IS NULL ORDER BY +id"
 
 # Settles the task of a run a dead dispatcher left open: requeued (attempt counted)
 # or finished. Only while the run's worker still holds it, like SQL_FINISH.
@@ -177,6 +179,10 @@ _COST_COLUMNS = """count(*) AS runs, count(DISTINCT r.task_id) AS tasks,
        total(r.cache_read_tokens) AS cache_read_tokens,
        total(r.cache_write_tokens) AS cache_write_tokens"""
 
+# Every roll-up starts from the runs in the window (ix_runs_finished). CROSS JOIN
+# keeps SQLite to that order: with ANALYZE statistics it otherwise prefers to walk
+# every task by source (ix_tasks_source_created) to skip a sort, reading the whole
+# history to report one day.
 SQL_COST_ROLLUP = {
     CostGroup.DAY: f"""SELECT strftime('%Y-%m-%d', r.finished_at / 1000, 'unixepoch') AS key,
         {_COST_COLUMNS} FROM runs r WHERE r.finished_at >= :since GROUP BY key ORDER BY key DESC""",
@@ -185,15 +191,15 @@ SQL_COST_ROLLUP = {
     CostGroup.MODEL: f"""SELECT coalesce(r.model, '(none)') AS key, {_COST_COLUMNS}
         FROM runs r WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
     CostGroup.SOURCE: f"""SELECT t.source AS key, {_COST_COLUMNS}
-        FROM runs r JOIN tasks t ON t.id = r.task_id
+        FROM runs r CROSS JOIN tasks t ON t.id = r.task_id
         WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
     CostGroup.SKILL: f"""SELECT coalesce(s.value, '(none)') AS key, {_COST_COLUMNS}
-        FROM runs r JOIN tasks t ON t.id = r.task_id LEFT JOIN json_each(t.skills) s
+        FROM runs r CROSS JOIN tasks t ON t.id = r.task_id LEFT JOIN json_each(t.skills) s
         WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
     # Each run counts for the sensor at the root of its task's parent chain, so the
     # follow-ups an agent added while working on a sensor's task count for that sensor.
     CostGroup.SENSOR: f"""WITH RECURSIVE chain(task_id, parent_id, source) AS (
-            SELECT DISTINCT t.id, t.parent_id, t.source FROM runs r JOIN tasks t ON t.id = r.task_id
+            SELECT DISTINCT t.id, t.parent_id, t.source FROM runs r CROSS JOIN tasks t ON t.id = r.task_id
             WHERE r.finished_at >= :since
             UNION ALL
             SELECT c.task_id, p.parent_id, p.source FROM chain c JOIN tasks p ON p.id = c.parent_id
