@@ -26,7 +26,7 @@ from tui.history_screen import HistoryScreen
 from tui.live import LiveScreen
 from tui.loop_process import BackgroundLoop
 from tui.queue_screen import QueueScreen
-from tui.safety import guarded
+from tui.safety import guard_handlers, guarded
 from tui.sensors_screen import SensorsScreen
 from tui.watcher import DatabaseWatcher
 from vigil.clock import Clock
@@ -213,3 +213,7 @@ def configure_logging(path: object) -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
+
+
+# Actions only: a failure to open the store on mount must end the app with its error.
+guard_handlers(VigilApp, ("action_",))

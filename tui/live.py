@@ -17,7 +17,7 @@ from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
 from tui.context import Context
-from tui.safety import report
+from tui.safety import guard_handlers, report
 
 
 class Banner(Static):
@@ -27,7 +27,13 @@ class Banner(Static):
 
 
 class LiveScreen(Screen[None]):
-    """Subclasses implement ``load`` (async, queries only) and ``apply`` (widgets only)."""
+    """Subclasses implement ``load`` (async, queries only) and ``apply`` (widgets only).
+    Their ``action_*`` and ``on_*`` handlers are guarded: an exception is shown and
+    logged, and the app carries on."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        guard_handlers(cls)
 
     def __init__(self, ctx: Context, *, name: str | None = None) -> None:
         super().__init__(name=name)

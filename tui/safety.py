@@ -62,3 +62,14 @@ def guarded(what: str) -> Callable[[F], F]:
         return cast(F, run)
 
     return decorate
+
+
+def guard_handlers(cls: type[DOMNode], prefixes: tuple[str, ...] = ("action_", "on_")) -> None:
+    """Wrap the class's own ``action_*`` and ``on_*`` methods with ``guarded``, so a
+    key or message handler that fails shows the error instead of ending the app.
+    (Handlers registered with ``@on`` are guarded explicitly where they can fail.)"""
+    for name, value in list(vars(cls).items()):
+        if callable(value) and name.startswith(prefixes) and not getattr(value, "_vigil_guarded", False):
+            wrapped = guarded(name.removeprefix("action_").removeprefix("on_").replace("_", " "))(value)
+            wrapped._vigil_guarded = True
+            setattr(cls, name, wrapped)

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import cell, notes, queue, shown_ids, table
 from tui.detail import DetailPane
@@ -215,3 +217,24 @@ async def test_detail_pane_toggles(make_app: AppFactory, db: Store) -> None:
         assert pane.shown.id == table(app).current_id
         await pilot.press("i")
         assert not pane.display
+
+
+async def test_a_failing_key_handler_is_shown_and_the_app_keeps_running(
+    make_app: AppFactory, db: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tui.queue_screen import QueueScreen
+
+    await add(db, "one")
+    app = make_app()
+
+    def boom(self: QueueScreen, action: object) -> None:
+        raise RuntimeError("handler bug")
+
+    monkeypatch.setattr(QueueScreen, "_split", boom)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(lambda: len(shown_ids(app)) == 1, "row")
+        await pilot.press("d")
+        await wait_for(lambda: any("handler bug" in n for n in notes(app)), "error shown")
+        assert app.is_running
+        await pilot.press("p")  # other keys still work
+        assert "PAUSED" in str(queue(app).query_one("#badges").render())
