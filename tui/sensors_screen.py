@@ -29,15 +29,48 @@ STALE_GRACE_MS = 120_000
 RUN_NOW_TIMEOUT_S = 300
 
 
+def configured_name(entry: Mapping[str, Any]) -> str | None:
+    """The sensor's name as ``[[sensors]]`` gives it: ``name``, else the built-in's
+    name or the function's (the part of ``use`` after the colon)."""
+    name = entry.get("name")
+    if isinstance(name, str) and name:
+        return name
+    use = entry.get("use")
+    return use.rsplit(":", 1)[-1] if isinstance(use, str) and use else None
+
+
 def schedules(entries: tuple[Mapping[str, Any], ...]) -> dict[str, str]:
-    """Sensor name → schedule text, from the raw ``[[sensors]]`` tables."""
+    """Sensor name → schedule text, from the raw ``[[sensors]]`` tables (read, not
+    imported: the TUI never runs user sensor code)."""
     result = {}
     for entry in entries:
-        name = entry.get("name")
-        if isinstance(name, str):
-            when = entry.get("every") or entry.get("cron")
-            result[name] = f"every {when}" if entry.get("every") else str(when or "—")
+        name = configured_name(entry)
+        if name is not None:
+            if entry.get("every"):
+                result[name] = f"every {entry['every']}"
+            elif entry.get("cron"):
+                result[name] = f"cron {entry['cron']}"
+            else:
+                result[name] = "—"
     return result
+
+
+def with_configured(states: tuple[SensorState, ...], entries: tuple[Mapping[str, Any], ...]) -> tuple[SensorState, ...]:
+    """The stored states plus a "never ran" row for each configured sensor without one."""
+    known = {s.name for s in states}
+    extra = []
+    for entry in entries:
+        name = configured_name(entry)
+        if name is not None and name not in known:
+            known.add(name)
+            extra.append(
+                SensorState(
+                    name=name, enabled=entry.get("enabled", True) is not False, last_run_at=None,
+                    last_duration_ms=None, last_status=None, last_error=None, consecutive_failures=0,
+                    created_last=0, ignored_last=0, dropped_last=0, next_due_at=None,
+                )
+            )  # fmt: skip
+    return tuple(sorted((*states, *extra), key=lambda s: s.name))
 
 
 def is_stale(state: SensorState, now_ms: int) -> bool:
@@ -72,7 +105,7 @@ class SensorsScreen(LiveScreen):
         table.focus()
 
     async def load(self) -> tuple[SensorState, ...]:
-        return await load_sensors(self.ctx.store)
+        return with_configured(await load_sensors(self.ctx.store), self.ctx.settings.sensors)
 
     def apply(self, data: Any) -> None:
         self.states = data
@@ -97,7 +130,7 @@ class SensorsScreen(LiveScreen):
             )
         if self.states:
             table.move_cursor(row=min(keep, len(self.states) - 1), animate=False)
-        note = "" if self.states else "no sensor has run yet (sensors record their state when `vigil run` runs them)"
+        note = "" if self.states else "no sensors: add [[sensors]] entries to vigil.toml (see docs/sensors.md)"
         self.query_one("#error", Static).update(Text(note, style="dim"))
 
     @property

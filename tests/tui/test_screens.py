@@ -10,15 +10,17 @@ from textual.widgets import DataTable, Markdown
 
 from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import notes, queue, shown_ids, table
+from tui.app import VigilApp
 from tui.costs_screen import CostsScreen
 from tui.dialogs import HelpScreen
 from tui.history_screen import HistoryScreen
 from tui.sensors_screen import SensorsScreen
 from tui.snapshot import HISTORY_PAGE
 from tui.task_screen import TaskScreen
-from vigil.clock import ManualClock
+from vigil.clock import ManualClock, SystemClock
+from vigil.config import load_settings
 from vigil.models import NewTask, Outcome, OutcomeKind, SensorRun, TaskStatus
-from vigil.store import Store
+from vigil.store import Store, open_store
 
 
 def rendered(screen: object, selector: str) -> str:
@@ -191,3 +193,19 @@ async def test_help_lists_keys_and_palette_offers_actions(make_app: AppFactory, 
         raise_cmd = next(c for c in app.get_system_commands(app.screen) if c.title.startswith("+Prio"))
         raise_cmd.callback()
         await wait_for(lambda: table(app).tasks[shown_ids(app)[0]].priority == 4, "palette ran +")
+
+
+async def test_sensors_screen_lists_configured_sensors_that_never_ran(home: Path) -> None:
+    with (home / "vigil.toml").open("a") as toml:
+        toml.write('\n[[sensors]]\nuse = "inbox"\nevery = "5m"\n')
+        toml.write('\n[[sensors]]\nuse = "my_sensors.py:watch"\nname = "watcher"\ncron = "0 9 * * 1-5"\n')
+    settings = load_settings(home)  # re-read: the fixtures' settings predate the new entries
+    app = VigilApp(settings, opener=lambda: open_store(settings), clock=SystemClock(), probe_interval_s=0.05)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("4")
+        await wait_for(lambda: isinstance(app.screen, SensorsScreen) and app.screen.states, "sensors")
+        grid = app.screen.query_one(DataTable)
+        assert [s.name for s in app.screen.states] == ["inbox", "watcher"]
+        assert grid.get_cell("inbox", "schedule").plain == "every 5m"
+        assert grid.get_cell("watcher", "schedule").plain == "cron 0 9 * * 1-5"
+        assert grid.get_cell("watcher", "last run").plain == "never"
