@@ -107,6 +107,37 @@ async def test_open_scope_allows_a_new_task_once_the_old_one_finished(store: Sto
     assert (dup2.created, dup2.task_id) == (False, second.task_id)
 
 
+async def test_a_dedup_hit_names_the_open_holder_even_when_a_newer_task_finished(store: Store) -> None:
+    old = await add_id(store, new("first", source_key="k"))
+    await store.cancel(old, actor="human")
+    newer = await add_id(store, new("second", source_key="k"))
+    await store.cancel(newer, actor="human")
+    await store.retry(old, actor="human")  # the older task holds the key again
+    hit = await store.add_task(new("third", source_key="k"))
+    assert (hit.created, hit.task_id) == (False, old)
+
+
+async def test_a_key_reused_by_many_finished_tasks(store: Store) -> None:
+    """A sensor that emits one key every run: each finished task frees it."""
+    ids = []
+    for _ in range(30):
+        ids.append(await add_id(store, new("poll", source_key="poll")))
+        await store.finish(await claim(store), success(), TaskStatus.COMPLETED, worker="w1")
+    assert len(set(ids)) == 30
+    current = await add_id(store, new("poll", source_key="poll"))
+    hit = await store.add_task(new("poll", source_key="poll"))
+    assert (hit.created, hit.task_id) == (False, current)
+    ever = await store.add_task(new("poll once", source_key="poll", dedup=DedupScope.EVER))
+    assert (ever.created, ever.task_id) == (False, current)
+
+
+async def add_id(store: Store, task: NewTask) -> int:
+    result = await store.add_task(task)
+    assert result.created
+    assert result.task_id is not None
+    return result.task_id
+
+
 async def test_open_scope_counts_blocked_as_open(store: Store) -> None:
     first = await store.add_task(new("x", source_key="k"))
     assert first.task_id is not None

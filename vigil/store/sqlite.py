@@ -217,8 +217,8 @@ class SqliteStore:
                 return task_id  # committed with its count; raised below
             if task_id is not None:
                 return AddResult(task_id, True)
-            holder = conn.execute(SQL_HOLDER_OF_KEY, (new.source_key,)).fetchone()
-            return AddResult(None if holder is None else int(holder[0]), False)
+            holder = conn.execute(SQL_HOLDER_OF_KEY, (new.source_key,)).fetchone()[0]
+            return AddResult(None if holder is None else int(holder), False)
 
         result = await self._db.write(body)
         if isinstance(result, Refusal):

@@ -39,9 +39,15 @@ ON CONFLICT DO NOTHING
 RETURNING id
 """
 
+# The task a dedup hit names: the open holder (ux_tasks_open_key), else the newest
+# task that used the key (ix_tasks_key, already in id order). One row; its id is NULL
+# when no task has the key. Never a sort: a sensor that reuses one key every run has
+# thousands of finished tasks behind it.
 SQL_HOLDER_OF_KEY = """
-SELECT id FROM tasks WHERE source_key = ?
-ORDER BY status IN ('pending', 'active', 'blocked') DESC, id DESC LIMIT 1
+SELECT coalesce(
+    (SELECT id FROM tasks WHERE source_key = ?1 AND status IN ('pending', 'active', 'blocked')),
+    (SELECT id FROM tasks WHERE source_key = ?1 ORDER BY id DESC LIMIT 1)
+)
 """
 
 
