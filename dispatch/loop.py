@@ -162,6 +162,10 @@ class Dispatcher:
             executor = self._executors(executor_name)
         except InputError as err:  # an unknown skill, a bad skill file: the task's fault
             outcome, stopped = Outcome(OutcomeKind.FAILED, summary=str(err), error=str(err)), False
+        except OSError as err:  # logs/ not writable, disk full: the machine's fault, retried
+            text = f"could not prepare the run: {err}"
+            log.error("task #%d: %s", task.id, text)
+            outcome, stopped = Outcome(OutcomeKind.TRANSIENT, summary=text, error=text), False
         else:
             outcome, stopped = await self._run(executor, task, ctx, claim)
         recorded, next_claim = await self._record(claim, outcome, stopped=stopped, chain=chain)

@@ -369,3 +369,21 @@ async def test_heartbeat_renews_the_lease_and_says_what_runs(
     assert (beat.state, beat.task_id, beat.owner) == ("running", added.task_id, WORKER)
     assert beat.task_started_at == claimed_at
     assert beat.heartbeat_at == claimed_at + 30_000
+
+
+async def test_a_run_that_cannot_be_prepared_is_retried_not_fatal(
+    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings
+) -> None:
+    settings.logs_dir.mkdir(exist_ok=True)
+    (settings.logs_dir / "runs").write_text("a file where the transcripts folder should be")
+    await db.add_task(NewTask("t"))
+    dispatcher, fake = make_dispatcher(returning(Outcome(OutcomeKind.SUCCESS)))
+
+    task = await dispatcher.run_once()
+
+    assert task is not None
+    assert task.status is TaskStatus.PENDING
+    assert fake.calls == []
+    (run,) = await db.list_runs(task.id)
+    assert run.outcome == "transient"
+    assert (run.error or "").startswith("could not prepare the run:")
