@@ -1,0 +1,219 @@
+"""The store against a model: random sequences of operations (Hypothesis state
+machine) must leave the same statuses, counts and claim choices as a plain Python
+model of the rules in DESIGN §2 would."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from tests.store.backends import BACKENDS, open_backend
+from vigil.clock import ManualClock
+from vigil.errors import DuplicateOpenTask, InvalidTransition
+from vigil.models import OPEN_STATUSES, Claim, NewTask, Outcome, OutcomeKind, TaskStatus
+from vigil.store import Store
+
+T = TypeVar("T")
+KEYS = st.sampled_from([None, "a", "b", "c"])
+FINAL = st.sampled_from([TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELED])
+
+
+@dataclass
+class Modeled:
+    priority: int
+    scheduled_for: int
+    key: str | None
+    deps: tuple[int, ...]
+    status: TaskStatus = TaskStatus.PENDING
+    cancel_requested: bool = False
+    attempts: int = 0
+    runs: int = 0
+
+
+@dataclass
+class Model:
+    tasks: dict[int, Modeled] = field(default_factory=dict)
+
+    def open_holder(self, key: str | None) -> int | None:
+        if key is None:
+            return None
+        return next((i for i, t in self.tasks.items() if t.key == key and t.status in OPEN_STATUSES), None)
+
+    def next_claim(self, now: int) -> int | None:
+        due = [
+            (t.priority, t.scheduled_for, i)
+            for i, t in self.tasks.items()
+            if t.status is TaskStatus.PENDING
+            and t.scheduled_for <= now
+            and all(self.tasks[d].status is TaskStatus.COMPLETED for d in t.deps)
+        ]
+        return min(due)[2] if due else None
+
+
+class StoreMachine(RuleBasedStateMachine):
+    """Drives one store on its own event loop; another backend subclasses this with
+    its name in ``backend`` and exposes its own ``TestCase``."""
+
+    backend = BACKENDS[0]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.folder = tempfile.TemporaryDirectory()
+        self.clock = ManualClock()
+        self.store: Store = self.run(open_backend(self.backend, Path(self.folder.name) / "vigil.db", self.clock))
+        self.model = Model()
+        self.claims: dict[int, Claim] = {}
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    def teardown(self) -> None:
+        self.run(self.store.close())
+        self.loop.close()
+        self.folder.cleanup()
+
+    def some_id(self, data: st.DataObject) -> int:
+        return data.draw(st.sampled_from(sorted(self.model.tasks)))
+
+    @rule(priority=st.integers(1, 9), offset=st.integers(-3, 3), key=KEYS, data=st.data())
+    def add(self, priority: int, offset: int, key: str | None, data: st.DataObject) -> None:
+        deps: tuple[int, ...] = ()
+        if self.model.tasks:
+            deps = tuple(data.draw(st.sets(st.sampled_from(sorted(self.model.tasks)), max_size=2)))
+        at = self.clock.now_ms() + offset
+        new = NewTask("t", priority=priority, scheduled_for=at, source_key=key, depends_on=deps)
+        result = self.run(self.store.add_task(new))
+        holder = self.model.open_holder(key)
+        if holder is not None:
+            assert (result.created, result.task_id) == (False, holder)
+            return
+        assert result.created
+        assert result.task_id is not None
+        assert result.task_id not in self.model.tasks
+        self.model.tasks[result.task_id] = Modeled(priority, at, key, deps)
+
+    @rule()
+    def claim(self) -> None:
+        expected = self.model.next_claim(self.clock.now_ms())
+        got = self.run(self.store.claim_next(worker="w", lease_ms=60_000))
+        assert (None if got is None else got.task.id) == expected
+        if got is not None:
+            task = self.model.tasks[got.task.id]
+            task.status, task.cancel_requested = TaskStatus.ACTIVE, False
+            task.attempts += 1
+            task.runs += 1
+            assert got.attempt == task.runs
+            self.claims[got.task.id] = got
+
+    @precondition(lambda self: self.claims)
+    @rule(final=FINAL, data=st.data())
+    def finish(self, final: TaskStatus, data: st.DataObject) -> None:
+        task_id = data.draw(st.sampled_from(sorted(self.claims)))
+        self.run(self.store.finish(self.claims.pop(task_id), Outcome(OutcomeKind.SUCCESS), final, worker="w"))
+        self.model.tasks[task_id].status = final
+
+    @precondition(lambda self: self.claims)
+    @rule(delay=st.integers(0, 3), count=st.booleans(), data=st.data())
+    def requeue(self, delay: int, count: bool, data: st.DataObject) -> None:
+        task_id = data.draw(st.sampled_from(sorted(self.claims)))
+        retry_at = self.clock.now_ms() + delay
+        outcome = Outcome(OutcomeKind.TRANSIENT)
+        self.run(
+            self.store.requeue(self.claims.pop(task_id), outcome, retry_at=retry_at, count_attempt=count, worker="w")
+        )
+        task = self.model.tasks[task_id]
+        if not count:
+            task.attempts -= 1
+        if task.cancel_requested:
+            task.status = TaskStatus.CANCELED
+        else:
+            task.status, task.scheduled_for = TaskStatus.PENDING, retry_at
+
+    @precondition(lambda self: self.model.tasks)
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        task_id = self.some_id(data)
+        task = self.model.tasks[task_id]
+        if task.status in (TaskStatus.PENDING, TaskStatus.BLOCKED):
+            self.run(self.store.cancel(task_id, actor="human"))
+            task.status = TaskStatus.CANCELED
+        elif task.status is TaskStatus.ACTIVE:
+            self.run(self.store.cancel(task_id, actor="human"))
+            task.cancel_requested = True
+        else:
+            with pytest.raises(InvalidTransition):
+                self.run(self.store.cancel(task_id, actor="human"))
+
+    @precondition(lambda self: self.model.tasks)
+    @rule(data=st.data())
+    def retry(self, data: st.DataObject) -> None:
+        task_id = self.some_id(data)
+        task = self.model.tasks[task_id]
+        if task.status not in (TaskStatus.FAILED, TaskStatus.CANCELED):
+            with pytest.raises(InvalidTransition):
+                self.run(self.store.retry(task_id, actor="human"))
+        elif self.model.open_holder(task.key) is not None:
+            with pytest.raises(DuplicateOpenTask):
+                self.run(self.store.retry(task_id, actor="human"))
+        else:
+            self.run(self.store.retry(task_id, actor="human"))
+            task.status, task.scheduled_for, task.attempts = TaskStatus.PENDING, self.clock.now_ms(), 0
+            task.cancel_requested = False
+
+    @precondition(lambda self: self.model.tasks)
+    @rule(priority=st.integers(1, 9), delay=st.integers(-2, 4), data=st.data())
+    def reschedule(self, priority: int, delay: int, data: st.DataObject) -> None:
+        task_id = self.some_id(data)
+        task = self.model.tasks[task_id]
+        if task.status in (TaskStatus.PENDING, TaskStatus.BLOCKED):
+            self.run(self.store.set_priority(task_id, priority, actor="human"))
+            self.run(self.store.defer(task_id, self.clock.now_ms() + delay, actor="human"))
+            task.priority, task.scheduled_for = priority, self.clock.now_ms() + delay
+        else:
+            with pytest.raises(InvalidTransition):
+                self.run(self.store.set_priority(task_id, priority, actor="human"))
+
+    @precondition(lambda self: self.model.tasks)
+    @rule(data=st.data())
+    def block(self, data: st.DataObject) -> None:
+        task_id = self.some_id(data)
+        task = self.model.tasks[task_id]
+        if task.status is TaskStatus.PENDING:
+            self.run(self.store.close_task(task_id, TaskStatus.BLOCKED, "waits", actor="agent"))
+            task.status = TaskStatus.BLOCKED
+
+    @rule(ms=st.integers(1, 3))
+    def tick(self, ms: int) -> None:
+        self.clock.advance(ms)
+
+    @invariant()
+    def statuses_and_counts_agree(self) -> None:
+        tasks = self.run(self.store.list_tasks(limit=10_000))
+        assert {t.id: t.status for t in tasks} == {i: t.status for i, t in self.model.tasks.items()}
+        for t in tasks:
+            modeled = self.model.tasks[t.id]
+            assert (t.priority, t.cancel_requested, t.attempt_count) == (
+                modeled.priority,
+                modeled.cancel_requested,
+                modeled.attempts,
+            )
+            if t.status is TaskStatus.PENDING:
+                assert t.scheduled_for == modeled.scheduled_for
+        expected = dict.fromkeys(TaskStatus, 0)
+        for modeled in self.model.tasks.values():
+            expected[modeled.status] += 1
+        assert self.run(self.store.count_by_status()) == expected
+
+
+StoreMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+test_store_follows_the_model = StoreMachine.TestCase
