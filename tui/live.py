@@ -2,9 +2,10 @@
 
 The app probes ``PRAGMA data_version`` and calls ``data_changed()`` on the screen
 in front; only then does the screen start a worker that runs its bounded
-``load()`` and hands the result to ``apply()``. A newer load cancels an older one
-(exclusive worker group). A result that arrives after the screen was closed or
-hidden is dropped. ``p`` pauses live updates: changes are counted, not loaded.
+``load()`` and hands the result to ``apply()``. Loads run one at a time; a
+request during a load runs right after it. A result that arrives after the
+screen was closed or hidden is dropped. ``p`` pauses live updates: changes are
+counted, not loaded.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ class LiveScreen(Screen[None]):
         self.live_paused = False
         self.changes_waiting = 0
         self.loads = 0  # results applied (tests wait on it)
+        self._loading = False
+        self._again = False  # another load was asked for while one ran
+        self._discard = False  # ...and the result in flight is outdated: do not show it
 
     async def load(self) -> Any:
         raise NotImplementedError
@@ -54,20 +58,37 @@ class LiveScreen(Screen[None]):
             self.changes_waiting += 1
             self.paused_changed()
             return
-        self.reload()
+        self.reload(discard_running=False)
 
     def paused_changed(self) -> None:
         """Hook: the pause state or the count of waiting changes moved."""
 
-    def reload(self) -> None:
-        self.run_worker(self._load_and_apply(), group="load", exclusive=True, exit_on_error=False)
+    def reload(self, *, discard_running: bool = True) -> None:
+        """Load and show fresh data. One load runs at a time: a request that comes
+        while one runs is queued (never cancels it, so a slow screen under a stream
+        of commits still shows progress). ``discard_running`` (a filter or window
+        the person just changed) drops the result in flight instead of showing it."""
+        if self._loading:
+            self._again = True
+            self._discard = self._discard or discard_running
+            return
+        self._loading = True
+        self.run_worker(self._load_and_apply(), group="load", exit_on_error=False)
 
     async def _load_and_apply(self) -> None:
-        data = await self.load()
-        if not self.is_attached or self.app.screen is not self:
-            return  # closed or hidden meanwhile: a stale result must not touch widgets
-        self.apply(data)
-        self.loads += 1
+        try:
+            while True:
+                self._again = self._discard = False
+                data = await self.load()
+                if not self.is_attached or self.app.screen is not self:
+                    return  # closed or hidden meanwhile: a stale result must not touch widgets
+                if not self._discard:
+                    self.apply(data)
+                    self.loads += 1
+                if not self._again:
+                    return
+        finally:
+            self._loading = False
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR and event.worker.error is not None:

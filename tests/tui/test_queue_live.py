@@ -7,6 +7,8 @@ import asyncio
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import cell, queue, shown_ids, table
 from vigil.clock import ManualClock
@@ -120,3 +122,28 @@ async def test_relative_times_tick_without_queries(make_app: AppFactory, db: Sto
         clock.advance(6 * 60_000)  # ages count whole minutes from the start of the minute: 5m
         await wait_for(lambda: cell(app, task_id, "when") == "age 5m", "age ticks to 5m")
         assert queue(app).loads == loads  # no data changed, so nothing was reloaded
+
+
+async def test_a_slow_screen_under_a_stream_of_commits_still_refreshes(
+    make_app: AppFactory, db: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit arriving during a load queues one more load; it never cancels the
+    running one, so a load slower than the commit rate still completes."""
+    from tui import queue_screen
+
+    real_load = queue_screen.load_queue
+
+    async def slow_load(*args: object, **kwargs: object) -> object:
+        await asyncio.sleep(0.25)  # slower than the stream of commits below
+        return await real_load(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(queue_screen, "load_queue", slow_load)
+    app = make_app()
+    async with app.run_test(size=(120, 30)):
+        await wait_for(lambda: queue(app).loads >= 1, "first load")
+        first = queue(app).loads
+        for n in range(30):
+            await add(db, f"stream {n}")
+            await asyncio.sleep(0.05)
+        await wait_for(lambda: queue(app).loads >= first + 3, "loads completed during the stream")
+        await wait_for(lambda: len(shown_ids(app)) == 30, "caught up with every commit")
