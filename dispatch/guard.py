@@ -4,7 +4,8 @@ Before each claim the loop asks ``may_claim(now)``:
 
 * paused by a person, or gated → no claim (``until``: when to ask again);
 * a gate whose ``until`` has passed (a usage limit's reset) is lifted here, by itself;
-* over the rolling-24 h budget → claim only tasks with priority ≤ ``urgent_priority``;
+* over the rolling-24 h budget → claim only tasks with priority ≤ ``urgent_priority``
+  (``until``: when to look at the budget again, so an idle loop does not spin);
 * budget warnings that are due fire here, each once per window.
 
 After each attempt the loop calls ``after_outcome(task, outcome)`` with the task as
@@ -14,15 +15,16 @@ recorded:
   ``[dispatch] usage_limit_fallback``; it then resumes by itself;
 * ``auth`` → gated until a person resumes (``vigil resume``);
 * ``[limits] max_consecutive_failures`` failed attempts in a row → gated until a
-  person resumes; a success resets the count (canceled and usage-limited attempts
-  leave it alone: they say nothing about the work);
+  person resumes; a success or the gate itself resets the count (canceled and
+  usage-limited attempts leave it alone: they say nothing about the work);
 * a task that ended ``failed`` → a ``task_failed`` alert.
 
 Before running a claimed task the loop asks ``needs_approval(task)``: a task whose
 skill says ``requires_approval: true`` and that no person approved yet goes back
 unrun (``Store.hold_for_approval``) until ``vigil task approve``.
 
-Every gate change, auth failure and budget warning is sent to the alert hook.
+Every automatic gate change, auth failure and budget warning is sent to the alert
+hook. An automatic gate never replaces a stronger stop (``vigil.gate.trip``).
 """
 
 from __future__ import annotations
