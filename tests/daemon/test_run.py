@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable
+from pathlib import Path
 
 from tests.conftest import VigilRunner
 from tests.daemon.conftest import (
@@ -139,3 +140,32 @@ def test_a_second_run_exits_cleanly_from_standby(
     assert second.stop(signal.SIGINT) == 0
     assert first.proc.poll() is None
     assert first.stop(signal.SIGINT) == 0
+
+
+SENSOR = """
+[[sensors]]
+use = "schedule"
+name = "tick"
+every = "1h"
+subject = "tick {date} {time}"
+"""
+
+
+def test_standby_runs_its_sensors_only_when_configured(
+    vigil: VigilRunner, home: Path, start_vigil: Callable[[], RunningVigil], configure: Callable[..., None]
+) -> None:
+    config = home / "vigil.toml"
+    config.write_text(config.read_text() + SENSOR)
+    first = start_vigil()
+    wait_until("the first dispatcher to be idle", lambda: dispatcher_state(vigil) == "idle")
+    quiet = start_vigil()
+    wait_until("the second to stand by", lambda: "standing by" in quiet.log())
+    assert quiet.stop() == 0
+    assert "sensor(s) started" not in quiet.log()
+
+    config.write_text(config.read_text().replace("[dispatch]\n", "[dispatch]\nstandby_sensors = true\n"))
+    busy = start_vigil()
+    wait_until("the standby's sensors to start", lambda: "sensor(s) started" in busy.log())
+    assert "standing by" in busy.log()
+    assert busy.stop() == 0
+    assert first.stop() == 0
