@@ -20,7 +20,11 @@ from tests.daemon.conftest import (
 
 
 def test_a_task_added_while_idle_starts_without_waiting_for_a_sensor(
-    vigil: VigilRunner, start_vigil: Callable[[], RunningVigil], markers: Markers, configure: Callable[..., None]
+    vigil: VigilRunner,
+    home: Path,
+    start_vigil: Callable[[], RunningVigil],
+    markers: Markers,
+    configure: Callable[..., None],
 ) -> None:
     running = start_vigil()
     wait_until("the dispatcher to be idle", lambda: dispatcher_state(vigil) == "idle")
@@ -30,6 +34,9 @@ def test_a_task_added_while_idle_starts_without_waiting_for_a_sensor(
     wait_until("the task to complete", lambda: task_json(vigil, task_id)["status"] == "completed", timeout_s=10)
     assert running.stop() == 0
     assert [s["task"] for s in markers.starts()] == [task_id]
+    log_file = (home / "logs" / "vigil.log").read_text()
+    assert f"task #{task_id} started (attempt 1): quick one" in log_file
+    assert f"task #{task_id} completed (success)" in log_file
 
 
 def test_sigterm_during_a_task_stops_gracefully_and_leaves_no_orphan(
