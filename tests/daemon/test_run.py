@@ -176,3 +176,23 @@ def test_standby_runs_its_sensors_only_when_configured(
     assert "standing by" in busy.log()
     assert busy.stop() == 0
     assert first.stop() == 0
+
+
+def test_a_second_sigterm_skips_the_rest_of_the_grace(
+    vigil: VigilRunner, start_vigil: Callable[[], RunningVigil], markers: Markers, configure: Callable[..., None]
+) -> None:
+    configure(grace="1h")
+    running = start_vigil()
+    task_id = add_sleeper(vigil, "slow one", sleep=120)
+    wait_until("the agent to start", markers.starts)
+    (agent,) = markers.starts()
+
+    running.proc.send_signal(signal.SIGTERM)
+    wait_until("the grace period to begin", lambda: "gets 3600s to finish" in running.log())
+    assert running.proc.poll() is None
+    assert running.stop(signal.SIGTERM) == 0
+
+    assert not pid_alive(agent["pid"])
+    assert not pid_alive(agent["child"])
+    task = task_json(vigil, task_id)
+    assert (task["status"], task["attempt_count"]) == ("pending", 0)
