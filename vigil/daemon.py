@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from vigil.clock import Clock, SystemClock
 from vigil.config import Settings
-from vigil.errors import LockHeld, VigilError
+from vigil.errors import LockHeld, OperationError, VigilError
 from vigil.models import Task
 
 if TYPE_CHECKING:
@@ -52,10 +52,13 @@ def configure_logging(settings: Settings, *, console: bool = True) -> None:
     root.setLevel(logging.INFO)
     for handler in list(root.handlers):
         root.removeHandler(handler)
-    settings.logs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    file_handler = logging.handlers.RotatingFileHandler(
-        settings.logs_dir / LOG_FILE, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
-    )
+    try:
+        settings.logs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        file_handler = logging.handlers.RotatingFileHandler(
+            settings.logs_dir / LOG_FILE, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
+        )
+    except OSError as err:
+        raise OperationError(f"cannot write the log {settings.logs_dir / LOG_FILE}: {err.strerror}") from None
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(file_handler)
     if console and sys.stderr.isatty():

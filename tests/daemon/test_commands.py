@@ -156,3 +156,15 @@ def test_service_unit_quotes_a_home_with_spaces(tmp_path: Path) -> None:
     text = unit_text(load_settings(home.resolve()), python="/usr/bin/python3")
 
     assert f'ExecStart=/usr/bin/python3 -m vigil --home "{home.resolve()}" run' in text
+
+
+def test_an_unwritable_log_folder_is_one_line_not_a_traceback(vigil: VigilRunner, home: Path) -> None:
+    logs = home / "logs"
+    logs.rmdir()
+    logs.write_text("a file where the logs folder should be")
+
+    result = vigil("run")
+
+    assert result.returncode == 1
+    assert result.stderr.startswith("vigil: error: cannot write the log ")
+    assert "Traceback" not in result.stderr
