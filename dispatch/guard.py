@@ -21,7 +21,9 @@ recorded:
 
 Before running a claimed task the loop asks ``needs_approval(task)``: a task whose
 skill says ``requires_approval: true`` and that no person approved yet goes back
-unrun (``Store.hold_for_approval``) until ``vigil task approve``.
+unrun (``Store.hold_for_approval``) until ``vigil task approve``. Then it asks
+``deferred_until(task)``: a task whose sensor is over its ``[budget] per_sensor``
+cap goes back unrun, due later (``Store.release_unrun``).
 
 Every automatic gate change, auth failure and budget warning is sent to the alert
 hook. An automatic gate never replaces a stronger stop (``vigil.gate.trip``).
@@ -34,18 +36,21 @@ from dataclasses import dataclass
 
 from dispatch.alerts import AlertHook, make_event
 from dispatch.skills import load_skills
-from vigil.budget import budget_use, claim_warnings
+from vigil.budget import WINDOW_MS, budget_use, claim_once, claim_warnings
 from vigil.clock import Clock
 from vigil.config import Settings
 from vigil.errors import SkillError
 from vigil.gate import GATE_KEY, GateState, LoopGate, lift_expired, read_gate, trip
 from vigil.models import ApprovalState, Outcome, OutcomeKind, Task, TaskStatus
-from vigil.store import Store
+from vigil.store import CostGroup, Store
 
 log = logging.getLogger("vigil.guard")
 
 GUARD_KEY = "guard"  # loop_state: {"consecutive_failures": int}
 BUDGET_RECHECK_MS = 60_000  # over budget, how soon spend leaving the window is noticed
+# A sensor over its cap: how long its tasks wait before they are looked at again.
+# Long, because each look claims and releases the task (two audit events).
+SENSOR_RECHECK_MS = 3_600_000
 ACTOR = "guard"
 # Attempts that count as failures of the work itself. Not here: success (resets),
 # canceled (a person's choice), usage_limited and auth (they gate on their own),
@@ -138,6 +143,29 @@ class Guard:
             details = {"task_id": task.id, "subject": task.subject, "attempts": task.attempt_count}
             details.update(outcome=str(outcome.kind), error=outcome.error)
             self._alerts.notify(make_event("task_failed", message, now_ms, **details))
+
+    async def deferred_until(self, task: Task) -> int | None:
+        """When a claimed ``task`` may run, if not now: the sensor that started its
+        chain is over its ``[budget] per_sensor`` cap (urgent tasks are exempt, as
+        for the daily cap). None: run it now. The first deferral per sensor and
+        window sends a ``budget_warning``."""
+        caps = self._settings.budget.per_sensor
+        if not caps or task.priority <= self._settings.budget.urgent_priority:
+            return None
+        origin = await self._store.origin_of(task.id)
+        name = origin.removeprefix("sensor:")
+        if name == origin or name not in caps:
+            return None
+        now_ms = self._clock.now_ms()
+        rows = await self._store.cost_rollup(since_ms=now_ms - WINDOW_MS, by=CostGroup.SENSOR)
+        spent = next((row.cost_usd for row in rows if row.key == name), 0.0)
+        if spent < caps[name]:
+            return None
+        if await claim_once(self._store, origin, now_ms):
+            message = f"sensor {name} spent ${spent:.2f} of its ${caps[name]:.2f} in 24 h: its tasks wait"
+            fields = {"sensor": name, "threshold": 1.0, "spent_usd": spent, "cap_usd": caps[name]}
+            self._alerts.notify(make_event("budget_warning", message, now_ms, **fields))
+        return now_ms + SENSOR_RECHECK_MS
 
     def needs_approval(self, task: Task) -> bool:
         """Whether ``task`` must wait for a person: a skill of it requires approval and

@@ -155,6 +155,11 @@ class Dispatcher:
             held = await self._store.hold_for_approval(claim, worker=self.worker_id)
             log.info("task #%d waits for a person's approval (vigil task approve %d)", task.id, task.id)
             return held, None
+        later = None if self._guard is None else await self._guard.deferred_until(task)
+        if later is not None:
+            deferred = await self._store.release_unrun(claim, worker=self.worker_id, retry_at=later)
+            log.info("task #%d waits: its sensor is over its daily budget", task.id)
+            return deferred, None
         log.info("task #%d started (attempt %d): %s", task.id, claim.attempt, task.subject)
         await self._heartbeat.beat("running", claim)
         try:

@@ -5,6 +5,10 @@ last 24 h. Above ``daily_usd`` only tasks at least as urgent as ``urgent_priorit
 (priority ≤ it) are claimed. Each ``warn_at`` fraction alerts once per window: it
 fires when spend reaches it and it has not fired in the last 24 h. The times each
 fired are kept in ``loop_state`` under ``budget_warnings`` (``{"0.5": epoch_ms}``).
+
+``per_sensor`` caps the work each sensor started (its tasks and their follow-ups,
+``vigil stats --by sensor``) the same way; the dispatcher puts such a task back
+unrun while its sensor is over the cap (``dispatch.guard``).
 """
 
 from __future__ import annotations
@@ -75,6 +79,20 @@ async def claim_warnings(
         fired.update({str(threshold): use.at for threshold in due})
         if await store.replace_loop_value(WARNINGS_KEY, raw, fired):
             return due
+
+
+async def claim_once(store: Store, key: str, now_ms: int) -> bool:
+    """Whether the warning ``key`` (e.g. ``sensor:feeds``) may fire now: True at most
+    once per window, marked in ``budget_warnings`` with a compare-and-set."""
+    while True:
+        raw = (await store.loop_values()).get(WARNINGS_KEY)
+        fired = dict(raw) if isinstance(raw, dict) else {}
+        last = fired.get(key)
+        if isinstance(last, int) and now_ms - last < WINDOW_MS:
+            return False
+        fired[key] = now_ms
+        if await store.replace_loop_value(WARNINGS_KEY, raw, fired):
+            return True
 
 
 def budget_json(use: BudgetUse) -> dict[str, object]:

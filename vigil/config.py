@@ -82,6 +82,8 @@ class BudgetSettings:
     daily_usd: float | None = None
     urgent_priority: int = 1  # tasks this urgent (priority ≤ this) still run above the cap
     warn_at: tuple[float, ...] = (0.5, 0.8, 1.0)  # fractions of the cap; each alerts once per window
+    # USD per rolling 24 h for the work a sensor started (its tasks and their follow-ups)
+    per_sensor: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,17 @@ class _Section:
             raise self._fail(key, "a list of fractions in (0, 1], e.g. [0.5, 0.8, 1.0]")
         return tuple(sorted({float(f) for f in value}))
 
+    def amounts(self, key: str) -> dict[str, float]:
+        """A table of name = number ≥ 0 (empty when absent)."""
+        value = self._get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict) or not all(
+            isinstance(n, int | float) and not isinstance(n, bool) and n >= 0 for n in value.values()
+        ):
+            raise self._fail(key, "a table of name = USD, e.g. feeds = 2.0")
+        return {name: float(n) for name, n in value.items()}
+
     def counts(self, key: str) -> dict[str, int]:
         """A table of name = integer ≥ 0 (empty when absent)."""
         value = self._get(key)
@@ -291,6 +304,7 @@ def _budget(data: Mapping[str, Any], source: Path | None) -> BudgetSettings:
         daily_usd=section.opt_float("daily_usd"),
         urgent_priority=urgent,
         warn_at=section.fractions("warn_at", defaults.warn_at),
+        per_sensor=section.amounts("per_sensor"),
     )
     section.done()
     return settings

@@ -16,16 +16,16 @@ from typing import Any
 import pytest
 
 from dispatch.alerts import AlertHook
-from dispatch.executors import Executor, build_executor
+from dispatch.executors import Executor, RunContext, build_executor
 from dispatch.executors.fake import FakeExecutor
-from dispatch.guard import Guard
+from dispatch.guard import SENSOR_RECHECK_MS, Guard
 from dispatch.loop import Dispatcher
 from tests.dispatch.agent_support import CLAUDE_FAKE, fake_argv
 from tests.guard.support import RECORDER, recorded, spend
-from vigil.clock import ManualClock
+from vigil.clock import MS_PER_DAY, ManualClock
 from vigil.config import AgentCliSettings, BudgetSettings, Settings, load_settings
 from vigil.gate import GateState, read_gate, resume
-from vigil.models import NewTask, Outcome, OutcomeKind, TaskStatus
+from vigil.models import NewTask, Outcome, OutcomeKind, Task, TaskStatus
 from vigil.store.sqlite import SqliteStore
 
 NOW_MS = 1_767_100_000_000  # before the fake CLI's reset time
@@ -203,3 +203,43 @@ async def test_a_task_requiring_approval_never_runs_before_it(
     await asyncio.wait_for(loop_task, SAFETY_S)
     assert [t.id for t, _ in fake.calls] == [added.task_id]
     assert (await db.get_task(added.task_id or 0)).status is TaskStatus.COMPLETED
+
+
+async def test_a_sensor_over_its_budget_waits_while_other_work_runs(
+    db: SqliteStore, settings: Settings, clock: ManualClock, hook: AlertHook, tmp_path: Path
+) -> None:
+    settings = replace(settings, budget=BudgetSettings(urgent_priority=1, warn_at=(), per_sensor={"feeds": 1.0}))
+    root = await db.add_task(NewTask("feed entry", source="sensor:feeds", priority=3))
+    ran: list[str] = []
+
+    def handler(task: Task, ctx: RunContext) -> Outcome:
+        ran.append(task.subject)
+        return Outcome(OutcomeKind.SUCCESS, cost_usd=0.6)
+
+    dispatcher = _dispatcher(db, settings, clock, hook, {"now": FakeExecutor(handler)})
+    assert await dispatcher.run_once() is not None  # $0.60 of $1.00: under the cap
+    follow_up = await db.add_task(NewTask("follow-up", source=f"task:{root.task_id}", parent_id=root.task_id))
+    assert await dispatcher.run_once() is not None  # $1.20: the follow-up counted for feeds
+    feeds = await db.add_task(NewTask("next entry", source="sensor:feeds", priority=2))
+    deeper = await db.add_task(NewTask("deeper", source=f"task:{follow_up.task_id}", parent_id=follow_up.task_id))
+    urgent = await db.add_task(NewTask("feed says the site is down", source="sensor:feeds", priority=1))
+    by_hand = await db.add_task(NewTask("by hand", priority=4))
+
+    for _ in range(4):
+        await dispatcher.run_once()
+    assert ran == ["feed entry", "follow-up", "feed says the site is down", "by hand"]
+    for waiting in (feeds, deeper):
+        task = await db.get_task(waiting.task_id or 0)
+        assert (task.status, task.attempt_count) == (TaskStatus.PENDING, 0)
+        assert task.scheduled_for == clock.now_ms() + SENSOR_RECHECK_MS
+        assert await db.list_runs(task.id) == []
+    assert (await db.get_task(urgent.task_id or 0)).status is TaskStatus.COMPLETED
+    assert (await db.get_task(by_hand.task_id or 0)).status is TaskStatus.COMPLETED
+    await hook.drain()
+    [warning] = recorded(tmp_path / "events.jsonl")  # two tasks deferred, one alert
+    assert (warning["event"], warning["sensor"], warning["cap_usd"]) == ("budget_warning", "feeds", 1.0)
+
+    clock.advance(MS_PER_DAY + 1)  # the feeds spend has left the window
+    assert await dispatcher.run_once() is not None
+    assert await dispatcher.run_once() is not None
+    assert sorted(ran[4:]) == ["deeper", "next entry"]

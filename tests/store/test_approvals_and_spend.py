@@ -139,3 +139,35 @@ async def test_the_dispatcher_s_own_retry_keeps_the_approval(store: Store, clock
     again = await store.requeue(got, transient, retry_at=clock.now_ms(), count_attempt=True, worker="w1")
     assert (again.status, again.approval) == (TaskStatus.PENDING, ApprovalState.APPROVED)
     assert (await claim(store)).task.id == task_id
+
+
+async def test_origin_of_follows_the_parent_chain_to_its_root(store: Store) -> None:
+    root = await store.add_task(new("feed entry", source="sensor:feeds"))
+    assert root.task_id is not None
+    child = await store.add_task(new("follow-up", source=f"task:{root.task_id}", parent_id=root.task_id))
+    assert child.task_id is not None
+    grandchild = await store.add_task(new("deeper", source=f"task:{child.task_id}", parent_id=child.task_id))
+    assert grandchild.task_id is not None
+    by_hand = await store.add_task(new("by hand"))
+    assert by_hand.task_id is not None
+    assert [await store.origin_of(t) for t in (root.task_id, child.task_id, grandchild.task_id)] == ["sensor:feeds"] * 3
+    assert await store.origin_of(by_hand.task_id) == "human"
+    with pytest.raises(TaskNotFound):
+        await store.origin_of(999)
+
+
+async def test_release_unrun_puts_a_claimed_task_back_for_later(store: Store, clock: ManualClock) -> None:
+    added = await store.add_task(new("over its sensor's budget"))
+    got = await claim(store)
+    later = clock.now_ms() + 3_600_000
+    released = await store.release_unrun(got, worker="w1", retry_at=later)
+    assert (released.status, released.scheduled_for, released.attempt_count) == (TaskStatus.PENDING, later, 0)
+    assert released.claimed_by is None
+    assert await store.list_runs(got.task.id) == []
+    assert await store.claim_next(worker="w1", lease_ms=60_000) is None
+    with pytest.raises(InvalidTransition):
+        await store.release_unrun(got, worker="w1", retry_at=later)  # no longer held
+    clock.set(later)
+    again = await claim(store)
+    assert (again.task.id, again.attempt) == (added.task_id, 1)
+    await assert_counts_match(store)

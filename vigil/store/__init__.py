@@ -247,6 +247,17 @@ class Store(Protocol):
         given back. Raises ``InvalidTransition`` if this worker no longer holds it."""
         ...
 
+    async def release_unrun(self, claim: Claim, *, worker: str, retry_at: int) -> Task:
+        """Put a claimed task back to pending unrun, due at ``retry_at`` (epoch ms), in
+        one transaction: its open run removed and its attempt given back. Raises
+        ``InvalidTransition`` if this worker no longer holds it."""
+        ...
+
+    async def origin_of(self, task_id: int) -> str:
+        """The source of the root of the task's parent chain (the task's own source
+        when it has no parent). Raises ``TaskNotFound``."""
+        ...
+
     async def spend_since(self, since_ms: int) -> float:
         """USD the agent CLIs reported (``cost_usd``) over runs finished at or after
         ``since_ms``; 0.0 when none."""

@@ -58,12 +58,14 @@ from vigil.store.sqlite_queries import (
     SQL_NEXT_DUE_ID,  # noqa: F401 - re-exported: callers import every query from here
     SQL_OPEN_RUN,
     SQL_OPEN_RUNS,
+    SQL_ORIGIN_OF,
     SQL_QUEUE,
     SQL_RECORD_RUN,
     SQL_RECORD_SENSOR_RUN,
     SQL_RECOVER,
     SQL_REJECT,
     SQL_RELEASE_CLOSED,
+    SQL_RELEASE_UNRUN,
     SQL_REQUEUE,
     SQL_SEARCH_TASKS,
     SQL_SET_LOOP_VALUE,
@@ -605,8 +607,35 @@ class SqliteStore:
 
         return await self._db.write(body)
 
+    async def release_unrun(self, claim: Claim, *, worker: str, retry_at: int) -> Task:
+        params = {
+            "now": self._clock.now_ms(),
+            "task_id": claim.task.id,
+            "run_id": claim.run_id,
+            "worker": worker,
+            "retry_at": retry_at,
+        }
+
+        def body(conn: sqlite3.Connection) -> Task:
+            row = conn.execute(SQL_RELEASE_UNRUN, params).fetchone()
+            if row is None:
+                raise InvalidTransition(claim.task.id, _require_task(conn, claim.task.id)["status"], "release it")
+            conn.execute(SQL_DROP_OPEN_RUN, params)
+            return row_to_task(row)
+
+        return await self._db.write(body)
+
     async def spend_since(self, since_ms: int) -> float:
         return float(await self._db.read(lambda conn: conn.execute(SQL_SPEND_SINCE, (since_ms,)).fetchone()[0]))
+
+    async def origin_of(self, task_id: int) -> str:
+        def body(conn: sqlite3.Connection) -> str:
+            row = conn.execute(SQL_ORIGIN_OF, (task_id,)).fetchone()
+            if row is None:
+                raise TaskNotFound(task_id)
+            return str(row[0])
+
+        return await self._db.read(body)
 
     async def active_tasks(self) -> list[Task]:
         sql = "SELECT * FROM tasks WHERE status = 'active' ORDER BY id"

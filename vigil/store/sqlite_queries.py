@@ -283,3 +283,23 @@ SQL_LOOP_VALUE = "SELECT value FROM loop_state WHERE key = ?"
 SQL_SET_LOOP_VALUE = """
 INSERT INTO loop_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value
 """
+
+# The source of the root of a task's parent chain ("sensor:feeds" for a follow-up of
+# a follow-up of a feeds task); the chain is short, one primary-key seek per step.
+SQL_ORIGIN_OF = """
+WITH RECURSIVE up(id, parent_id, source, depth) AS (
+    SELECT id, parent_id, source, 0 FROM tasks WHERE id = ?
+    UNION ALL
+    SELECT t.id, t.parent_id, t.source, up.depth + 1 FROM tasks t JOIN up ON t.id = up.parent_id
+)
+SELECT source FROM up ORDER BY depth DESC LIMIT 1
+"""
+
+# A claimed task put back unrun and due later (a sensor over its budget): its run is
+# removed (SQL_DROP_OPEN_RUN) and its attempt given back.
+SQL_RELEASE_UNRUN = """
+UPDATE tasks SET status = 'pending', scheduled_for = :retry_at, attempt_count = attempt_count - 1,
+       claimed_by = NULL, lease_until = NULL, updated_at = :now, updated_by = 'dispatcher'
+WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
+RETURNING *
+"""
