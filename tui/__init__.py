@@ -25,7 +25,7 @@ def tui_settings(settings: Settings) -> Settings:
 
 def run_tui(settings: Settings, *, readonly: bool = False, with_loop: bool = False) -> str:
     """Run the app until the user quits; returns what to tell them afterwards."""
-    from tui.app import LOOP_STOP_TIMEOUT_S, VigilApp, configure_logging
+    from tui.app import LOOP_STOP_MARGIN_S, VigilApp, configure_logging
     from tui.loop_process import BackgroundLoop
     from vigil.clock import SystemClock
 
@@ -49,7 +49,8 @@ def run_tui(settings: Settings, *, readonly: bool = False, with_loop: bool = Fal
     try:
         app.run()
     finally:
-        message = loop.stop(LOOP_STOP_TIMEOUT_S) if loop is not None else ""
+        grace_s = settings.dispatch.shutdown_grace_ms / 1000 + LOOP_STOP_MARGIN_S
+        message = loop.stop(grace_s) if loop is not None else ""
     if loop is None:
         return "the TUI closed; a loop running elsewhere (vigil run) keeps running"
     return message

@@ -34,13 +34,12 @@ from vigil.config import Settings
 from vigil.store import Store
 
 PROBE_INTERVAL_S = 0.3
-SCREENS = (("queue", "Queue"), ("task", "Task"), ("history", "History"), ("sensors", "Sensors"), ("costs", "Costs"))
-LOOP_STOP_TIMEOUT_S = 40.0  # a little over the dispatcher's default shutdown grace (30 s)
+LOOP_STOP_MARGIN_S = 10.0  # beyond the loop's own shutdown grace before it is killed
 
 
 class VigilApp(App[str]):
-    """``exit`` returns a line for the terminal after the app closes (what happened to
-    the loop), or "" when there is nothing to say."""
+    """The dashboard. It exits with "" (the caller stops a background loop it
+    started, and says so)."""
 
     CSS_PATH = "vigil.tcss"
     TITLE = "Vigil"
@@ -202,7 +201,7 @@ class VigilApp(App[str]):
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.exit("stop-loop")
+                self.exit("")
 
         self.push_screen(ConfirmDialog(question), answered)
 
