@@ -209,3 +209,44 @@ async def test_sensors_screen_lists_configured_sensors_that_never_ran(home: Path
         assert grid.get_cell("inbox", "schedule").plain == "every 5m"
         assert grid.get_cell("watcher", "schedule").plain == "cron 0 9 * * 1-5"
         assert grid.get_cell("watcher", "last run").plain == "never"
+
+
+async def test_number_keys_switch_screens_and_ctrl_q_quits(make_app: AppFactory, db: Store) -> None:
+    task_id = await add(db, "open me")
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(lambda: shown_ids(app) == [task_id], "row")
+        await pilot.press("2")
+        await wait_for(lambda: isinstance(app.screen, TaskScreen), "task screen of the highlighted task")
+        assert isinstance(app.screen, TaskScreen)
+        assert app.screen.task_id == task_id
+        await pilot.press("4")
+        await wait_for(lambda: isinstance(app.screen, SensorsScreen), "sensors")
+        await pilot.press("1")
+        await wait_for(lambda: app.screen is queue(app), "queue again")
+        assert len(app.screen_stack) == 2  # the task screen was closed, not left below
+        await pilot.press("ctrl+q")
+        await wait_for(lambda: not app.is_running, "quit")
+    assert app.return_value == ""
+
+
+async def test_readonly_hides_writes_on_history_and_sensors(
+    make_app: AppFactory, db: Store, clock: ManualClock
+) -> None:
+    failed = await add(db, "failed")
+    await db.close_task(failed, TaskStatus.FAILED, "no", actor="agent")
+    await db.record_sensor_run("inbox", SensorRun(clock.now_ms(), 1, "ok"), [], None)
+    app = make_app(readonly=True)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("3")
+        await wait_for(lambda: isinstance(app.screen, HistoryScreen) and app.screen.rows, "history")
+        await pilot.press("r")
+        shown = {b.action for _, b, enabled, _ in app.screen.active_bindings.values() if enabled}
+        assert "retry" not in shown
+        await pilot.press("4")
+        await wait_for(lambda: isinstance(app.screen, SensorsScreen) and app.screen.states, "sensors")
+        await pilot.press("e", "r")
+        shown = {b.action for _, b, enabled, _ in app.screen.active_bindings.values() if enabled}
+        assert not shown & {"run_now", "toggle_enabled"}
+    assert (await db.get_task(failed)).status is TaskStatus.FAILED
+    assert [s.enabled for s in await db.sensor_states()] == [True]
