@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import random
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -154,3 +155,29 @@ async def test_a_writer_that_outlasts_every_retry_gets_store_busy(tmp_path: Path
         assert (await store.count_by_status())[TaskStatus.PENDING] == 1
         assert (await store.loop_values())["holder"] == 1
         assert (await store.add_tasks([new("a")], actor="sensor:s")).created == 1
+
+
+async def test_a_writer_killed_mid_batch_leaves_nothing_of_it(tmp_path: Path, clock: ManualClock) -> None:
+    """SIGKILL while a batch is half inserted: the batch is gone, the file is sound,
+    the lock is free and the counts still match the rows."""
+    path = tmp_path / "vigil.db"
+    async with await SqliteStore.open(path, clock=clock) as store:
+        kept = await store.add_task(new("committed before", source_key="doomed-7"))
+    with subprocess.Popen(
+        [sys.executable, "-m", "tests.store.workers", str(path), "die-mid-batch", "2000"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as writer:
+        assert writer.stdout is not None
+        assert writer.stdout.readline().strip() == "inside"
+        writer.kill()
+        assert writer.wait(JOIN_TIMEOUT_S) == -signal.SIGKILL
+    async with await SqliteStore.open(path, clock=clock, busy_timeout_ms=100) as store:
+        assert await store.integrity_check() == "ok"
+        assert [t.id for t in await all_tasks(store)] == [kept.task_id]
+        counts = await store.count_by_status()
+        assert (counts[TaskStatus.PENDING], sum(counts.values())) == (1, 1)
+        again = await store.add_task(new("doomed 0", source_key="doomed-0"))
+        assert again.created
+        assert [e.kind for e in await store.list_events(again.task_id or 0)] == ["created"]

@@ -86,6 +86,26 @@ def open_new(path: str, seed: int, barrier: Barrier, results: Queue[tuple[int, s
     results.put((seed, asyncio.run(run())))
 
 
+def die_mid_batch(path: str, count: int) -> None:
+    """Insert ``count`` tasks through the store's own insert inside one write
+    transaction, say ``inside`` on stdout, and wait there to be killed."""
+    from vigil.store.sqlite import _insert_task  # the real insert path, paused mid-way
+
+    async def run() -> None:
+        clock = ManualClock()
+        store = await SqliteStore.open(Path(path), clock=clock)
+
+        def body(conn: sqlite3.Connection) -> None:
+            for i in range(count):
+                _insert_task(conn, NewTask(f"doomed {i}", source_key=f"doomed-{i}"), clock.now_ms(), "test", 3)
+            print("inside", flush=True)
+            time.sleep(600)
+
+        await store._db.write(body)
+
+    asyncio.run(run())
+
+
 def hold_write_lock(path: str, hold_s: float | None) -> None:
     """Take the write lock with ``BEGIN IMMEDIATE``, write a row, say ``locked`` on
     stdout, then commit after ``hold_s`` seconds or, when None, once stdin closes."""
@@ -102,4 +122,7 @@ def hold_write_lock(path: str, hold_s: float | None) -> None:
 
 
 if __name__ == "__main__":
-    hold_write_lock(sys.argv[1], None if sys.argv[2] == "stdin" else float(sys.argv[2]))
+    if sys.argv[2] == "die-mid-batch":
+        die_mid_batch(sys.argv[1], int(sys.argv[3]))
+    else:
+        hold_write_lock(sys.argv[1], None if sys.argv[2] == "stdin" else float(sys.argv[2]))
