@@ -115,6 +115,9 @@ async def test_file_is_0600_in_a_0700_folder(tmp_path: Path, clock: ManualClock)
     path = tmp_path / "new-home" / "vigil.db"
     async with await SqliteStore.open(path, clock=clock) as store:
         await store.add_task(new("private"))
+        # The write-ahead log and its index hold task text too.
+        for sidecar in (Path(f"{path}-wal"), Path(f"{path}-shm")):
+            assert stat.S_IMODE(sidecar.stat().st_mode) == 0o600, sidecar
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
 
