@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from tui.cells import money, one_line, tokens
@@ -72,9 +72,8 @@ class CostsScreen(LiveScreen):
         with VerticalScroll():
             yield Static(id="summary")
             yield Static(id="chart")
-            with Horizontal(id="by-skill-source"):
-                yield Static(id="skill")
-                yield Static(id="source")
+            yield Static(id="skill")
+            yield Static(id="source")
             yield Static(id="model")
         yield Footer()
 

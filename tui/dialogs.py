@@ -15,7 +15,6 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from tui.cells import one_line
-from tui.forms import FORM_CSS
 from vigil.models import Task
 
 PREVIEW_ROWS = 20
@@ -39,7 +38,6 @@ def preview(tasks: Sequence[Task], skipped: Sequence[Task]) -> Text:
 class ConfirmDialog(ModalScreen[bool]):
     """Yes/no; ``y``/enter confirms, ``n``/escape declines."""
 
-    DEFAULT_CSS = FORM_CSS
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "Yes"),
         Binding("n,escape", "answer(False)", "No"),
@@ -74,7 +72,6 @@ class ConfirmDialog(ModalScreen[bool]):
 class HelpScreen(ModalScreen[None]):
     """Every key of the screen below, with what it does."""
 
-    DEFAULT_CSS = FORM_CSS
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "close", "Close")]
 
     def __init__(self, rows: Sequence[tuple[str, str]]) -> None:

@@ -23,22 +23,10 @@ from vigil.durations import parse_when_ms
 from vigil.errors import InputError
 from vigil.models import NewTask
 
-FORM_CSS = """
-ModalScreen { align: center middle; }
-ModalScreen > Vertical { width: 76; max-width: 100%; height: auto; max-height: 100%;
-                         border: thick $primary; background: $surface; padding: 0 1; }
-ModalScreen Input { margin: 0; }
-ModalScreen Label { margin-top: 0; color: $text-muted; }
-ModalScreen .error { color: $error; height: auto; }
-ModalScreen Horizontal { height: auto; margin-top: 1; }
-ModalScreen Button { margin-right: 1; min-width: 8; }
-"""
-
 
 class NewTaskForm(ModalScreen[NewTask | None]):
     """Subject, description, priority, skills, due time, dedup key → a ``NewTask``."""
 
-    DEFAULT_CSS = FORM_CSS
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "submit", "Add")]
 
     def __init__(self, clock: Clock) -> None:
@@ -61,6 +49,7 @@ class NewTaskForm(ModalScreen[NewTask | None]):
             yield Label("Dedup key (optional: no second open task with this key)")
             yield Input(id="key")
             yield Static(id="error", classes="error")
+            yield Static(Text("enter or ctrl+s adds · esc cancels · tab moves"), classes="hint")
             with Horizontal():
                 yield Button("Add", variant="primary", id="add")
                 yield Button("Cancel", id="cancel")
@@ -113,7 +102,6 @@ DEFER_PRESETS = (("1h", "1 hour"), ("4h", "4 hours"), ("1d", "1 day"), ("1w", "1
 class DeferForm(ModalScreen[int | None]):
     """Pick a preset or type a duration / ISO time → epoch ms."""
 
-    DEFAULT_CSS = FORM_CSS
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, clock: Clock, what: Text) -> None:
