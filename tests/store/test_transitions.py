@@ -183,6 +183,25 @@ async def test_a_stale_claim_cannot_finish_the_next_attempt(store: Store, clock:
     assert (done.status, done.result_summary, done.cost_usd) == (TaskStatus.COMPLETED, "real", 0.75)
 
 
+@pytest.mark.parametrize("put_back", ["hold_for_approval", "release_unrun"])
+async def test_a_cancel_requested_right_after_the_claim_wins_over_putting_it_back_unrun(
+    store: Store, clock: ManualClock, put_back: str
+) -> None:
+    task_id = await add(store)
+    c = await claim(store)
+    await store.cancel(task_id, actor="human")
+    if put_back == "hold_for_approval":
+        task = await store.hold_for_approval(c, worker="w1")
+    else:
+        task = await store.release_unrun(c, worker="w1", retry_at=clock.now_ms() + 1000)
+    assert (task.status, task.claimed_by, task.attempt_count) == (TaskStatus.CANCELED, None, 0)
+    assert trail(await store.list_events(task_id))[-1] == ("dispatcher", "status", "active", "canceled")
+    assert await store.list_runs(task_id) == []
+    clock.advance(1000)
+    assert await store.claim_next(worker="w1", lease_ms=1000) is None
+    await assert_counts_match(store)
+
+
 async def test_renew_lease_of_a_task_the_worker_does_not_hold(store: Store) -> None:
     task_id = await add(store)
     await claim(store, worker="w1")

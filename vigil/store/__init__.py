@@ -244,12 +244,14 @@ class Store(Protocol):
     async def hold_for_approval(self, claim: Claim, *, worker: str) -> Task:
         """Put a claimed task that needs approval back unrun, in one transaction:
         active → blocked with approval pending, its open run removed and its attempt
-        given back. Raises ``InvalidTransition`` if this worker no longer holds it."""
+        given back. A task whose cancel was requested since the claim is canceled
+        instead. Raises ``InvalidTransition`` if this worker no longer holds it."""
         ...
 
     async def release_unrun(self, claim: Claim, *, worker: str, retry_at: int) -> Task:
         """Put a claimed task back to pending unrun, due at ``retry_at`` (epoch ms), in
-        one transaction: its open run removed and its attempt given back. Raises
+        one transaction: its open run removed and its attempt given back; canceled
+        instead if a cancel was requested since the claim. Raises
         ``InvalidTransition`` if this worker no longer holds it."""
         ...
 
