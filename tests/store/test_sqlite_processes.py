@@ -181,3 +181,15 @@ async def test_a_writer_killed_mid_batch_leaves_nothing_of_it(tmp_path: Path, cl
         again = await store.add_task(new("doomed 0", source_key="doomed-0"))
         assert again.created
         assert [e.kind for e in await store.list_events(again.task_id or 0)] == ["created"]
+
+
+async def test_opening_and_reading_work_while_another_process_writes(tmp_path: Path, clock: ManualClock) -> None:
+    """The TUI and `vigil task list` must not wait for the daemon's write lock."""
+    path = tmp_path / "vigil.db"
+    async with await SqliteStore.open(path, clock=clock) as store:
+        added = await store.add_task(new("visible"))
+    with _lock_holder(path, "stdin"):
+        async with await SqliteStore.open(path, clock=clock, busy_timeout_ms=50) as reader:
+            assert [t.id for t in await all_tasks(reader)] == [added.task_id]
+            assert (await reader.count_by_status())[TaskStatus.PENDING] == 1
+            assert await reader.loop_values() == {}  # the holder's row is not committed yet
