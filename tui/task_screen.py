@@ -1,6 +1,8 @@
 """The task screen (enter on a row): every field, description and result as
 Markdown, the attempts, notes and audit events, and for a running task a live
-tail of its transcript (re-read when the file grows, no query)."""
+tail of its transcript (re-read when the file grows, no query). The open task can
+be steered with the queue's keys (``+ - d x r``), through the same conditional
+writes."""
 
 from __future__ import annotations
 
@@ -19,14 +21,24 @@ from dispatch.attempt import transcript_path
 from tui.cells import money, one_line
 from tui.context import Context
 from tui.detail import field_table
+from tui.dialogs import ConfirmDialog, preview
+from tui.forms import DeferForm
 from tui.live import Banner, LiveScreen
 from tui.safety import guarded
 from tui.snapshot import TaskDetail, load_task
+from tui.steering import Action, applies, apply_many, summarize
 from vigil.clock import iso_utc
 from vigil.durations import format_duration
 from vigil.errors import TaskNotFound
-from vigil.models import Run, TaskStatus
+from vigil.models import Run, Task, TaskStatus
 
+STEERING = {
+    "raise": Action.RAISE,
+    "lower": Action.LOWER,
+    "defer": Action.DEFER,
+    "cancel": Action.CANCEL,
+    "retry": Action.RETRY,
+}
 TAIL_LINES = 40
 TAIL_BYTES = 64_000
 
@@ -60,7 +72,14 @@ def read_tail(path: Path) -> str:
 
 class TaskScreen(LiveScreen):
     TITLE = "Task"
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,backspace,q", "back", "Back")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,backspace,q", "back", "Back"),
+        Binding("plus,equals_sign", "raise", "+Prio", key_display="+"),
+        Binding("minus", "lower", "-Prio", key_display="-"),
+        Binding("d", "defer", "Defer"),
+        Binding("x", "cancel", "Cancel"),
+        Binding("r", "retry", "Retry"),
+    ]
 
     def __init__(self, ctx: Context, task_id: int) -> None:
         super().__init__(ctx, name=f"task-{task_id}")
@@ -126,6 +145,7 @@ class TaskScreen(LiveScreen):
         self.query_one("#events", Static).update(events)
         self._tail_key = None
         self._tail()
+        self.refresh_bindings()
 
     @guarded("reading the transcript")
     def _tail(self) -> None:
@@ -159,3 +179,55 @@ class TaskScreen(LiveScreen):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+    # --- steering the open task (the same conditional writes as the queue) -------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action not in STEERING:
+            return True
+        if self.ctx.readonly:
+            return False
+        task = self.detail.task if self.detail is not None else None
+        return True if task is not None and applies(STEERING[action], task) else None
+
+    def action_raise(self) -> None:
+        self._write(Action.RAISE)
+
+    def action_lower(self) -> None:
+        self._write(Action.LOWER)
+
+    def action_retry(self) -> None:
+        self._write(Action.RETRY)
+
+    def action_cancel(self) -> None:
+        if self.detail is None:
+            return
+        task = self.detail.task
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._write(Action.CANCEL)
+
+        question = Text(f"Cancel #{task.id}?", style="bold")
+        self.app.push_screen(ConfirmDialog(question, preview([task], [])), answered)
+
+    def action_defer(self) -> None:
+        if self.detail is None:
+            return
+        task = self.detail.task
+
+        def chosen(until: int | None) -> None:
+            if until is not None:
+                self._write(Action.DEFER, until)
+
+        self.app.push_screen(DeferForm(self.ctx.clock, Text(f"#{task.id} {one_line(task.subject, 50)}")), chosen)
+
+    def _write(self, action: Action, until_ms: int | None = None) -> None:
+        if self.detail is not None and applies(action, self.detail.task):
+            task = self.detail.task
+            self.run_worker(self._apply_write(action, task, until_ms), group="write", exit_on_error=False)
+
+    @guarded("changing the task")
+    async def _apply_write(self, action: Action, task: Task, until_ms: int | None) -> None:
+        message, ok = summarize(await apply_many(self.ctx.store, action, [task], until_ms=until_ms))
+        self.notify(message, severity="information" if ok else "warning", markup=False)
+        self.reload()

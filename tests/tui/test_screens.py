@@ -250,3 +250,28 @@ async def test_readonly_hides_writes_on_history_and_sensors(
         assert not shown & {"run_now", "toggle_enabled"}
     assert (await db.get_task(failed)).status is TaskStatus.FAILED
     assert [s.enabled for s in await db.sensor_states()] == [True]
+
+
+async def test_task_screen_steers_the_open_task_and_reports_conflicts(make_app: AppFactory, db: Store) -> None:
+    task_id = await add(db, "steer from the task screen", priority=5)
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(lambda: shown_ids(app) == [task_id], "row")
+        await pilot.press("enter")
+        await wait_for(lambda: isinstance(app.screen, TaskScreen) and app.screen.loads >= 1, "task screen")
+        screen = app.screen
+        assert isinstance(screen, TaskScreen)
+        await pilot.press("plus")
+        await wait_for(lambda: screen.detail is not None and screen.detail.task.priority == 4, "raised on screen")
+        assert (await db.get_task(task_id)).priority == 4
+        await pilot.press("x")
+        await wait_for(lambda: app.screen.__class__.__name__ == "ConfirmDialog", "confirmation")
+        await db.claim_next(worker="d", lease_ms=60_000)  # the dispatcher takes it meanwhile
+        await pilot.press("y")
+        await wait_for(lambda: f"#{task_id} is running: cancel requested" in notes(app), "cancel request")
+        task = await db.get_task(task_id)
+        assert (task.status, task.cancel_requested) == (TaskStatus.ACTIVE, True)
+        await wait_for(lambda: screen.detail is not None and screen.detail.task.cancel_requested, "shown")
+        state = {b.action: enabled for _, b, enabled, _ in screen.active_bindings.values()}
+        assert state["cancel"] is False  # already requested: dimmed
+        assert state["defer"] is False  # running: cannot be deferred
