@@ -13,8 +13,9 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from tui.cells import money, relative, spark, tokens
-from tui.snapshot import Gate, QueueSnapshot
+from tui.snapshot import QueueSnapshot
 from vigil.durations import format_duration
+from vigil.gate import LoopGate
 from vigil.models import DispatcherHeartbeat, TaskStatus
 
 STALE_AFTER_MS = 60_000  # at least this old (and three heartbeats) means no dispatcher is alive
@@ -30,7 +31,7 @@ STATUS_KEYS = {
 
 def dispatcher_text(
     heartbeat: DispatcherHeartbeat | None,
-    gate: Gate | None,
+    gate: LoopGate | None,
     next_due_at: int | None,
     now_ms: int,
     stale_after_ms: int = STALE_AFTER_MS,
@@ -54,7 +55,7 @@ def dispatcher_text(
             line.append(f", next due {due}")
         else:
             line.append(", nothing due")
-    if gate is not None:
+    if gate is not None and not gate.is_open(now_ms):  # paused, or gated and not yet lifted
         line.append(f"  ⏸ {gate.state}", style="bold yellow")
         if gate.reason:
             line.append(f": {gate.reason}", style="yellow")

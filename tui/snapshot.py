@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from tui.filters import TaskFilter
 from vigil.clock import MS_PER_DAY
+from vigil.gate import GATE_KEY, LoopGate
 from vigil.models import (
     FINISHED_STATUSES,
     HEARTBEAT_KEY,
@@ -30,23 +31,6 @@ from vigil.store import CostGroup, Store
 LIVE_LIMIT = 500  # rows in the live queue table; more are counted, not shown
 HISTORY_PAGE = 100
 HOUR_MS = 3_600_000
-GATE_KEY = "gate"
-
-
-@dataclass(frozen=True)
-class Gate:
-    """The loop's pause or gate, when a guardrail set one. ``until`` None: until lifted."""
-
-    state: str  # "paused" or "gated"
-    reason: str
-    until: int | None
-
-    @classmethod
-    def from_json(cls, value: object) -> Gate | None:
-        if not isinstance(value, dict) or value.get("state") not in ("paused", "gated"):
-            return None
-        until = value.get("until")
-        return cls(str(value["state"]), str(value.get("reason") or ""), until if isinstance(until, int) else None)
 
 
 @dataclass(frozen=True)
@@ -62,7 +46,7 @@ class QueueSnapshot:
     tasks: tuple[Task, ...]
     counts: dict[TaskStatus, int]
     heartbeat: DispatcherHeartbeat | None
-    gate: Gate | None
+    gate: LoopGate  # the loop's pause or gate (state running: none)
     next_due_at: int | None
     next_id: int | None
     cost_today_usd: float = 0.0
@@ -111,7 +95,7 @@ async def load_queue(store: Store, flt: TaskFilter, now_ms: int) -> QueueSnapsho
         tasks=shown,
         counts=counts,
         heartbeat=DispatcherHeartbeat.from_json(loop.get(HEARTBEAT_KEY)),
-        gate=Gate.from_json(loop.get(GATE_KEY)),
+        gate=LoopGate.from_json(loop.get(GATE_KEY)),
         next_due_at=await store.next_due_at(),
         next_id=next_to_run(ordered, now_ms),
         cost_today_usd=sum(r.cost_usd for r in today_rows),

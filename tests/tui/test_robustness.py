@@ -213,6 +213,7 @@ async def test_detail_pane_toggles(make_app: AppFactory, db: Store) -> None:
         await wait_for(lambda: len(shown_ids(app)) == 1, "row")
         pane = queue(app).query_one(DetailPane)
         assert pane.display
+        await wait_for(lambda: pane.shown is not None, "the highlighted task in the pane")
         assert pane.shown is not None
         assert pane.shown.id == table(app).current_id
         await pilot.press("i")
@@ -238,3 +239,16 @@ async def test_a_failing_key_handler_is_shown_and_the_app_keeps_running(
         assert app.is_running
         await pilot.press("p")  # other keys still work
         assert "PAUSED" in str(queue(app).query_one("#badges").render())
+
+
+def test_gate_shows_until_it_lifts_itself() -> None:
+    from tui.header import dispatcher_text
+    from vigil.gate import GateState, LoopGate
+
+    now = 1_000_000_000
+    beat = DispatcherHeartbeat("h:1:x", 1, "h", now, now, "idle")
+    gated = LoopGate(GateState.GATED, "usage limit", until=now + 600_000)
+    assert "gated: usage limit (until in 10m)" in dispatcher_text(beat, gated, None, now).plain
+    lifted = LoopGate(GateState.GATED, "usage limit", until=now - 1)
+    assert "gated" not in dispatcher_text(beat, lifted, None, now).plain
+    assert "⏸" not in dispatcher_text(beat, LoopGate(), None, now).plain
