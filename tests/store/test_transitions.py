@@ -202,6 +202,24 @@ async def test_a_cancel_requested_right_after_the_claim_wins_over_putting_it_bac
     await assert_counts_match(store)
 
 
+@pytest.mark.parametrize("put_back", ["hold_for_approval", "release_unrun"])
+async def test_a_stale_claim_cannot_put_the_next_attempt_back(store: Store, clock: ManualClock, put_back: str) -> None:
+    task_id = await add(store)
+    first = await claim(store)
+    await store.requeue(first, Outcome(OutcomeKind.TRANSIENT), retry_at=clock.now_ms(), count_attempt=True, worker="w1")
+    await claim(store)  # attempt 2, same worker
+    before = await store.get_task(task_id)
+    stale = (
+        store.hold_for_approval(first, worker="w1")
+        if put_back == "hold_for_approval"
+        else store.release_unrun(first, worker="w1", retry_at=clock.now_ms() + 1000)
+    )
+    with pytest.raises(InvalidTransition):
+        await stale
+    assert await store.get_task(task_id) == before
+    assert [(r.attempt, r.finished_at is None) for r in await store.list_runs(task_id)] == [(1, False), (2, True)]
+
+
 async def test_renew_lease_of_a_task_the_worker_does_not_hold(store: Store) -> None:
     task_id = await add(store)
     await claim(store, worker="w1")

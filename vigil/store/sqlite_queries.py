@@ -272,15 +272,19 @@ RETURNING *
 # A claimed task whose skill needs approval goes back unrun: its run row is removed
 # and its attempt given back, so the approval wait costs it nothing.
 SQL_DROP_OPEN_RUN = "DELETE FROM runs WHERE id = :run_id AND task_id = :task_id AND finished_at IS NULL"
+# The claim's own run is still open: a stale claim (the same worker already on the
+# next attempt) must not put that attempt back.
+_CLAIM_RUN_OPEN = "EXISTS (SELECT 1 FROM runs WHERE id = :run_id AND task_id = :task_id AND finished_at IS NULL)"
+
 # A cancel requested since the claim wins (as in SQL_REQUEUE): the task is canceled
 # rather than put back, where the next claim would clear the request.
-SQL_HOLD_FOR_APPROVAL = """
+SQL_HOLD_FOR_APPROVAL = f"""
 UPDATE tasks SET status = CASE WHEN cancel_requested THEN 'canceled' ELSE 'blocked' END,
        approval = CASE WHEN cancel_requested THEN approval ELSE 'pending' END,
        completed_at = CASE WHEN cancel_requested THEN :now ELSE completed_at END,
        attempt_count = attempt_count - 1,
        claimed_by = NULL, lease_until = NULL, updated_at = :now, updated_by = 'dispatcher'
-WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
+WHERE id = :task_id AND status = 'active' AND claimed_by = :worker AND {_CLAIM_RUN_OPEN}
 RETURNING *
 """
 
@@ -303,12 +307,12 @@ SELECT source FROM up ORDER BY depth DESC LIMIT 1
 # A claimed task put back unrun and due later (a sensor over its budget): its run is
 # removed (SQL_DROP_OPEN_RUN) and its attempt given back. A cancel requested since
 # the claim wins, as in SQL_HOLD_FOR_APPROVAL.
-SQL_RELEASE_UNRUN = """
+SQL_RELEASE_UNRUN = f"""
 UPDATE tasks SET status = CASE WHEN cancel_requested THEN 'canceled' ELSE 'pending' END,
        scheduled_for = CASE WHEN cancel_requested THEN scheduled_for ELSE :retry_at END,
        completed_at = CASE WHEN cancel_requested THEN :now ELSE completed_at END,
        attempt_count = attempt_count - 1,
        claimed_by = NULL, lease_until = NULL, updated_at = :now, updated_by = 'dispatcher'
-WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
+WHERE id = :task_id AND status = 'active' AND claimed_by = :worker AND {_CLAIM_RUN_OPEN}
 RETURNING *
 """
