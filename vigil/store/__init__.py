@@ -245,14 +245,15 @@ class Store(Protocol):
         """Put a claimed task that needs approval back unrun, in one transaction:
         active → blocked with approval pending, its open run removed and its attempt
         given back. A task whose cancel was requested since the claim is canceled
-        instead. Raises ``InvalidTransition`` if this worker no longer holds it."""
+        instead. Raises ``InvalidTransition`` if this worker no longer holds it or the
+        claim's run is no longer open (a stale claim)."""
         ...
 
     async def release_unrun(self, claim: Claim, *, worker: str, retry_at: int) -> Task:
         """Put a claimed task back to pending unrun, due at ``retry_at`` (epoch ms), in
         one transaction: its open run removed and its attempt given back; canceled
         instead if a cancel was requested since the claim. Raises
-        ``InvalidTransition`` if this worker no longer holds it."""
+        ``InvalidTransition`` if this worker no longer holds it or the claim is stale."""
         ...
 
     async def origin_of(self, task_id: int) -> str:
