@@ -139,6 +139,27 @@ class StoreMachine(RuleBasedStateMachine):
         else:
             task.status, task.scheduled_for = TaskStatus.PENDING, retry_at
 
+    @precondition(lambda self: self.claims)
+    @rule(hold=st.booleans(), delay=st.integers(0, 3), data=st.data())
+    def put_back_unrun(self, hold: bool, delay: int, data: st.DataObject) -> None:
+        """The guard's two ways back: held for approval, or released until later."""
+        task_id = data.draw(st.sampled_from(sorted(self.claims)))
+        claim = self.claims.pop(task_id)
+        retry_at = self.clock.now_ms() + delay
+        if hold:
+            self.run(self.store.hold_for_approval(claim, worker="w"))
+        else:
+            self.run(self.store.release_unrun(claim, worker="w", retry_at=retry_at))
+        task = self.model.tasks[task_id]
+        task.attempts -= 1
+        task.runs -= 1  # the unrun attempt's run is removed
+        if task.cancel_requested:
+            task.status = TaskStatus.CANCELED
+        elif hold:
+            task.status = TaskStatus.BLOCKED
+        else:
+            task.status, task.scheduled_for = TaskStatus.PENDING, retry_at
+
     @precondition(lambda self: self.model.tasks)
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
