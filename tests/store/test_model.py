@@ -236,5 +236,5 @@ class StoreMachine(RuleBasedStateMachine):
         assert self.run(self.store.count_by_status()) == expected
 
 
-StoreMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+StoreMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
 test_store_follows_the_model = StoreMachine.TestCase
