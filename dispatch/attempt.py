@@ -17,6 +17,7 @@ from dispatch.skills import load_skills
 from vigil.config import Settings
 from vigil.errors import TaskNotFound
 from vigil.models import Claim, Task
+from vigil.redaction import Redactor
 from vigil.store import Store
 
 MAX_PARENTS = 10  # a parent chain longer than this is cut: the prompt needs context, not history
@@ -80,6 +81,7 @@ async def prepare_attempt(store: Store, settings: Settings, claim: Claim) -> tup
     async def on_process_start(pid: int, pgid: int, proc_start: str | None) -> None:
         await store.set_run_process(run_id, pid=pid, pgid=pgid, proc_start=proc_start)
 
+    env = agent_env(settings, task.id, run_id)
     ctx = RunContext(
         home=settings.home,
         run_id=run_id,
@@ -87,9 +89,11 @@ async def prepare_attempt(store: Store, settings: Settings, claim: Claim) -> tup
         prompt=prompt,
         timeout_s=timeout_ms / 1000,
         transcript_path=path,
-        env=agent_env(settings, task.id, run_id),
+        env=env,
         model=model,
         command=command,
         on_process_start=on_process_start,
+        # the agent can only print the secrets it was given
+        redactor=Redactor.from_env(env, settings.dispatch.pass_env),
     )
     return executor, ctx

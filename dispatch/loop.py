@@ -173,6 +173,8 @@ class Dispatcher:
             outcome, stopped = Outcome(OutcomeKind.TRANSIENT, summary=text, error=text), False
         else:
             outcome, stopped = await self._run(executor, task, ctx, claim)
+            # what the agent printed may hold a secret it was given
+            outcome = ctx.redactor.outcome(outcome)
         recorded, next_claim = await self._record(claim, outcome, stopped=stopped, chain=chain)
         log.info("task #%d %s (%s)%s", recorded.id, recorded.status, outcome.kind, _brief(outcome))
         if self._guard is not None:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import logging.handlers
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from vigil.clock import Clock, SystemClock
 from vigil.config import Settings
 from vigil.errors import LockHeld, OperationError, VigilError
 from vigil.models import Task
+from vigil.redaction import RedactingFilter, Redactor
 
 if TYPE_CHECKING:
     from dispatch.alerts import AlertHook
@@ -42,6 +44,17 @@ LOG_BACKUPS = 5
 QUIET_LOGGERS = ("apscheduler", "httpx", "httpcore", "aiosqlite", "asyncio")
 
 
+class PrivateLogFile(logging.handlers.RotatingFileHandler):
+    """A rotating log whose files are created 0600 (the umask would make them
+    world-readable, and task text and errors may be private)."""
+
+    def _open(self) -> Any:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        # a log left by an older version keeps its old mode otherwise
+        os.fchmod(fd, 0o600)
+        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+
+
 def configure_logging(settings: Settings, *, console: bool = True) -> None:
     """Log INFO and up to the console (stderr: rich on a terminal, plain lines
     otherwise) and to ``logs/vigil.log``, rotated at 5 MB with five old files kept."""
@@ -54,20 +67,26 @@ def configure_logging(settings: Settings, *, console: bool = True) -> None:
         root.removeHandler(handler)
     try:
         settings.logs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        file_handler = logging.handlers.RotatingFileHandler(
+        file_handler = PrivateLogFile(
             settings.logs_dir / LOG_FILE, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
         )
     except OSError as err:
         raise OperationError(f"cannot write the log {settings.logs_dir / LOG_FILE}: {err.strerror}") from None
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root.addHandler(file_handler)
+    handlers: list[logging.Handler] = [file_handler]
     if console and sys.stderr.isatty():
-        root.addHandler(RichHandler(console=Console(stderr=True), show_path=False, markup=False))
+        handlers.append(RichHandler(console=Console(stderr=True), show_path=False, markup=False))
     elif console:
         # Not a terminal (systemd's journal, a pipe): one plain line per record, unwrapped.
         plain = logging.StreamHandler(sys.stderr)
         plain.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        root.addHandler(plain)
+        handlers.append(plain)
+    # on the handlers, not the root logger: a logger's filters skip records that
+    # propagate up from child loggers
+    secrets = RedactingFilter(Redactor.from_env(os.environ, settings.dispatch.pass_env))
+    for handler in handlers:
+        handler.addFilter(secrets)
+        root.addHandler(handler)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
 

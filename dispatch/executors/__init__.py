@@ -20,6 +20,7 @@ from typing import Protocol
 from vigil.config import Settings
 from vigil.errors import ConfigError
 from vigil.models import Outcome, Task
+from vigil.redaction import NO_SECRETS, Redactor
 
 DEFAULT_GRACE_S = 5.0  # SIGTERM → SIGKILL, for an agent to save its work and exit
 
@@ -41,6 +42,7 @@ class RunContext:
     model: str | None
     command: tuple[str, ...] | None  # argv of a `command` skill, else None
     on_process_start: ProcessStarted
+    redactor: Redactor = NO_SECRETS  # secrets to mask in the transcript (none by default)
 
 
 class Executor(Protocol):

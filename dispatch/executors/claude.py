@@ -57,7 +57,7 @@ class ClaudeExecutor:
         model = ctx.model or self.settings.claude.model
         argv = claude_argv(self.settings.claude, model)
         stream = ClaudeStream()
-        with Transcript(ctx.transcript_path) as transcript:
+        with Transcript(ctx.transcript_path, ctx.redactor) as transcript:
             transcript.record("prompt", executor=self.name, argv=argv, text=ctx.prompt)
 
             def on_line(raw: bytes) -> None:

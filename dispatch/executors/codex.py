@@ -139,7 +139,7 @@ class CodexExecutor:
         model = ctx.model or self.settings.codex.model
         argv = codex_argv(self.settings.codex, model)
         stream = CodexStream()
-        with Transcript(ctx.transcript_path) as transcript:
+        with Transcript(ctx.transcript_path, ctx.redactor) as transcript:
             transcript.record("prompt", executor=self.name, argv=argv, text=ctx.prompt)
 
             def on_line(raw: bytes) -> None:

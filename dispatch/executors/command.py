@@ -103,7 +103,7 @@ class CommandExecutor:
                 transcript_path=None,
             )
         payload = json.dumps(task_json(task, ctx), ensure_ascii=False)
-        with Transcript(ctx.transcript_path) as transcript:
+        with Transcript(ctx.transcript_path, ctx.redactor) as transcript:
             transcript.record("command", argv=list(ctx.command), stdin=payload)
             stdout = _Stdout(transcript)
             result = await run_child(

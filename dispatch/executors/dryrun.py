@@ -16,7 +16,7 @@ class DryRunExecutor:
     name = "dry-run"
 
     async def run(self, task: Task, ctx: RunContext) -> Outcome:
-        with Transcript(ctx.transcript_path) as transcript:
+        with Transcript(ctx.transcript_path, ctx.redactor) as transcript:
             transcript.record("prompt", executor=self.name, task_id=task.id, attempt=ctx.attempt, text=ctx.prompt)
         summary = f"dry run: prompt of {len(ctx.prompt)} chars built, nothing executed"
         return Outcome(

@@ -4,7 +4,8 @@ The agent's stdout is copied line by line, byte for byte (noise lines included),
 the file is complete even when the stored answer is capped. Vigil's own records
 (the prompt sent, stderr, how the run ended) are JSON lines whose ``type`` starts
 with ``vigil.``. The file is created 0600 in a 0700 folder: prompts and answers
-may hold private data.
+may hold private data. Secrets (``vigil.redaction``) are masked in everything
+written, the agent's own lines included.
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ import os
 from pathlib import Path
 from types import TracebackType
 
+from vigil.redaction import Redactor
+
 
 class Transcript:
     """An open transcript file; use as a context manager. Writes are unbuffered
     appends, so what the agent printed is on disk even if the dispatcher dies."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
         self.path = path
+        self.redactor = redactor or Redactor()
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         # the folder may have been made by someone else with the default mode
         with contextlib.suppress(OSError):
@@ -33,13 +37,14 @@ class Transcript:
         self._file = os.fdopen(fd, "ab", buffering=0)
 
     def line(self, raw: bytes) -> None:
-        """Append one line exactly as received (a newline is added)."""
-        self._file.write(raw + b"\n")
+        """Append one line as received, secrets masked (a newline is added)."""
+        self._file.write(self.redactor.data(raw) + b"\n")
 
     def record(self, kind: str, **fields: object) -> None:
         """Append one of Vigil's own records: ``{"type": "vigil.<kind>", ...}``."""
         body = {"type": f"vigil.{kind}", **fields}
-        self._file.write(json.dumps(body, ensure_ascii=False).encode("utf-8") + b"\n")
+        text = self.redactor.text(json.dumps(body, ensure_ascii=False))
+        self._file.write(text.encode("utf-8", errors="surrogateescape") + b"\n")
 
     def close(self) -> None:
         self._file.close()
