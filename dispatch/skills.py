@@ -22,7 +22,6 @@ A ``command`` without ``executor`` means ``executor: command``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +32,10 @@ import yaml
 from vigil.config import EXECUTORS
 from vigil.durations import parse_duration_ms
 from vigil.errors import InputError, SkillError
+from vigil.models import SKILL_NAME, skill_name_problem
 
 SKILL_FILE = "SKILL.md"
-NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
-NAME_MAX = 64
+NAME = SKILL_NAME
 KNOWN_KEYS = frozenset({"name", "description", "executor", "model", "timeout", "command", "requires_approval"})
 
 
@@ -58,8 +57,9 @@ class Skill:
 
 def check_name(name: str) -> str:
     """Return ``name`` if it is a valid skill name; raise ``SkillError`` otherwise."""
-    if not isinstance(name, str) or len(name) > NAME_MAX or not NAME.fullmatch(name):
-        raise SkillError(f"invalid skill name {name!r}: expected lowercase letters, digits, '-' or '_'")
+    problem = skill_name_problem(name)
+    if problem is not None:
+        raise SkillError(problem)
     return name
 
 

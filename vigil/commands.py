@@ -13,8 +13,18 @@ from typing import TYPE_CHECKING, Any
 
 from vigil.clock import SystemClock
 from vigil.durations import parse_duration_ms, parse_when_ms
-from vigil.errors import InputError
-from vigil.models import MAX_PRIORITY, MIN_PRIORITY, OPEN_STATUSES, AddResult, DedupScope, NewTask, Task, TaskStatus
+from vigil.errors import InputError, SkillError
+from vigil.models import (
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    OPEN_STATUSES,
+    AddResult,
+    DedupScope,
+    NewTask,
+    Task,
+    TaskStatus,
+    skill_name_problem,
+)
 from vigil.store import CostGroup, Store
 
 if TYPE_CHECKING:
@@ -68,6 +78,11 @@ def new_task_from_options(subject: str, opts: Mapping[str, Any], now_ms: int) ->
     if opts.get("source_key") is not None and not str(opts["source_key"]).strip():
         raise InputError("--key must not be empty")
     skills = tuple(s.strip() for s in (opts.get("skills") or "").split(",") if s.strip())
+    for name in skills:
+        # refused here, not only when the task runs: the person sees it now
+        problem = skill_name_problem(name)
+        if problem is not None:
+            raise SkillError(problem)
     parent = opts.get("parent")
     source = opts.get("source")
     in_run = os.environ.get("VIGIL_TASK_ID")

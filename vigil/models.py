@@ -6,6 +6,7 @@ Rows become frozen dataclasses. Times are epoch milliseconds (UTC); ``None`` mea
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -13,6 +14,16 @@ MIN_PRIORITY = 1  # most urgent
 MAX_PRIORITY = 9  # least urgent
 DEFAULT_PRIORITY = 5
 DEFAULT_MAX_RETRIES = 3
+# A skill name is a folder name under skills/ and can never be a path.
+SKILL_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+SKILL_NAME_MAX = 64
+
+
+def skill_name_problem(name: object) -> str | None:
+    """Why ``name`` is not a valid skill name; None when it is."""
+    if isinstance(name, str) and len(name) <= SKILL_NAME_MAX and SKILL_NAME.fullmatch(name):
+        return None
+    return f"invalid skill name {name!r}: expected lowercase letters, digits, '-' or '_'"
 
 
 class TaskStatus(StrEnum):
