@@ -206,4 +206,8 @@ def classify(stream: ClaudeStream, exit_code: int | None, stderr: str, now_ms: i
         return Verdict(OutcomeKind.CONTEXT, f"context too large: {message}")
     if not is_error and subtype == "success":
         return Verdict(OutcomeKind.SUCCESS)
+    if not isinstance(subtype, str) or not subtype:
+        # valid JSON of another shape (a newer CLI, a wrapper script): say so, not "None: None"
+        found = short or _errors_text(result) or "no text"
+        return Verdict(OutcomeKind.FAILED, f"a result line of an unexpected shape (no subtype): {found}")
     return Verdict(OutcomeKind.FAILED, f"{subtype}: {message}")
