@@ -58,7 +58,19 @@ def translate(err: sqlite3.Error, path: Path) -> VigilError:
         return NotADatabase(f"{path} is not a Vigil database (file is not a database)")
     if isinstance(err, sqlite3.OperationalError) and _is_busy(err):
         return StoreBusy(f"{path} stayed locked by another process; try again")
-    return StoreError(f"{path}: {err}")
+    hint = _HINTS.get((getattr(err, "sqlite_errorcode", None) or 0) & 0xFF)
+    return StoreError(f"{path}: {err}" + (f" ({hint})" if hint else ""))
+
+
+# What a person can do about the errors a machine, not Vigil, causes. A failed write
+# was rolled back, so each hint can say nothing of the change was stored.
+_HINTS = {
+    sqlite3.SQLITE_READONLY: "the file or its folder is read-only; nothing was changed",
+    sqlite3.SQLITE_CANTOPEN: "the file and its folder must be readable and writable: SQLite keeps its -wal "
+    "and -shm files beside the database",
+    sqlite3.SQLITE_FULL: "the disk is full; nothing of this change was stored",
+    sqlite3.SQLITE_IOERR: "the write failed (a full disk or a file-size limit?); nothing of this change was stored",
+}
 
 
 def _prepare_file(path: Path) -> None:
