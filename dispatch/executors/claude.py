@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 from dispatch.executors import DEFAULT_GRACE_S, RunContext
 from dispatch.executors.answer import detail_of, summary_of
-from dispatch.executors.child import ChildResult, ended_early, run_child
+from dispatch.executors.child import ChildResult, ended_early
 from dispatch.executors.claude_stream import ClaudeStream, classify
-from dispatch.executors.transcript import Transcript
+from dispatch.executors.transcript import run_agent_cli
 from dispatch.pricing import TokenUsage, api_cost_usd
 from vigil.clock import SystemClock
 from vigil.config import AgentCliSettings, Settings
@@ -57,26 +57,7 @@ class ClaudeExecutor:
         model = ctx.model or self.settings.claude.model
         argv = claude_argv(self.settings.claude, model)
         stream = ClaudeStream()
-        with Transcript(ctx.transcript_path, ctx.redactor) as transcript:
-            transcript.record("prompt", executor=self.name, argv=argv, text=ctx.prompt)
-
-            def on_line(raw: bytes) -> None:
-                transcript.line(raw)
-                stream.feed(raw)
-
-            result = await run_child(
-                argv,
-                env=ctx.env,
-                cwd=ctx.home,
-                stdin=ctx.prompt.encode("utf-8"),
-                timeout_s=ctx.timeout_s,
-                grace_s=self.grace_s,
-                on_start=ctx.on_process_start,
-                on_line=on_line,
-            )
-            if result.stderr:
-                transcript.record("stderr", text=result.stderr)
-            transcript.record("end", exit_code=result.exit_code, timed_out=result.timed_out)
+        result = await run_agent_cli(self.name, argv, ctx, self.grace_s, stream.feed)
         return self._outcome(stream, result, ctx, model)
 
     def _outcome(self, stream: ClaudeStream, result: ChildResult, ctx: RunContext, model: str | None) -> Outcome:

@@ -22,9 +22,9 @@ from typing import Any
 
 from dispatch.executors import DEFAULT_GRACE_S, RunContext
 from dispatch.executors.answer import detail_of, summary_of
-from dispatch.executors.child import ended_early, run_child
+from dispatch.executors.child import ended_early
 from dispatch.executors.resets import reset_ms
-from dispatch.executors.transcript import Transcript
+from dispatch.executors.transcript import run_agent_cli
 from dispatch.pricing import TokenUsage, api_cost_usd
 from vigil.clock import SystemClock
 from vigil.config import AgentCliSettings, Settings
@@ -139,26 +139,7 @@ class CodexExecutor:
         model = ctx.model or self.settings.codex.model
         argv = codex_argv(self.settings.codex, model)
         stream = CodexStream()
-        with Transcript(ctx.transcript_path, ctx.redactor) as transcript:
-            transcript.record("prompt", executor=self.name, argv=argv, text=ctx.prompt)
-
-            def on_line(raw: bytes) -> None:
-                transcript.line(raw)
-                stream.feed(raw)
-
-            result = await run_child(
-                argv,
-                env=ctx.env,
-                cwd=ctx.home,
-                stdin=ctx.prompt.encode("utf-8"),
-                timeout_s=ctx.timeout_s,
-                grace_s=self.grace_s,
-                on_start=ctx.on_process_start,
-                on_line=on_line,
-            )
-            if result.stderr:
-                transcript.record("stderr", text=result.stderr)
-            transcript.record("end", exit_code=result.exit_code, timed_out=result.timed_out)
+        result = await run_agent_cli(self.name, argv, ctx, self.grace_s, stream.feed)
 
         transcript_path = str(ctx.transcript_path)
         early = ended_early(result, ctx.timeout_s, transcript_path)

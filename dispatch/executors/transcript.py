@@ -14,9 +14,12 @@ import asyncio
 import contextlib
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+from dispatch.executors import RunContext
+from dispatch.executors.child import ChildResult, LineHandler, run_child
 from vigil.redaction import Redactor
 
 
@@ -62,3 +65,32 @@ class Transcript:
             # the run was cancelled or the dispatcher is stopping: say so at the end
             self.record("end", canceled=True)
         self.close()
+
+
+async def run_agent_cli(
+    executor: str, argv: Sequence[str], ctx: RunContext, grace_s: float, feed: LineHandler
+) -> ChildResult:
+    """Run an NDJSON agent CLI with the prompt on stdin, copying every stdout line to
+    the run's transcript and to ``feed`` (the executor's stream parser) as it arrives.
+    The transcript also records the prompt, stderr and how the run ended."""
+    with Transcript(ctx.transcript_path, ctx.redactor) as transcript:
+        transcript.record("prompt", executor=executor, argv=list(argv), text=ctx.prompt)
+
+        def on_line(raw: bytes) -> None:
+            transcript.line(raw)
+            feed(raw)
+
+        result = await run_child(
+            argv,
+            env=ctx.env,
+            cwd=ctx.home,
+            stdin=ctx.prompt.encode("utf-8"),
+            timeout_s=ctx.timeout_s,
+            grace_s=grace_s,
+            on_start=ctx.on_process_start,
+            on_line=on_line,
+        )
+        if result.stderr:
+            transcript.record("stderr", text=result.stderr)
+        transcript.record("end", exit_code=result.exit_code, timed_out=result.timed_out)
+    return result
