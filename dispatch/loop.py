@@ -36,6 +36,7 @@ from dispatch.retry import RETRYABLE, Requeue, decide, gave_up
 from vigil.clock import Clock
 from vigil.config import Settings
 from vigil.errors import InputError, InvalidTransition, VigilError
+from vigil.faults import crash_point
 from vigil.models import Claim, Outcome, OutcomeKind, Task
 from vigil.store import Store
 
@@ -161,6 +162,7 @@ class Dispatcher:
             log.info("task #%d waits: its sensor is over its daily budget", task.id)
             return deferred, None
         log.info("task #%d started (attempt %d): %s", task.id, claim.attempt, task.subject)
+        crash_point("after-claim")
         await self._heartbeat.beat("running", claim)
         try:
             executor_name, ctx = await prepare_attempt(self._store, self._settings, claim)

@@ -16,6 +16,7 @@ from pathlib import Path
 from vigil.clock import Clock, SystemClock
 from vigil.config import LimitsSettings
 from vigil.errors import DuplicateOpenTask, FloodLimited, InputError, InvalidTransition, TaskNotFound
+from vigil.faults import crash_point
 from vigil.models import (
     DEFAULT_MAX_RETRIES,
     FINISHED_STATUSES,
@@ -235,6 +236,7 @@ class SqliteStore:
             created = [_insert_task(conn, new, now, actor, self._default_max_retries, flood=flood) for new in news]
             ids = tuple(task_id for task_id in created if isinstance(task_id, int))
             rejected = sum(isinstance(task_id, Refusal) for task_id in created)
+            crash_point("sensor-batch")
             return BatchResult(ids, len(news) - len(ids) - rejected, rejected)
 
         return await self._db.write(body)
@@ -556,6 +558,7 @@ class SqliteStore:
             }
             if conn.execute(SQL_FINISH, params).rowcount == 0:
                 conn.execute(SQL_RELEASE_CLOSED, params)  # the agent closed it: keep its status
+            crash_point("during-finish")
             return row_to_task(_require_task(conn, claim.task.id))
 
         return body
@@ -719,6 +722,7 @@ class SqliteStore:
                     "state": None if state is None else json.dumps(dict(state)),
                 },
             )
+            crash_point("sensor-batch")
             return BatchResult(ids, len(tasks) - len(ids) - rejected, rejected)
 
         return await self._db.write(body)

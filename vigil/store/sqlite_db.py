@@ -27,6 +27,7 @@ from typing import Any, TypeVar, cast
 import aiosqlite
 
 from vigil.errors import DuplicateOpenTask, InputError, NotADatabase, StoreBusy, StoreError, VigilError
+from vigil.faults import crash_point
 
 T = TypeVar("T")
 FileCheck = Callable[[sqlite3.Connection, Path], None]
@@ -34,6 +35,7 @@ FileCheck = Callable[[sqlite3.Connection, Path], None]
 MIN_SQLITE = (3, 35, 0)
 BUSY_RETRIES = 5
 BUSY_BACKOFF_S = 0.05
+BACKUP_STEP_PAGES = 1024  # 4 MiB of 4 KiB pages per step; the connection's other users wait at most one step
 
 
 def _is_busy(err: sqlite3.OperationalError) -> bool:
@@ -181,15 +183,36 @@ class Database:
         raise AssertionError("unreachable")
 
     async def backup(self, target: Path) -> None:
-        """Copy the whole database to ``target`` with SQLite's online backup API."""
+        """Copy the whole database to ``target`` with SQLite's online backup API.
+
+        The copy is made beside ``target`` under a temporary name and renamed into
+        place only when complete and synced: a backup cut short (a crash, a full
+        disk) never leaves a half copy under the name a person will restore from.
+        """
 
         def copy(conn: sqlite3.Connection) -> None:
-            _prepare_file(target)
-            dest = sqlite3.connect(target)
+            if target.exists():
+                # replacing a folder or another program's file would lose it: only
+                # an SQLite file (an older backup) may be overwritten
+                probe = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
+                try:
+                    probe.execute("PRAGMA schema_version").fetchone()
+                finally:
+                    probe.close()
+            partial = target.with_name(f".{target.name}.partial")
+            partial.unlink(missing_ok=True)  # left by an earlier backup that died
+            _prepare_file(partial)
+            dest = sqlite3.connect(partial)
             try:
-                conn.backup(dest)
+                conn.backup(dest, pages=BACKUP_STEP_PAGES, progress=lambda *_: crash_point("during-backup"))
             finally:
                 dest.close()
+            fd = os.open(partial, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(partial, target)
 
         async with self._lock:
             try:

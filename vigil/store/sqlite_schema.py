@@ -23,6 +23,7 @@ from __future__ import annotations
 import sqlite3
 
 from vigil.errors import NotADatabase, SchemaTooNew
+from vigil.faults import crash_point
 
 _OPEN = "('pending','active','blocked')"
 
@@ -284,6 +285,7 @@ def migrate(conn: sqlite3.Connection, path: object) -> None:
             if check_not_newer(conn, path) < number:
                 for statement in statements:
                     conn.execute(statement)
+                crash_point("during-migration")
                 conn.execute(f"PRAGMA user_version = {number}")
             conn.execute("COMMIT")
         except BaseException:
