@@ -19,11 +19,12 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from tests.store.backends import BACKENDS, open_backend
 from vigil.clock import ManualClock
 from vigil.errors import DuplicateOpenTask, InvalidTransition
-from vigil.models import OPEN_STATUSES, Claim, NewTask, Outcome, OutcomeKind, TaskStatus
+from vigil.models import OPEN_STATUSES, Claim, DedupScope, NewTask, Outcome, OutcomeKind, TaskStatus
 from vigil.store import Store
 
 T = TypeVar("T")
 KEYS = st.sampled_from([None, "a", "b", "c"])
+EVER_KEYS = st.sampled_from(["x", "y"])  # dedup scope "ever": a key is used once, forever
 FINAL = st.sampled_from([TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELED])
 
 
@@ -101,6 +102,18 @@ class StoreMachine(RuleBasedStateMachine):
         assert result.task_id is not None
         assert result.task_id not in self.model.tasks
         self.model.tasks[result.task_id] = Modeled(priority, at, key, deps)
+
+    @rule(priority=st.integers(1, 9), key=EVER_KEYS)
+    def add_ever(self, priority: int, key: str) -> None:
+        at = self.clock.now_ms()
+        result = self.run(self.store.add_task(NewTask("e", priority=priority, source_key=key, dedup=DedupScope.EVER)))
+        first = next((i for i, t in self.model.tasks.items() if t.key == key), None)
+        if first is not None:  # whatever became of it, the key stays used
+            assert (result.created, result.task_id) == (False, first)
+            return
+        assert result.created
+        assert result.task_id is not None
+        self.model.tasks[result.task_id] = Modeled(priority, at, key, ())
 
     @rule()
     def claim(self) -> None:
