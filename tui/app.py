@@ -1,6 +1,8 @@
 """The Textual app: a thin shell that owns the store, the probe and the screens.
 
-Screens are installed once and switched with 1–5 (each keeps its state). Every
+Screens are installed once and switched with 1–5 (each keeps its state). ``L``
+pauses or resumes the loop from any screen, through the same ``vigil.gate``
+functions as ``vigil pause`` and ``vigil resume``. Every
 ``PROBE_INTERVAL_S`` the app asks the ``DatabaseWatcher`` whether another process
 committed; only then does the screen in front reload (DESIGN §5). Problems with
 the database (locked, missing, replaced) show in a banner until they clear.
@@ -22,15 +24,18 @@ from textual.screen import Screen
 from tui.context import Context, log
 from tui.costs_screen import CostsScreen
 from tui.dialogs import ConfirmDialog, HelpScreen
+from tui.forms import ReasonForm
 from tui.history_screen import HistoryScreen
 from tui.live import LiveScreen
 from tui.loop_process import BackgroundLoop
 from tui.queue_screen import QueueScreen
 from tui.safety import guard_handlers, guarded
 from tui.sensors_screen import SensorsScreen
+from tui.steering import ACTOR
 from tui.watcher import DatabaseWatcher
 from vigil.clock import Clock
 from vigil.config import Settings
+from vigil.gate import GateState, pause, read_gate, resume
 from vigil.store import Store
 
 PROBE_INTERVAL_S = 0.3
@@ -49,6 +54,7 @@ class VigilApp(App[str]):
         Binding("3", "show('history')", "History", show=False),
         Binding("4", "show('sensors')", "Sensors", show=False),
         Binding("5", "show('costs')", "Costs", show=False),
+        Binding("L", "loop_gate", "Pause/resume the loop", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("ctrl+q", "quit_app", "Quit", priority=True),
     ]
@@ -189,6 +195,57 @@ class VigilApp(App[str]):
                 self.call_later(self.run_action, action, node)
 
             yield SystemCommand(f"{binding.description} ({binding.key_display or binding.key})", action, run)
+
+    # --- the loop gate (vigil pause / vigil resume) ------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # False hides the key: a read-only TUI never writes.
+        return not (action == "loop_gate" and self.readonly)
+
+    def action_loop_gate(self) -> None:
+        self.run_worker(self._ask_loop_gate(), group="loop-gate", exit_on_error=False)
+
+    @guarded("reading the loop's state")
+    async def _ask_loop_gate(self) -> None:
+        """Pause a running loop (asking for an optional reason), or resume a paused or
+        gated one, after a confirmation. The gate is read afresh, not from a screen."""
+        gate = await read_gate(self.ctx.store)
+        if gate.is_open(self.clock.now_ms()):
+            title = Text("Pause the loop?", style="bold")
+            title.append("\nThe dispatcher stops claiming tasks; sensors keep running and a running task finishes.")
+
+            def paused(reason: str | None) -> None:
+                if reason is not None:
+                    self.run_worker(self._set_loop_gate(reason), group="loop-gate", exit_on_error=False)
+
+            form = ReasonForm(title, label="Reason (optional; shown in vigil status and the header)", required=False)
+            self.push_screen(form, paused)
+            return
+        question = Text(f"Resume the loop? It is {gate.state}", style="bold")
+        question.append(Text(f": {gate.reason}" if gate.reason else ""))
+        question.append("\nThe dispatcher claims tasks again.")
+
+        def resumed(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(self._set_loop_gate(None), group="loop-gate", exit_on_error=False)
+
+        self.push_screen(ConfirmDialog(question), resumed)
+
+    @guarded("changing the loop's state")
+    async def _set_loop_gate(self, pause_reason: str | None) -> None:
+        """``pause_reason`` None resumes; a string (maybe empty) pauses."""
+        now = self.clock.now_ms()
+        if pause_reason is not None:
+            await pause(self.ctx.store, reason=pause_reason, by=ACTOR, now_ms=now)
+            why = f": {pause_reason}" if pause_reason else ""
+            self.notify(f"loop paused{why}; a running task finishes; L resumes", markup=False)
+        else:
+            before = await resume(self.ctx.store, by=ACTOR, now_ms=now)
+            if before.state is GateState.RUNNING:
+                self.notify("the loop was already running", markup=False)
+            else:
+                self.notify(f"loop resumed (was {before.state}: {before.reason})", markup=False)
+        if isinstance(self.screen, LiveScreen):
+            self.screen.reload()  # our own commit does not move our data_version
 
     def action_quit_app(self) -> None:
         if self.loop is None or self.loop.exit_code() is not None:

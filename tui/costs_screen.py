@@ -1,7 +1,9 @@
 """The costs screen (key 5): spend and tokens per day, skill, source and model.
 
 ``[`` and ``]`` change the window (1, 7, 30 or 90 days). The per-day chart is a
-bar per day scaled to the most expensive day.
+bar per day scaled to the most expensive day. The first line is the budget: the
+rolling-24 h spend against ``[budget] daily_usd`` (``vigil.budget``), or one dim
+line saying no cap is set.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from tui.cells import money, one_line, tokens
 from tui.context import Context
 from tui.live import Banner, LiveScreen
 from tui.snapshot import CostSnapshot, load_costs
+from vigil.budget import BudgetUse, budget_line
 from vigil.models import CostRow
 
 WINDOWS = (1, 7, 30, 90)
 BAR_CELLS = 30
+BUDGET_CELLS = 20  # the budget bar: short enough for the line to fit 80 columns
 
 
 def cost_table(title: str, rows: tuple[CostRow, ...]) -> Table:
@@ -40,6 +44,25 @@ def cost_table(title: str, rows: tuple[CostRow, ...]) -> Table:
     if not rows:
         table.add_row(Text("no finished runs", style="dim"), "", "", "", "")
     return table
+
+
+def budget_text(use: BudgetUse, urgent_priority: int) -> Text:
+    """The budget line: spend against the cap with a bar, and who may run. Without
+    a cap, one quiet line."""
+    if use.cap_usd is None:
+        return Text(budget_line(use) + " · [budget] daily_usd is not set", style="dim")
+    fraction = use.fraction or 0.0
+    style = "red" if use.over else "yellow" if fraction >= 0.8 else "green"
+    cells = min(BUDGET_CELLS, round(fraction * BUDGET_CELLS))
+    line = Text(f"budget: {money(use.spent_usd)} of {money(use.cap_usd)} in the last 24 h ", style="bold")
+    line.append("█" * cells, style=style)
+    line.append("░" * (BUDGET_CELLS - cells), style="dim")
+    line.append(f" {fraction:.0%}", style=style)
+    if use.over:
+        line.append(f"  over the cap: only urgent tasks run (priority ≤ {urgent_priority})", style="bold red")
+    else:
+        line.append("  under the cap: every task runs", style="dim")
+    return line
 
 
 def day_chart(rows: tuple[CostRow, ...]) -> Text:
@@ -70,6 +93,7 @@ class CostsScreen(LiveScreen):
     def compose(self) -> ComposeResult:
         yield Banner()
         with VerticalScroll():
+            yield Static(id="budget")
             yield Static(id="summary")
             yield Static(id="chart")
             yield Static(id="skill")
@@ -78,7 +102,7 @@ class CostsScreen(LiveScreen):
         yield Footer()
 
     async def load(self) -> CostSnapshot:
-        return await load_costs(self.ctx.store, self.ctx.clock.now_ms(), self.days)
+        return await load_costs(self.ctx.store, self.ctx.clock.now_ms(), self.days, self.ctx.settings.budget)
 
     def apply(self, data: Any) -> None:
         costs: CostSnapshot = data
@@ -87,6 +111,7 @@ class CostsScreen(LiveScreen):
         runs = sum(r.runs for r in costs.by_day)
         summary = Text(f"last {self.days} day{'s' if self.days > 1 else ''}: ", style="bold")
         summary.append(f"{money(total)} · {tokens(used)} tokens · {runs} runs   ([ and ] change the window)")
+        self.query_one("#budget", Static).update(budget_text(costs.budget, self.ctx.settings.budget.urgent_priority))
         self.query_one("#summary", Static).update(summary)
         self.query_one("#chart", Static).update(day_chart(costs.by_day))
         self.query_one("#skill", Static).update(cost_table("by skill", costs.by_skill))

@@ -145,3 +145,57 @@ class DeferForm(ModalScreen[int | None]):
 
 def defer_preview(until_ms: int) -> str:
     return f"until {iso_utc(until_ms)}"
+
+
+class ReasonForm(ModalScreen[str | None]):
+    """Ask for a reason (a rejection, a pause) → the text, or None when canceled.
+
+    ``required``: an empty reason is refused in the form, which stays open (the
+    store refuses an empty rejection reason too). ``details`` is the preview of
+    the tasks it touches."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: Text, *, label: str, required: bool, details: Text | None = None) -> None:
+        super().__init__()
+        self._title = title
+        self._label = label
+        self._required = required
+        self._details = details
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(self._title)
+            if self._details is not None:
+                yield Static(self._details)
+            yield Label(self._label)
+            yield Input(id="reason")
+            yield Static(id="error", classes="error")
+            with Horizontal():
+                yield Button("OK (enter)", variant="primary", id="ok")
+                yield Button("Cancel (esc)", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#reason", Input).focus()
+
+    def action_submit(self) -> None:
+        reason = self.query_one("#reason", Input).value.strip()
+        if self._required and not reason:
+            self.query_one("#error", Static).update(Text("a reason is needed"))
+            return
+        self.dismiss(reason)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Button.Pressed, "#ok")
+    def _ok(self) -> None:
+        self.action_submit()
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.action_cancel()
+
+    @on(Input.Submitted, "#reason")
+    def _enter(self) -> None:
+        self.action_submit()

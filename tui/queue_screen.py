@@ -21,7 +21,7 @@ from tui.context import Context
 from tui.detail import DetailPane
 from tui.dialogs import ConfirmDialog, preview
 from tui.filters import TaskFilter, parse_filter
-from tui.forms import DeferForm, NewTaskForm
+from tui.forms import DeferForm, NewTaskForm, ReasonForm
 from tui.header import STALE_AFTER_MS, STATUS_KEYS, StatusHeader
 from tui.live import Banner, LiveScreen
 from tui.queue_table import QueueTable
@@ -31,9 +31,9 @@ from tui.steering import Action, applies, apply_many, summarize
 from vigil.errors import InputError
 from vigil.models import NewTask, Task, TaskStatus
 
-WRITE_ACTIONS = frozenset({"new_task", "raise", "lower", "defer", "cancel", "retry"})
+WRITE_ACTIONS = frozenset({"new_task", "raise", "lower", "defer", "cancel", "retry", "approve", "reject"})
 TASK_ACTIONS = {"raise": Action.RAISE, "lower": Action.LOWER, "defer": Action.DEFER, "cancel": Action.CANCEL}
-TASK_ACTIONS["retry"] = Action.RETRY
+TASK_ACTIONS |= {"retry": Action.RETRY, "approve": Action.APPROVE, "reject": Action.REJECT}
 
 
 class QueueScreen(LiveScreen):
@@ -50,6 +50,10 @@ class QueueScreen(LiveScreen):
         Binding("enter", "open", "Open", show=False),
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("p", "pause", "Pause"),
+        # After the everyday keys, so an 80-column footer still shows those; reject is
+        # in the help and the palette (and named in the approve confirmation).
+        Binding("a", "approve", "Approve"),
+        Binding("R", "reject", "Reject", show=False),
         Binding("f", "follow", "Follow", show=False),
         Binding("i", "toggle_detail", "Detail", show=False),
         Binding("escape", "clear", "Clear", show=False),
@@ -274,6 +278,29 @@ class QueueScreen(LiveScreen):
 
         self.app.push_screen(DeferForm(self.ctx.clock, what), chosen)
 
+    def action_approve(self) -> None:
+        # Confirmed even for one task: approval lets work run that waited for a person.
+        self._run_on_targets(Action.APPROVE, confirm_bulk=True, confirm_one=True)
+
+    def action_reject(self) -> None:
+        targets, skipped = self._split(Action.REJECT)
+        if not targets:
+            return
+        label = f"#{targets[0].id}" if len(targets) == 1 else f"{len(targets)} tasks"
+        title = Text(f"Reject {label}? It is canceled, with the reason.", style="bold")
+
+        def answered(reason: str | None) -> None:
+            if reason:
+                self._write(Action.REJECT, targets, None, reason)
+
+        form = ReasonForm(
+            title,
+            label="Reason (kept in the task's summary and audit trail)",
+            required=True,
+            details=preview(targets, skipped),
+        )
+        self.app.push_screen(form, answered)
+
     def _split(self, action: Action) -> tuple[list[Task], list[Task]]:
         targets = self._targets()
         return [t for t in targets if applies(action, t)], [t for t in targets if not applies(action, t)]
@@ -295,6 +322,8 @@ class QueueScreen(LiveScreen):
         question = Text(f"{words} {label}?", style="bold")
         if action is Action.CANCEL and any(t.status is TaskStatus.ACTIVE for t in targets):
             question.append("\nA running task gets a cancel request; the dispatcher stops it.", style="yellow")
+        if action is Action.APPROVE:
+            question.append("\nIt becomes pending and runs when due. (R rejects it instead.)", style="yellow")
 
         def answered(yes: bool | None) -> None:
             if yes:
@@ -302,12 +331,13 @@ class QueueScreen(LiveScreen):
 
         self.app.push_screen(ConfirmDialog(question, preview(targets, skipped)), answered)
 
-    def _write(self, action: Action, targets: Sequence[Task], until_ms: int | None) -> None:
-        self.run_worker(self._apply_write(action, list(targets), until_ms), group="write", exit_on_error=False)
+    def _write(self, action: Action, targets: Sequence[Task], until_ms: int | None, reason: str | None = None) -> None:
+        work = self._apply_write(action, list(targets), until_ms, reason)
+        self.run_worker(work, group="write", exit_on_error=False)
 
     @guarded("changing tasks")
-    async def _apply_write(self, action: Action, targets: list[Task], until_ms: int | None) -> None:
-        reports = await apply_many(self.ctx.store, action, targets, until_ms=until_ms)
+    async def _apply_write(self, action: Action, targets: list[Task], until_ms: int | None, reason: str | None) -> None:
+        reports = await apply_many(self.ctx.store, action, targets, until_ms=until_ms, reason=reason)
         message, ok = summarize(reports)
         self.notify(message, severity="information" if ok else "warning", markup=False)
         if self.table.marks:

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from tui.filters import TaskFilter
+from vigil.budget import BudgetUse, budget_use
 from vigil.clock import MS_PER_DAY
+from vigil.config import BudgetSettings
 from vigil.gate import GATE_KEY, LoopGate
 from vigil.models import (
     FINISHED_STATUSES,
@@ -143,16 +145,19 @@ async def load_sensors(store: Store) -> tuple[SensorState, ...]:
 
 @dataclass(frozen=True)
 class CostSnapshot:
-    """Spend over the window, grouped four ways (rows as the store returns them)."""
+    """Spend over the window, grouped four ways (rows as the store returns them),
+    and the rolling-24 h spend against ``[budget] daily_usd`` (``budget.cap_usd``
+    None: no cap set)."""
 
     since_ms: int
     by_day: tuple[CostRow, ...]
     by_skill: tuple[CostRow, ...]
     by_source: tuple[CostRow, ...]
     by_model: tuple[CostRow, ...]
+    budget: BudgetUse
 
 
-async def load_costs(store: Store, now_ms: int, days: int) -> CostSnapshot:
+async def load_costs(store: Store, now_ms: int, days: int, budget: BudgetSettings) -> CostSnapshot:
     since = start_of_day(now_ms) - (days - 1) * MS_PER_DAY
     return CostSnapshot(
         since_ms=since,
@@ -160,4 +165,5 @@ async def load_costs(store: Store, now_ms: int, days: int) -> CostSnapshot:
         by_skill=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.SKILL)),
         by_source=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.SOURCE)),
         by_model=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.MODEL)),
+        budget=await budget_use(store, budget, now_ms),
     )

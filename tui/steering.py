@@ -27,6 +27,8 @@ class Action(StrEnum):
     DEFER = "defer"
     CANCEL = "cancel"
     RETRY = "retry"
+    APPROVE = "approve"  # a task waiting for a person's approval → pending
+    REJECT = "reject"  # a task waiting for approval → canceled, with a reason
 
 
 PAST = {
@@ -35,6 +37,8 @@ PAST = {
     Action.DEFER: "deferred",
     Action.CANCEL: "canceled",
     Action.RETRY: "retried",
+    Action.APPROVE: "approved",
+    Action.REJECT: "rejected",
 }
 
 # Which statuses each action applies to (for dimming keys and for previews).
@@ -44,6 +48,8 @@ APPLIES = {
     Action.DEFER: frozenset({TaskStatus.PENDING, TaskStatus.BLOCKED}),
     Action.CANCEL: frozenset({TaskStatus.PENDING, TaskStatus.BLOCKED, TaskStatus.ACTIVE}),
     Action.RETRY: frozenset({TaskStatus.FAILED, TaskStatus.CANCELED}),
+    Action.APPROVE: frozenset({TaskStatus.BLOCKED}),  # and only while approval is pending
+    Action.REJECT: frozenset({TaskStatus.BLOCKED}),
 }
 
 _STATE_WORDS = {
@@ -63,6 +69,8 @@ def applies(action: Action, task: Task) -> bool:
         return task.status in APPLIES[action] and task.priority < MAX_PRIORITY
     if action is Action.CANCEL:
         return task.status in APPLIES[action] and not task.cancel_requested
+    if action is Action.APPROVE or action is Action.REJECT:
+        return task.awaiting_approval
     return task.status in APPLIES[action]
 
 
@@ -76,14 +84,23 @@ class Report:
 
 
 def refusal(err: InvalidTransition, action: Action) -> str:
-    """ "#412 already started, not deferred"."""
+    """ "#412 already started, not deferred"; for an approval whose task another
+    person or process handled first, "#12 no longer waits for approval (it is
+    pending), not approved"."""
+    if action is Action.APPROVE or action is Action.REJECT:
+        # The store words it "<status> and not awaiting approval".
+        status = err.status.split(" and ", 1)[0]
+        return f"#{err.task_id} no longer waits for approval (it is {status}), not {PAST[action]}"
     words = _STATE_WORDS.get(err.status, f"is {err.status}")
     return f"#{err.task_id} {words}, not {PAST[action]}"
 
 
-async def apply(store: Store, action: Action, task: Task, *, until_ms: int | None = None) -> Report:
+async def apply(
+    store: Store, action: Action, task: Task, *, until_ms: int | None = None, reason: str | None = None
+) -> Report:
     """Run ``action`` on ``task`` (as the TUI last saw it) through the store's
-    conditional operation. Never raises ``VigilError``: failures become a report."""
+    conditional operation. ``until_ms`` is for a defer, ``reason`` for a reject.
+    Never raises ``VigilError``: failures become a report."""
     try:
         if action is Action.RAISE or action is Action.LOWER:
             step = -1 if action is Action.RAISE else 1
@@ -103,6 +120,14 @@ async def apply(store: Store, action: Action, task: Task, *, until_ms: int | Non
             if done.status is TaskStatus.ACTIVE:
                 return Report(task.id, True, f"#{done.id} is running: cancel requested")
             return Report(task.id, True, f"#{done.id} canceled")
+        if action is Action.APPROVE:
+            done = await store.approve(task.id, actor=ACTOR)
+            return Report(task.id, True, f"#{done.id} approved; pending")
+        if action is Action.REJECT:
+            if reason is None:
+                raise ValueError("reject needs a reason")
+            done = await store.reject(task.id, reason, actor=ACTOR)
+            return Report(task.id, True, f"#{done.id} rejected; canceled")
         done = await store.retry(task.id, actor=ACTOR)
         return Report(task.id, True, f"#{done.id} pending again")
     except InvalidTransition as err:
@@ -112,9 +137,9 @@ async def apply(store: Store, action: Action, task: Task, *, until_ms: int | Non
 
 
 async def apply_many(
-    store: Store, action: Action, tasks: Sequence[Task], *, until_ms: int | None = None
+    store: Store, action: Action, tasks: Sequence[Task], *, until_ms: int | None = None, reason: str | None = None
 ) -> list[Report]:
-    return [await apply(store, action, task, until_ms=until_ms) for task in tasks]
+    return [await apply(store, action, task, until_ms=until_ms, reason=reason) for task in tasks]
 
 
 def summarize(reports: Sequence[Report]) -> tuple[str, bool]:

@@ -36,7 +36,7 @@ async def test_every_action_goes_through_the_conditional_write(db: Store) -> Non
     task_id = await add(db, "t")
     seen = await db.get_task(task_id)
     await db.close_task(task_id, TaskStatus.COMPLETED, "done", actor="agent")
-    reports = [await apply(db, action, seen, until_ms=0) for action in Action]
+    reports = [await apply(db, action, seen, until_ms=0, reason="no") for action in Action]
     assert [r.ok for r in reports] == [False] * len(Action)
     assert (await db.get_task(task_id)).status is TaskStatus.COMPLETED
     assert summarize(reports)[0].startswith(f"0 of {len(Action)} done")
