@@ -1,8 +1,8 @@
 """The task screen (enter on a row): every field, description and result as
 Markdown, the attempts, notes and audit events, and for a running task a live
 tail of its transcript (re-read when the file grows, no query). The open task can
-be steered with the queue's keys (``+ - d x r``), through the same conditional
-writes."""
+be steered with the queue's keys (``+ - d x r``, and ``a``/``R`` to approve or
+reject a task that waits for approval), through the same conditional writes."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tui.cells import money, one_line
 from tui.context import Context
 from tui.detail import field_table
 from tui.dialogs import ConfirmDialog, preview
-from tui.forms import DeferForm
+from tui.forms import DeferForm, ReasonForm
 from tui.live import Banner, LiveScreen
 from tui.safety import guarded
 from tui.snapshot import TaskDetail, load_task
@@ -38,6 +38,8 @@ STEERING = {
     "defer": Action.DEFER,
     "cancel": Action.CANCEL,
     "retry": Action.RETRY,
+    "approve": Action.APPROVE,
+    "reject": Action.REJECT,
 }
 TAIL_LINES = 40
 TAIL_BYTES = 64_000
@@ -79,6 +81,8 @@ class TaskScreen(LiveScreen):
         Binding("d", "defer", "Defer"),
         Binding("x", "cancel", "Cancel"),
         Binding("r", "retry", "Retry"),
+        Binding("a", "approve", "Approve"),
+        Binding("R", "reject", "Reject", show=False),
     ]
 
     def __init__(self, ctx: Context, task_id: int) -> None:
@@ -221,13 +225,41 @@ class TaskScreen(LiveScreen):
 
         self.app.push_screen(DeferForm(self.ctx.clock, Text(f"#{task.id} {one_line(task.subject, 50)}")), chosen)
 
-    def _write(self, action: Action, until_ms: int | None = None) -> None:
+    def action_approve(self) -> None:
+        if self.detail is None:
+            return
+        task = self.detail.task
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._write(Action.APPROVE)
+
+        question = Text(f"Approve #{task.id}?", style="bold")
+        question.append("\nIt becomes pending and runs when due. (R rejects it instead.)", style="yellow")
+        self.app.push_screen(ConfirmDialog(question, preview([task], [])), answered)
+
+    def action_reject(self) -> None:
+        if self.detail is None:
+            return
+        task = self.detail.task
+
+        def answered(reason: str | None) -> None:
+            if reason:
+                self._write(Action.REJECT, reason=reason)
+
+        title = Text(f"Reject #{task.id}? It is canceled, with the reason.", style="bold")
+        label = "Reason (kept in the task's summary and audit trail)"
+        self.app.push_screen(ReasonForm(title, label=label, required=True, details=preview([task], [])), answered)
+
+    def _write(self, action: Action, until_ms: int | None = None, *, reason: str | None = None) -> None:
         if self.detail is not None and applies(action, self.detail.task):
             task = self.detail.task
-            self.run_worker(self._apply_write(action, task, until_ms), group="write", exit_on_error=False)
+            work = self._apply_write(action, task, until_ms, reason)
+            self.run_worker(work, group="write", exit_on_error=False)
 
     @guarded("changing the task")
-    async def _apply_write(self, action: Action, task: Task, until_ms: int | None) -> None:
-        message, ok = summarize(await apply_many(self.ctx.store, action, [task], until_ms=until_ms))
+    async def _apply_write(self, action: Action, task: Task, until_ms: int | None, reason: str | None) -> None:
+        reports = await apply_many(self.ctx.store, action, [task], until_ms=until_ms, reason=reason)
+        message, ok = summarize(reports)
         self.notify(message, severity="information" if ok else "warning", markup=False)
         self.reload()

@@ -19,6 +19,7 @@ from tui.app import VigilApp
 from tui.costs_screen import CostsScreen
 from tui.dialogs import ConfirmDialog, HelpScreen
 from tui.forms import ReasonForm
+from tui.task_screen import TaskScreen
 from vigil.clock import ManualClock
 from vigil.config import load_settings
 from vigil.gate import GateState, read_gate, trip
@@ -32,6 +33,14 @@ def loop_line(app: VigilApp) -> str:
 
 def enabled_actions(app: VigilApp) -> dict[str, bool]:
     return {b.action: enabled for _, b, enabled, _ in app.screen.active_bindings.values()}
+
+
+def open_task_waits(app: VigilApp) -> bool | None:
+    """Whether the task screen in front shows its task awaiting approval (None: no task screen)."""
+    screen = app.screen
+    if isinstance(screen, TaskScreen) and screen.detail is not None:
+        return screen.detail.task.awaiting_approval
+    return None
 
 
 async def approval_events(db: Store, task_id: int) -> list[tuple[str, str | None, str | None, str]]:
@@ -171,6 +180,34 @@ async def test_approve_acts_on_every_marked_task_and_skips_the_others(make_app: 
             ApprovalState.APPROVED,
         ]
         assert not table(app).marks
+
+
+async def test_task_screen_approves_and_rejects_the_open_task(make_app: AppFactory, db: Store) -> None:
+    approved = await add(db, "read me, then approve", requires_approval=True)
+    rejected = await add(db, "read me, then reject", requires_approval=True)
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(lambda: len(shown_ids(app)) == 2, "rows")
+        for task_id in (approved, rejected):
+            assert table(app).select_id(task_id)
+            await pilot.press("enter")
+            await wait_for(lambda: isinstance(app.screen, TaskScreen) and app.screen.loads >= 1, "task screen")
+            if task_id == approved:
+                await pilot.press("a")
+                await wait_for(lambda: isinstance(app.screen, ConfirmDialog), "confirmation")
+                await pilot.press("y")
+            else:
+                await pilot.press("R")
+                await wait_for(lambda: isinstance(app.screen, ReasonForm), "reason form")
+                await pilot.press(*"wrong quarter", "enter")
+            await wait_for(lambda: open_task_waits(app) is False, "task screen shows it handled")
+            assert enabled_actions(app)["approve"] is False  # handled: dimmed now
+            await pilot.press("escape")
+            await wait_for(lambda: app.screen is queue(app), "back")
+        assert (await db.get_task(approved)).approval == ApprovalState.APPROVED
+        task = await db.get_task(rejected)
+        assert (task.status, task.approval) == (TaskStatus.CANCELED, ApprovalState.REJECTED)
+        assert "wrong quarter" in (task.result_summary or "")
 
 
 # --- pause and resume the loop -------------------------------------------------------------
