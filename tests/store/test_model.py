@@ -38,6 +38,7 @@ class Modeled:
     cancel_requested: bool = False
     attempts: int = 0
     runs: int = 0
+    needs_approval: bool = False  # once held for approval, a retry waits for approval again
 
 
 @dataclass
@@ -170,6 +171,7 @@ class StoreMachine(RuleBasedStateMachine):
             task.status = TaskStatus.CANCELED
         elif hold:
             task.status = TaskStatus.BLOCKED
+            task.needs_approval = True
         else:
             task.status, task.scheduled_for = TaskStatus.PENDING, retry_at
 
@@ -201,7 +203,8 @@ class StoreMachine(RuleBasedStateMachine):
                 self.run(self.store.retry(task_id, actor="human"))
         else:
             self.run(self.store.retry(task_id, actor="human"))
-            task.status, task.scheduled_for, task.attempts = TaskStatus.PENDING, self.clock.now_ms(), 0
+            task.status = TaskStatus.BLOCKED if task.needs_approval else TaskStatus.PENDING
+            task.scheduled_for, task.attempts = self.clock.now_ms(), 0
             task.cancel_requested = False
 
     @precondition(lambda self: self.model.tasks)
