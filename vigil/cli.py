@@ -286,6 +286,8 @@ def tui_command(ctx: click.Context, readonly: bool, with_loop: bool) -> None:
 
     if readonly and with_loop:
         raise InputError("--readonly and --with-loop exclude each other: a read-only TUI starts nothing")
+    if not readonly:
+        _person_only("steer the queue from the TUI (use --readonly to watch)")
     settings = settings_for(ctx)
     if readonly and not settings.store.path.exists():
         raise InputError(f"no database at {settings.store.path}; --readonly does not create one")
