@@ -167,6 +167,9 @@ class Claim:
     task: Task
     run_id: int
     attempt: int  # 1 for the first run of the task, counting every run ever made
+    # The task's notes, oldest first, read in the claim's transaction (it saves the
+    # dispatcher a read per task); None: not read with the claim, ask the store.
+    notes: tuple[Note, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -197,7 +197,8 @@ class Store(Protocol):
         dependency completed; order priority, scheduled_for, id. Marks it active,
         counts the attempt and opens its ``runs`` row, in one transaction. None
         when nothing is due. ``max_priority`` p takes only tasks with priority ≤ p
-        (over budget, only urgent work runs); None takes any."""
+        (over budget, only urgent work runs); None takes any. The claim carries the
+        task's notes, read in the same transaction."""
         ...
 
     async def set_run_process(self, run_id: int, *, pid: int, pgid: int, proc_start: str | None) -> None:
@@ -227,10 +228,17 @@ class Store(Protocol):
         lease_ms: int,
         executor: str | None = None,
         max_priority: int | None = None,
+        if_version: int | None = None,
     ) -> tuple[Task, Claim | None]:
         """``finish`` then ``claim_next`` in one transaction (one commit instead of
         two when the dispatcher runs tasks back to back). Returns the finished task
-        and the next claim (None when nothing is due). Raises as those two do."""
+        and the next claim (None when nothing is due). Raises as those two do.
+
+        With ``if_version`` (a ``data_version``), the next task is claimed only if
+        no other connection has committed since that version was read; otherwise
+        only the finish happens and the claim is None. A caller that decided to
+        claim from state it read at that version (the loop gate) thereby claims
+        only while that state still holds, without reading it again."""
         ...
 
     async def requeue(self, claim: Claim, outcome: Outcome, *, retry_at: int, count_attempt: bool, worker: str) -> Task:
@@ -314,6 +322,11 @@ class Store(Protocol):
     # --- loop state -------------------------------------------------------------------
     async def loop_values(self) -> dict[str, object]:
         """Every loop-state key with its JSON value."""
+        ...
+
+    async def versioned_loop_values(self) -> tuple[dict[str, object], int]:
+        """``loop_values()`` and the ``data_version`` they were read at, in one read
+        (for ``finish_and_claim(if_version=…)``)."""
         ...
 
     async def set_loop_values(self, values: Mapping[str, object]) -> None:

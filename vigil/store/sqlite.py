@@ -53,8 +53,10 @@ from vigil.store.sqlite_queries import (
     SQL_FINISH,
     SQL_HOLD_FOR_APPROVAL,
     SQL_HOLDER_OF_KEY,
+    SQL_LIST_NOTES,
     SQL_LIST_TASKS,
     SQL_LOOP_VALUE,
+    SQL_LOOP_VALUES,
     SQL_NEXT_DUE_AT,
     SQL_NEXT_DUE_ID,  # noqa: F401 - re-exported: callers import every query from here
     SQL_OPEN_RUN,
@@ -100,6 +102,11 @@ def _task_params(new: NewTask, now: int, actor: str, default_max_retries: int) -
         default_max_retries if new.max_retries is None else new.max_retries,
         int(new.requires_approval),
     )
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    """Changes whenever another connection commits (this one's commits leave it)."""
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
 
 
 def _require_task(conn: sqlite3.Connection, task_id: int) -> sqlite3.Row:
@@ -294,8 +301,7 @@ class SqliteStore:
         return await self._db.read(lambda conn: [row_to_task_event(r) for r in conn.execute(sql, (task_id,))])
 
     async def list_notes(self, task_id: int) -> list[Note]:
-        sql = "SELECT * FROM notes WHERE task_id = ? ORDER BY id"
-        return await self._db.read(lambda conn: [row_to_note(r) for r in conn.execute(sql, (task_id,))])
+        return await self._db.read(lambda conn: [row_to_note(r) for r in conn.execute(SQL_LIST_NOTES, (task_id,))])
 
     async def dependencies(self, task_id: int) -> list[int]:
         sql = "SELECT depends_on FROM task_deps WHERE task_id = ? ORDER BY depends_on"
@@ -323,7 +329,7 @@ class SqliteStore:
         return await self._db.read(body)
 
     async def data_version(self) -> int:
-        return int(await self._db.read(lambda conn: conn.execute("PRAGMA data_version").fetchone()[0]))
+        return await self._db.read(_data_version)
 
     # --- changing -----------------------------------------------------------------
     async def _change(
@@ -484,7 +490,8 @@ class SqliteStore:
                 return None
             task = row_to_task(row)
             run = conn.execute(SQL_OPEN_RUN, {**params, "task_id": task.id}).fetchone()
-            return Claim(task=task, run_id=int(run["id"]), attempt=int(run["attempt"]))
+            notes = tuple(row_to_note(r) for r in conn.execute(SQL_LIST_NOTES, (task.id,)))
+            return Claim(task=task, run_id=int(run["id"]), attempt=int(run["attempt"]), notes=notes)
 
         return body
 
@@ -573,10 +580,20 @@ class SqliteStore:
         lease_ms: int,
         executor: str | None = None,
         max_priority: int | None = None,
+        if_version: int | None = None,
     ) -> tuple[Task, Claim | None]:
         finish = self._finish_body(claim, outcome, status, worker)
         claim_next = self._claim_body(worker, lease_ms, executor, max_priority)
-        return await self._db.write(lambda conn: (finish(conn), claim_next(conn)))
+
+        def body(conn: sqlite3.Connection) -> tuple[Task, Claim | None]:
+            finished = finish(conn)
+            # Inside BEGIN IMMEDIATE the version is that of the snapshot the claim
+            # reads, so "unchanged" holds for the claim itself, not just before it.
+            if if_version is not None and _data_version(conn) != if_version:
+                return finished, None
+            return finished, claim_next(conn)
+
+        return await self._db.write(body)
 
     async def requeue(self, claim: Claim, outcome: Outcome, *, retry_at: int, count_attempt: bool, worker: str) -> Task:
         now = self._clock.now_ms()
@@ -738,8 +755,18 @@ class SqliteStore:
 
     # --- loop state -------------------------------------------------------------------
     async def loop_values(self) -> dict[str, object]:
-        rows = await self._db.read(lambda conn: conn.execute("SELECT key, value FROM loop_state").fetchall())
+        rows = await self._db.read(lambda conn: conn.execute(SQL_LOOP_VALUES).fetchall())
         return {str(r["key"]): json.loads(r["value"]) for r in rows}
+
+    async def versioned_loop_values(self) -> tuple[dict[str, object], int]:
+        def body(conn: sqlite3.Connection) -> tuple[list[sqlite3.Row], int]:
+            # The version first: a commit landing between the two reads then makes
+            # the version look stale (a needless re-read), never the values.
+            version = _data_version(conn)
+            return conn.execute(SQL_LOOP_VALUES).fetchall(), version
+
+        rows, version = await self._db.read(body)
+        return {str(r["key"]): json.loads(r["value"]) for r in rows}, version
 
     async def set_loop_values(self, values: Mapping[str, object]) -> None:
         rows = [(key, json.dumps(value)) for key, value in values.items()]

@@ -289,6 +289,8 @@ RETURNING *
 """
 
 SQL_LOOP_VALUE = "SELECT value FROM loop_state WHERE key = ?"
+SQL_LOOP_VALUES = "SELECT key, value FROM loop_state"
+SQL_LIST_NOTES = "SELECT * FROM notes WHERE task_id = ? ORDER BY id"
 SQL_SET_LOOP_VALUE = """
 INSERT INTO loop_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value
 """
