@@ -64,7 +64,7 @@ async def prepare_attempt(store: Store, settings: Settings, claim: Claim) -> tup
     timeout_ms = next((s.timeout_ms for s in skills if s.timeout_ms), None) or settings.dispatch.timeout_ms
     command = next((s.command for s in skills if s.command), None)
     # The attempt number counts every run ever made: a first attempt has no history
-    # to read (one thread hop saved per task).
+    # to read (one thread hop saved per task). The notes came with the claim.
     previous_runs = [] if claim.attempt == 1 else [r for r in await store.list_runs(task.id) if r.id != claim.run_id]
     prompt = build_prompt(
         task,
@@ -72,7 +72,7 @@ async def prepare_attempt(store: Store, settings: Settings, claim: Claim) -> tup
         identity=_identity(settings),
         parents=await _parents(store, task),
         previous_runs=previous_runs,
-        notes=await store.list_notes(task.id),
+        notes=list(claim.notes) if claim.notes is not None else await store.list_notes(task.id),
     )
     path = transcript_path(settings, task.id, claim.attempt)
     path.parent.mkdir(parents=True, exist_ok=True)

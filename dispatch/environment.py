@@ -8,6 +8,7 @@ operator lists in ``[dispatch] pass_env`` (e.g. ``ANTHROPIC_API_KEY``).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Mapping
@@ -19,17 +20,25 @@ BASE_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
+@functools.cache
+def _vigil_scripts() -> str | None:
+    """This installation's script folder when ``vigil`` lives there, else None.
+    Looked up once per process: it is the interpreter's own folder."""
+    scripts = Path(sys.executable).parent
+    return str(scripts) if (scripts / "vigil").exists() else None
+
+
 def _path_with_vigil(path: str) -> str:
     """PATH with this installation's script folder in front, when ``vigil`` lives
     there: the agent's ``vigil task close`` must reach the same install as the
     daemon even when its virtualenv was never activated."""
-    scripts = Path(sys.executable).parent
-    if not (scripts / "vigil").exists():
+    scripts = _vigil_scripts()
+    if scripts is None:
         return path
     parts = path.split(os.pathsep) if path else []
-    if str(scripts) in parts:
+    if scripts in parts:
         return path
-    return os.pathsep.join([str(scripts), *parts])
+    return os.pathsep.join([scripts, *parts])
 
 
 def agent_env(
