@@ -117,3 +117,36 @@ def litequeue_put(folder: Path) -> tuple[Contender, Any]:
         queue.put(f'{{"subject": "litequeue task {i}"}}')
 
     return Contender("litequeue put", durability, lambda n: timed_calls(one, n)), queue
+
+
+def huey_consumer(folder: Path) -> tuple[Contender, Any]:
+    """huey's consumer loop in-process: ``Worker.loop()`` as the consumer calls it
+    (dequeue, then ``huey.execute``: revocation checks, the task, the result
+    stored). ``run(n)`` enqueues ``n`` no-op tasks untimed, then times each of
+    ``n`` loops. ``fsync=True`` sets ``synchronous=FULL`` explicitly (equal
+    durability; read back below). Returns the contender and the huey instance."""
+    import threading
+
+    from huey import SqliteHuey
+    from huey.consumer import Worker  # type: ignore[import-untyped]
+
+    huey = SqliteHuey(name="bench-consumer", filename=str(folder / "huey-consumer.db"), fsync=True)
+
+    @huey.task()  # type: ignore[untyped-decorator]
+    def noop(i: int) -> str:
+        return "done"  # a value, so the result is stored as a real task's would be
+
+    # The consumer's defaults: 0.1 s first idle delay, 10 s at most, backoff 1.15.
+    worker = Worker(huey, threading.Event(), 0.1, 10.0, 1.15)
+
+    def run(n: int) -> list[float]:
+        for i in range(n):
+            noop(i)
+        latencies = timed_calls(lambda _i: worker.loop(), n)
+        if huey.pending_count() or huey.result_count() < n:
+            raise RuntimeError("huey left tasks unrun")
+        huey.flush()  # results and revocation keys: every round starts from empty tables
+        return latencies
+
+    durability = synchronous_of(huey.storage.conn) + " (set: huey's fsync=True)"
+    return Contender("huey consumer loop (SqliteHuey, Worker.loop)", durability, run), huey
