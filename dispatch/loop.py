@@ -191,6 +191,11 @@ class Dispatcher:
         cancel requests, graceful stop. Returns the outcome and whether a stop
         interrupted it."""
         run = asyncio.create_task(executor.run(task, ctx))
+        await _first_step(run, self._settings.dispatch.shutdown_grace_ms / 1000)
+        if run.done():
+            # Done without waiting on anything (dry-run, a fake): nothing to watch over,
+            # so none of the heartbeat and stop machinery below is set up for it.
+            return _outcome_of(run), False
         heartbeat_s = self._settings.dispatch.heartbeat_ms / 1000
         next_beat = time.monotonic() + heartbeat_s
         stop_deadline: float | None = None
@@ -368,6 +373,18 @@ class Dispatcher:
         finally:
             for waiter in waiters:
                 waiter.cancel()
+
+
+async def _first_step(run: asyncio.Task[Outcome], grace_s: float) -> None:
+    """Yield one turn of the event loop, in which the executor's task takes its
+    first step. Cancelled meanwhile, it cancels the executor too (which ends its
+    process group), waits for it, and re-raises."""
+    try:
+        await asyncio.sleep(0)
+    except asyncio.CancelledError:
+        run.cancel()
+        await asyncio.wait({run}, timeout=grace_s + 10)
+        raise
 
 
 def _outcome_of(run: asyncio.Task[Outcome]) -> Outcome:
