@@ -30,8 +30,7 @@ def run_tui(settings: Settings, *, readonly: bool = False, with_loop: bool = Fal
     from vigil.clock import SystemClock
 
     settings = tui_settings(settings)
-    settings.logs_dir.mkdir(parents=True, exist_ok=True)
-    configure_logging(settings.logs_dir / "tui.log")
+    configure_logging(settings.logs_dir / "tui.log", settings.dispatch.pass_env)
 
     async def opener() -> Store:
         return await open_store(settings)

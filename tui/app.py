@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
@@ -36,6 +37,7 @@ from tui.watcher import DatabaseWatcher
 from vigil.clock import Clock
 from vigil.config import Settings
 from vigil.gate import GateState, pause, read_gate, resume
+from vigil.logfile import private_log_handler
 from vigil.store import Store
 
 PROBE_INTERVAL_S = 0.3
@@ -263,10 +265,10 @@ class VigilApp(App[str]):
         self.push_screen(ConfirmDialog(question), answered)
 
 
-def configure_logging(path: object) -> None:
-    """Log the TUI's warnings and errors to a file (the screen is not a log)."""
-    handler = logging.FileHandler(str(path))
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+def configure_logging(path: Path, pass_env: Iterable[str] = ()) -> None:
+    """Log the TUI's warnings and errors to a file (the screen is not a log): 0600,
+    secrets masked, rotated at 1 MB."""
+    handler = private_log_handler(path, max_bytes=1024 * 1024, backups=2, pass_env=pass_env)
     log.addHandler(handler)
     log.setLevel(logging.INFO)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import logging.handlers
 import os
 import signal
 import sys
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from vigil.clock import Clock, SystemClock
 from vigil.config import Settings
 from vigil.errors import LockHeld, OperationError, VigilError
+from vigil.logfile import private_log_handler
 from vigil.models import Task
 from vigil.redaction import RedactingFilter, Redactor
 
@@ -44,17 +44,6 @@ LOG_BACKUPS = 5
 QUIET_LOGGERS = ("apscheduler", "httpx", "httpcore", "aiosqlite", "asyncio")
 
 
-class PrivateLogFile(logging.handlers.RotatingFileHandler):
-    """A rotating log whose files are created 0600 (the umask would make them
-    world-readable, and task text and errors may be private)."""
-
-    def _open(self) -> Any:
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        # a log left by an older version keeps its old mode otherwise
-        os.fchmod(fd, 0o600)
-        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
-
-
 def configure_logging(settings: Settings, *, console: bool = True) -> None:
     """Log INFO and up to the console (stderr: rich on a terminal, plain lines
     otherwise) and to ``logs/vigil.log``, rotated at 5 MB with five old files kept."""
@@ -66,13 +55,14 @@ def configure_logging(settings: Settings, *, console: bool = True) -> None:
     for handler in list(root.handlers):
         root.removeHandler(handler)
     try:
-        settings.logs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        file_handler = PrivateLogFile(
-            settings.logs_dir / LOG_FILE, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
+        file_handler = private_log_handler(
+            settings.logs_dir / LOG_FILE,
+            max_bytes=LOG_MAX_BYTES,
+            backups=LOG_BACKUPS,
+            pass_env=settings.dispatch.pass_env,
         )
     except OSError as err:
         raise OperationError(f"cannot write the log {settings.logs_dir / LOG_FILE}: {err.strerror}") from None
-    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handlers: list[logging.Handler] = [file_handler]
     if console and sys.stderr.isatty():
         handlers.append(RichHandler(console=Console(stderr=True), show_path=False, markup=False))
@@ -85,7 +75,8 @@ def configure_logging(settings: Settings, *, console: bool = True) -> None:
     # propagate up from child loggers
     secrets = RedactingFilter(Redactor.from_env(os.environ, settings.dispatch.pass_env))
     for handler in handlers:
-        handler.addFilter(secrets)
+        if handler is not file_handler:  # the file handler has its own
+            handler.addFilter(secrets)
         root.addHandler(handler)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
