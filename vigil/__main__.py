@@ -1,5 +1,5 @@
-"""``python -m vigil``."""
+"""``python -m vigil`` (named ``vigil`` in help and errors, like the console script)."""
 
 from vigil.cli import main
 
-main()
+main(prog_name="vigil")

@@ -39,7 +39,21 @@ def actor() -> str:
 
 
 class VigilGroup(click.Group):
-    """Maps Vigil errors to one line and an exit code, for every command."""
+    """Maps Vigil errors and the parser's usage errors to one line and an exit
+    code, for every command."""
+
+    def main(self, *args: Any, **kwargs: Any) -> NoReturn:  # type: ignore[override]
+        kwargs["standalone_mode"] = False  # errors come back here instead of click's three lines
+        try:
+            code = super().main(*args, **kwargs)
+        except click.UsageError as err:
+            hint = f" (see '{err.ctx.command_path} --help')" if err.ctx is not None else ""
+            fail(err.format_message() + hint, 2)
+        except click.ClickException as err:
+            fail(err.format_message(), err.exit_code)
+        except click.Abort:
+            fail("aborted", 1)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

@@ -50,6 +50,9 @@ def _existing(path: Path, given_by: str) -> Path:
         raise HomeError(f"home {path} (from {given_by}) does not exist; create it with 'vigil init {path}'")
     if not path.is_dir():
         raise HomeError(f"home {path} (from {given_by}) is not a folder")
+    if not (path / CONFIG_NAME).is_file():
+        # Refuse rather than silently create a database in an arbitrary folder.
+        raise HomeError(f"{path} (from {given_by}) is not a Vigil home: no {CONFIG_NAME}; run 'vigil init {path}'")
     return path
 
 

@@ -132,3 +132,33 @@ def test_database_from_a_newer_version(home: Path, seeded: VigilRunner) -> None:
     before = snapshot(home)
     run_bad_home(seeded, "schema version 99, newer than")
     assert snapshot(home) == before
+
+
+def test_folder_that_is_not_a_home_is_refused_and_left_alone(tmp_path: Path) -> None:
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "vigil", "--home", str(folder), "task", "add", "x"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"vigil: error: {folder} (from --home) is not a Vigil home: no vigil.toml; run 'vigil init {folder}'\n"
+    )
+    assert list(folder.iterdir()) == []
+
+
+def test_usage_errors_are_one_line_with_a_help_hint(vigil: VigilRunner) -> None:
+    for args, message in (
+        (
+            ("task", "show", "abc"),
+            "vigil: error: Invalid value for 'TASK_ID': 'abc' is not a valid integer. (see 'vigil task show --help')",
+        ),
+        (("frobnicate",), "vigil: error: No such command 'frobnicate'. (see 'vigil --help')"),
+        (("task", "add"), "vigil: error: Missing argument 'SUBJECT'. (see 'vigil task add --help')"),
+    ):
+        result = vigil(*args)
+        assert result.returncode == 2
+        assert result.stderr == message + "\n"
