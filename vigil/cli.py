@@ -42,7 +42,7 @@ class VigilGroup(click.Group):
     """Maps Vigil errors and the parser's usage errors to one line and an exit
     code, for every command."""
 
-    def main(self, *args: Any, **kwargs: Any) -> NoReturn:  # type: ignore[override]
+    def main(self, *args: Any, **kwargs: Any) -> NoReturn:
         kwargs["standalone_mode"] = False  # errors come back here instead of click's three lines
         try:
             code = super().main(*args, **kwargs)
