@@ -10,7 +10,7 @@ import pytest
 
 from tests.reliability.soak import soak
 
-FD_SLACK = 6  # a run's pipes and transcript come and go between samples
+FD_SLACK = 2  # descriptors the baseline may gain (a log rotation, a lazily opened file)
 
 
 @pytest.mark.slow
@@ -21,8 +21,12 @@ def test_a_short_soak_leaks_nothing_and_leaves_nothing_stuck(home: Path) -> None
     assert len(report.samples) >= 5
     finished = report.samples[-1].finished_tasks
     assert finished > 50  # the loop really ran the sensors' work
+    # A leak raises the baseline; a sample taken while a run's subprocess is being
+    # started sees its pipes for a moment (both ends), which is not a leak. So compare
+    # the lowest count of the last third of the samples with that of the first third.
     fds = [s.fds for s in report.samples]
-    assert max(fds) <= min(fds) + FD_SLACK
+    third = max(1, len(fds) // 3)
+    assert min(fds[-third:]) <= min(fds[:third]) + FD_SLACK
     assert max(s.oldest_active_s for s in report.samples) < 60  # no task stuck active
     assert report.left_active == 0
     assert report.leftover_processes == []
