@@ -21,21 +21,23 @@ from tests.store.contract import new
 from vigil.clock import MS_PER_DAY, ManualClock
 from vigil.models import TaskStatus
 from vigil.store import CostGroup
-from vigil.store.sqlite import (
+from vigil.store.sqlite import SqliteStore
+from vigil.store.sqlite_queries import (
     SQL_ADD_TASK,
     SQL_ADD_TASK_EVER,
     SQL_CLAIM,
     SQL_COST_ROLLUP,
     SQL_COUNT_BY_STATUS,
+    SQL_COUNT_CHILDREN,
+    SQL_COUNT_SOURCE_SINCE,
+    SQL_FOLLOW_UP_DEPTH,
     SQL_HOLDER_OF_KEY,
     SQL_LIST_TASKS,
     SQL_NEXT_DUE_AT,
     SQL_OPEN_RUNS,
     SQL_QUEUE,
     SQL_SPEND_SINCE,
-    SqliteStore,
 )
-from vigil.store.sqlite_queries import SQL_COUNT_CHILDREN, SQL_COUNT_SOURCE_SINCE, SQL_FOLLOW_UP_DEPTH
 
 pytestmark = pytest.mark.slow
 
