@@ -98,6 +98,13 @@ async def _end_group(pgid: int, grace_s: float) -> None:
         raise
 
 
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """Collect an ended child's exit status, so its transport is closed and not left
+    for the garbage collector (which warns about a "still running" subprocess)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(proc.wait()), DRAIN_S)
+
+
 async def _ended(proc: asyncio.subprocess.Process, readers: Sequence[asyncio.Task[None]]) -> None:
     """Return once the child has exited and its output is read, or once it has
     exited and its pipes stayed open ``DRAIN_S`` longer (held by processes it left
@@ -168,6 +175,7 @@ async def run_child(
         # before we let go
         await _end_group(pgid, grace_s)
         await _finish(pipes, 0)
+        await _reap(proc)
         raise
     await _end_group(pgid, grace_s)
     await _finish(pipes, DRAIN_S)
