@@ -173,9 +173,11 @@ async def run_child(
     except BaseException:
         # cancelled, or on_start or a line handler failed: the group must be gone
         # before we let go
-        await _end_group(pgid, grace_s)
-        await _finish(pipes, 0)
-        await _reap(proc)
+        try:
+            await _end_group(pgid, grace_s)
+        finally:  # also after a second cancel, which _end_group re-raises once the group is gone
+            await _finish(pipes, 0)
+            await _reap(proc)
         raise
     await _end_group(pgid, grace_s)
     await _finish(pipes, DRAIN_S)
