@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.postgres_server import URL_ENV, NoServer, fresh_database, throwaway_server
 
 from vigil.clock import ManualClock
 from vigil.home import init_home
@@ -28,6 +30,28 @@ async def store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[SqliteStore
     s = await SqliteStore.open(tmp_path / "data" / "vigil.db", clock=clock)
     yield s
     await s.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """The admin URL of a real PostgreSQL server for this test session: the one
+    ``VIGIL_TEST_POSTGRES_URL`` names, else a throwaway one started here; skips the
+    test (with the reason) when neither is possible."""
+    if os.environ.get(URL_ENV):
+        yield os.environ[URL_ENV]
+        return
+    try:
+        with throwaway_server() as url:
+            yield url
+    except NoServer as err:
+        pytest.skip(f"PostgreSQL tests need a server: {err}")
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """The URL of a fresh, empty PostgreSQL database, dropped after the test."""
+    with fresh_database(postgres_server) as url:
+        yield url
 
 
 @pytest.fixture
