@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from tests.postgres_server import URL_ENV, NoServer, fresh_database, throwaway_server
-
 from vigil.clock import ManualClock
 from vigil.home import init_home
 from vigil.store.sqlite import SqliteStore

@@ -80,7 +80,8 @@ def throwaway_server() -> Iterator[str]:
     try:
         yield f"postgresql://vigil@127.0.0.1:{port}/postgres"
     finally:
-        subprocess.run([*run_as, pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"], capture_output=True)
+        stop = [*run_as, pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"]
+        subprocess.run(stop, check=False, capture_output=True)
         shutil.rmtree(folder, ignore_errors=True)
 
 
