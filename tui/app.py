@@ -88,7 +88,8 @@ class VigilApp(App[str]):
     async def on_mount(self) -> None:
         store = await self.opener()
         self.ctx = Context(store=store, clock=self.clock, settings=self.settings, readonly=self.readonly)
-        self.watcher = DatabaseWatcher(store, self.settings.store.path, self.opener)
+        file = self.settings.store.path if self.settings.store.url is None else None
+        self.watcher = DatabaseWatcher(store, file, self.opener)
         await self.watcher.probe()  # the first load comes from showing the screen, not the probe
         self.install_screen(QueueScreen(self.ctx), "queue")
         self.install_screen(HistoryScreen(self.ctx), "history")

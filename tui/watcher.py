@@ -38,21 +38,24 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 
 class DatabaseWatcher:
-    def __init__(self, store: Store, path: Path, reopen: Callable[[], Awaitable[Store]]) -> None:
+    def __init__(self, store: Store, path: Path | None, reopen: Callable[[], Awaitable[Store]]) -> None:
+        """``path`` is the SQLite file to watch for replacement; None for a store
+        that is not a file (PostgreSQL): then only ``data_version`` is probed."""
         self.store = store
         self.path = path
         self._reopen = reopen
-        self._identity = _identity(path)
+        self._identity = None if path is None else _identity(path)
         self._version: int | None = None
         self._broken = False
 
     async def probe(self) -> Probe:
-        identity = _identity(self.path)
-        if identity is None:
-            self._broken = True
-            return Probe(False, f"database {self.path} is missing; waiting for it to come back")
-        if identity != self._identity:
-            return await self._switch(identity)
+        if self.path is not None:
+            identity = _identity(self.path)
+            if identity is None:
+                self._broken = True
+                return Probe(False, f"database {self.path} is missing; waiting for it to come back")
+            if identity != self._identity:
+                return await self._switch(identity)
         try:
             version = await self.store.data_version()
         except VigilError as err:

@@ -281,6 +281,12 @@ def doctor(ctx: click.Context) -> None:
 @click.pass_context
 def backup(ctx: click.Context, path: Path) -> None:
     """Write a consistent copy of the database to PATH (safe while the loop runs)."""
+    settings = settings_for(ctx)
+    if settings.store.url is not None:
+        raise InputError(
+            f"the store is PostgreSQL ({settings.store.location}): back it up with pg_dump, "
+            'e.g. pg_dump --format=custom --file=vigil.dump "$VIGIL_STORE_URL" (see docs/scaling.md)'
+        )
     if path.exists():
         raise InputError(f"{path} already exists; choose a new file")
     with_store(ctx, lambda store, settings: store.backup(path.resolve()))
@@ -303,7 +309,7 @@ def tui_command(ctx: click.Context, readonly: bool, with_loop: bool) -> None:
     if not readonly:
         _person_only("steer the queue from the TUI (use --readonly to watch)")
     settings = settings_for(ctx)
-    if readonly and not settings.store.path.exists():
+    if readonly and settings.store.url is None and not settings.store.path.exists():
         raise InputError(f"no database at {settings.store.path}; --readonly does not create one")
     message = run_tui(settings, readonly=readonly, with_loop=with_loop)
     if message:
@@ -421,16 +427,19 @@ def service_group() -> None:
 @click.pass_context
 def service_install(ctx: click.Context, dry_run: bool) -> None:
     """Write ~/.config/systemd/user/vigil.service (Restart=always) for this home."""
-    from vigil.service import ENABLE_HINT, install_unit, unit_path, unit_text
+    from vigil.service import ENABLE_HINT, install_unit, store_url_hint, unit_path, unit_text
 
     settings = settings_for(ctx)
+    hint = store_url_hint()
     if dry_run:
         click.echo(f"# {unit_path()} (not written)")
         click.echo(unit_text(settings), nl=False)
-        return
-    path, changed = install_unit(settings)
-    click.echo(f"{'wrote' if changed else 'unchanged'}: {path}")
-    click.echo(ENABLE_HINT)
+    else:
+        path, changed = install_unit(settings)
+        click.echo(f"{'wrote' if changed else 'unchanged'}: {path}")
+        click.echo(ENABLE_HINT)
+    if hint:
+        click.echo(hint, err=dry_run)  # stderr with --print: stdout stays a valid unit
 
 
 # --- guardrails: pause, resume, approvals, alerts -----------------------------------

@@ -9,6 +9,7 @@ package, which knows the built-ins.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,17 +18,28 @@ from typing import Any
 
 from vigil.durations import parse_duration_ms
 from vigil.errors import ConfigError, InputError
+from vigil.store_url import check_store_url, mask_password
 
 CONFIG_NAME = "vigil.toml"
+STORE_URL_ENV = "VIGIL_STORE_URL"  # a PostgreSQL URL; wins over [store] url
 EXECUTORS = ("claude", "codex", "command", "dry-run")
 
 
 @dataclass(frozen=True)
 class StoreSettings:
     path: Path  # absolute
+    """Where the store lives: the SQLite file at ``path``, or the PostgreSQL database
+    at ``url`` (None: SQLite). ``synchronous`` and ``busy_timeout_ms`` are SQLite's."""
+
     synchronous: str = "FULL"  # FULL: an acknowledged write survives power loss
     busy_timeout_ms: int = 5000
 
+    url: str | None = None  # from VIGIL_STORE_URL, else [store] url
+
+    @property
+    def location(self) -> str:
+        """What to show people: the URL with its password masked, or the file's path."""
+        return str(self.path) if self.url is None else mask_password(self.url)
 
 @dataclass(frozen=True)
 class AgentCliSettings:
@@ -337,8 +349,22 @@ def _limits(data: Mapping[str, Any], source: Path | None) -> LimitsSettings:
     return settings
 
 
-def settings_from_mapping(data: Mapping[str, Any], home: Path, source: Path | None) -> Settings:
-    """Build ``Settings`` from parsed TOML; raises ``ConfigError``."""
+def _store_url(section: _Section, source: Path | None, env: Mapping[str, str]) -> str | None:
+    """``VIGIL_STORE_URL`` if set (it wins: the password can stay out of the file),
+    else ``[store] url``; None means the SQLite file."""
+    from_file = section.opt_str("url")
+    if env.get(STORE_URL_ENV):
+        return check_store_url(env[STORE_URL_ENV], STORE_URL_ENV)
+    if from_file is None:
+        return None
+    return check_store_url(from_file, f"{source}: [store] url" if source else "[store] url")
+
+
+def settings_from_mapping(
+    data: Mapping[str, Any], home: Path, source: Path | None, env: Mapping[str, str] | None = None
+) -> Settings:
+    """Build ``Settings`` from parsed TOML and ``env`` (None: the process environment,
+    read for ``VIGIL_STORE_URL``); raises ``ConfigError``."""
     known = {"store", "dispatch", "executors", "prices", "sensor_defaults", "sensors", "budget", "alerts", "limits"}
     for key in data:
         if key not in known:
@@ -358,6 +384,7 @@ def settings_from_mapping(data: Mapping[str, Any], home: Path, source: Path | No
         executor=d.choice("executor", defaults.executor, EXECUTORS),
         timeout_ms=d.duration_ms("timeout", defaults.timeout_ms),
         max_retries=d.int_("max_retries", defaults.max_retries),
+        url=_store_url(store, source, os.environ if env is None else env),
         retry_backoff_ms=d.duration_ms("retry_backoff", defaults.retry_backoff_ms),
         retry_backoff_max_ms=d.duration_ms("retry_backoff_max", defaults.retry_backoff_max_ms),
         usage_limit_fallback_ms=d.duration_ms("usage_limit_fallback", defaults.usage_limit_fallback_ms),

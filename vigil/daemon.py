@@ -232,14 +232,17 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
                 await sensors.start()
                 # Overdue sensors and a hung dispatcher loop alert from inside; a dead
                 # process is caught by `vigil alerts check` from cron.
-                watchdog = asyncio.create_task(watch(store, settings, alerts, clock, stop))
-                wal = asyncio.create_task(keep_wal_small(store, stop))
+                every_s = max(STALE_CHECK_MIN_S, real_seconds(clock, STALE_CHECK_MS))
+                watchdog = asyncio.create_task(watch(store, settings, alerts, clock, stop, interval_s=every_s))
+                helpers = [watchdog]
+                if settings.store.url is None:  # PostgreSQL has no WAL file of ours to keep small
+                    helpers.append(asyncio.create_task(keep_wal_small(store, stop)))
                 try:
                     await dispatcher.run_forever(stop)
                 finally:
-                    for helper in (watchdog, wal):
+                    for helper in helpers:
                         helper.cancel()
-                    await asyncio.gather(watchdog, wal, return_exceptions=True)
+                    await asyncio.gather(*helpers, return_exceptions=True)
             finally:
                 await sensors.stop()
         log.info("stopped")

@@ -1,7 +1,8 @@
 """``vigil doctor``: checks the home, the config, the database and the versions.
 
 Each check prints one line (``ok``, ``warn`` or ``FAIL``); the command fails if any
-check failed. It never creates or modifies the database.
+check failed. It never creates or modifies an SQLite database; on PostgreSQL it
+opens the store as every command does (an empty database gets the schema).
 """
 
 from __future__ import annotations
@@ -55,7 +56,31 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
+async def _postgres(report: _Report, settings: Settings) -> None:
+    """Open the PostgreSQL store (creating its schema in an empty database, as any
+    command would) and count its tasks."""
+    from vigil.store import open_store
+
+    try:
+        store = await open_store(settings)
+    except VigilError as err:
+        report.fail("database", str(err))
+        return
+    try:
+        counts = await store.count_by_status()
+    except VigilError as err:
+        report.fail("database", str(err))
+        return
+    finally:
+        await store.close()
+    driver = f"psycopg {metadata.version('psycopg')}"
+    report.ok("database", f"{settings.store.location} (PostgreSQL, {driver}, {sum(counts.values())} tasks)")
+
+
 async def _database(report: _Report, settings: Settings) -> None:
+    if settings.store.url is not None:
+        await _postgres(report, settings)
+        return
     path = settings.store.path
     if not path.exists():
         report.ok("database", f"{path} not created yet (created on first use)")

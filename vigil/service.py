@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from vigil.config import Settings
+from vigil.config import STORE_URL_ENV, Settings
 from vigil.errors import OperationError
 
 UNIT_NAME = "vigil.service"
@@ -69,6 +69,20 @@ keep it running after you log out:
   loginctl enable-linger "$USER"
 follow its log:
   journalctl --user -u vigil -f"""
+
+
+def store_url_hint(env: Mapping[str, str] | None = None) -> str | None:
+    """What to do when the store URL comes from ``VIGIL_STORE_URL``: a user service
+    does not inherit the shell's environment, and the unit (world-readable) must not
+    carry a password. None when the variable is not set."""
+    env = os.environ if env is None else env
+    if not env.get(STORE_URL_ENV):
+        return None
+    return f"""\
+the store URL comes from {STORE_URL_ENV}, which the service does not inherit; give it
+to the service in a private drop-in (not in the unit, which others may read):
+  systemctl --user edit vigil      # add: [Service] Environment={STORE_URL_ENV}=postgresql://…
+  chmod 600 ~/.config/systemd/user/vigil.service.d/override.conf"""
 
 
 def install_unit(settings: Settings, path: Path | None = None) -> tuple[Path, bool]:

@@ -85,6 +85,8 @@ async def gather_status(store: Store, settings: Settings, now_ms: int) -> dict[s
         "rejected_inserts": loop_values.get(REJECTED_INSERTS_KEY, {"total": 0}),
         "queue": queue,
         "sensors": [_sensor_json(s) for s in await store.sensor_states()],
+        # the URL's password is masked: this output is pasted into chats and issues
+        "store": {"backend": "sqlite" if settings.store.url is None else "postgresql", "at": settings.store.location},
     }
 
 
@@ -134,6 +136,15 @@ def render_status(status: dict[str, object]) -> str:
         lines.append("  next pending task: due now")
     else:
         lines.append(f"  next pending task: due in {_ago(queue['next_due_in_s'])} ({queue['next_due_at']})")
+    lines.extend(_sensor_lines(sensors))
+    where = status.get("store")
+    if isinstance(where, dict):
+        lines.append(f"store: {where['backend']} at {where['at']}")
+    return "\n".join(lines)
+
+
+def _sensor_lines(sensors: list[dict[str, object]]) -> list[str]:
+    lines: list[str] = []
     if not sensors:
         lines.append("sensors: none have run")
     else:
@@ -149,4 +160,4 @@ def render_status(status: dict[str, object]) -> str:
             if s["last_error"] and not s["healthy"]:
                 line += f": {str(s['last_error']).splitlines()[0][:120]}"
             lines.append(line)
-    return "\n".join(lines)
+    return lines

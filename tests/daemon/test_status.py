@@ -137,13 +137,16 @@ async def test_sensor_health(db: SqliteStore, settings: Settings, clock: ManualC
     assert "3 failure(s) in a row: connection refused" in text
 
 
-def test_status_cli_json_and_text(vigil: VigilRunner) -> None:
+def test_status_cli_json_and_text(vigil: VigilRunner, home: Path) -> None:
     vigil("task", "add", "one", check=True)
 
     as_json = json.loads(vigil("status", "--json", check=True).stdout)
     text = vigil("status", check=True).stdout
 
-    assert set(as_json) == {"now", "dispatcher", "gate", "budget", "rejected_inserts", "queue", "sensors"}
+    assert set(as_json) == {"now", "dispatcher", "gate", "budget", "rejected_inserts", "queue", "sensors", "store"}
+    database = str((home / "data" / "vigil.db").resolve())
+    assert as_json["store"] == {"backend": "sqlite", "at": database}
+    assert f"store: sqlite at {database}" in text
     assert as_json["queue"]["pending"] == 1
     assert as_json["queue"]["next_due_in_s"] == 0
     assert "queue: 1 pending" in text
