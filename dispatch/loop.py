@@ -33,7 +33,7 @@ from dispatch.executors import Executor, RunContext
 from dispatch.guard import GateDecision, Guard
 from dispatch.heartbeat import Heartbeat
 from dispatch.retry import RETRYABLE, Requeue, decide, gave_up
-from vigil.clock import Clock
+from vigil.clock import Clock, real_seconds
 from vigil.config import Settings
 from vigil.errors import InputError, InvalidTransition, VigilError
 from vigil.faults import crash_point
@@ -196,7 +196,9 @@ class Dispatcher:
             # Done without waiting on anything (dry-run, a fake): nothing to watch over,
             # so none of the heartbeat and stop machinery below is set up for it.
             return _outcome_of(run), False
-        heartbeat_s = self._settings.dispatch.heartbeat_ms / 1000
+        # The heartbeat renews a lease kept in clock time, so it beats in clock time
+        # too; the stop's grace is about a real process and stays real.
+        heartbeat_s = real_seconds(self._clock, self._settings.dispatch.heartbeat_ms)
         next_beat = time.monotonic() + heartbeat_s
         stop_deadline: float | None = None
         stopping = asyncio.ensure_future(self._stop.wait()) if self._stop is not None else None
@@ -354,14 +356,14 @@ class Dispatcher:
         gate = self._closed_gate
         wake_at = gate.until if gate is not None else await self._store.next_due_at()
         version = await self._store.data_version()
-        heartbeat_s = self._settings.dispatch.heartbeat_ms / 1000
+        heartbeat_s = real_seconds(self._clock, self._settings.dispatch.heartbeat_ms)
         next_beat = time.monotonic() + heartbeat_s
         waiters = [asyncio.ensure_future(self._wakeup.wait()), asyncio.ensure_future(stop.wait())]
         try:
             while True:
                 timeout = self._poll_s
                 if wake_at is not None:
-                    timeout = min(timeout, max((wake_at - self._clock.now_ms()) / 1000, 0.001))
+                    timeout = min(timeout, max(real_seconds(self._clock, wake_at - self._clock.now_ms()), 0.001))
                 done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
                 if done or await self._store.data_version() != version:
                     return

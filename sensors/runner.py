@@ -13,6 +13,11 @@ includes back-off), so:
 * ``vigil sensors disable NAME`` takes effect at the sensor's next tick.
 
 Every run, scheduled or ``run_now``, goes through ``sensors.execution.execute``.
+
+APScheduler fires on the wall clock while due times are in the runner's clock, so
+every time handed to it goes through ``vigil.clock.wall_ms`` (and jitter through
+``real_seconds``): under an accelerated clock a 60 s sensor fires every 60/k real
+seconds. The misfire grace stays real: it is about how late the event loop runs.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from sensors.api import HttpPool
 from sensors.config import SensorSpec
 from sensors.execution import RunEnv, SensorReport, execute
 from sensors.timing import Schedule, next_due
-from vigil.clock import Clock
+from vigil.clock import Clock, clock_ms, real_seconds, wall_ms
 from vigil.config import Settings
 from vigil.errors import InputError
 from vigil.models import SensorState
@@ -49,19 +54,21 @@ class _NominalTrigger(BaseTrigger):  # type: ignore[misc]
     """Fires at the schedule's next nominal time after ``now``. Only a fallback: each
     run moves its job to the real next due time (with back-off) when it ends."""
 
-    __slots__ = ("jitter", "schedule")
+    __slots__ = ("clock", "jitter", "schedule")
 
-    def __init__(self, schedule: Schedule, jitter_s: float) -> None:
+    def __init__(self, schedule: Schedule, jitter_s: float, clock: Clock) -> None:
         self.schedule = schedule
-        self.jitter = jitter_s
+        self.jitter = jitter_s  # real seconds
+        self.clock = clock
 
     def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime | None:
-        now_ms = int(now.timestamp() * 1000)
+        now_ms = clock_ms(self.clock, int(now.timestamp() * 1000))  # ``now`` is the wall clock
         if self.schedule.cron is not None:
             nominal = self.schedule.cron.next_after(now_ms)
         else:
             nominal = now_ms + (self.schedule.every_ms or 60_000)
-        return self._apply_jitter(_to_datetime(nominal), self.jitter, now)  # type: ignore[no-any-return]
+        fire_at = _to_datetime(wall_ms(self.clock, nominal))
+        return self._apply_jitter(fire_at, self.jitter, now)  # type: ignore[no-any-return]
 
     def __str__(self) -> str:
         return str(self.schedule)
@@ -192,14 +199,14 @@ class SensorRunner:
             first = max(self.due_at(spec, states.get(spec.name), now), now) + self._jitter_ms()
             scheduler.add_job(
                 self._tick,
-                _NominalTrigger(spec.schedule, defaults.jitter_ms / 1000),
+                _NominalTrigger(spec.schedule, real_seconds(self._clock, defaults.jitter_ms), self._clock),
                 args=(spec.name,),
                 id=spec.name,
                 name=f"sensor {spec.name}",
                 max_instances=1,
                 coalesce=True,
                 misfire_grace_time=max(1, defaults.misfire_grace_ms // 1000),
-                next_run_time=_to_datetime(first),
+                next_run_time=_to_datetime(wall_ms(self._clock, first)),
             )
         scheduler.start()
         self._scheduler = scheduler
@@ -225,7 +232,7 @@ class SensorRunner:
             return
         at = max(at_ms, self._clock.now_ms()) + self._jitter_ms()
         with contextlib.suppress(JobLookupError):  # stopped meanwhile
-            self._scheduler.modify_job(name, next_run_time=_to_datetime(at))
+            self._scheduler.modify_job(name, next_run_time=_to_datetime(wall_ms(self._clock, at)))
 
     async def _tick(self, name: str) -> None:
         """The job of one sensor: run it if it is due and enabled, then move the job

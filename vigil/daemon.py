@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from vigil.clock import Clock, SystemClock
+from vigil.clock import ACCELERATED_CLOCK_ENV, AcceleratedClock, Clock, clock_from_env, real_seconds
 from vigil.config import Settings
 from vigil.errors import LockHeld, OperationError, VigilError
 from vigil.logfile import private_log_handler
@@ -42,6 +42,8 @@ LOG_FILE = "vigil.log"
 LOG_MAX_BYTES = 5 * 1024 * 1024
 LOG_BACKUPS = 5
 QUIET_LOGGERS = ("apscheduler", "httpx", "httpcore", "aiosqlite", "asyncio")
+STALE_CHECK_MS = 60_000  # how often, in clock time, the watchdog looks for stale parts
+STALE_CHECK_MIN_S = 1.0  # ... but under an accelerated clock not more often than this (real)
 
 
 def configure_logging(settings: Settings, *, console: bool = True) -> None:
@@ -82,7 +84,18 @@ def configure_logging(settings: Settings, *, console: bool = True) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def _executor_factory(settings: Settings) -> Callable[[str], Executor]:
+def _daemon_clock() -> Clock:
+    """The system clock, or the accelerated clock ``VIGIL_ACCELERATED_CLOCK`` asks
+    for (a testing aid; loudly logged). Raises ``ConfigError`` for a bad value."""
+    clock = clock_from_env(os.environ)
+    if isinstance(clock, AcceleratedClock):
+        log.warning(
+            "%s is set: simulated time runs %g times faster than real time", ACCELERATED_CLOCK_ENV, clock.factor
+        )
+    return clock
+
+
+def _executor_factory(settings: Settings, clock: Clock) -> Callable[[str], Executor]:
     """Executors by name, built once each."""
     from dispatch.executors import build_executor
 
@@ -90,7 +103,7 @@ def _executor_factory(settings: Settings) -> Callable[[str], Executor]:
 
     def factory(name: str) -> Executor:
         if name not in built:
-            built[name] = build_executor(name, settings)
+            built[name] = build_executor(name, settings, clock=clock)
         return built[name]
 
     return factory
@@ -102,7 +115,7 @@ def _make_dispatcher(store: Store, settings: Settings, clock: Clock, alerts: Ale
     from dispatch.loop import Dispatcher, new_worker_id
 
     guard = Guard(store, settings, clock, alerts)
-    return Dispatcher(store, settings, _executor_factory(settings), clock, new_worker_id(), guard=guard)
+    return Dispatcher(store, settings, _executor_factory(settings, clock), clock, new_worker_id(), guard=guard)
 
 
 def _make_alerts(settings: Settings) -> AlertHook:
@@ -209,7 +222,7 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
     from dispatch.watchdog import watch
     from vigil.store import open_store
 
-    clock = clock or SystemClock()
+    clock = clock or _daemon_clock()
     stop = asyncio.Event()
     store = await open_store(settings, clock)
     lock = _make_lock(settings, clock)
@@ -264,7 +277,7 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tu
     from dispatch.recovery import recover_orphans
     from vigil.store import open_store
 
-    clock = clock or SystemClock()
+    clock = clock or _daemon_clock()
     lock = _make_lock(settings, clock)
     if not lock.try_acquire():
         holder = lock.holder()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from vigil.clock import Clock
 from vigil.config import Settings
 from vigil.errors import ConfigError
 from vigil.models import Outcome, Task
@@ -53,11 +54,14 @@ class Executor(Protocol):
         ...
 
 
-def build_executor(name: str, settings: Settings, *, grace_s: float | None = None) -> Executor:
+def build_executor(
+    name: str, settings: Settings, *, grace_s: float | None = None, clock: Clock | None = None
+) -> Executor:
     """The executor called ``name``; raises ``ConfigError`` for an unknown name.
 
     ``grace_s`` is how long a process group gets between SIGTERM and SIGKILL
-    (default ``DEFAULT_GRACE_S``).
+    (default ``DEFAULT_GRACE_S``). ``clock`` (None: the system clock) dates the
+    reset of a usage limit the agent names as a time of day.
     """
     # imported here: each executor module imports this one for RunContext
     from dispatch.executors.claude import ClaudeExecutor
@@ -68,10 +72,11 @@ def build_executor(name: str, settings: Settings, *, grace_s: float | None = Non
     if name == "dry-run":
         return DryRunExecutor()
     grace = DEFAULT_GRACE_S if grace_s is None else grace_s
+    now_ms = None if clock is None else clock.now_ms
     if name == "claude":
-        return ClaudeExecutor(settings, grace_s=grace)
+        return ClaudeExecutor(settings, grace_s=grace, now_ms=now_ms)
     if name == "codex":
-        return CodexExecutor(settings, grace_s=grace)
+        return CodexExecutor(settings, grace_s=grace, now_ms=now_ms)
     if name == "command":
         return CommandExecutor(grace_s=grace)
     raise ConfigError(f"unknown executor {name!r}: expected claude, codex, command or dry-run")

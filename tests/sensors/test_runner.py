@@ -11,7 +11,7 @@ import pytest
 from sensors.api import NewTask, SensorContext
 from sensors.runner import DUE_TOLERANCE_MS, SensorRunner
 from tests.sensors.conftest import RunnerFactory, SpecFactory
-from vigil.clock import ManualClock, SystemClock
+from vigil.clock import AcceleratedClock, ManualClock, SystemClock
 from vigil.config import Settings
 from vigil.errors import InputError
 from vigil.store.sqlite import SqliteStore
@@ -196,3 +196,23 @@ async def test_a_scheduler_tick_skips_a_sensor_that_another_process_just_ran(
         assert runs == ["shared"]  # disabled from another process: the tick skips it
     finally:
         await ticking.stop()
+
+
+async def test_under_an_accelerated_clock_a_sensor_fires_on_simulated_time(
+    store: SqliteStore, settings: Settings, make_spec: SpecFactory
+) -> None:
+    """k = 600: a one-minute sensor fires every 0.1 real seconds. Before the runner
+    translated due times to the wall clock, APScheduler waited a real minute."""
+    clock = AcceleratedClock(600)
+    runner = SensorRunner(store, settings, clock, [make_spec(minutely, "minutely", every="1m")])
+    await runner.start()
+    try:
+        async with asyncio.timeout(20):  # a safety net; it takes about 0.3 s
+            while runs.count("minutely") < 4:
+                await asyncio.sleep(0.02)
+    finally:
+        await runner.stop()
+    (state,) = await store.sensor_states()
+    assert state.last_run_at is not None
+    assert state.next_due_at is not None
+    assert state.next_due_at - state.last_run_at == MIN  # the schedule is kept in simulated time
