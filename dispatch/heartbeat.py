@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import time
 
+from dispatch.worker import this_host
 from vigil.clock import Clock
 from vigil.errors import VigilError
 from vigil.models import HEARTBEAT_KEY, Claim, DispatcherHeartbeat
@@ -46,7 +46,7 @@ class Heartbeat:
         value = DispatcherHeartbeat(
             owner=self._owner,
             pid=os.getpid(),
-            host=socket.gethostname(),
+            host=this_host(),
             since=self._since,
             heartbeat_at=self._clock.now_ms(),
             state=state,

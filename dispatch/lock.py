@@ -14,10 +14,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from dispatch.worker import this_host
 from vigil.clock import Clock, iso_utc
 from vigil.errors import OperationError
 
@@ -71,7 +71,7 @@ class DispatcherLock:
             os.close(fd)
             raise
         self._fd = fd
-        holder = LockHolder(pid=os.getpid(), host=socket.gethostname(), since=self._clock.now_ms())
+        holder = LockHolder(pid=os.getpid(), host=this_host(), since=self._clock.now_ms())
         data = json.dumps({"pid": holder.pid, "host": holder.host, "since": holder.since}).encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, data + b"\n", 0)

@@ -20,10 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import random
-import secrets
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -48,11 +45,6 @@ ExecutorFactory = Callable[[str], Executor]
 POLL_S = 0.15  # data_version probe interval while idle: a few µs per probe
 STOP_POLL_S = 0.2  # how often a stopping dispatcher checks for a second signal
 ERROR_PAUSE_S = 1.0  # after a failed step (database trouble), before trying again
-
-
-def new_worker_id() -> str:
-    """``<host>:<pid>:<random>``: unique per dispatcher process start."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 class Dispatcher:

@@ -1,17 +1,34 @@
-"""Crash recovery: settle the runs a dead dispatcher left open.
+"""Crash recovery: settle the runs that dead dispatchers left open.
 
-Called after taking the dispatcher lock (on start-up and on take-over). Holding the
-lock means no live dispatcher owns any open run, so each one belongs to a dead
-process. For each:
+Every dispatcher runs this when it takes a lane and then every ``recovery_interval_s``
+(a standby one too), so a task that a dead host left is picked up even when no
+dispatcher restarts. Several dispatchers may recover at once: ``Store.recover`` is
+idempotent and settles a task only while the dead run's worker still holds it.
 
-1. if the run's agent process group is still alive, end it, but only when it is
-   provably the same group: the leader is alive with the recorded start time, or
-   the leader is gone while its group lives on (Linux does not hand out a pid that
-   is still some group's id, so the group cannot belong to a stranger);
-2. record the run as ``interrupted`` ("dispatcher died (worker …)") and requeue the
-   task due now with the attempt counted, or fail it when attempts are exhausted, or
-   cancel it when a person had asked to. A task its agent already closed keeps the
-   status it was given.
+Which open runs are orphans, by the worker id ``<host>:<pid>:<random>`` they were
+claimed under (``dispatch.worker``):
+
+- the caller's own runs: never (they are in flight);
+- runs of this machine: when the dispatcher's pid is gone, at once; when it is
+  alive, only once the task's lease has expired (a live dispatcher renews it with
+  every heartbeat; a live pid with an expired lease is a hung dispatcher or a
+  reused pid). So a dispatcher never takes the task of another live dispatcher on
+  the same machine;
+- runs of another machine (or an id that names no pid): once the lease has expired.
+  A remote pid cannot be checked, and the lease is renewed by every heartbeat of a
+  live dispatcher, wherever it runs.
+
+For each orphan:
+
+1. on this machine, if the run's agent process group is still alive, end it, but
+   only when it is provably the same group: the leader is alive with the recorded
+   start time, or the leader is gone while its group lives on (Linux does not hand
+   out a pid that is still some group's id, so the group cannot belong to a
+   stranger). Another machine's agent cannot be reached from here: it runs on
+   until its own timeout, and its result is not recorded (the run is closed);
+2. record the run as ``interrupted`` and requeue the task due now with the attempt
+   counted, or fail it when attempts are exhausted, or cancel it when a person had
+   asked to. A task its agent already closed keeps the status it was given.
 
 The attempt is counted so that a task which keeps killing its dispatcher ends up
 failed instead of looping forever.
@@ -19,17 +36,45 @@ failed instead of looping forever.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 
 from dispatch.process import end_process_group, group_alive, pid_alive, same_process
 from dispatch.retry import attempts_left, gave_up
+from dispatch.worker import parse_worker_id
 from vigil.clock import Clock
+from vigil.errors import TaskNotFound, VigilError
 from vigil.models import Outcome, OutcomeKind, Run, Task, TaskStatus
 from vigil.store import Store
 
 log = logging.getLogger("vigil.dispatch")
 
 GROUP_GRACE_S = 5.0  # SIGTERM → SIGKILL for an orphaned agent group
+MIN_INTERVAL_S = 1.0
+MAX_INTERVAL_S = 30.0
+
+
+def recovery_interval_s(lease_ms: int) -> float:
+    """How often a dispatcher looks for orphans: a quarter of the lease, 1-30 s, so an
+    expired lease is noticed soon after it expires."""
+    return min(max(lease_ms / 4000, MIN_INTERVAL_S), MAX_INTERVAL_S)
+
+
+def orphaned(run: Run, task: Task, now_ms: int) -> str | None:
+    """Why ``run`` is an orphan (the reason recorded on it), or None while its
+    dispatcher may be alive. See the module docstring."""
+    worker_id = run.claimed_by or "unknown"
+    worker = parse_worker_id(worker_id)
+    lease_expired = task.lease_until is None or task.lease_until <= now_ms
+    if worker.local:
+        assert worker.pid is not None
+        if not pid_alive(worker.pid):
+            return f"dispatcher died (worker {worker_id})"
+        return f"lease expired (worker {worker_id})" if lease_expired else None
+    if lease_expired:
+        return f"lease expired: dispatcher presumed dead (worker {worker_id})"
+    return None
 
 
 def _ours_to_end(run: Run) -> bool:
@@ -43,28 +88,59 @@ def _ours_to_end(run: Run) -> bool:
     return run.pid == run.pgid and not pid_alive(run.pid)
 
 
-async def recover_orphans(store: Store, clock: Clock, *, grace_s: float = GROUP_GRACE_S) -> list[Task]:
-    """Settle every open run; returns the tasks as recovered. Call only while holding
-    the dispatcher lock."""
+async def recover_orphans(
+    store: Store, clock: Clock, *, worker_id: str | None = None, grace_s: float = GROUP_GRACE_S
+) -> list[Task]:
+    """Settle every orphaned open run; returns the tasks as recovered. ``worker_id``
+    is the caller's own (its runs are skipped); None for a caller that runs none.
+    Safe from any process at any time."""
     recovered = []
     for run in await store.open_runs():
-        if _ours_to_end(run):
+        if worker_id is not None and run.claimed_by == worker_id:
+            continue
+        try:
+            task = await store.get_task(run.task_id)
+        except TaskNotFound:
+            continue  # deleted meanwhile: its runs went with it
+        reason = orphaned(run, task, clock.now_ms())
+        if reason is None:
+            continue
+        if parse_worker_id(run.claimed_by or "").local and _ours_to_end(run):
             assert run.pgid is not None
             log.warning("run %d (task #%d): ending its orphaned agent group %d", run.id, run.task_id, run.pgid)
             if not await end_process_group(run.pgid, grace_s):
                 log.error("run %d: process group %d did not end; recovering the task anyway", run.id, run.pgid)
-        task = await store.get_task(run.task_id)
-        reason = f"dispatcher died (worker {run.claimed_by or 'unknown'})"
-        outcome = Outcome(OutcomeKind.INTERRUPTED, summary=f"interrupted: {reason}", error=reason)
-        retry_at = None
-        if task.cancel_requested:
-            status = TaskStatus.CANCELED
-        elif attempts_left(task):
-            status, retry_at = TaskStatus.PENDING, clock.now_ms()
-        else:
-            status = TaskStatus.FAILED
-            outcome = Outcome(OutcomeKind.INTERRUPTED, summary=gave_up(task.attempt_count, reason), error=reason)
-        settled = await store.recover(run.id, outcome, status=status, retry_at=retry_at)
-        log.warning("task #%d recovered after %s: now %s", settled.id, reason, settled.status)
-        recovered.append(settled)
+        recovered.append(await _settle(store, clock, run, task, reason))
     return recovered
+
+
+async def _settle(store: Store, clock: Clock, run: Run, task: Task, reason: str) -> Task:
+    outcome = Outcome(OutcomeKind.INTERRUPTED, summary=f"interrupted: {reason}", error=reason)
+    retry_at = None
+    if task.cancel_requested:
+        status = TaskStatus.CANCELED
+    elif attempts_left(task):
+        status, retry_at = TaskStatus.PENDING, clock.now_ms()
+    else:
+        status = TaskStatus.FAILED
+        outcome = Outcome(OutcomeKind.INTERRUPTED, summary=gave_up(task.attempt_count, reason), error=reason)
+    settled = await store.recover(run.id, outcome, status=status, retry_at=retry_at)
+    log.warning("task #%d recovered after %s: now %s", settled.id, reason, settled.status)
+    return settled
+
+
+async def keep_recovering(
+    store: Store, clock: Clock, stop: asyncio.Event, *, worker_id: str | None, interval_s: float
+) -> None:
+    """Recover orphans every ``interval_s`` until ``stop``, so that a dead host's task
+    is picked up once its lease expires even when no dispatcher starts. A failure is
+    logged and tried again next time."""
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval_s)
+        if stop.is_set():
+            return
+        try:
+            await recover_orphans(store, clock, worker_id=worker_id)
+        except VigilError as err:
+            log.warning("crash recovery failed: %s", err)

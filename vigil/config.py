@@ -23,23 +23,24 @@ from vigil.store_url import check_store_url, mask_password
 CONFIG_NAME = "vigil.toml"
 STORE_URL_ENV = "VIGIL_STORE_URL"  # a PostgreSQL URL; wins over [store] url
 EXECUTORS = ("claude", "codex", "command", "dry-run")
+MAX_LANES = 256  # [dispatch] lanes: each is a lock file or an advisory lock to try in turn
 
 
 @dataclass(frozen=True)
 class StoreSettings:
-    path: Path  # absolute
     """Where the store lives: the SQLite file at ``path``, or the PostgreSQL database
     at ``url`` (None: SQLite). ``synchronous`` and ``busy_timeout_ms`` are SQLite's."""
 
+    path: Path  # absolute
     synchronous: str = "FULL"  # FULL: an acknowledged write survives power loss
     busy_timeout_ms: int = 5000
-
     url: str | None = None  # from VIGIL_STORE_URL, else [store] url
 
     @property
     def location(self) -> str:
         """What to show people: the URL with its password masked, or the file's path."""
         return str(self.path) if self.url is None else mask_password(self.url)
+
 
 @dataclass(frozen=True)
 class AgentCliSettings:
@@ -73,6 +74,7 @@ class DispatchSettings:
     heartbeat_ms: int = 15_000
     shutdown_grace_ms: int = 30_000
     standby_sensors: bool = False  # a standby `vigil run` also runs its sensors
+    lanes: int = 1  # dispatchers that may run a task at once, across every host (1-MAX_LANES)
     identity: str = "IDENTITY.md"
     pass_env: tuple[str, ...] = ()  # extra environment variables handed to the agent
 
@@ -271,6 +273,13 @@ class _Section:
             raise ConfigError(f"{where}[{self._name}] unknown key {unknown[0]!r}")
 
 
+def _lanes(section: _Section, default: int) -> int:
+    lanes = section.int_("lanes", default, minimum=1)
+    if lanes > MAX_LANES:
+        raise section._fail("lanes", f"an integer from 1 to {MAX_LANES}")
+    return lanes
+
+
 def _table(data: Mapping[str, Any], key: str, source: Path | None) -> Mapping[str, Any]:
     value = data.get(key, {})
     if not isinstance(value, dict):
@@ -375,6 +384,7 @@ def settings_from_mapping(
         path=(home / store.str_("path", "data/vigil.db")).resolve(),
         synchronous=store.choice("synchronous", "FULL", ("FULL", "NORMAL")),
         busy_timeout_ms=store.duration_ms("busy_timeout", 5000),
+        url=_store_url(store, source, os.environ if env is None else env),
     )
     store.done()
 
@@ -384,7 +394,6 @@ def settings_from_mapping(
         executor=d.choice("executor", defaults.executor, EXECUTORS),
         timeout_ms=d.duration_ms("timeout", defaults.timeout_ms),
         max_retries=d.int_("max_retries", defaults.max_retries),
-        url=_store_url(store, source, os.environ if env is None else env),
         retry_backoff_ms=d.duration_ms("retry_backoff", defaults.retry_backoff_ms),
         retry_backoff_max_ms=d.duration_ms("retry_backoff_max", defaults.retry_backoff_max_ms),
         usage_limit_fallback_ms=d.duration_ms("usage_limit_fallback", defaults.usage_limit_fallback_ms),
@@ -392,6 +401,7 @@ def settings_from_mapping(
         heartbeat_ms=d.duration_ms("heartbeat", defaults.heartbeat_ms),
         shutdown_grace_ms=d.duration_ms("shutdown_grace", defaults.shutdown_grace_ms),
         standby_sensors=d.bool_("standby_sensors", defaults.standby_sensors),
+        lanes=_lanes(d, defaults.lanes),
         identity=d.str_("identity", defaults.identity),
         pass_env=d.argv("pass_env", ()),
     )

@@ -1,11 +1,13 @@
 """``vigil run`` and ``vigil dispatch once``: the composition root of the long-running
 process (it may import every package, lazily, inside functions).
 
-``vigil run`` opens the store, takes the dispatcher lock (or waits in standby until
-it is free), recovers what a dead dispatcher left, starts the sensors and runs the
-dispatcher until SIGTERM/SIGINT. The first signal stops gracefully (the running task
-gets ``[dispatch] shutdown_grace``); a second one cuts the grace short. See
-docs/running.md.
+``vigil run`` opens the store, takes a dispatcher lane (``[dispatch] lanes``; with
+the default of one, the single-dispatcher lock) or waits in standby until one is
+free, recovers what dead dispatchers left, starts the sensors and runs the
+dispatcher until SIGTERM/SIGINT; a lost lane sends it back to standby. Standing by
+or not, it recovers orphaned runs periodically (dispatch/recovery.py). The first
+signal stops gracefully (the running task gets ``[dispatch] shutdown_grace``); a
+second one cuts the grace short. See docs/running.md.
 """
 
 from __future__ import annotations
@@ -29,13 +31,12 @@ from vigil.redaction import RedactingFilter, Redactor
 if TYPE_CHECKING:
     from dispatch.alerts import AlertHook
     from dispatch.executors import Executor
-    from dispatch.lock import DispatcherLock
+    from dispatch.lanes import LaneLock
     from dispatch.loop import Dispatcher
     from vigil.store import Store
 
 log = logging.getLogger("vigil.daemon")
 
-LOCK_POLL_S = 1.0  # how often a standby process tries the lock
 WAL_CHECK_S = 300.0  # how often the write-ahead log is checkpointed
 WAL_WARN_PAGES = 25_000  # about 100 MB of 4 KiB pages left in the log: warn
 LOG_FILE = "vigil.log"
@@ -109,13 +110,13 @@ def _executor_factory(settings: Settings, clock: Clock) -> Callable[[str], Execu
     return factory
 
 
-def _make_dispatcher(store: Store, settings: Settings, clock: Clock, alerts: AlertHook) -> Dispatcher:
+def _make_dispatcher(store: Store, settings: Settings, clock: Clock, alerts: AlertHook, worker_id: str) -> Dispatcher:
     """The dispatcher with its guard (gate, budget, approvals, alerts)."""
     from dispatch.guard import Guard
-    from dispatch.loop import Dispatcher, new_worker_id
+    from dispatch.loop import Dispatcher
 
     guard = Guard(store, settings, clock, alerts)
-    return Dispatcher(store, settings, _executor_factory(settings, clock), clock, new_worker_id(), guard=guard)
+    return Dispatcher(store, settings, _executor_factory(settings, clock), clock, worker_id, guard=guard)
 
 
 def _make_alerts(settings: Settings) -> AlertHook:
@@ -124,10 +125,18 @@ def _make_alerts(settings: Settings) -> AlertHook:
     return AlertHook(settings.alerts, settings.home)
 
 
-def _make_lock(settings: Settings, clock: Clock) -> DispatcherLock:
-    from dispatch.lock import DispatcherLock, lock_path_for
+def _make_lanes(settings: Settings, clock: Clock, worker_id: str) -> LaneLock:
+    """The lanes of the store: advisory locks on PostgreSQL, lock files beside a
+    SQLite database (refused for lanes > 1 on a network filesystem: ``ConfigError``)."""
+    from dispatch.lanes import FileLanes, refuse_network_filesystem
 
-    return DispatcherLock(lock_path_for(settings.store.path), clock)
+    lanes = settings.dispatch.lanes
+    if settings.store.url is not None:
+        from vigil.store.postgres_lanes import PostgresLanes
+
+        return PostgresLanes(settings.store.url, lanes, name=f"vigil dispatcher {worker_id}")
+    refuse_network_filesystem(settings.store.path, lanes)
+    return FileLanes(settings.store.path, lanes, clock)
 
 
 async def keep_wal_small(store: Store, stop: asyncio.Event, *, interval_s: float = WAL_CHECK_S) -> None:
@@ -177,21 +186,6 @@ class _Signals:
             self.on_second()
 
 
-async def _wait_for_lock(lock: DispatcherLock, stop: asyncio.Event) -> bool:
-    """Standby: try the lock every ``LOCK_POLL_S`` until it is ours (True) or ``stop``."""
-    holder = lock.holder()
-    who = holder.describe() if holder else "another process"
-    log.warning("the dispatcher lock %s is held by %s: standing by", lock.path, who)
-    while not lock.try_acquire():
-        try:
-            await asyncio.wait_for(stop.wait(), LOCK_POLL_S)
-        except TimeoutError:
-            continue
-        return False
-    log.info("took over the dispatcher lock")
-    return True
-
-
 class _Sensors:
     """The sensor runner, started at most once."""
 
@@ -218,52 +212,93 @@ class _Sensors:
 
 async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
     """Run sensors and the dispatcher until a signal; returns the exit code (0)."""
-    from dispatch.recovery import recover_orphans
-    from dispatch.watchdog import watch
+    from dispatch.recovery import keep_recovering, recovery_interval_s
+    from dispatch.standby import wait_for_lane
+    from dispatch.worker import new_worker_id
     from vigil.store import open_store
 
     clock = clock or _daemon_clock()
     stop = asyncio.Event()
+    worker_id = new_worker_id()
+    lanes = _make_lanes(settings, clock, worker_id)
     store = await open_store(settings, clock)
-    lock = _make_lock(settings, clock)
     alerts = _make_alerts(settings)
     try:
-        dispatcher = _make_dispatcher(store, settings, clock, alerts)
-        sensors = _Sensors(store, settings, clock, dispatcher.wake)
+        dispatcher = _make_dispatcher(store, settings, clock, alerts, worker_id)
+        # late-bound: a lost lane replaces the dispatcher
+        sensors = _Sensors(store, settings, clock, lambda: dispatcher.wake())  # noqa: PLW0108
+        # Standing by or dispatching, this process settles what dead dispatchers left.
+        every_s = recovery_interval_s(settings.dispatch.lease_ms)
+        recovery = asyncio.create_task(keep_recovering(store, clock, stop, worker_id=worker_id, interval_s=every_s))
+        standby = sensors.start if settings.dispatch.standby_sensors else None
         with _Signals(stop) as signals:
-            signals.on_second = dispatcher.hurry
             try:
-                if not lock.try_acquire():
-                    if settings.dispatch.standby_sensors:
-                        await sensors.start()
-                    if not await _wait_for_lock(lock, stop):
-                        return 0
-                log.info(
-                    "dispatcher %s on %s (executor %s)", dispatcher.worker_id, settings.home, settings.dispatch.executor
-                )
-                await recover_orphans(store, clock)
-                await sensors.start()
-                # Overdue sensors and a hung dispatcher loop alert from inside; a dead
-                # process is caught by `vigil alerts check` from cron.
-                every_s = max(STALE_CHECK_MIN_S, real_seconds(clock, STALE_CHECK_MS))
-                watchdog = asyncio.create_task(watch(store, settings, alerts, clock, stop, interval_s=every_s))
-                helpers = [watchdog]
-                if settings.store.url is None:  # PostgreSQL has no WAL file of ours to keep small
-                    helpers.append(asyncio.create_task(keep_wal_small(store, stop)))
-                try:
-                    await dispatcher.run_forever(stop)
-                finally:
-                    for helper in helpers:
-                        helper.cancel()
-                    await asyncio.gather(*helpers, return_exceptions=True)
+                while await wait_for_lane(lanes, stop, on_standby=standby):
+                    signals.on_second = dispatcher.hurry
+                    if await _dispatch(
+                        dispatcher,
+                        lanes,
+                        store=store,
+                        settings=settings,
+                        alerts=alerts,
+                        clock=clock,
+                        stop=stop,
+                        sensors=sensors,
+                    ):
+                        await lanes.release()  # lost: stand by for a lane again
+                        dispatcher = _make_dispatcher(store, settings, clock, alerts, worker_id)
             finally:
+                recovery.cancel()
+                await asyncio.gather(recovery, return_exceptions=True)
                 await sensors.stop()
         log.info("stopped")
         return 0
     finally:
         await alerts.drain()  # alerts already sent out; each is bounded by its timeout
-        lock.release()
+        await lanes.release()
         await store.close()
+
+
+async def _dispatch(
+    dispatcher: Dispatcher,
+    lanes: LaneLock,
+    *,
+    store: Store,
+    settings: Settings,
+    alerts: AlertHook,
+    clock: Clock,
+    stop: asyncio.Event,
+    sensors: _Sensors,
+) -> bool:
+    """Recover, start the sensors and helpers, and dispatch while the lane is held.
+    Returns True when the lane was lost, False on ``stop``."""
+    from dispatch.recovery import recover_orphans
+    from dispatch.standby import dispatch_in_lane
+    from dispatch.watchdog import watch
+
+    log.info(
+        "dispatcher %s on %s (executor %s, lane %s of %d)",
+        dispatcher.worker_id,
+        settings.home,
+        settings.dispatch.executor,
+        lanes.lane,
+        lanes.lanes,
+    )
+    await recover_orphans(store, clock, worker_id=dispatcher.worker_id)
+    await sensors.start()
+    # Overdue sensors and a hung dispatcher loop alert from inside; a dead
+    # process is caught by `vigil alerts check` from cron.
+    every_s = max(STALE_CHECK_MIN_S, real_seconds(clock, STALE_CHECK_MS))
+    watchdog = asyncio.create_task(watch(store, settings, alerts, clock, stop, interval_s=every_s))
+    helpers = [watchdog]
+    if settings.store.url is None:  # PostgreSQL has no WAL file of ours to keep small
+        helpers.append(asyncio.create_task(keep_wal_small(store, stop)))
+    try:
+        return await dispatch_in_lane(dispatcher, lanes, stop)
+    finally:
+        for helper in helpers:
+            helper.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
 
 
 async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tuple[Task | None, str | None]:
@@ -271,24 +306,26 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tu
     when nothing ran) and, when nothing ran because the loop is paused or gated,
     the reason.
 
-    Takes the dispatcher lock (raises ``LockHeld`` naming the holder) and recovers
-    what a dead dispatcher left first.
+    Takes a dispatcher lane (raises ``LockHeld`` naming the holders when every lane
+    is taken) and recovers what dead dispatchers left first.
     """
     from dispatch.recovery import recover_orphans
+    from dispatch.worker import new_worker_id
     from vigil.store import open_store
 
     clock = clock or _daemon_clock()
-    lock = _make_lock(settings, clock)
-    if not lock.try_acquire():
-        holder = lock.holder()
-        who = holder.describe() if holder else "another process"
-        raise LockHeld(f"a dispatcher is running ({who}); it runs due tasks itself")
+    worker_id = new_worker_id()
+    lanes = _make_lanes(settings, clock, worker_id)
     try:
+        if not await lanes.try_acquire():
+            who = await lanes.holders()
+            running = "a dispatcher is running" if lanes.lanes == 1 else "every dispatcher lane is taken"
+            raise LockHeld(f"{running} ({who}); it runs due tasks itself")
         store = await open_store(settings, clock)
         alerts = _make_alerts(settings)
         try:
-            await recover_orphans(store, clock)
-            dispatcher = _make_dispatcher(store, settings, clock, alerts)
+            await recover_orphans(store, clock, worker_id=worker_id)
+            dispatcher = _make_dispatcher(store, settings, clock, alerts, worker_id)
             stop = asyncio.Event()
             with _Signals(stop) as signals:
                 signals.on_second = dispatcher.hurry
@@ -302,7 +339,7 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tu
             await alerts.drain()
             await store.close()
     finally:
-        lock.release()
+        await lanes.release()
 
 
 def run_daemon(settings: Settings) -> int:

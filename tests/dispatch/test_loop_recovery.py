@@ -14,11 +14,14 @@ import pytest
 
 from dispatch.process import group_alive, pid_alive, process_start_time
 from dispatch.recovery import recover_orphans
+from dispatch.worker import this_host
 from vigil.clock import ManualClock
 from vigil.models import NewTask, Outcome, OutcomeKind, TaskStatus
 from vigil.store.sqlite import SqliteStore
 
-DEAD = "old-host:99:dead01"
+# A dispatcher of this machine whose pid is gone: above Linux's largest possible pid.
+GONE_PID = 4_194_304 + 7
+DEAD = f"{this_host()}:{GONE_PID}:dead01"
 
 # A leader that starts a child in its own group, then both sleep (an agent and its tool).
 AGENT = """

@@ -1,0 +1,85 @@
+"""Holding a lane: standing by until one is free, and dispatching while it is held.
+
+``wait_for_lane`` tries every ``LANE_POLL_S`` (a lane lock that cannot be reached,
+such as a PostgreSQL server that is down, is logged and tried again: a 24/7 process
+must outlive it). ``dispatch_in_lane`` runs the dispatcher and probes the lane
+every ``LANE_CHECK_S``; when the lane is lost the running task is ended at once
+(another dispatcher may already hold the lane, and lanes bound how many tasks run)
+and requeued without counting the attempt, and the caller goes back to standby.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from dispatch.lanes import LaneLock
+from dispatch.loop import Dispatcher
+from vigil.errors import OperationError
+
+log = logging.getLogger("vigil.dispatch")
+
+LANE_POLL_S = 1.0  # how often a standby process tries for a lane
+LANE_CHECK_S = 1.0  # how often a held lane is probed
+
+
+async def _stopped_within(stop: asyncio.Event, seconds: float) -> bool:
+    """Wait up to ``seconds``; True when ``stop`` was set meanwhile."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+    return stop.is_set()
+
+
+async def wait_for_lane(
+    lanes: LaneLock, stop: asyncio.Event, *, on_standby: Callable[[], Awaitable[None]] | None = None
+) -> bool:
+    """Take a lane now, or stand by until one is free (True) or ``stop`` (False).
+    ``on_standby`` is awaited once, when standing by begins."""
+    announced = False
+    while not stop.is_set():
+        try:
+            if await lanes.try_acquire():
+                if announced:
+                    log.info("took over dispatcher lane %s", lanes.lane)
+                return True
+            if not announced:
+                who = await lanes.holders()
+                log.warning("every dispatcher lane (%d, %s) is held by %s: standing by", lanes.lanes, lanes.where, who)
+        except OperationError as err:
+            log.error("cannot take a dispatcher lane: %s; trying again", err)
+        if not announced:
+            announced = True
+            if on_standby is not None:
+                await on_standby()
+        if await _stopped_within(stop, LANE_POLL_S):
+            break
+    return False
+
+
+async def dispatch_in_lane(dispatcher: Dispatcher, lanes: LaneLock, stop: asyncio.Event) -> bool:
+    """Run ``dispatcher`` until ``stop`` (returns False) or until the lane is lost
+    (returns True; the running task was ended and given back)."""
+    run_stop = asyncio.Event()
+    lost = False
+
+    async def watch_lane() -> None:
+        nonlocal lost
+        try:
+            while not await _stopped_within(stop, LANE_CHECK_S):
+                if not await lanes.still_held():
+                    lost = True
+                    log.error("lost dispatcher lane: not claiming; ending the running task")
+                    dispatcher.hurry()
+                    return
+        finally:
+            run_stop.set()
+
+    watcher = asyncio.create_task(watch_lane())
+    try:
+        await dispatcher.run_forever(run_stop)
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+    return lost

@@ -1,0 +1,62 @@
+"""Lanes on SQLite: with lanes = 2, two `vigil run` on this machine run two tasks at
+once, never the same task, and a third stands by until a lane is free."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+from tests.conftest import VigilRunner
+from tests.daemon.conftest import clean_env, task_json, wait_until
+from tests.daemon.lanes_support import Records, start_run, write_lane_home
+
+CONFIG = """\
+[dispatch]
+executor = "dry-run"
+lanes = 2
+heartbeat = "500ms"
+shutdown_grace = "1s"
+"""
+TASKS = 6
+
+
+def test_two_lanes_run_two_tasks_at_once_and_never_the_same_task(
+    vigil: VigilRunner, home: Path, tmp_path: Path
+) -> None:
+    records = Records(tmp_path / "records.txt")
+    write_lane_home(home, records.path, CONFIG)
+    Path(f"{records.path}.together").touch()  # the first two agents wait for each other
+    task_ids = [
+        int(json.loads(vigil("task", "add", f"t{n}", "--skills", "lane", "--json", check=True).stdout)["id"])
+        for n in range(TASKS)
+    ]
+    logs = [tmp_path / f"run-{n}.log" for n in range(3)]
+    runs: list[subprocess.Popen[bytes]] = []
+    try:
+        runs.append(start_run(home, logs[0], clean_env()))
+        runs.append(start_run(home, logs[1], clean_env()))
+        done = lambda: all(task_json(vigil, t)["status"] == "completed" for t in task_ids)  # noqa: E731
+        wait_until("every task to complete", done)
+        runs.append(start_run(home, logs[2], clean_env()))
+        wait_until("the third to stand by", lambda: "standing by" in logs[2].read_text())
+
+        # each task ran exactly once, by one of the two lane holders
+        assert sorted(e.task_id for e in records.starts()) == sorted(task_ids)
+        assert sorted(e.task_id for e in records.ends()) == sorted(task_ids)
+        for task_id in task_ids:
+            (run,) = task_json(vigil, task_id)["runs"]  # type: ignore[misc]
+            assert run["outcome"] == "success"
+        # the together-barrier needed both dispatchers
+        assert {e.dispatcher_pid for e in records.starts()} == {runs[0].pid, runs[1].pid}
+        assert records.max_overlap() == 2
+
+        runs[0].send_signal(signal.SIGTERM)
+        assert runs[0].wait(timeout=30) == 0
+        wait_until("the third to take the freed lane", lambda: "took over dispatcher lane" in logs[2].read_text())
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
+            run.wait()
