@@ -20,6 +20,7 @@ from typing import Protocol
 
 from vigil.clock import Clock
 from vigil.config import Settings
+from vigil.errors import StoreError
 from vigil.models import (
     AddResult,
     BatchResult,
@@ -38,7 +39,11 @@ from vigil.models import (
 
 
 async def open_store(settings: Settings, clock: Clock | None = None) -> Store:
-    """Open the store the settings name (today: the home's SQLite file)."""
+    """Open the store the settings name: the PostgreSQL database at
+    ``settings.store.url``, else the home's SQLite file. psycopg is imported only
+    for PostgreSQL; without it, raises ``StoreError`` saying what to install."""
+    if settings.store.url is not None:
+        return await _open_postgres(settings, clock)
     from vigil.store.sqlite import SqliteStore
 
     return await SqliteStore.open(
@@ -48,6 +53,22 @@ async def open_store(settings: Settings, clock: Clock | None = None) -> Store:
         busy_timeout_ms=settings.store.busy_timeout_ms,
         default_max_retries=settings.dispatch.max_retries,
         limits=settings.limits,
+    )
+
+
+async def _open_postgres(settings: Settings, clock: Clock | None) -> Store:
+    url = settings.store.url
+    assert url is not None
+    try:
+        from vigil.store.postgres import PostgresStore
+    except ImportError as err:
+        if (err.name or "").split(".")[0] not in ("psycopg", "psycopg_pool"):
+            raise
+        raise StoreError(
+            f"{settings.store.location} needs PostgreSQL support, which is not installed: pip install 'vigil[postgres]'"
+        ) from None
+    return await PostgresStore.open(
+        url, clock=clock, default_max_retries=settings.dispatch.max_retries, limits=settings.limits
     )
 
 
