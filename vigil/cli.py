@@ -316,6 +316,39 @@ def tui_command(ctx: click.Context, readonly: bool, with_loop: bool) -> None:
         click.echo(message)
 
 
+@main.group("store")
+def store_group() -> None:
+    """Move the store to PostgreSQL."""
+
+
+@store_group.command("migrate")
+@click.option("--to", "target", required=True, metavar="URL", help="An empty PostgreSQL database (postgresql://…).")
+@click.pass_context
+def store_migrate(ctx: click.Context, target: str) -> None:
+    """Copy this home's SQLite store into an empty PostgreSQL database and verify it.
+
+    Stop the loop first: rows written during the copy stay behind. The SQLite file is
+    not changed."""
+    from vigil.store.transfer import migrate_home, progress_line, summary
+    from vigil.store_url import check_store_url, mask_password
+
+    url = check_store_url(target, "--to")
+    settings = settings_for(ctx)
+
+    started: list[bool] = []
+
+    def progress(table: str, copied: int, total: int) -> None:
+        if not started:  # said once the checks passed and the copy begins
+            started.append(True)
+            click.echo(f"copying {settings.store.path} → {mask_password(url)}")
+        line = progress_line(table, copied, total)
+        if line is not None:
+            click.echo(line)
+
+    copies = asyncio.run(migrate_home(settings, url, progress))
+    click.echo(summary(copies, mask_password(url)))
+
+
 # --- sensors ----------------------------------------------------------------------
 
 

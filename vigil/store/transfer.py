@@ -1,0 +1,125 @@
+"""``vigil store migrate``: move a home's SQLite file into an empty PostgreSQL database.
+
+The steps, in order:
+
+1. open both stores the normal way (the SQLite file is brought to this Vigil's
+   schema; the PostgreSQL database gets the schema if it has none);
+2. read the SQLite file through one read-only snapshot (``sqlite_export``);
+3. refuse a target that has rows in any table to be copied;
+4. in one PostgreSQL transaction (``postgres_import``): copy every table with its
+   ids, move the id sequences past them, read the totals back and compare them with
+   the snapshot's (rows per table, money and tokens, tasks per status); commit only
+   when they match.
+
+The SQLite file is never changed by the copy: it stays as it was, a backup of the
+moment of the move. Rows written to it after the snapshot are not copied, so the
+loop should be stopped first (docs/scaling.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from vigil.config import Settings
+from vigil.errors import StoreError
+from vigil.store import open_store
+from vigil.store.sqlite_export import SqliteExport, TableTotals
+
+# (table, rows copied so far, rows to copy): called after each batch and once per table.
+Progress = Callable[[str, int, int], None]
+BATCH_ROWS = 5000
+PROGRESS_EVERY = 50_000  # rows between progress lines of one table (a multiple of BATCH_ROWS)
+
+
+@dataclass(frozen=True)
+class TableCopy:
+    """What was copied into one table, as verified on the target."""
+
+    table: str
+    totals: TableTotals
+
+
+async def migrate_home(settings: Settings, target_url: str, progress: Progress) -> list[TableCopy]:
+    """Copy the home's SQLite store into the empty PostgreSQL database at
+    ``target_url``; returns the verified totals per table, in copy order.
+
+    Atomic on the target: all rows are committed or none. Raises ``InputError`` for a
+    target that is not empty, ``StoreError`` when either side cannot be used or the
+    copy does not verify (then nothing was committed)."""
+    from vigil.store.postgres_import import PostgresImport
+
+    source = settings.store.path
+    if not source.is_file():
+        raise StoreError(f"no database at {source}; nothing to migrate")
+    sqlite_settings = replace(settings, store=replace(settings.store, url=None))
+    await (await open_store(sqlite_settings)).close()  # brings an older file to this schema
+    target_settings = replace(settings, store=replace(settings.store, url=target_url))
+    await (await open_store(target_settings)).close()  # creates the schema when missing
+
+    with SqliteExport(source) as export:
+        target = await PostgresImport.open(target_url)
+        try:
+            expected = {table: export.totals(table) for table in export.tables()}
+            # An empty table the target does not know (a newer SQLite schema) loses nothing.
+            tables = [t for t in expected if expected[t].rows or target.has_table(t)]
+            columns = {table: export.columns(table) for table in tables}
+            for table in tables:
+                target.check_columns(table, columns[table])
+            await target.refuse_unless_empty(tables)
+            for table in tables:
+                copied = 0
+                for batch in export.rows(table, columns[table], batch=BATCH_ROWS):
+                    copied += await target.copy_rows(table, columns[table], batch)
+                    progress(table, copied, expected[table].rows)
+                if copied == 0:
+                    progress(table, 0, 0)
+            await target.reset_identities()
+            copies = [TableCopy(table, await target.totals(table)) for table in tables]
+            for copy in copies:
+                _verify(copy.table, expected[copy.table], copy.totals)
+            want, got = export.status_totals(), await target.status_totals()
+            if want != got:
+                raise StoreError(f"the copy did not verify: tasks per status {want} became {got}; nothing was copied")
+            await target.commit()
+        finally:
+            await target.close()
+    return copies
+
+
+def _verify(table: str, want: TableTotals, got: TableTotals) -> None:
+    if want.rows != got.rows:
+        raise StoreError(f"the copy did not verify: {table} has {got.rows} rows, not {want.rows}; nothing was copied")
+    for column, value in want.sums.items():
+        # REAL sums differ in the last bits when added up in another order
+        if not math.isclose(value, got.sums.get(column, math.nan), rel_tol=1e-9, abs_tol=1e-9):
+            raise StoreError(
+                f"the copy did not verify: {table}.{column} totals {got.sums.get(column)}, not {value}; "
+                "nothing was copied"
+            )
+
+
+def progress_line(table: str, copied: int, total: int) -> str | None:
+    """The line to print for a progress report: each table once when done, and every
+    ``PROGRESS_EVERY`` rows of a long one; None for nothing."""
+    if copied == total:
+        return f"  {table:<14} {copied:>10,} rows"
+    if copied % PROGRESS_EVERY == 0:
+        return f"  {table:<14} {copied:>10,} of {total:,} rows…"
+    return None
+
+
+def summary(copies: list[TableCopy], location: str) -> str:
+    """What was verified and what to change in vigil.toml (``location``: the URL,
+    password masked)."""
+    by_table = {c.table: c.totals for c in copies}
+    runs = by_table.get("runs")
+    spent = f", ${runs.sums.get('cost_usd', 0.0):.4f} over {runs.rows} runs" if runs is not None else ""
+    return f"""\
+verified: row counts and cost totals match on both sides ({sum(c.totals.rows for c in copies):,} rows{spent})
+the SQLite file was not changed; keep it as a backup of this moment.
+next: point every Vigil process of this home at the database, in vigil.toml:
+  [store]
+  url = "{location}"
+or, to keep the password out of the file, set VIGIL_STORE_URL in their environment instead."""
