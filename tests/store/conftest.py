@@ -1,5 +1,7 @@
 """Fixtures of the store contract suite: every test that takes ``store`` runs once per
-backend in ``backends.BACKENDS``, on real files in ``tmp_path``."""
+backend in ``backends.BACKENDS``: on a real file in ``tmp_path`` (SQLite) and on a
+fresh database of a real server (PostgreSQL; skipped with the reason when no server
+can be had)."""
 
 from __future__ import annotations
 
@@ -26,12 +28,28 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def connect_store(backend: str, db_path: Path, clock: ManualClock) -> AsyncIterator[StoreOpener]:
+def location(backend: str, db_path: Path, request: pytest.FixtureRequest) -> Path | str:
+    """Where the backend's store lives: the SQLite file, or a fresh PostgreSQL
+    database (the server is started only when a PostgreSQL test runs)."""
+    if backend == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
+    return db_path
+
+
+@pytest.fixture
+def postgres_admin(backend: str, request: pytest.FixtureRequest) -> str | None:
+    """The PostgreSQL server's admin URL for the postgres backend (None for SQLite),
+    for tests that need several fresh databases."""
+    return str(request.getfixturevalue("postgres_server")) if backend == "postgres" else None
+
+
+@pytest.fixture
+async def connect_store(backend: str, location: Path | str, clock: ManualClock) -> AsyncIterator[StoreOpener]:
     """Opens another connection to the same store (as a second process would)."""
     opened: list[Store] = []
 
     async def connect() -> Store:
-        store = await open_backend(backend, db_path, clock)
+        store = await open_backend(backend, location, clock)
         opened.append(store)
         return store
 

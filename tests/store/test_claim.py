@@ -6,11 +6,10 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.store.backends import BACKENDS, open_backend
+from tests.store.backends import fresh_location, open_backend
 from tests.store.contract import claim, new, success
 from vigil.clock import ManualClock
 from vigil.models import Outcome, OutcomeKind, TaskStatus
@@ -131,15 +130,16 @@ async def test_next_due_at_is_the_earliest_claimable_time(store: Store, clock: M
 _tasks = st.lists(st.tuples(st.integers(1, 9), st.integers(-5, 3)), max_size=25)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(specs=_tasks)
-def test_claim_order_equals_sorting_the_due_tasks(backend: str, specs: list[tuple[int, int]]) -> None:
+def test_claim_order_equals_sorting_the_due_tasks(
+    backend: str, postgres_admin: str | None, specs: list[tuple[int, int]]
+) -> None:
     async def run() -> None:
         clock = ManualClock()
         now = clock.now_ms()
-        with tempfile.TemporaryDirectory() as folder:
-            store = await open_backend(backend, Path(folder) / "vigil.db", clock)
+        with tempfile.TemporaryDirectory() as folder, fresh_location(backend, Path(folder), postgres_admin) as location:
+            store = await open_backend(backend, location, clock)
             try:
                 keys = []
                 for priority, offset in specs:

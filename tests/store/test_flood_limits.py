@@ -22,11 +22,11 @@ Opener = Callable[[LimitsSettings], Awaitable[Store]]
 
 
 @pytest.fixture
-async def limited(backend: str, db_path: Path, clock: ManualClock) -> Opener:
+async def limited(backend: str, location: Path | str, clock: ManualClock) -> Opener:
     stores: list[Store] = []
 
     async def open_with(limits: LimitsSettings) -> Store:
-        store = await open_backend(backend, db_path, clock, limits=limits)
+        store = await open_backend(backend, location, clock, limits=limits)
         stores.append(store)
         return store
 

@@ -5,8 +5,17 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.store.contract import new
 from vigil.store import Store
+
+
+@pytest.fixture
+def backend() -> str:
+    """The write-ahead log is SQLite's: these run on SQLite only (PostgreSQL's
+    checkpoint() is (0, 0), tested in test_postgres_store.py)."""
+    return "sqlite"
 
 
 async def test_checkpoint_copies_the_whole_log_when_nobody_reads(store: Store) -> None:

@@ -27,13 +27,16 @@ async def test_a_claim_of_a_task_without_notes_carries_an_empty_tuple(store: Sto
     assert (await claim(store, "w1")).notes == ()
 
 
-async def test_versioned_loop_values_are_the_loop_values(store: Store) -> None:
+async def test_versioned_loop_values_are_the_loop_values(store: Store, backend: str) -> None:
     await store.set_loop_values({"gate": {"state": "running"}, "x": 1})
 
     values, version = await store.versioned_loop_values()
 
     assert values == await store.loop_values()
-    assert version == await store.data_version()
+    if backend == "sqlite":
+        # SQLite's version is its data_version; PostgreSQL's is a loop-state version
+        # that only finish_and_claim(if_version=…) reads (the two tests below).
+        assert version == await store.data_version()
 
 
 async def test_if_version_unchanged_claims_the_next_task(store: Store) -> None:

@@ -36,8 +36,8 @@ Design notes:
 * Change notifications: statement triggers on ``tasks``, ``runs``, ``notes``,
   ``loop_state`` and ``sensor_state`` send ``pg_notify('vigil_changes', <table>)``,
   delivered to listeners when the transaction commits (``data_version``).
-* ``loop_state_version`` is one counter that every statement writing ``loop_state``
-  bumps (``finish_and_claim(if_version=…)``).
+* ``loop_state_version`` is one counter that every transaction writing ``loop_state``
+  bumps once (``finish_and_claim(if_version=…)``).
 """
 
 from __future__ import annotations
@@ -195,7 +195,8 @@ V1 = [
     """
     CREATE TABLE loop_state_version (
         one     boolean PRIMARY KEY DEFAULT true CHECK (one),
-        version bigint  NOT NULL DEFAULT 0
+        version bigint  NOT NULL DEFAULT 0,
+        xact    xid8    -- the transaction that made ``version``
     )
     """,
     "INSERT INTO loop_state_version DEFAULT VALUES",
@@ -305,7 +306,9 @@ V1 = [
     """
     CREATE FUNCTION vigil_loop_state_written() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-        UPDATE loop_state_version SET version = version + 1;
+        -- Once per transaction: an upsert fires both INSERT and UPDATE triggers.
+        UPDATE loop_state_version SET version = version + 1, xact = pg_current_xact_id()
+        WHERE xact IS DISTINCT FROM pg_current_xact_id();
         PERFORM pg_notify('vigil_changes', TG_TABLE_NAME);
         RETURN NULL;
     END $$

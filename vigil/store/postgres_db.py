@@ -1,0 +1,263 @@
+"""The PostgreSQL connections of one store object, and its transaction helpers.
+
+* A pool (``psycopg_pool.AsyncConnectionPool``) of autocommit connections: a read is
+  one or more statements each on its own snapshot; ``write(fn)`` runs ``fn`` inside
+  one transaction, committed on success and rolled back on any exception,
+  cancellation included. No transaction stays open across anything but the database.
+* Serialization failures and deadlocks are retried as a whole unit of work with
+  jittered backoff, then raised as ``StoreBusy``.
+* Driver errors become ``vigil.errors`` types here and nowhere else; messages name
+  the database as ``host:port/dbname``, never with the password.
+* One dedicated session LISTENs on ``vigil_changes`` (see ``Changes``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pgerrors
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from vigil.errors import DuplicateOpenTask, InputError, StoreBusy, StoreError, VigilError
+from vigil.store.postgres_schema import CHANGES_CHANNEL, migrate
+
+log = logging.getLogger("vigil.store")
+
+T = TypeVar("T")
+Row = dict[str, Any]
+Conn = psycopg.AsyncConnection[Row]
+
+CONNECT_TIMEOUT_S = 10
+POOL_MAX = 4  # a process rarely has more than a few store calls in flight
+BUSY_RETRIES = 5
+BUSY_BACKOFF_S = 0.02
+# Safety net: data_version moves at least this often even when no notification
+# arrives (a notification from a session whose pid we mistook for ours, say).
+SAFETY_TICK_S = 30.0
+RECONNECT_S = 1.0
+# libpq keepalives: a server or network that vanishes without closing the socket is
+# noticed by the listening session within about a minute.
+KEEPALIVES: dict[str, Any] = {"keepalives": 1, "keepalives_idle": 20, "keepalives_interval": 10, "keepalives_count": 3}
+
+
+def describe(url: str) -> str:
+    """``host:port/dbname`` of a URL, for messages (never the password)."""
+    try:
+        info = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "the PostgreSQL URL (malformed)"
+    host = str(info.get("host") or "localhost")
+    return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or info.get('user') or ''}"
+
+
+def _first_line(err: BaseException) -> str:
+    return next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+
+
+def connect_failure(err: BaseException, where: str) -> StoreError:
+    """One line saying why the server at ``where`` could not be used."""
+    text = str(err)
+    for needle, reason in _CONNECT_CAUSES:
+        if needle in text:
+            return StoreError(f"cannot connect to PostgreSQL at {where}: {reason}")
+    # libpq repeats "connection to server at … failed:" before the cause; keep the cause.
+    line = _first_line(err)
+    cause = line.rsplit("failed: ", 1)[-1]
+    return StoreError(f"cannot connect to PostgreSQL at {where}: {cause}")
+
+
+_CONNECT_CAUSES = (
+    ("password authentication failed", "the login was refused (wrong user or password)"),
+    ("no password supplied", "the login was refused: the server wants a password"),
+    ("no pg_hba.conf entry", "the login was refused by the server's pg_hba.conf"),
+    ("does not exist", "the database or role does not exist"),
+    ("Connection refused", "the server is not running or not listening there (connection refused)"),
+    ("could not translate host name", "unknown host"),
+    ("failed to resolve host", "unknown host"),
+    ("timeout expired", "the server did not answer in time"),
+)
+
+
+def translate(err: psycopg.Error, where: str) -> VigilError:
+    """The ``vigil.errors`` type for a driver error (the only translation point).
+
+    A constraint failure is bad input (the transaction was rolled back): the open
+    source-key index → ``DuplicateOpenTask``, any other → ``InputError``."""
+    if isinstance(err, pgerrors.UniqueViolation) and err.diag.constraint_name == "ux_tasks_open_key":
+        return DuplicateOpenTask("another open task already has this source key")
+    if isinstance(err, psycopg.IntegrityError):
+        return InputError(f"the database refused the change: {_first_line(err)}")
+    if isinstance(err, (pgerrors.SerializationFailure, pgerrors.DeadlockDetected, pgerrors.LockNotAvailable)):
+        return StoreBusy(f"{where} stayed busy with conflicting changes; try again")
+    if isinstance(err, psycopg.OperationalError) and _is_connection_error(err):
+        return StoreError(f"lost the connection to PostgreSQL at {where}: {_first_line(err)}")
+    return StoreError(f"PostgreSQL at {where}: {_first_line(err)}")
+
+
+def _is_connection_error(err: psycopg.Error) -> bool:
+    return err.sqlstate is None or err.sqlstate.startswith("08") or err.sqlstate.startswith("57P")
+
+
+def _retryable(err: psycopg.Error) -> bool:
+    return isinstance(err, (pgerrors.SerializationFailure, pgerrors.DeadlockDetected))
+
+
+async def _close_quietly(conn: psycopg.AsyncConnection[Any]) -> None:
+    with contextlib.suppress(psycopg.Error):
+        await conn.close()
+
+
+class Changes:
+    """``data_version`` from LISTEN/NOTIFY: a counter that moves when another session
+    commits a change to tasks, runs, notes, loop state or sensor state.
+
+    One dedicated session listens; a background task counts the notifications as
+    they arrive (it sleeps on the socket: no polling). Notifications sent by this
+    store's own pooled sessions are not counted, as SQLite's ``data_version`` ignores
+    the connection's own commits. While the listening session is down, every call
+    moves the counter (callers re-read rather than miss a change) and the task
+    reconnects; the counter also moves every ``SAFETY_TICK_S`` as a slow safety net.
+    """
+
+    def __init__(self, url: str, first: psycopg.AsyncConnection[Any], own_pids: set[int]) -> None:
+        self._url = url
+        self._own_pids = own_pids
+        self._version = 0
+        self._listening = False
+        self._ticked_at = time.monotonic()
+        self._task = asyncio.create_task(self._listen(first), name="vigil-store-listen")
+
+    def version(self) -> int:
+        now = time.monotonic()
+        if not self._listening or now - self._ticked_at >= SAFETY_TICK_S:
+            self._bump()
+        return self._version
+
+    def _bump(self) -> None:
+        self._version += 1
+        self._ticked_at = time.monotonic()
+
+    async def _listen(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
+        try:
+            while True:
+                try:
+                    if conn is None:
+                        conn = await psycopg.AsyncConnection.connect(
+                            self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, **KEEPALIVES
+                        )
+                    await conn.execute(f"LISTEN {CHANGES_CHANNEL}")
+                    self._listening = True
+                    self._bump()  # whatever happened while not listening
+                    async for note in conn.notifies():
+                        if note.pid not in self._own_pids:
+                            self._bump()
+                except psycopg.Error as err:
+                    log.warning("change notifications from PostgreSQL stopped (%s); reconnecting", _first_line(err))
+                self._listening = False
+                if conn is not None:
+                    await _close_quietly(conn)
+                    conn = None
+                await asyncio.sleep(RECONNECT_S)
+        finally:
+            self._listening = False
+            if conn is not None:
+                await _close_quietly(conn)
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+class PgDatabase:
+    """The pool, the listening session and the transaction helpers of one store."""
+
+    def __init__(self, pool: AsyncConnectionPool[Conn], changes: Changes, where: str, own_pids: set[int]) -> None:
+        self._pool = pool
+        self._changes = changes
+        self._own_pids = own_pids
+        self.where = where
+
+    @classmethod
+    async def open(cls, url: str, *, pool_max: int = POOL_MAX) -> PgDatabase:
+        """Connect, migrate the schema and start listening. Raises ``StoreError`` (a
+        down server, a refused login, a wrong URL) or ``SchemaTooNew``."""
+        where = describe(url)
+        try:
+            first = await psycopg.AsyncConnection.connect(
+                url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name="vigil", **KEEPALIVES
+            )
+        except psycopg.Error as err:
+            raise connect_failure(err, where) from None
+        try:
+            await migrate(first, where)
+        except psycopg.Error as err:
+            await first.close()
+            raise translate(err, where) from None
+        except BaseException:
+            await first.close()
+            raise
+        own_pids: set[int] = set()
+
+        async def configure(conn: Conn) -> None:
+            own_pids.add(conn.info.backend_pid)
+
+        pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_max,
+            kwargs={"autocommit": True, "row_factory": dict_row, "application_name": "vigil", **KEEPALIVES},
+            configure=configure,
+            open=False,
+            timeout=CONNECT_TIMEOUT_S,
+            name="vigil-store",
+        )
+        try:
+            await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        except (PoolTimeout, psycopg.Error) as err:
+            await first.close()
+            await pool.close()
+            raise connect_failure(err, where) from None
+        return cls(pool, Changes(url, first, own_pids), where, own_pids)
+
+    def data_version(self) -> int:
+        return self._changes.version()
+
+    async def read(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+        """Run ``fn`` on a pooled autocommit connection (each statement sees what is
+        committed when it starts)."""
+        return await self._run(fn, transactional=False)
+
+    async def write(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+        """Run ``fn`` in one transaction; roll back on any exception. Retried whole on
+        a serialization failure or deadlock, then ``StoreBusy``."""
+        return await self._run(fn, transactional=True)
+
+    async def _run(self, fn: Callable[[Conn], Awaitable[T]], *, transactional: bool) -> T:
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                async with self._pool.connection() as conn:
+                    if not transactional:
+                        return await fn(conn)
+                    async with conn.transaction():
+                        return await fn(conn)
+            except psycopg.Error as err:
+                if not _retryable(err) or attempt == BUSY_RETRIES:
+                    raise translate(err, self.where) from None
+            except PoolTimeout:
+                raise StoreBusy(f"no connection to PostgreSQL at {self.where} became free in time") from None
+            await asyncio.sleep(BUSY_BACKOFF_S * (2**attempt) * (0.5 + random.random()))
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        await self._changes.close()
+        await self._pool.close()

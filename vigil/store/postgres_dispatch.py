@@ -1,0 +1,263 @@
+"""The dispatcher's side of the PostgreSQL store: claims, leases, finishing,
+requeueing, holding for approval and crash recovery. Each method is one
+transaction; a claim alone is one statement.
+
+Several dispatchers claim at once: the claim locks its row with ``FOR UPDATE SKIP
+LOCKED`` and re-checks ``status = 'pending'`` in the same statement, so two can
+never take the same task, and none waits for another's claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from vigil.errors import InputError, InvalidTransition, TaskNotFound
+from vigil.models import (
+    FINISHED_STATUSES,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    Claim,
+    Note,
+    Outcome,
+    Run,
+    Task,
+    TaskStatus,
+)
+from vigil.store.postgres_base import PostgresBase, fetch_all, fetch_one, require_task
+from vigil.store.postgres_db import Conn, Row
+from vigil.store.postgres_queries import (
+    SQL_ACTIVE_TASKS,
+    SQL_CLAIM,
+    SQL_DROP_OPEN_RUN,
+    SQL_FINISH,
+    SQL_GET_RUN,
+    SQL_HOLD_FOR_APPROVAL,
+    SQL_LOOP_VERSION_LOCKED,
+    SQL_OPEN_RUNS,
+    SQL_ORIGIN_OF,
+    SQL_RECORD_RUN,
+    SQL_RECOVER,
+    SQL_RELEASE_CLOSED,
+    SQL_RELEASE_UNRUN,
+    SQL_RENEW_LEASE,
+    SQL_REQUEUE,
+    SQL_SET_RUN_PROCESS,
+    SQL_SPEND_SINCE,
+)
+from vigil.store.postgres_rows import row_to_run, row_to_task
+
+
+def _claim_of(row: Row) -> Claim:
+    notes = tuple(Note(**{name: n[name] for name in Note.__dataclass_fields__}) for n in row["claim_notes"])
+    return Claim(task=row_to_task(row), run_id=int(row["run_id"]), attempt=int(row["run_attempt"]), notes=notes)
+
+
+class DispatchMethods(PostgresBase):
+    """``Store`` methods used by the dispatch loop (mixed into ``PostgresStore``)."""
+
+    def _claim_params(
+        self, worker: str, lease_ms: int, executor: str | None, max_priority: int | None
+    ) -> dict[str, Any]:
+        if max_priority is not None and not MIN_PRIORITY <= max_priority <= MAX_PRIORITY:
+            raise InputError(f"max_priority must be {MIN_PRIORITY}-{MAX_PRIORITY}, not {max_priority}")
+        now = self._clock.now_ms()
+        return {
+            "now": now,
+            "worker": worker,
+            "lease_until": now + lease_ms,
+            "executor": executor,
+            "max_priority": MAX_PRIORITY if max_priority is None else max_priority,
+        }
+
+    async def claim_next(
+        self, *, worker: str, lease_ms: int, executor: str | None = None, max_priority: int | None = None
+    ) -> Claim | None:
+        params = self._claim_params(worker, lease_ms, executor, max_priority)
+        # One statement in autocommit: its own transaction, one round trip.
+        row = await self._db.read(lambda conn: fetch_one(conn, SQL_CLAIM, params))
+        return None if row is None else _claim_of(row)
+
+    async def set_run_process(self, run_id: int, *, pid: int, pgid: int, proc_start: str | None) -> None:
+        params = {"id": run_id, "pid": pid, "pgid": pgid, "proc_start": proc_start}
+        await self._db.read(lambda conn: conn.execute(SQL_SET_RUN_PROCESS, params))
+
+    async def renew_lease(self, task_id: int, *, worker: str, lease_until: int) -> bool:
+        params = {"id": task_id, "worker": worker, "lease_until": lease_until}
+
+        async def body(conn: Conn) -> bool:
+            row = await fetch_one(conn, SQL_RENEW_LEASE, params)
+            if row is None:
+                raise InvalidTransition(task_id, (await require_task(conn, task_id))["status"], "renew its lease")
+            return bool(row["cancel_requested"])
+
+        return await self._db.write(body)
+
+    @staticmethod
+    def _run_values(claim: Claim, outcome: Outcome, now: int) -> dict[str, Any]:
+        return {
+            "now": now,
+            "run_id": claim.run_id,
+            "task_id": claim.task.id,
+            "outcome": str(outcome.kind),
+            "error": outcome.error,
+            "exit_code": outcome.exit_code,
+            "cost_usd": outcome.cost_usd,
+            "api_cost_usd": outcome.api_cost_usd,
+            "tokens_in": outcome.tokens_in,
+            "tokens_out": outcome.tokens_out,
+            "cache_read_tokens": outcome.cache_read_tokens,
+            "cache_write_tokens": outcome.cache_write_tokens,
+            "model": outcome.model,
+            "session_id": outcome.session_id,
+            "transcript_path": outcome.transcript_path,
+        }
+
+    async def _record_run(self, conn: Conn, claim: Claim, outcome: Outcome, now: int) -> bool:
+        """Record the outcome on the claim's run and add its costs to the task (one
+        statement); False (nothing written) when that run was already recorded."""
+        return await fetch_one(conn, SQL_RECORD_RUN, self._run_values(claim, outcome, now)) is not None
+
+    async def finish(self, claim: Claim, outcome: Outcome, status: TaskStatus, *, worker: str) -> Task:
+        return await self._db.write(self._finish_body(claim, outcome, status, worker))
+
+    def _finish_body(
+        self, claim: Claim, outcome: Outcome, status: TaskStatus, worker: str
+    ) -> Callable[[Conn], Awaitable[Task]]:
+        """The body of a finish, to run inside a write transaction (validated here)."""
+        if status not in FINISHED_STATUSES:
+            raise InputError(f"finish takes completed, failed or canceled, not {status}")
+        now = self._clock.now_ms()
+        params = {
+            "now": now,
+            "task_id": claim.task.id,
+            "worker": worker,
+            "status": str(status),
+            "summary": outcome.summary,
+            "detail": outcome.detail,
+        }
+
+        async def body(conn: Conn) -> Task:
+            if not await self._record_run(conn, claim, outcome, now):
+                return row_to_task(await require_task(conn, claim.task.id))  # a replayed claim
+            row = await fetch_one(conn, SQL_FINISH, params)
+            if row is not None:
+                return row_to_task(row)
+            await conn.execute(SQL_RELEASE_CLOSED, params)  # the agent closed it: keep its status
+            return row_to_task(await require_task(conn, claim.task.id))
+
+        return body
+
+    async def finish_and_claim(
+        self,
+        claim: Claim,
+        outcome: Outcome,
+        status: TaskStatus,
+        *,
+        worker: str,
+        lease_ms: int,
+        executor: str | None = None,
+        max_priority: int | None = None,
+        if_version: int | None = None,
+    ) -> tuple[Task, Claim | None]:
+        finish = self._finish_body(claim, outcome, status, worker)
+        params = self._claim_params(worker, lease_ms, executor, max_priority)
+
+        async def body(conn: Conn) -> tuple[Task, Claim | None]:
+            finished = await finish(conn)
+            if if_version is not None:
+                # FOR SHARE: a loop-state write (the gate) waits for this commit, so it
+                # cannot land between this check and the claim.
+                row = await fetch_one(conn, SQL_LOOP_VERSION_LOCKED, {})
+                assert row is not None
+                if not self._unchanged_since(if_version, int(row["version"])):
+                    return finished, None
+            claimed = await fetch_one(conn, SQL_CLAIM, params)
+            return finished, None if claimed is None else _claim_of(claimed)
+
+        return await self._db.write(body)
+
+    async def requeue(self, claim: Claim, outcome: Outcome, *, retry_at: int, count_attempt: bool, worker: str) -> Task:
+        now = self._clock.now_ms()
+        params = {
+            "now": now,
+            "task_id": claim.task.id,
+            "worker": worker,
+            "retry_at": retry_at,
+            "give_back": 0 if count_attempt else 1,
+            "summary": outcome.summary or None,
+        }
+
+        async def body(conn: Conn) -> Task:
+            if not await self._record_run(conn, claim, outcome, now):
+                return row_to_task(await require_task(conn, claim.task.id))  # a replayed claim
+            row = await fetch_one(conn, SQL_REQUEUE, params)
+            if row is not None:
+                return row_to_task(row)
+            await conn.execute(SQL_RELEASE_CLOSED, params)
+            return row_to_task(await require_task(conn, claim.task.id))
+
+        return await self._db.write(body)
+
+    async def _put_back(self, claim: Claim, sql: str, action: str, **extra: Any) -> Task:
+        params = {"now": self._clock.now_ms(), "task_id": claim.task.id, "run_id": claim.run_id, **extra}
+
+        async def body(conn: Conn) -> Task:
+            row = await fetch_one(conn, sql, params)
+            if row is None:
+                raise InvalidTransition(claim.task.id, (await require_task(conn, claim.task.id))["status"], action)
+            await conn.execute(SQL_DROP_OPEN_RUN, params)
+            return row_to_task(row)
+
+        return await self._db.write(body)
+
+    async def hold_for_approval(self, claim: Claim, *, worker: str) -> Task:
+        return await self._put_back(claim, SQL_HOLD_FOR_APPROVAL, "hold it", worker=worker)
+
+    async def release_unrun(self, claim: Claim, *, worker: str, retry_at: int) -> Task:
+        return await self._put_back(claim, SQL_RELEASE_UNRUN, "release it", worker=worker, retry_at=retry_at)
+
+    async def spend_since(self, since_ms: int) -> float:
+        row = await self._db.read(lambda conn: fetch_one(conn, SQL_SPEND_SINCE, {"since": since_ms}))
+        return 0.0 if row is None else float(row["spent"])
+
+    async def origin_of(self, task_id: int) -> str:
+        row = await self._db.read(lambda conn: fetch_one(conn, SQL_ORIGIN_OF, {"id": task_id}))
+        if row is None:
+            raise TaskNotFound(task_id)
+        return str(row["source"])
+
+    async def active_tasks(self) -> list[Task]:
+        return [row_to_task(r) for r in await self._db.read(lambda conn: fetch_all(conn, SQL_ACTIVE_TASKS))]
+
+    async def open_runs(self) -> list[Run]:
+        return [row_to_run(r) for r in await self._db.read(lambda conn: fetch_all(conn, SQL_OPEN_RUNS))]
+
+    async def recover(self, run_id: int, outcome: Outcome, *, status: TaskStatus, retry_at: int | None = None) -> Task:
+        if status not in (TaskStatus.PENDING, TaskStatus.FAILED, TaskStatus.CANCELED):
+            raise InputError(f"recover takes pending, failed or canceled, not {status}")
+        if status is TaskStatus.PENDING and retry_at is None:
+            raise InputError("recovering a task as pending needs a retry time")
+        now = self._clock.now_ms()
+
+        async def body(conn: Conn) -> Task:
+            run = await fetch_one(conn, SQL_GET_RUN + " FOR UPDATE", {"id": run_id})
+            if run is None:
+                raise InputError(f"run {run_id} not found")
+            task = row_to_task(await require_task(conn, run["task_id"]))
+            if run["finished_at"] is not None:
+                return task
+            await self._record_run(conn, Claim(task=task, run_id=run_id, attempt=run["attempt"]), outcome, now)
+            params = {
+                "now": now,
+                "task_id": task.id,
+                "worker": run["claimed_by"],
+                "status": str(status),
+                "retry_at": retry_at,
+                "summary": outcome.summary or None,
+            }
+            if (await conn.execute(SQL_RECOVER, params)).rowcount == 0 and run["claimed_by"] is not None:
+                await conn.execute(SQL_RELEASE_CLOSED, params)  # the agent closed it: keep its status
+            return row_to_task(await require_task(conn, task.id))
+
+        return await self._db.write(body)

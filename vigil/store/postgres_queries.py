@@ -1,0 +1,398 @@
+"""The SQL of the PostgreSQL store, named after the methods that run it.
+
+Parameters are psycopg's named ``%(name)s`` (so a literal percent sign is ``%%``);
+``%(now)s`` is the clock's epoch ms: nothing here reads the server's clock. The
+meaning of each statement is that of its SQLite twin in ``sqlite_queries``.
+"""
+
+from __future__ import annotations
+
+from vigil.store import CostGroup
+
+_OPEN = "('pending', 'active', 'blocked')"
+
+# A new task, deduplicated in the insert itself: an ``open`` key conflicts through
+# ux_tasks_open_key, an ``ever`` key through ux_tasks_ever_key or the NOT EXISTS over
+# every earlier row. DO NOTHING has no target on purpose: those indexes are the only
+# unique constraints a new row can meet, and NOT NULL / CHECK failures still raise.
+# Casts: in INSERT … SELECT an untyped parameter would otherwise be taken as text.
+_ADD_TASK_COLUMNS = """
+INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
+                   parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
+                   status, approval)"""
+_ADD_TASK_VALUES = """%(subject)s::text, %(description)s::text, %(skills)s::jsonb, %(priority)s::int,
+       %(source)s::text, %(source_key)s::text, %(dedup)s::text, %(parent_id)s::bigint,
+       %(scheduled_for)s::bigint, %(now)s::bigint, %(now)s::bigint, %(actor)s::text, %(max_retries)s::int,
+       CASE WHEN %(approval)s::bool THEN 'blocked' ELSE 'pending' END,
+       CASE WHEN %(approval)s::bool THEN 'pending' END"""
+SQL_ADD_TASK = f"""{_ADD_TASK_COLUMNS}
+VALUES ({_ADD_TASK_VALUES})
+ON CONFLICT DO NOTHING
+RETURNING id
+"""
+SQL_ADD_TASK_EVER = f"""{_ADD_TASK_COLUMNS}
+SELECT {_ADD_TASK_VALUES}
+WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE source_key = %(source_key)s::text)
+ON CONFLICT DO NOTHING
+RETURNING id
+"""
+
+SQL_ADD_DEPS = """
+INSERT INTO task_deps (task_id, depends_on) SELECT %(task_id)s, d FROM unnest(%(deps)s::bigint[]) AS d
+ON CONFLICT DO NOTHING
+"""
+
+SQL_EXISTING_IDS = "SELECT id FROM tasks WHERE id = ANY(%(ids)s::bigint[])"
+
+# The task a dedup hit names: the open holder, else the newest task that used the key.
+SQL_HOLDER_OF_KEY = f"""
+SELECT coalesce(
+    (SELECT id FROM tasks WHERE source_key = %(key)s AND status IN {_OPEN}),
+    (SELECT id FROM tasks WHERE source_key = %(key)s ORDER BY id DESC LIMIT 1)
+) AS id
+"""
+
+# The most urgent due task: one index seek (ix_tasks_claim) per priority level, most
+# urgent level first, stopping at the first level that has a due task; so neither
+# finished tasks nor many not-yet-due urgent tasks are walked, and nothing is sorted.
+# SKIP LOCKED passes over a task another dispatcher is claiming right now; the outer
+# ``status = 'pending'`` re-check is what makes a claim exclusive.
+_NEXT_DUE_ID = """
+SELECT c.id FROM generate_series(1, %(max_priority)s::int) AS p (priority)
+CROSS JOIN LATERAL (
+    SELECT id FROM tasks
+    WHERE status = 'pending' AND waiting_on = 0 AND priority = p.priority AND scheduled_for <= %(now)s
+    ORDER BY scheduled_for, id LIMIT 1
+    FOR UPDATE SKIP LOCKED
+) AS c
+LIMIT 1
+"""
+
+# Claim, open its run and read its notes in one statement (its own transaction when
+# run alone); the audit event comes from the status trigger.
+SQL_CLAIM = f"""
+WITH claimed AS (
+    UPDATE tasks SET status = 'active', claimed_by = %(worker)s, lease_until = %(lease_until)s,
+           started_at = %(now)s, updated_at = %(now)s, updated_by = 'dispatcher',
+           attempt_count = attempt_count + 1, cancel_requested = 0,
+           executor = coalesce(%(executor)s, executor)
+    WHERE id = ({_NEXT_DUE_ID}) AND status = 'pending'
+    RETURNING *
+), run AS (
+    INSERT INTO runs (task_id, attempt, started_at, executor, claimed_by)
+    SELECT id, (SELECT count(*) + 1 FROM runs WHERE task_id = claimed.id), %(now)s, %(executor)s, %(worker)s
+    FROM claimed
+    RETURNING id, attempt
+)
+SELECT claimed.*, run.id AS run_id, run.attempt AS run_attempt,
+       (SELECT coalesce(jsonb_agg(to_jsonb(n) ORDER BY n.id), '[]') FROM notes n
+        WHERE n.task_id = claimed.id) AS claim_notes
+FROM claimed, run
+"""
+
+SQL_NEXT_DUE_AT = """
+SELECT min(x.scheduled_for) AS m FROM generate_series(1, 9) AS p (priority)
+CROSS JOIN LATERAL (
+    SELECT scheduled_for FROM tasks
+    WHERE status = 'pending' AND waiting_on = 0 AND priority = p.priority
+    ORDER BY scheduled_for LIMIT 1
+) AS x
+"""
+
+SQL_LIST_TASKS = """
+SELECT * FROM tasks WHERE status = ANY(%(statuses)s::text[]) AND id < %(before_id)s
+ORDER BY id DESC LIMIT %(limit)s
+"""
+
+SQL_SEARCH_TASKS = """
+SELECT * FROM tasks
+WHERE status = ANY(%(statuses)s::text[]) AND id < %(before_id)s
+  AND (subject ILIKE %(pattern)s OR description ILIKE %(pattern)s
+       OR source ILIKE %(pattern)s OR coalesce(result_summary, '') ILIKE %(pattern)s)
+ORDER BY id DESC LIMIT %(limit)s
+"""
+
+# Summed over the per-session slots (see postgres_schema).
+SQL_COUNT_BY_STATUS = "SELECT status, sum(n)::bigint AS n FROM status_counts GROUP BY status"
+
+SQL_QUEUE = """
+(SELECT * FROM tasks WHERE status = 'active' ORDER BY id)
+UNION ALL
+(SELECT * FROM tasks WHERE status IN ('pending', 'blocked')
+ ORDER BY status = 'blocked', (waiting_on > 0 OR scheduled_for > %(now)s),
+          CASE WHEN waiting_on = 0 AND scheduled_for <= %(now)s THEN priority END,
+          scheduled_for, priority, id
+ LIMIT %(limit)s)
+"""
+
+SQL_GET_TASK = "SELECT * FROM tasks WHERE id = %(id)s"
+SQL_LIST_RUNS = "SELECT * FROM runs WHERE task_id = %(id)s ORDER BY attempt"
+SQL_LIST_EVENTS = "SELECT * FROM task_events WHERE task_id = %(id)s ORDER BY id"
+SQL_LIST_NOTES = "SELECT * FROM notes WHERE task_id = %(id)s ORDER BY id"
+SQL_DEPENDENCIES = "SELECT depends_on FROM task_deps WHERE task_id = %(id)s ORDER BY depends_on"
+SQL_ADD_NOTE = """
+INSERT INTO notes (task_id, at, author, text) VALUES (%(id)s, %(now)s, %(author)s, %(text)s) RETURNING *
+"""
+
+SQL_CANCEL = """
+UPDATE tasks SET status = CASE WHEN status = 'active' THEN status ELSE 'canceled' END,
+       cancel_requested = CASE WHEN status = 'active' THEN 1 ELSE cancel_requested END,
+       completed_at = CASE WHEN status = 'active' THEN completed_at ELSE %(now)s END,
+       updated_at = %(now)s, updated_by = %(actor)s
+WHERE id = %(id)s AND status IN ('pending', 'blocked', 'active') RETURNING *
+"""
+
+SQL_SET_PRIORITY = """
+UPDATE tasks SET priority = %(priority)s, updated_at = %(now)s, updated_by = %(actor)s
+WHERE id = %(id)s AND status = ANY(%(allowed)s::text[]) RETURNING *
+"""
+
+SQL_DEFER = """
+UPDATE tasks SET scheduled_for = %(until)s, updated_at = %(now)s, updated_by = %(actor)s
+WHERE id = %(id)s AND status = ANY(%(allowed)s::text[]) RETURNING *
+"""
+
+# A task that needed approval needs it again: it goes back to waiting for it.
+SQL_RETRY = """
+UPDATE tasks SET status = CASE WHEN approval IS NULL THEN 'pending' ELSE 'blocked' END,
+       approval = CASE WHEN approval IS NULL THEN NULL ELSE 'pending' END,
+       scheduled_for = %(now)s, attempt_count = 0,
+       completed_at = NULL, cancel_requested = 0, updated_at = %(now)s, updated_by = %(actor)s
+WHERE id = %(id)s AND status = ANY(%(allowed)s::text[]) RETURNING *
+"""
+
+SQL_CLOSE_TASK = """
+UPDATE tasks SET status = %(status)s, result_summary = %(summary)s, updated_at = %(now)s,
+       updated_by = %(actor)s,
+       completed_at = CASE WHEN %(status)s = 'blocked' THEN NULL ELSE %(now)s END
+WHERE id = %(id)s AND status = ANY(%(allowed)s::text[]) RETURNING *
+"""
+
+SQL_APPROVE = """
+UPDATE tasks SET status = 'pending', approval = 'approved', updated_at = %(now)s, updated_by = %(actor)s
+WHERE id = %(id)s AND status = 'blocked' AND approval = 'pending'
+RETURNING *
+"""
+
+SQL_REJECT = """
+UPDATE tasks SET status = 'canceled', approval = 'rejected', completed_at = %(now)s,
+       result_summary = %(summary)s, updated_at = %(now)s, updated_by = %(actor)s
+WHERE id = %(id)s AND status = 'blocked' AND approval = 'pending'
+RETURNING *
+"""
+
+# --- dispatching --------------------------------------------------------------------
+
+SQL_SET_RUN_PROCESS = "UPDATE runs SET pid = %(pid)s, pgid = %(pgid)s, proc_start = %(proc_start)s WHERE id = %(id)s"
+
+SQL_RENEW_LEASE = """
+UPDATE tasks SET lease_until = %(lease_until)s WHERE id = %(id)s AND claimed_by = %(worker)s
+RETURNING cancel_requested
+"""
+
+# Only an open run: a replayed claim must not overwrite its record or count costs twice.
+# The task's costs are added in the same statement.
+SQL_RECORD_RUN = """
+WITH recorded AS (
+    UPDATE runs SET finished_at = %(now)s, outcome = %(outcome)s, error = %(error)s,
+           exit_code = %(exit_code)s, cost_usd = %(cost_usd)s, api_cost_usd = %(api_cost_usd)s,
+           tokens_in = %(tokens_in)s, tokens_out = %(tokens_out)s,
+           cache_read_tokens = %(cache_read_tokens)s, cache_write_tokens = %(cache_write_tokens)s,
+           model = %(model)s, session_id = %(session_id)s, transcript_path = %(transcript_path)s
+    WHERE id = %(run_id)s AND finished_at IS NULL
+    RETURNING task_id
+)
+UPDATE tasks SET cost_usd = cost_usd + %(cost_usd)s, api_cost_usd = api_cost_usd + %(api_cost_usd)s,
+       tokens_in = tokens_in + %(tokens_in)s, tokens_out = tokens_out + %(tokens_out)s,
+       model = coalesce(%(model)s, model), updated_at = %(now)s
+FROM recorded WHERE tasks.id = recorded.task_id AND tasks.id = %(task_id)s
+RETURNING tasks.id
+"""
+
+SQL_FINISH = """
+UPDATE tasks SET status = %(status)s, completed_at = %(now)s, updated_at = %(now)s,
+       updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
+       result_summary = %(summary)s, result_detail = %(detail)s
+WHERE id = %(task_id)s AND status = 'active' AND claimed_by = %(worker)s
+RETURNING *
+"""
+
+SQL_RELEASE_CLOSED = """
+UPDATE tasks SET claimed_by = NULL, lease_until = NULL WHERE id = %(task_id)s AND claimed_by = %(worker)s
+"""
+
+# A cancel requested while the attempt ran wins over the retry.
+SQL_REQUEUE = """
+UPDATE tasks SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'pending' END,
+       scheduled_for = CASE WHEN cancel_requested = 1 THEN scheduled_for ELSE %(retry_at)s END,
+       completed_at = CASE WHEN cancel_requested = 1 THEN %(now)s ELSE completed_at END,
+       updated_at = %(now)s, updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
+       attempt_count = attempt_count - %(give_back)s, result_summary = %(summary)s
+WHERE id = %(task_id)s AND status = 'active' AND claimed_by = %(worker)s
+RETURNING *
+"""
+
+SQL_OPEN_RUNS = "SELECT * FROM runs WHERE finished_at IS NULL ORDER BY id"
+SQL_GET_RUN = "SELECT * FROM runs WHERE id = %(id)s"
+SQL_ACTIVE_TASKS = "SELECT * FROM tasks WHERE status = 'active' ORDER BY id"
+
+SQL_RECOVER = """
+UPDATE tasks SET status = %(status)s,
+       scheduled_for = CASE WHEN %(status)s = 'pending' THEN %(retry_at)s::bigint ELSE scheduled_for END,
+       completed_at = CASE WHEN %(status)s = 'pending' THEN completed_at ELSE %(now)s END,
+       updated_at = %(now)s, updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
+       result_summary = %(summary)s
+WHERE id = %(task_id)s AND status = 'active' AND claimed_by IS NOT DISTINCT FROM %(worker)s::text
+"""
+
+SQL_DROP_OPEN_RUN = "DELETE FROM runs WHERE id = %(run_id)s AND task_id = %(task_id)s AND finished_at IS NULL"
+_CLAIM_RUN_OPEN = "EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s AND task_id = %(task_id)s AND finished_at IS NULL)"
+
+SQL_HOLD_FOR_APPROVAL = f"""
+UPDATE tasks SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'blocked' END,
+       approval = CASE WHEN cancel_requested = 1 THEN approval ELSE 'pending' END,
+       completed_at = CASE WHEN cancel_requested = 1 THEN %(now)s ELSE completed_at END,
+       attempt_count = attempt_count - 1,
+       claimed_by = NULL, lease_until = NULL, updated_at = %(now)s, updated_by = 'dispatcher'
+WHERE id = %(task_id)s AND status = 'active' AND claimed_by = %(worker)s AND {_CLAIM_RUN_OPEN}
+RETURNING *
+"""
+
+SQL_RELEASE_UNRUN = f"""
+UPDATE tasks SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'pending' END,
+       scheduled_for = CASE WHEN cancel_requested = 1 THEN scheduled_for ELSE %(retry_at)s END,
+       completed_at = CASE WHEN cancel_requested = 1 THEN %(now)s ELSE completed_at END,
+       attempt_count = attempt_count - 1,
+       claimed_by = NULL, lease_until = NULL, updated_at = %(now)s, updated_by = 'dispatcher'
+WHERE id = %(task_id)s AND status = 'active' AND claimed_by = %(worker)s AND {_CLAIM_RUN_OPEN}
+RETURNING *
+"""
+
+SQL_SPEND_SINCE = "SELECT coalesce(sum(cost_usd), 0)::float8 AS spent FROM runs WHERE finished_at >= %(since)s"
+
+SQL_ORIGIN_OF = """
+WITH RECURSIVE up(id, parent_id, source, depth) AS (
+    SELECT id, parent_id, source, 0 FROM tasks WHERE id = %(id)s
+    UNION ALL
+    SELECT t.id, t.parent_id, t.source, up.depth + 1 FROM tasks t JOIN up ON t.id = up.parent_id
+)
+SELECT source FROM up ORDER BY depth DESC LIMIT 1
+"""
+
+# --- costs ------------------------------------------------------------------------------
+
+_COST_COLUMNS = """count(*) AS runs, count(DISTINCT r.task_id) AS tasks,
+       coalesce(sum(r.cost_usd), 0)::float8 AS cost_usd, coalesce(sum(r.api_cost_usd), 0)::float8 AS api_cost_usd,
+       coalesce(sum(r.tokens_in), 0)::bigint AS tokens_in, coalesce(sum(r.tokens_out), 0)::bigint AS tokens_out,
+       coalesce(sum(r.cache_read_tokens), 0)::bigint AS cache_read_tokens,
+       coalesce(sum(r.cache_write_tokens), 0)::bigint AS cache_write_tokens"""
+_UTC = "to_timestamp(r.finished_at / 1000) AT TIME ZONE 'UTC'"
+# Keys sort bytewise (COLLATE "C"), as SQLite sorts them, whatever the server's locale.
+_BY_COST = 'ORDER BY cost_usd DESC, key COLLATE "C"'
+
+
+def _rollup(key: str, source: str, order: str = _BY_COST, prefix: str = "") -> str:
+    return f"""{prefix}SELECT * FROM (SELECT {key} AS key, {_COST_COLUMNS} {source}
+        WHERE r.finished_at >= %(since)s GROUP BY 1) AS g {order}"""
+
+
+SQL_COST_ROLLUP = {
+    CostGroup.DAY: _rollup(f"to_char({_UTC}, 'YYYY-MM-DD')", "FROM runs r", 'ORDER BY key COLLATE "C" DESC'),
+    CostGroup.HOUR: _rollup(f"to_char({_UTC}, 'YYYY-MM-DD\"T\"HH24')", "FROM runs r", 'ORDER BY key COLLATE "C" DESC'),
+    CostGroup.MODEL: _rollup("coalesce(r.model, '(none)')", "FROM runs r"),
+    CostGroup.SOURCE: _rollup("t.source", "FROM runs r JOIN tasks t ON t.id = r.task_id"),
+    CostGroup.SKILL: _rollup(
+        "coalesce(s.value, '(none)')",
+        "FROM runs r JOIN tasks t ON t.id = r.task_id LEFT JOIN LATERAL jsonb_array_elements_text(t.skills) "
+        "AS s (value) ON true",
+    ),
+    # Each run counts for the sensor at the root of its task's parent chain.
+    CostGroup.SENSOR: _rollup(
+        "coalesce(o.key, '(none)')",
+        "FROM runs r LEFT JOIN origin o ON o.task_id = r.task_id",
+        prefix="""WITH RECURSIVE chain(task_id, parent_id, source) AS (
+            SELECT DISTINCT t.id, t.parent_id, t.source FROM runs r JOIN tasks t ON t.id = r.task_id
+            WHERE r.finished_at >= %(since)s
+            UNION ALL
+            SELECT c.task_id, p.parent_id, p.source FROM chain c JOIN tasks p ON p.id = c.parent_id
+        ),
+        origin(task_id, key) AS (
+            SELECT task_id, CASE WHEN source LIKE 'sensor:%%' THEN substr(source, 8) ELSE '(none)' END
+            FROM chain WHERE parent_id IS NULL
+        )
+        """,
+    ),
+}
+
+# --- sensors and loop state ---------------------------------------------------------------
+
+SQL_SENSOR_STATES = 'SELECT * FROM sensor_state ORDER BY name COLLATE "C"'
+SQL_SENSOR_STATE = "SELECT * FROM sensor_state WHERE name = %(name)s"
+
+SQL_RECORD_SENSOR_RUN = """
+INSERT INTO sensor_state (name, last_run_at, last_duration_ms, last_status, last_error,
+                          consecutive_failures, created_last, ignored_last, dropped_last,
+                          rejected_last, next_due_at, state)
+VALUES (%(name)s, %(started_at)s, %(duration_ms)s, %(status)s, %(error)s, %(failures)s, %(created)s,
+        %(ignored)s, %(dropped)s, %(rejected)s, %(next_due_at)s, coalesce(%(state)s::jsonb, '{}'))
+ON CONFLICT (name) DO UPDATE SET
+    last_run_at = excluded.last_run_at, last_duration_ms = excluded.last_duration_ms,
+    last_status = excluded.last_status, last_error = excluded.last_error,
+    consecutive_failures = excluded.consecutive_failures, created_last = excluded.created_last,
+    ignored_last = excluded.ignored_last, dropped_last = excluded.dropped_last,
+    rejected_last = excluded.rejected_last,
+    next_due_at = excluded.next_due_at, state = coalesce(%(state)s::jsonb, sensor_state.state)
+"""
+
+SQL_SET_SENSOR_ENABLED = """
+INSERT INTO sensor_state (name, enabled) VALUES (%(name)s, %(enabled)s)
+ON CONFLICT (name) DO UPDATE SET enabled = excluded.enabled
+"""
+
+SQL_LOOP_VALUES = "SELECT key, value FROM loop_state"
+SQL_LOOP_VALUE = "SELECT value FROM loop_state WHERE key = %(key)s"
+SQL_SET_LOOP_VALUES = """
+INSERT INTO loop_state (key, value)
+SELECT k, v FROM unnest(%(keys)s::text[], %(values)s::jsonb[]) AS x (k, v)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value
+"""
+# Written only over the expected value (compared as JSON), in the one statement.
+SQL_REPLACE_LOOP_VALUE = """
+UPDATE loop_state SET value = %(value)s::jsonb WHERE key = %(key)s AND value = %(expected)s::jsonb RETURNING 1
+"""
+# Expected absent: a JSON null under the key counts as absent, as on SQLite.
+SQL_REPLACE_ABSENT_LOOP_VALUE = """
+INSERT INTO loop_state (key, value) VALUES (%(key)s, %(value)s::jsonb)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE loop_state.value = 'null'::jsonb
+RETURNING 1
+"""
+SQL_LOOP_VERSION = "SELECT version FROM loop_state_version"
+# The values and their version from one snapshot, in one round trip.
+SQL_VERSIONED_LOOP_VALUES = """
+SELECT (SELECT version FROM loop_state_version) AS version,
+       coalesce((SELECT jsonb_object_agg(key, value) FROM loop_state), '{}'::jsonb) AS loop_values
+"""
+# Locked so a concurrent loop-state write waits until this transaction's claim commits.
+SQL_LOOP_VERSION_LOCKED = "SELECT version FROM loop_state_version FOR SHARE"
+
+# --- flood limits -----------------------------------------------------------------------
+
+# Serialises inserts that count the same source or parent (second key: its hash).
+SQL_LOCK_COUNT = "SELECT pg_advisory_xact_lock(%(lock_key)s, hashtext(%(name)s))"
+
+SQL_FOLLOW_UP_DEPTH = """
+WITH RECURSIVE chain(id, depth) AS (
+    SELECT %(parent_id)s::bigint, 1
+    UNION ALL
+    SELECT t.parent_id, c.depth + 1 FROM tasks t JOIN chain c ON t.id = c.id
+    WHERE t.parent_id IS NOT NULL AND c.depth <= %(max_depth)s
+)
+SELECT max(depth) AS depth FROM chain
+"""
+SQL_COUNT_CHILDREN = (
+    "SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE parent_id = %(parent_id)s LIMIT %(cap)s) AS x"
+)
+SQL_COUNT_SOURCE_SINCE = """
+SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE source = %(source)s AND created_at > %(since)s
+                           LIMIT %(cap)s) AS x
+"""
