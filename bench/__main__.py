@@ -23,6 +23,7 @@ WORKLOADS = (
     "sensors_cycle",
     "dispatch_cycle",
     "contention",
+    "drain_lanes",
     "tui_million",
     "daemon_idle",
 )
