@@ -5,6 +5,7 @@ model of the rules in DESIGN §2 would."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -14,9 +15,9 @@ from typing import Any, TypeVar
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from tests.store.backends import BACKENDS, open_backend
+from tests.store.backends import fresh_location, open_backend
 from vigil.clock import ManualClock
 from vigil.errors import DuplicateOpenTask, InvalidTransition
 from vigil.models import OPEN_STATUSES, Claim, DedupScope, NewTask, Outcome, OutcomeKind, TaskStatus
@@ -65,14 +66,17 @@ class StoreMachine(RuleBasedStateMachine):
     """Drives one store on its own event loop; another backend subclasses this with
     its name in ``backend`` and exposes its own ``TestCase``."""
 
-    backend = BACKENDS[0]
+    backend = "sqlite"
+    postgres_admin: str | None = None  # the server's admin URL, for the postgres backend
 
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.folder = tempfile.TemporaryDirectory()
+        self.location = contextlib.ExitStack()
+        where = self.location.enter_context(fresh_location(self.backend, Path(self.folder.name), self.postgres_admin))
         self.clock = ManualClock()
-        self.store: Store = self.run(open_backend(self.backend, Path(self.folder.name) / "vigil.db", self.clock))
+        self.store: Store = self.run(open_backend(self.backend, where, self.clock))
         self.model = Model()
         self.claims: dict[int, Claim] = {}
 
@@ -82,6 +86,7 @@ class StoreMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.run(self.store.close())
         self.loop.close()
+        self.location.close()
         self.folder.cleanup()
 
     def some_id(self, data: st.DataObject) -> int:
@@ -254,3 +259,16 @@ class StoreMachine(RuleBasedStateMachine):
 
 StoreMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
 test_store_follows_the_model = StoreMachine.TestCase
+
+
+class PostgresStoreMachine(StoreMachine):
+    backend = "postgres"
+
+
+def test_postgres_store_follows_the_model(postgres_server: str) -> None:
+    """The same machine on PostgreSQL, each example on a fresh database (fewer
+    examples: creating a database costs far more than creating a file)."""
+    PostgresStoreMachine.postgres_admin = postgres_server
+    run_state_machine_as_test(
+        PostgresStoreMachine, settings=settings(max_examples=30, stateful_step_count=40, deadline=None)
+    )
