@@ -2,8 +2,9 @@
 
 The daemon's own environment may hold secrets meant for other programs; the agent
 gets only what it needs to run (PATH, HOME, locale, TMPDIR), the three ``VIGIL_*``
-variables that tell it where it is and which task it works on, and the names an
-operator lists in ``[dispatch] pass_env`` (e.g. ``ANTHROPIC_API_KEY``).
+variables that tell it where it is and which task it works on (and
+``VIGIL_STORE_URL`` when the loop's store comes from it), and the names an operator
+lists in ``[dispatch] pass_env`` (e.g. ``ANTHROPIC_API_KEY``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from vigil.config import Settings
+from vigil.config import STORE_URL_ENV, Settings
 
 BASE_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -61,6 +62,10 @@ def agent_env(
     for name in settings.dispatch.pass_env:
         if name in origin:
             env[name] = origin[name]
+    if origin.get(STORE_URL_ENV):
+        # the agent's own `vigil task …` calls must reach the store the loop uses,
+        # not the home's SQLite file
+        env[STORE_URL_ENV] = origin[STORE_URL_ENV]
     env["VIGIL_HOME"] = str(settings.home)
     env["VIGIL_TASK_ID"] = str(task_id)
     env["VIGIL_RUN_ID"] = str(run_id)

@@ -4,7 +4,8 @@ outcomes stored in the database.
 A secret is the value of an environment variable that is either named in
 ``[dispatch] pass_env`` (handed to the agent, so the agent may print it) or whose
 name looks like one: ``*_KEY``, ``*_TOKEN``, ``*_SECRET``, or containing
-``PASSWORD``. Every occurrence of such a value is replaced by ``[redacted]``.
+``PASSWORD``; and the password in ``VIGIL_STORE_URL``. Every occurrence of such a
+value is replaced by ``[redacted]``.
 Values shorter than ``MIN_SECRET_CHARS`` are left alone: replacing ``1`` or ``yes``
 everywhere would destroy the log without protecting anything.
 """
@@ -15,7 +16,9 @@ import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from urllib.parse import unquote, urlsplit
 
+from vigil.config import STORE_URL_ENV
 from vigil.models import Outcome
 
 MASK = "[redacted]"
@@ -44,6 +47,9 @@ class Redactor:
             for name, value in environ.items()
             if (name in named or looks_secret(name)) and len(value) >= MIN_SECRET_CHARS
         }
+        # the agent gets the store URL: its password, as written and decoded, is a secret
+        password = _url_password(environ.get(STORE_URL_ENV, ""))
+        values.update(p for p in (password, unquote(password)) if len(p) >= MIN_SECRET_CHARS)
         return cls(tuple(sorted(values, key=len, reverse=True)))
 
     def text(self, text: str) -> str:
@@ -67,6 +73,16 @@ class Redactor:
             if encoded in raw:
                 raw = raw.replace(encoded, MASK.encode("ascii"))
         return raw
+
+
+def _url_password(url: str) -> str:
+    """The password of a URL as written in it ('' when none)."""
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:
+        return ""
+    userinfo = netloc.rpartition("@")[0]
+    return userinfo.partition(":")[2]
 
 
 NO_SECRETS = Redactor()
