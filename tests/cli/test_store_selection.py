@@ -124,7 +124,10 @@ def test_login_refused_is_one_line(vigil: VigilRunner, postgres_url: str) -> Non
     url = _with(postgres_url, user=role, password=SECRET)
     line = _one_line_error(vigil("task", "list", env={"VIGIL_STORE_URL": url}), code=1)
     where = url.split("@", 1)[1]
-    assert line == f"vigil: error: cannot connect to PostgreSQL at {where}: the database or role does not exist"
+    assert (
+        line
+        == f"vigil: error: cannot connect to PostgreSQL at {where}: the login was refused: role {role!r} does not exist"
+    )
     assert SECRET not in line
 
 
@@ -133,7 +136,7 @@ def test_missing_database_is_one_line(vigil: VigilRunner, postgres_server: str) 
     url = _with(postgres_server, database=name)
     line = _one_line_error(vigil("status", env={"VIGIL_STORE_URL": url}), code=1)
     where = url.split("@", 1)[1]
-    assert line == f"vigil: error: cannot connect to PostgreSQL at {where}: the database or role does not exist"
+    assert line == f"vigil: error: cannot connect to PostgreSQL at {where}: database {name!r} does not exist"
 
 
 def test_without_psycopg_postgres_says_what_to_install(vigil: VigilRunner, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -66,6 +67,11 @@ def _first_line(err: BaseException) -> str:
 def connect_failure(err: BaseException, where: str) -> StoreError:
     """One line saying why the server at ``where`` could not be used."""
     text = str(err)
+    missing = _MISSING.search(text)
+    if missing:  # name it: a wrong user and a wrong database are fixed differently
+        kind, name = missing.groups()
+        what = "the login was refused: role" if kind == "role" else "database"
+        return StoreError(f"cannot connect to PostgreSQL at {where}: {what} {name!r} does not exist")
     for needle, reason in _CONNECT_CAUSES:
         if needle in text:
             return StoreError(f"cannot connect to PostgreSQL at {where}: {reason}")
@@ -75,6 +81,7 @@ def connect_failure(err: BaseException, where: str) -> StoreError:
     return StoreError(f"cannot connect to PostgreSQL at {where}: {cause}")
 
 
+_MISSING = re.compile(r'FATAL:\s+(role|database) "([^"]*)" does not exist')
 _CONNECT_CAUSES = (
     ("password authentication failed", "the login was refused (wrong user or password)"),
     ("no password supplied", "the login was refused: the server wants a password"),
