@@ -223,3 +223,13 @@ def test_verification_compares_rows_and_money() -> None:
         _verify("runs", want, TableTotals(2, want.sums))
     with pytest.raises(StoreError, match=r"runs\.cost_usd totals 0\.31, not 0\.3"):
         _verify("runs", want, TableTotals(3, {"cost_usd": 0.31, "tokens_in": 30.0}))
+
+
+def test_progress_lines_for_long_tables() -> None:
+    from vigil.store.transfer import BATCH_ROWS, PROGRESS_EVERY, progress_line
+
+    assert PROGRESS_EVERY % BATCH_ROWS == 0  # batches land on every progress mark
+    assert progress_line("tasks", BATCH_ROWS, 120_000) is None
+    assert progress_line("tasks", PROGRESS_EVERY, 120_000) == "  tasks              50,000 of 120,000 rows…"
+    assert progress_line("tasks", 120_000, 120_000) == "  tasks             120,000 rows"
+    assert progress_line("notes", 0, 0) == "  notes                   0 rows"
