@@ -233,3 +233,21 @@ def test_progress_lines_for_long_tables() -> None:
     assert progress_line("tasks", PROGRESS_EVERY, 120_000) == "  tasks              50,000 of 120,000 rows…"
     assert progress_line("tasks", 120_000, 120_000) == "  tasks             120,000 rows"
     assert progress_line("notes", 0, 0) == "  notes                   0 rows"
+
+
+async def test_tables_longer_than_one_batch_arrive_whole(vigil: VigilRunner, home: Path, postgres_url: str) -> None:
+    from vigil.store.transfer import BATCH_ROWS
+
+    n = BATCH_ROWS + 1234
+    async with await SqliteStore.open(load_settings(home).store.path, clock=ManualClock()) as store:
+        first = await store.add_tasks([NewTask(f"task {i}", source_key=f"k{i}") for i in range(n)], actor="test")
+        assert len(first.created_ids) == n
+        # follow-ups in the second batch whose parents are in the first
+        parents = first.created_ids[:5]
+        await store.add_tasks([NewTask(f"child of {p}", parent_id=p) for p in parents], actor="test")
+    proc = vigil("store", "migrate", "--to", postgres_url, check=True)
+    assert f"  tasks          {n + 5:>10,} rows" in proc.stdout
+    assert f"  task_events    {n + 5:>10,} rows" in proc.stdout
+    pg = _pg(postgres_url)
+    args = ("task", "list", "--status", "pending", "--limit", str(n + 5), "--json")
+    assert _json(vigil(*args, env=pg)) == _json(vigil(*args))
