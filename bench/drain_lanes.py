@@ -10,9 +10,10 @@ claim → record cycle and the coordination between dispatchers. Both stores are
 durable (SQLite ``synchronous=FULL``; PostgreSQL's defaults, ``fsync`` and
 ``synchronous_commit`` on unless the server says otherwise, read back below).
 
-Beside each rate: CPU seconds the dispatcher processes used per task, and how
-busy the whole machine was during the drain (from /proc/stat: every process,
-the PostgreSQL server's and other people's included).
+Beside each rate: CPU time the dispatcher processes used per task, CPU time the
+PostgreSQL server's backends for the database used per task (when the server runs
+on this machine), and how busy the whole machine was during the drain (from
+/proc/stat: every process, other people's included).
 
 The PostgreSQL server is the one ``VIGIL_TEST_POSTGRES_URL`` names (a user that
 may create databases), else a throwaway one started from the system's binaries;
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import re
 import signal
@@ -51,6 +53,7 @@ class Config:
     postgres: bool
     rates: list[float] = field(default_factory=list)  # tasks/s, one per round
     cpu_ms_per_task: list[float] = field(default_factory=list)  # the dispatchers' own
+    server_ms_per_task: list[float] = field(default_factory=list)  # PostgreSQL's backends (NaN: SQLite)
     machine_busy: list[float] = field(default_factory=list)  # fraction of all cores
 
 
@@ -119,9 +122,34 @@ async def create_schema(home: Path) -> None:
     await (await open_store(load_settings(home))).close()
 
 
-async def drain(home: Path, tasks: int, procs: list[subprocess.Popen[bytes]]) -> tuple[float, float, float]:
+def backend_pids(url: str | None) -> list[int]:
+    """The server processes serving the database at ``url`` (none for SQLite, or when
+    the server runs elsewhere), this query's own excluded."""
+    if url is None:
+        return []
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return [int(row[0]) for row in rows if Path(f"/proc/{row[0]}/stat").exists()]
+
+
+def cpu_of(pids: list[int]) -> dict[int, float]:
+    found = {}
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            found[pid] = cpu_seconds(pid)
+    return found
+
+
+async def drain(
+    home: Path, tasks: int, procs: list[subprocess.Popen[bytes]], url: str | None
+) -> tuple[float, float, float, float]:
     """Insert ``tasks`` and wait until all are completed. Returns (tasks/s, the
-    dispatchers' CPU ms per task, machine busy fraction)."""
+    dispatchers' CPU ms per task, the server backends' CPU ms per task (NaN when
+    not measurable), machine busy fraction)."""
     from vigil.config import load_settings
     from vigil.models import NewTask, TaskStatus
     from vigil.store import open_store
@@ -129,6 +157,7 @@ async def drain(home: Path, tasks: int, procs: list[subprocess.Popen[bytes]]) ->
     store = await open_store(load_settings(home))
     try:
         cpu_before = sum(cpu_seconds(p.pid) for p in procs)
+        server_before = cpu_of(backend_pids(url))
         busy_before, total_before = busy_ticks()
         await store.add_tasks([NewTask(f"bench {n}") for n in range(tasks)], actor="human")
         start = time.perf_counter()
@@ -140,8 +169,11 @@ async def drain(home: Path, tasks: int, procs: list[subprocess.Popen[bytes]]) ->
         elapsed = time.perf_counter() - start
         busy_after, total_after = busy_ticks()
         cpu_ms = (sum(cpu_seconds(p.pid) for p in procs) - cpu_before) * 1000 / tasks
+        server_after = cpu_of(list(server_before))
+        server_s = sum(server_after[pid] - server_before[pid] for pid in server_after)
+        server_ms = server_s * 1000 / tasks if server_after else float("nan")
         busy = (busy_after - busy_before) / max(total_after - total_before, 1)
-        return tasks / elapsed, cpu_ms, busy
+        return tasks / elapsed, cpu_ms, server_ms, busy
     finally:
         await store.close()
 
@@ -168,11 +200,16 @@ def one_drain(config: Config, admin_url: str | None, tasks: int) -> None:
         asyncio.run(create_schema(home))
         with dispatchers(home, config.lanes, folder) as procs:
             wait_ready(folder, config.lanes, procs)
-            rate, cpu_ms, busy = asyncio.run(drain(home, tasks, procs))
+            rate, cpu_ms, server_ms, busy = asyncio.run(drain(home, tasks, procs, url))
     config.rates.append(rate)
     config.cpu_ms_per_task.append(cpu_ms)
+    config.server_ms_per_task.append(server_ms)
     config.machine_busy.append(busy)
-    print(f"  {config.name}: {rate:,.0f} tasks/s, {cpu_ms:.2f} ms CPU/task, machine {busy:.0%} busy", flush=True)
+    print(
+        f"  {config.name}: {rate:,.0f} tasks/s, dispatchers {cpu_ms:.2f} ms CPU/task, "
+        f"server {server_ms:.2f} ms CPU/task, machine {busy:.0%} busy",
+        flush=True,
+    )
 
 
 def server_durability(admin_url: str) -> str:
@@ -197,16 +234,21 @@ def server_durability(admin_url: str) -> str:
 def results_table(configs: list[Config], baseline: Config) -> str:
     lines = [
         "| store | dispatchers (lanes) | median tasks/s | × SQLite, 1 dispatcher | dispatcher CPU per task | "
-        "machine busy |",
-        "|---|---|---|---|---|---|",
+        "server CPU per task | machine busy |",
+        "|---|---|---|---|---|---|---|",
     ]
     for c in configs:
         ratio = median([r / b for r, b in zip(c.rates, baseline.rates, strict=True)])
         lines.append(
             f"| {'PostgreSQL' if c.postgres else 'SQLite'} | {c.lanes} | {median(c.rates):,.0f} | {ratio:.2f}× | "
-            f"{median(c.cpu_ms_per_task):.2f} ms | {median(c.machine_busy):.0%} |"
+            f"{median(c.cpu_ms_per_task):.2f} ms | {_ms(median(c.server_ms_per_task))} | "
+            f"{median(c.machine_busy):.0%} |"
         )
     return "\n".join(lines)
+
+
+def _ms(value: float) -> str:
+    return "—" if math.isnan(value) else f"{value:.2f} ms"
 
 
 @contextlib.contextmanager
@@ -226,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = workload_args(__doc__.splitlines()[0], argv)
     sizes = QUICK if args.quick else FULL
-    print(f"machine: {machine()}")
+    started_on = machine()  # the load average as the run starts
+    print(f"machine: {started_on}")
     try:
         with postgres_server() as admin_url:
             durability = server_durability(admin_url)
@@ -244,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.record and not args.quick:
         body = (
-            f"Command: `{command_line()}`. Machine: {machine()}. {durability}; SQLite synchronous=FULL, WAL.\n\n"
+            f"Command: `{command_line()}`. Machine: {started_on}. {durability}; SQLite synchronous=FULL, WAL.\n\n"
             f"{sizes['tasks']} tasks per drain, median of {sizes['rounds']} interleaved rounds.\n\n{text}"
         )
         recorded = record("drain_lanes", body)

@@ -8,7 +8,6 @@ idempotent and settles a task only while the dead run's worker still holds it.
 Which open runs are orphans, by the worker id ``<host>:<pid>:<random>`` they were
 claimed under (``dispatch.worker``):
 
-- the caller's own runs: never (they are in flight);
 - runs of this machine: when the dispatcher's pid is gone, at once; when it is
   alive, only once the task's lease has expired (a live dispatcher renews it with
   every heartbeat; a live pid with an expired lease is a hung dispatcher or a
@@ -88,16 +87,13 @@ def _ours_to_end(run: Run) -> bool:
     return run.pid == run.pgid and not pid_alive(run.pid)
 
 
-async def recover_orphans(
-    store: Store, clock: Clock, *, worker_id: str | None = None, grace_s: float = GROUP_GRACE_S
-) -> list[Task]:
-    """Settle every orphaned open run; returns the tasks as recovered. ``worker_id``
-    is the caller's own (its runs are skipped); None for a caller that runs none.
-    Safe from any process at any time."""
+async def recover_orphans(store: Store, clock: Clock, *, grace_s: float = GROUP_GRACE_S) -> list[Task]:
+    """Settle every orphaned open run; returns the tasks as recovered. Safe from any
+    process at any time, the dispatcher whose runs they are included: its task in
+    flight keeps a fresh lease, and a run it abandoned (a database failure while
+    recording it) is settled once the lease has expired."""
     recovered = []
     for run in await store.open_runs():
-        if worker_id is not None and run.claimed_by == worker_id:
-            continue
         try:
             task = await store.get_task(run.task_id)
         except TaskNotFound:
@@ -129,9 +125,7 @@ async def _settle(store: Store, clock: Clock, run: Run, task: Task, reason: str)
     return settled
 
 
-async def keep_recovering(
-    store: Store, clock: Clock, stop: asyncio.Event, *, worker_id: str | None, interval_s: float
-) -> None:
+async def keep_recovering(store: Store, clock: Clock, stop: asyncio.Event, *, interval_s: float) -> None:
     """Recover orphans every ``interval_s`` until ``stop``, so that a dead host's task
     is picked up once its lease expires even when no dispatcher starts. A failure is
     logged and tried again next time."""
@@ -141,6 +135,6 @@ async def keep_recovering(
         if stop.is_set():
             return
         try:
-            await recover_orphans(store, clock, worker_id=worker_id)
+            await recover_orphans(store, clock)
         except VigilError as err:
             log.warning("crash recovery failed: %s", err)

@@ -229,7 +229,7 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
         sensors = _Sensors(store, settings, clock, lambda: dispatcher.wake())  # noqa: PLW0108
         # Standing by or dispatching, this process settles what dead dispatchers left.
         every_s = recovery_interval_s(settings.dispatch.lease_ms)
-        recovery = asyncio.create_task(keep_recovering(store, clock, stop, worker_id=worker_id, interval_s=every_s))
+        recovery = asyncio.create_task(keep_recovering(store, clock, stop, interval_s=every_s))
         standby = sensors.start if settings.dispatch.standby_sensors else None
         with _Signals(stop) as signals:
             try:
@@ -284,7 +284,7 @@ async def _dispatch(
         lanes.lane,
         lanes.lanes,
     )
-    await recover_orphans(store, clock, worker_id=dispatcher.worker_id)
+    await recover_orphans(store, clock)
     await sensors.start()
     # Overdue sensors and a hung dispatcher loop alert from inside; a dead
     # process is caught by `vigil alerts check` from cron.
@@ -324,7 +324,7 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tu
         store = await open_store(settings, clock)
         alerts = _make_alerts(settings)
         try:
-            await recover_orphans(store, clock, worker_id=worker_id)
+            await recover_orphans(store, clock)
             dispatcher = _make_dispatcher(store, settings, clock, alerts, worker_id)
             stop = asyncio.Event()
             with _Signals(stop) as signals:

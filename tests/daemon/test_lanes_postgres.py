@@ -148,3 +148,65 @@ async def test_eight_dispatchers_on_four_lanes_drain_the_queue_once_each(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def terminate_lane_sessions(url: str) -> int:
+    """End the lane sessions of this database's dispatchers; returns how many."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND application_name LIKE 'vigil dispatcher %'"
+        ).fetchall()
+    return len(rows)
+
+
+async def test_a_lost_lane_ends_the_running_task_and_the_dispatcher_takes_a_lane_again(
+    postgres_url: str, home: Path, tmp_path: Path
+) -> None:
+    records = Records(tmp_path / "records.txt")
+    write_lane_home(home, records.path, CONFIG.format(url=postgres_url, lanes=1))
+    store = await PostgresStore.open(postgres_url)
+    log_path = tmp_path / "run.log"
+    proc = start_run(home, log_path, clean_env())
+    try:
+        added = await store.add_task(NewTask("held up", skills=("lane",)))
+        assert added.task_id is not None
+        task_id = added.task_id
+        Path(f"{records.path}.slow.{task_id}").touch()
+
+        async def started() -> list[Event]:
+            return records.starts()
+
+        (first,) = await wait_for("the agent to start", started, timeout_s=60)
+
+        assert terminate_lane_sessions(postgres_url) == 1
+
+        async def lost() -> bool:
+            return "lost dispatcher lane" in log_path.read_text()
+
+        await wait_for("the dispatcher to notice", lost, timeout_s=60)
+        Path(f"{records.path}.slow.{task_id}").unlink()
+
+        async def completed() -> bool:
+            return (await store.get_task(task_id)).status is TaskStatus.COMPLETED
+
+        await wait_for("the task to run again and complete", completed, timeout_s=60)
+        task = await store.get_task(task_id)
+        assert task.attempt_count == 1  # the lost lane was not the task's fault
+        interrupted, rerun = await store.list_runs(task_id)
+        assert interrupted.outcome == "interrupted"
+        assert rerun.outcome == "success"
+        assert first.pid not in {e.pid for e in records.ends()}  # the first agent was ended, not finished
+        log = log_path.read_text()
+        assert log.count("(executor dry-run, lane 0 of 1)") == 2  # took its lane again
+    finally:
+        await store.close()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -47,24 +47,31 @@ async def test_a_live_dispatcher_of_this_machine_keeps_its_task(db: SqliteStore,
     sibling = f"{this_host()}:{os.getpid()}:sib001"
     task_id = await claim_as(db, sibling)
 
-    assert await recover_orphans(db, clock, worker_id="me:1:x") == []
+    assert await recover_orphans(db, clock) == []
     assert (await db.get_task(task_id)).status is TaskStatus.ACTIVE
 
     clock.advance(LEASE_MS + 1)  # it stopped renewing: hung, or the pid was reused
-    (task,) = await recover_orphans(db, clock, worker_id="me:1:x")
+    (task,) = await recover_orphans(db, clock)
     assert task.id == task_id
     assert task.status is TaskStatus.PENDING
     (run,) = await db.list_runs(task_id)
     assert run.error == f"lease expired (worker {sibling})"
 
 
-async def test_the_callers_own_run_is_never_recovered(db: SqliteStore, clock: ManualClock) -> None:
-    me = new_worker_id()
+async def test_the_callers_own_run_is_recovered_only_once_abandoned(db: SqliteStore, clock: ManualClock) -> None:
+    me = new_worker_id()  # this process's own dispatcher
     task_id = await claim_as(db, me)
-    clock.advance(10 * LEASE_MS)
+    await db.renew_lease(task_id, worker=me, lease_until=clock.now_ms() + 2 * LEASE_MS)  # its heartbeat
+    clock.advance(LEASE_MS + 1)
 
-    assert await recover_orphans(db, clock, worker_id=me) == []
+    assert await recover_orphans(db, clock) == []  # in flight: the lease is fresh
     assert (await db.get_task(task_id)).status is TaskStatus.ACTIVE
+
+    clock.advance(LEASE_MS)  # no heartbeat since: the run was abandoned
+    (task,) = await recover_orphans(db, clock)
+    assert task.status is TaskStatus.PENDING
+    (run,) = await db.list_runs(task_id)
+    assert run.error == f"lease expired (worker {me})"
 
 
 async def test_another_hosts_run_waits_for_its_lease_and_its_group_is_never_signalled(
