@@ -329,6 +329,7 @@ def store_migrate(ctx: click.Context, target: str) -> None:
 
     Stop the loop first: rows written during the copy stay behind. The SQLite file is
     not changed."""
+    from vigil.clock import SystemClock
     from vigil.store.transfer import migrate_home, progress_line, summary
     from vigil.store_url import check_store_url, mask_password
 
@@ -345,7 +346,7 @@ def store_migrate(ctx: click.Context, target: str) -> None:
         if line is not None:
             click.echo(line)
 
-    copies = asyncio.run(migrate_home(settings, url, progress))
+    copies = asyncio.run(migrate_home(settings, url, progress, now_ms=SystemClock().now_ms()))
     click.echo(summary(copies, mask_password(url)))
 
 

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import VigilRunner
 from vigil.clock import ManualClock, SystemClock
 from vigil.config import load_settings
-from vigil.models import NewTask, Outcome, OutcomeKind, SensorRun, TaskStatus
+from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, NewTask, Outcome, OutcomeKind, SensorRun, TaskStatus
 from vigil.store.sqlite import SqliteStore
 
 HOUR_MS = 3_600_000
@@ -251,3 +251,29 @@ async def test_tables_longer_than_one_batch_arrive_whole(vigil: VigilRunner, hom
     pg = _pg(postgres_url)
     args = ("task", "list", "--status", "pending", "--limit", str(n + 5), "--json")
     assert _json(vigil(*args, env=pg)) == _json(vigil(*args))
+
+
+@pytest.mark.parametrize(
+    ("state", "age_ms", "refused"), [("idle", 1_000, True), ("stopped", 1_000, False), ("idle", HOUR_MS, False)]
+)
+async def test_a_live_dispatcher_on_the_home_is_refused(
+    vigil: VigilRunner, home: Path, postgres_url: str, state: str, age_ms: int, refused: bool
+) -> None:
+    now = SystemClock().now_ms()
+    async with await SqliteStore.open(load_settings(home).store.path, clock=ManualClock(now)) as store:
+        await store.add_task(NewTask("in flight?"))
+        beat = DispatcherHeartbeat("vm:42:abc", 42, "vm", now - HOUR_MS, now - age_ms, state)
+        await store.set_loop_values({HEARTBEAT_KEY: beat.to_json()})
+    proc = vigil("store", "migrate", "--to", postgres_url)
+    listed = _json(vigil("task", "list", "--json", env=_pg(postgres_url)))
+    if refused:
+        assert proc.returncode == 2
+        assert proc.stderr == (
+            "vigil: error: a dispatcher is running on this home (pid 42 on vm); stop every 'vigil run' first: "
+            "what it does during the copy would stay behind in the SQLite file\n"
+        )
+        assert listed == []
+    else:  # a clean exit, or a heartbeat too old to be alive (a dead dispatcher)
+        assert proc.returncode == 0, proc.stderr
+        assert isinstance(listed, list)
+        assert [t["subject"] for t in listed] == ["in flight?"]

@@ -3,7 +3,8 @@
 The steps, in order:
 
 1. open both stores the normal way (the SQLite file is brought to this Vigil's
-   schema; the PostgreSQL database gets the schema if it has none);
+   schema; the PostgreSQL database gets the schema if it has none), and refuse
+   while a dispatcher's heartbeat says it is alive on the home;
 2. read the SQLite file through one read-only snapshot (``sqlite_export``);
 3. refuse a target that has rows in any table to be copied;
 4. in one PostgreSQL transaction (``postgres_import``): copy every table with its
@@ -23,7 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from vigil.config import Settings
-from vigil.errors import StoreError
+from vigil.errors import InputError, StoreError
+from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat
+from vigil.status import STALE_BEATS
 from vigil.store import open_store
 from vigil.store.sqlite_export import SqliteExport, TableTotals
 
@@ -41,12 +44,13 @@ class TableCopy:
     totals: TableTotals
 
 
-async def migrate_home(settings: Settings, target_url: str, progress: Progress) -> list[TableCopy]:
+async def migrate_home(settings: Settings, target_url: str, progress: Progress, *, now_ms: int) -> list[TableCopy]:
     """Copy the home's SQLite store into the empty PostgreSQL database at
     ``target_url``; returns the verified totals per table, in copy order.
 
     Atomic on the target: all rows are committed or none. Raises ``InputError`` for a
-    target that is not empty, ``StoreError`` when either side cannot be used or the
+    target that is not empty or a dispatcher still alive on the home (judged by its
+    heartbeat at ``now_ms``), ``StoreError`` when either side cannot be used or the
     copy does not verify (then nothing was committed)."""
     from vigil.store.postgres_import import PostgresImport
 
@@ -54,7 +58,11 @@ async def migrate_home(settings: Settings, target_url: str, progress: Progress) 
     if not source.is_file():
         raise StoreError(f"no database at {source}; nothing to migrate")
     sqlite_settings = replace(settings, store=replace(settings.store, url=None))
-    await (await open_store(sqlite_settings)).close()  # brings an older file to this schema
+    sqlite = await open_store(sqlite_settings)  # brings an older file to this schema
+    try:
+        _refuse_a_live_dispatcher(await sqlite.loop_values(), settings, now_ms)
+    finally:
+        await sqlite.close()
     target_settings = replace(settings, store=replace(settings.store, url=target_url))
     await (await open_store(target_settings)).close()  # creates the schema when missing
 
@@ -86,6 +94,18 @@ async def migrate_home(settings: Settings, target_url: str, progress: Progress) 
         finally:
             await target.close()
     return copies
+
+
+def _refuse_a_live_dispatcher(loop_values: dict[str, object], settings: Settings, now_ms: int) -> None:
+    """Tasks it finishes during the copy would stay behind in the SQLite file."""
+    beat = DispatcherHeartbeat.from_json(loop_values.get(HEARTBEAT_KEY))
+    if beat is None or beat.state == "stopped":
+        return
+    if now_ms - beat.heartbeat_at <= STALE_BEATS * settings.dispatch.heartbeat_ms:
+        raise InputError(
+            f"a dispatcher is running on this home (pid {beat.pid} on {beat.host}); stop every 'vigil run' "
+            "first: what it does during the copy would stay behind in the SQLite file"
+        )
 
 
 def _verify(table: str, want: TableTotals, got: TableTotals) -> None:
