@@ -1,0 +1,93 @@
+"""The simulated week in reduced form: one simulated day of ``vigil run`` in about a
+real minute (k = 1440), with 100 sensors, the fast fake agent's mix of outcomes and
+cancels. The full week is ``python -m tests.reliability.week``
+(docs/reliability.md). The judge is tested on made-up series too, so that each of
+its checks is known to fail when it should."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.week import HOUR_MS, Sample, WeekPlan, WeekReport, run_week
+from tests.reliability.week_judge import judge, markdown
+
+DAY_PLAN = WeekPlan(days=1, factor=1440, sensors=100, every="2h", keep_finished=None, sample_ms=HOUR_MS)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_simulated_day_keeps_memory_sizes_and_costs_in_check_and_nothing_stuck(home: Path) -> None:
+    report = run_week(home, DAY_PLAN)
+    assert judge(report) == []
+    assert len(report.samples) >= 20  # hourly, over the simulated day
+    # every outcome of the fake agent happened, and the week's own moves worked
+    assert {"success", "overloaded", "crash", "max_turns", "usage_limit"} <= set(report.outcomes)
+    assert report.cancels_sent
+    assert report.by_status.get("canceled", 0) >= 1
+    assert report.by_status.get("failed", 0) >= 1
+    assert report.idle_polls > 0  # the stuck check looked while the loop was idle
+
+
+def _series(**growth: float) -> WeekReport:
+    """A healthy made-up report of 48 hourly samples; ``growth`` adds a per-sample
+    increase to the named Sample fields."""
+    report = WeekReport(replace(DAY_PLAN, days=2, keep_finished="4h"), exit_code=0, integrity="ok")
+    for i in range(48):
+        values = {
+            "sim_h": float(i + 1),
+            "real_s": 2.5 * (i + 1),
+            "rss_kib": 42_000,
+            "fds": 11,
+            "children": i % 2,
+            "db_bytes": 600_000,
+            "wal_bytes": 4_000_000,
+            "transcripts": 200,
+            "transcript_bytes": 600_000,
+            "open_tasks": 0,
+            "finished_tasks": 200,
+            "pruned_tasks": 50 * i,
+            "rollup_usd": 0.5 * i,
+            "ledger_low_usd": 0.5 * i,
+            "ledger_high_usd": 0.5 * i,
+        }
+        for name, step in growth.items():
+            values[name] = type(values[name])(values[name] + step * i)
+        report.samples.append(Sample(**values))  # type: ignore[arg-type]
+    return report
+
+
+def test_the_judge_passes_a_flat_series() -> None:
+    assert judge(_series()) == []
+    assert "| 48 |" in markdown(_series().samples, 12)
+
+
+@pytest.mark.parametrize(
+    ("growth", "says"),
+    [
+        ({"rss_kib": 400}, "RSS grew"),
+        ({"fds": 1}, "open descriptors rose"),
+        ({"wal_bytes": 1_000_000}, "the WAL reached"),
+        ({"db_bytes": 50_000}, "database did not plateau"),
+        ({"finished_tasks": 20}, "kept did not plateau"),
+        ({"transcript_bytes": 50_000}, "transcripts did not plateau"),
+        ({"rollup_usd": -0.1}, "outside the ledger"),
+        ({"children": 3}, "child processes at once"),
+    ],
+)
+def test_the_judge_flags_each_kind_of_drift(growth: dict[str, float], says: str) -> None:
+    found = judge(_series(**growth))
+    assert any(says in line for line in found), found
+
+
+def test_the_judge_flags_a_final_roll_up_that_differs_from_the_ledger_and_leftovers() -> None:
+    report = _series()
+    report.ledger_usd, report.rollup_usd = 1.0, 0.99
+    report.leftover_processes = [4242]
+    report.left_active = 1
+    found = judge(report)
+    assert any("cost roll-up" in line for line in found)
+    assert any("left behind" in line for line in found)
+    assert any("left active" in line for line in found)

@@ -1,0 +1,441 @@
+"""The simulated week: ``vigil run`` for simulated days under an accelerated clock.
+
+    python -m tests.reliability.week --days 7 --factor 1440 --csv week.csv
+
+The real daemon (sensors runner, dispatcher, guard, periodic jobs) runs with
+``VIGIL_ACCELERATED_CLOCK=<factor>@<anchor>``: 100 ``schedule`` sensors make a task
+each every ``--every`` of simulated time, and the fast fake agent
+(tests/fakes/claude_week.sh, the real stream-json format) draws an outcome per run:
+success, overloaded and crashes (retried with backoff), out of turns (failed), usage
+limits (the loop gates until the reset) and long runs, which this harness cancels
+the way a person does (``vigil task cancel``). Retention prunes old finished tasks.
+
+From outside, every ``POLL_S`` real seconds, it checks that no task is active
+without an open run and that no due task was left unclaimed while the loop went
+idle with its gate open; every ``--sample`` of simulated time it records the loop's
+RSS, open descriptors, child processes, the database, WAL and transcript sizes,
+task counts, and the gap between the cost roll-up and what the agent reported
+(its ledger). ``week_judge`` turns the series into findings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.reliability.soak import _alive, _descendants, _proc_value
+from vigil.clock import ACCELERATED_CLOCK_ENV, AcceleratedClock
+from vigil.gate import GATE_KEY, LoopGate
+from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat
+
+FAKE = Path(__file__).resolve().parent.parent / "fakes" / "claude_week.sh"
+POLL_S = 0.2  # real seconds between the cheap checks (and cancels)
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+LONG_SHARE = 20  # the fake's long runs: run id x 7919 mod 1000 below this
+MAX_RUN_COST = 0.0099  # the most one run of the fake reports (USD)
+
+CONFIG = """\
+[dispatch]
+executor = "claude"
+max_retries = 2
+retry_backoff = "5m"
+retry_backoff_max = "1h"
+usage_limit_fallback = "30m"
+# real seconds: an executor timeout is about a real process
+timeout = "1m"
+heartbeat = "2m"
+# simulated: at k = 1440 an hour is 2.5 real seconds, so a loaded machine's stall
+# of the event loop does not look like a dead dispatcher to crash recovery
+lease = "1h"
+shutdown_grace = "2s"
+
+[executors.claude]
+command = ["/bin/sh", {fake}, "--ledger", {ledger}, "--clock", "{clock}", "--long", "{long_s}"]
+
+[limits]
+max_consecutive_failures = 0
+max_per_source_per_day = 0
+
+[alerts]
+# back-to-back runs write the heartbeat at most once a real second (k simulated ones)
+stale_dispatcher = "1d"
+"""
+SENSOR = """
+[[sensors]]
+use = "schedule"
+name = "s{n}"
+every = "{every}"
+subject = "tick {n} {{datetime}}"
+"""
+
+
+@dataclass(frozen=True)
+class WeekPlan:
+    """What to simulate. Durations in simulated time unless named ``_s`` (real)."""
+
+    days: float = 7.0
+    factor: int = 1440  # a simulated day per real minute
+    sensors: int = 100
+    every: str = "2h"
+    keep_finished: str | None = "1d"  # the [retention] setting; None: no retention
+    sample_ms: int = HOUR_MS
+    long_s: float = 1.0
+
+
+@dataclass
+class Sample:
+    sim_h: float  # simulated hours since the start
+    real_s: float
+    rss_kib: int
+    fds: int
+    children: int
+    db_bytes: int
+    wal_bytes: int
+    transcripts: int
+    transcript_bytes: int
+    open_tasks: int
+    finished_tasks: int  # still in the database
+    pruned_tasks: int  # created but no longer in the database
+    rollup_usd: float
+    ledger_low_usd: float  # the ledger just before the roll-up was read ...
+    ledger_high_usd: float  # ... and just after
+
+
+@dataclass
+class WeekReport:
+    plan: WeekPlan
+    samples: list[Sample] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # invariant breaches seen while running
+    polls: int = 0
+    idle_polls: int = 0  # polls that found the loop idle with its gate open
+    cancels_sent: list[int] = field(default_factory=list)
+    exit_code: int | None = None
+    left_active: int = 0
+    leftover_processes: list[int] = field(default_factory=list)
+    by_status: dict[str, int] = field(default_factory=dict)
+    integrity: str = ""
+    ledger_usd: float = 0.0
+    ledger_tokens: tuple[int, int] = (0, 0)
+    rollup_usd: float = 0.0
+    rollup_tokens: tuple[int, int] = (0, 0)
+    outcomes: dict[str, int] = field(default_factory=dict)  # runs that ended by themselves
+
+
+def write_home(home: Path, plan: WeekPlan, clock: AcceleratedClock, ledger: Path) -> None:
+    config = CONFIG.format(
+        fake=json.dumps(str(FAKE)),
+        ledger=json.dumps(str(ledger)),
+        clock=f"{clock.factor:g}@{clock.anchor_ms}",
+        long_s=plan.long_s,
+    )
+    if plan.keep_finished is not None:
+        config += f'\n[retention]\nkeep_finished = "{plan.keep_finished}"\n'
+    config += "".join(SENSOR.format(n=n, every=plan.every) for n in range(plan.sensors))
+    (home / "vigil.toml").write_text(config, encoding="utf-8")
+
+
+@dataclass
+class Ledger:
+    """What the fake agent reported so far: USD, tokens, and runs by outcome."""
+
+    usd: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+
+def read_ledger(path: Path) -> Ledger:
+    ledger = Ledger()
+    with contextlib.suppress(FileNotFoundError):
+        for line in path.read_text(encoding="ascii").splitlines():
+            parts = line.split()
+            if len(parts) == 5:  # a line being appended is complete or absent (O_APPEND)
+                ledger.usd += float(parts[1])
+                ledger.tokens_in += int(parts[2])
+                ledger.tokens_out += int(parts[3])
+                ledger.outcomes[parts[4]] = ledger.outcomes.get(parts[4], 0) + 1
+    return ledger
+
+
+async def _rollup(home: Path) -> tuple[float, int, int]:
+    """Total spend and tokens by ``Store.cost_rollup`` over all time (pruned included)."""
+    from vigil.config import load_settings
+    from vigil.store import CostGroup, open_store
+
+    store = await open_store(load_settings(home))
+    try:
+        rows = await store.cost_rollup(since_ms=0, by=CostGroup.DAY)
+    finally:
+        await store.close()
+    return sum(r.cost_usd for r in rows), sum(r.tokens_in for r in rows), sum(r.tokens_out for r in rows)
+
+
+def rollup(home: Path) -> tuple[float, int, int]:
+    import asyncio
+
+    return asyncio.run(_rollup(home))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _transcripts(home: Path) -> tuple[int, int]:
+    folder = home / "logs" / "runs"
+    count = size = 0
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(folder):
+            count += 1
+            with contextlib.suppress(FileNotFoundError):
+                size += entry.stat().st_size
+    return count, size
+
+
+def is_long_run(run_id: int) -> bool:
+    return run_id * 7919 % 1000 < LONG_SHARE
+
+
+class Observer:
+    """Reads the database from outside, read-only, one short snapshot per look."""
+
+    STUCK_SLACK_MS = 10 * 60_000  # simulated: the claim just before an idle heartbeat
+
+    def __init__(self, db: Path, clock: AcceleratedClock, report: WeekReport) -> None:
+        self.db = db
+        self.clock = clock
+        self.report = report
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=30, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    def poll(self) -> list[tuple[int, int]]:
+        """Check the invariants once; returns (task id, open run id) of active tasks."""
+        if not self.db.exists():
+            return []
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN")  # one snapshot for every read below
+            active = conn.execute(
+                "SELECT t.id AS task_id, r.id AS run_id FROM tasks t LEFT JOIN runs r"
+                " ON r.task_id = t.id AND r.finished_at IS NULL WHERE t.status = 'active'"
+            ).fetchall()
+            values = {row["key"]: json.loads(row["value"]) for row in conn.execute("SELECT key, value FROM loop_state")}
+            due = conn.execute(
+                "SELECT MIN(scheduled_for) FROM tasks t WHERE status = 'pending' AND NOT EXISTS"
+                " (SELECT 1 FROM task_deps d JOIN tasks x ON x.id = d.depends_on"
+                "  WHERE d.task_id = t.id AND x.status NOT IN ('completed', 'failed', 'canceled'))"
+            ).fetchone()[0]
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        self.report.polls += 1
+        sim_h = (self.clock.now_ms() - self.clock.anchor_ms) / HOUR_MS
+        if len(active) > 1:
+            self.report.problems.append(f"{sim_h:.1f} h: {len(active)} tasks active at once")
+        for row in active:
+            if row["run_id"] is None:
+                self.report.problems.append(f"{sim_h:.1f} h: task #{row['task_id']} active without an open run")
+        beat = DispatcherHeartbeat.from_json(values.get(HEARTBEAT_KEY))
+        gate = LoopGate.from_json(values.get(GATE_KEY))
+        if beat is not None and beat.state == "idle" and gate.is_open(beat.heartbeat_at - self.STUCK_SLACK_MS):
+            self.report.idle_polls += 1
+            if due is not None and due <= beat.heartbeat_at - self.STUCK_SLACK_MS:
+                late_min = (beat.heartbeat_at - due) / 60_000
+                self.report.problems.append(
+                    f"{sim_h:.1f} h: the loop went idle with a task due {late_min:.0f} simulated min before"
+                )
+        return [(int(row["task_id"]), int(row["run_id"])) for row in active if row["run_id"] is not None]
+
+    def counts(self) -> tuple[int, int, int]:
+        """(open, finished, pruned) tasks."""
+        if not self.db.exists():
+            return 0, 0, 0
+        conn = self._connect()
+        try:
+            row = conn.execute(
+                "SELECT SUM(status IN ('pending', 'active', 'blocked')), SUM(status IN"
+                " ('completed', 'failed', 'canceled')), COALESCE(MAX(id), 0) - COUNT(*) FROM tasks"
+            ).fetchone()
+        finally:
+            conn.close()
+        return int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)
+
+
+def _cancel(home: Path, env: dict[str, str], task_id: int) -> subprocess.Popen[bytes]:
+    """A person cancels a running task from another terminal."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "vigil", "--home", str(home), "task", "cancel", str(task_id)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+
+
+def run_week(home: Path, plan: WeekPlan, *, progress: bool = False) -> WeekReport:
+    """Simulate ``plan`` on ``home`` (initialised; its vigil.toml is replaced)."""
+    clock = AcceleratedClock(plan.factor)
+    ledger = home / "ledger.txt"
+    write_home(home, plan, clock, ledger)
+    db = home / "data" / "vigil.db"
+    report = WeekReport(plan)
+    observer = Observer(db, clock, report)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VIGIL_")}
+    daemon_env = {**env, ACCELERATED_CLOCK_ENV: f"{clock.factor:g}@{clock.anchor_ms}"}
+    end_ms = clock.anchor_ms + int(plan.days * DAY_MS)
+    next_sample = clock.anchor_ms + plan.sample_ms
+    cancels: list[subprocess.Popen[bytes]] = []
+    canceled_runs: set[int] = set()
+    seen: set[int] = set()
+    started = time.monotonic()
+    with (home / "logs" / "week-run.out").open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vigil", "--home", str(home), "run"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=daemon_env,
+        )
+    try:
+        while clock.now_ms() < end_ms and proc.poll() is None:
+            time.sleep(POLL_S)
+            seen.update(_descendants(proc.pid))
+            for task_id, run_id in observer.poll():
+                if is_long_run(run_id) and run_id not in canceled_runs:
+                    canceled_runs.add(run_id)
+                    report.cancels_sent.append(task_id)
+                    cancels.append(_cancel(home, env, task_id))
+            if clock.now_ms() >= next_sample:
+                next_sample += plan.sample_ms
+                report.samples.append(_sample(home, proc.pid, observer, clock, ledger, started, seen))
+                if progress:
+                    _print_progress(report.samples[-1])
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        report.exit_code = proc.wait(timeout=120)
+        for cancel in cancels:
+            cancel.wait(timeout=120)
+    time.sleep(0.5)
+    report.leftover_processes = [pid for pid in seen if _alive(pid)]
+    _finish(report, home, db, ledger)
+    return report
+
+
+def _sample(
+    home: Path, pid: int, observer: Observer, clock: AcceleratedClock, ledger: Path, started: float, seen: set[int]
+) -> Sample:
+    db = observer.db
+    children = _descendants(pid)
+    seen.update(children)
+    open_tasks, finished, pruned = observer.counts()
+    low = read_ledger(ledger).usd
+    usd = rollup(home)[0] if db.exists() else 0.0
+    high = read_ledger(ledger).usd
+    count, size = _transcripts(home)
+    return Sample(
+        sim_h=round((clock.now_ms() - clock.anchor_ms) / HOUR_MS, 2),
+        real_s=round(time.monotonic() - started, 1),
+        rss_kib=_proc_value(pid, "VmRSS"),
+        fds=len(os.listdir(f"/proc/{pid}/fd")),
+        children=len(children),
+        db_bytes=_size(db),
+        wal_bytes=_size(Path(f"{db}-wal")),
+        transcripts=count,
+        transcript_bytes=size,
+        open_tasks=open_tasks,
+        finished_tasks=finished,
+        pruned_tasks=pruned,
+        rollup_usd=usd,
+        ledger_low_usd=low,
+        ledger_high_usd=high,
+    )
+
+
+def _finish(report: WeekReport, home: Path, db: Path, ledger: Path) -> None:
+    """After the stop: what is left, integrity, and the roll-up against the ledger."""
+    conn = sqlite3.connect(db)
+    try:
+        report.left_active = conn.execute("SELECT COUNT(*) FROM tasks WHERE status = 'active'").fetchone()[0]
+        report.by_status = dict(conn.execute("SELECT status, COUNT(*) FROM tasks GROUP BY status").fetchall())
+        report.integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+    finally:
+        conn.close()
+    reported = read_ledger(ledger)
+    report.ledger_usd, report.ledger_tokens = reported.usd, (reported.tokens_in, reported.tokens_out)
+    report.outcomes = reported.outcomes
+    total, rolled_in, rolled_out = rollup(home)
+    report.rollup_usd, report.rollup_tokens = total, (rolled_in, rolled_out)
+
+
+def _print_progress(s: Sample) -> None:
+    print(
+        f"{s.sim_h:7.1f} h {s.real_s:7.1f} s  RSS {s.rss_kib / 1024:6.1f} MiB  DB {s.db_bytes / 2**20:6.2f} MiB"
+        f"  WAL {s.wal_bytes / 2**20:5.2f} MiB  open {s.open_tasks:5}  kept {s.finished_tasks:6}"
+        f"  pruned {s.pruned_tasks:6}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+    import tempfile
+
+    from tests.reliability.week_judge import judge, markdown, write_csv
+    from vigil.durations import parse_duration_ms
+    from vigil.home import init_home
+
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--days", type=float, default=7.0, help="simulated days")
+    parser.add_argument("--factor", type=int, default=1440, help="simulated seconds per real second")
+    parser.add_argument("--sensors", type=int, default=100)
+    parser.add_argument("--every", default="2h", help="each sensor's interval (simulated)")
+    parser.add_argument("--keep", default="1d", help="[retention] keep_finished, or 'none'")
+    parser.add_argument("--sample", default="1h", help="sampling interval (simulated)")
+    parser.add_argument("--table-every", type=float, default=12.0, help="simulated hours per table row")
+    parser.add_argument("--csv", type=Path, help="write every sample here")
+    args = parser.parse_args(argv)
+    plan = WeekPlan(
+        days=args.days,
+        factor=args.factor,
+        sensors=args.sensors,
+        every=args.every,
+        keep_finished=None if args.keep == "none" else args.keep,
+        sample_ms=parse_duration_ms(args.sample),
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        home = Path(folder) / "home"
+        init_home(home)
+        report = run_week(home, plan, progress=True)
+    if args.csv is not None:
+        write_csv(report.samples, args.csv)
+    print(markdown(report.samples, args.table_every))
+    print(
+        f"exit {report.exit_code}; by status {report.by_status}; left active {report.left_active}; "
+        f"cancels sent {len(report.cancels_sent)}; runs by outcome {report.outcomes}; "
+        f"roll-up ${report.rollup_usd:.4f} vs ledger ${report.ledger_usd:.4f}; tokens {report.rollup_tokens} vs "
+        f"{report.ledger_tokens}; polls {report.polls} ({report.idle_polls} idle); integrity {report.integrity}"
+    )
+    found = judge(report)
+    for line in found:
+        print(f"FINDING: {line}")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,150 @@
+"""What the simulated week's figures must show, and how they are printed.
+
+``judge(report)`` returns one line per finding (empty: all held). Memory and sizes
+are judged by comparing windows of samples, never by a single peak: a sample taken
+while a run's pipes are open or a checkpoint is due sees a moment, not a trend.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from tests.reliability.week import MAX_RUN_COST, Sample, WeekReport
+from vigil.durations import parse_duration_ms
+
+MIB = 2**20
+WARM_UP = 0.25  # the first quarter of the samples: caches and the database fill
+RSS_SLACK_KIB = 4 * 1024  # the later window's median RSS may exceed the earlier one's by this
+FD_SLACK = 2  # descriptors the baseline may gain (a log rotation, a lazily opened file)
+MAX_CHILDREN = 2  # the fake agent and its `sleep`
+WAL_BOUND_BYTES = 16 * MIB  # four times the automatic checkpoint's 1000 pages
+PLATEAU_SLACK = 0.15  # after retention settled, later sizes may exceed earlier ones by this share
+PLATEAU_SLACK_BYTES = 256 * 1024
+USD_EPS = 1e-6
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def _settled(samples: Sequence[Sample]) -> tuple[list[Sample], list[Sample]]:
+    """The samples after the warm-up, split into an earlier and a later half."""
+    rest = list(samples[int(len(samples) * WARM_UP) :])
+    half = len(rest) // 2
+    return rest[:half], rest[half:]
+
+
+def _retention_settled(report: WeekReport) -> tuple[list[Sample], list[Sample]]:
+    """Samples once retention had a full window to work (twice ``keep_finished``),
+    split into halves; empty without retention or when the run was too short."""
+    keep = report.plan.keep_finished
+    if keep is None:
+        return [], []
+    after_h = 2 * parse_duration_ms(keep) / 3_600_000
+    rest = [s for s in report.samples if s.sim_h >= after_h]
+    half = len(rest) // 2
+    return rest[:half], rest[half:]
+
+
+def judge(report: WeekReport) -> list[str]:
+    found = list(report.problems)
+    if report.exit_code != 0:
+        found.append(f"vigil run exited {report.exit_code}")
+    if report.left_active:
+        found.append(f"{report.left_active} task(s) left active after the stop")
+    if report.leftover_processes:
+        found.append(f"processes of the run left behind: {report.leftover_processes}")
+    if report.integrity != "ok":
+        found.append(f"integrity check: {report.integrity}")
+    found += _costs(report)
+    found += _resources(report)
+    found += _plateau(report)
+    return found
+
+
+def _costs(report: WeekReport) -> list[str]:
+    found = []
+    if abs(report.ledger_usd - report.rollup_usd) > USD_EPS:
+        found.append(f"cost roll-up ${report.rollup_usd:.6f} but the agent reported ${report.ledger_usd:.6f}")
+    if report.ledger_tokens != report.rollup_tokens:
+        found.append(f"token roll-up {report.rollup_tokens} but the agent reported {report.ledger_tokens}")
+    for s in report.samples:
+        # read between two readings of the ledger; one run may be reported but not yet recorded
+        if not s.ledger_low_usd - MAX_RUN_COST - USD_EPS <= s.rollup_usd <= s.ledger_high_usd + USD_EPS:
+            found.append(
+                f"{s.sim_h} h: roll-up ${s.rollup_usd:.6f} outside the ledger's "
+                f"${s.ledger_low_usd:.6f}-${s.ledger_high_usd:.6f} (pruned {s.pruned_tasks})"
+            )
+    return found
+
+
+def _resources(report: WeekReport) -> list[str]:
+    found = []
+    samples = report.samples
+    if len(samples) < 4:
+        return [f"only {len(samples)} samples: too short to judge"]
+    earlier, later = _settled(samples)
+    grown = _median([s.rss_kib for s in later]) - _median([s.rss_kib for s in earlier])
+    if grown > RSS_SLACK_KIB:
+        found.append(f"RSS grew {grown / 1024:.1f} MiB between the settled windows (median to median)")
+    third = max(1, len(samples) // 3)
+    first, last = min(s.fds for s in samples[:third]), min(s.fds for s in samples[-third:])
+    if last > first + FD_SLACK:
+        found.append(f"open descriptors rose from a baseline of {first} to {last}")
+    busiest = max(s.children for s in samples)
+    if busiest > MAX_CHILDREN:
+        found.append(f"{busiest} child processes at once (at most {MAX_CHILDREN} expected)")
+    wal = max(s.wal_bytes for s in samples)
+    if wal > WAL_BOUND_BYTES:
+        found.append(f"the WAL reached {wal / MIB:.1f} MiB (bound {WAL_BOUND_BYTES / MIB:.0f} MiB)")
+    return found
+
+
+def _plateau(report: WeekReport) -> list[str]:
+    earlier, later = _retention_settled(report)
+    if not earlier or not later:
+        return []
+    found = []
+    for name, unit in (("db_bytes", "database"), ("transcript_bytes", "transcripts"), ("finished_tasks", "kept")):
+        before = max(getattr(s, name) for s in earlier)
+        after = max(getattr(s, name) for s in later)
+        slack = PLATEAU_SLACK_BYTES if name.endswith("bytes") else 0
+        if after > before * (1 + PLATEAU_SLACK) + slack:
+            found.append(f"{unit} did not plateau under retention: {before} then {after} ({name})")
+    if later[-1].pruned_tasks == 0:
+        found.append("retention pruned nothing")
+    return found
+
+
+def markdown(samples: Sequence[Sample], every_h: float) -> str:
+    """A table with one row per ``every_h`` simulated hours (and the last sample)."""
+    head = (
+        "| simulated h | real s | RSS (MiB) | fds | children | DB (MiB) | WAL (MiB) | transcripts (MiB) "
+        "| open | finished kept | pruned | roll-up = ledger |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+    rows = []
+    next_h = 0.0
+    for i, s in enumerate(samples):
+        if s.sim_h + 1e-9 < next_h and i != len(samples) - 1:
+            continue
+        next_h = s.sim_h - s.sim_h % every_h + every_h
+        same = s.ledger_low_usd - MAX_RUN_COST - USD_EPS <= s.rollup_usd <= s.ledger_high_usd + USD_EPS
+        rows.append(
+            f"| {s.sim_h:.0f} | {s.real_s:.0f} | {s.rss_kib / 1024:.1f} | {s.fds} | {s.children} "
+            f"| {s.db_bytes / MIB:.2f} | {s.wal_bytes / MIB:.2f} | {s.transcript_bytes / MIB:.2f} "
+            f"| {s.open_tasks} | {s.finished_tasks} | {s.pruned_tasks} | {'yes' if same else 'NO'} |"
+        )
+    return head + "\n".join(rows) + "\n"
+
+
+def write_csv(samples: Sequence[Sample], path: Path) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=[field.name for field in fields(Sample)])
+        writer.writeheader()
+        for s in samples:
+            writer.writerow(asdict(s))
