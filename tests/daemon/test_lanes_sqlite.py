@@ -4,13 +4,16 @@ once, never the same task, and a third stands by until a lane is free."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 from pathlib import Path
 
+from dispatch.lanes import FileLanes
 from tests.conftest import VigilRunner
 from tests.daemon.conftest import clean_env, task_json, wait_until
 from tests.daemon.lanes_support import Records, start_run, write_lane_home
+from vigil.clock import ManualClock
 
 CONFIG = """\
 [dispatch]
@@ -60,3 +63,32 @@ def test_two_lanes_run_two_tasks_at_once_and_never_the_same_task(
             if run.poll() is None:
                 run.kill()
             run.wait()
+
+
+async def test_dispatch_once_takes_a_free_lane_and_refuses_when_every_lane_is_held(
+    vigil: VigilRunner, home: Path, tmp_path: Path
+) -> None:
+    records = Records(tmp_path / "records.txt")
+    write_lane_home(home, records.path, CONFIG)
+    database = home / "data" / "vigil.db"
+    vigil("task", "add", "one", "--skills", "lane", check=True)
+    vigil("task", "add", "two", "--skills", "lane", check=True)
+    held = FileLanes(database, 2, ManualClock())
+    other = FileLanes(database, 2, ManualClock())
+    try:
+        assert await held.try_acquire()  # a `vigil run` holding lane 0, say
+
+        ran = vigil("dispatch", "once")
+        assert ran.returncode == 0, ran.stderr
+        assert len(records.ends()) == 1
+
+        assert await other.try_acquire()  # and another holding lane 1
+        refused = vigil("dispatch", "once")
+        assert refused.returncode == 1
+        (line,) = refused.stderr.splitlines()
+        assert line.startswith("vigil: error: every dispatcher lane is taken (pid ")
+        assert line.count(f"pid {os.getpid()}") == 2
+        assert len(records.ends()) == 1
+    finally:
+        await held.release()
+        await other.release()
