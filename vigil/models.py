@@ -265,6 +265,26 @@ class CostRow:
 
 
 @dataclass(frozen=True, slots=True)
+class PruneResult:
+    """What one ``Store.prune`` removed (with ``dry_run``: would remove).
+
+    ``events`` counts the audit rows of the pruned tasks plus the old rows of kept
+    tasks that ``events_before_ms`` removed. ``transcripts`` are the transcript paths
+    the pruned runs recorded, as stored: the caller deletes the files. ``complete``
+    is False when ``max_batches`` stopped the prune with more left to remove.
+    """
+
+    tasks: int = 0
+    runs: int = 0
+    events: int = 0
+    notes: int = 0
+    dependencies: int = 0
+    transcripts: tuple[str, ...] = ()
+    batches: int = 0
+    complete: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class SensorRun:
     """What one sensor run did, as the runner records it. Durations in ms."""
 

@@ -29,6 +29,7 @@ from vigil.models import (
     NewTask,
     Note,
     Outcome,
+    PruneResult,
     Run,
     SensorRun,
     SensorState,
@@ -161,7 +162,13 @@ class Store(Protocol):
 
     async def cost_rollup(self, *, since_ms: int, by: CostGroup) -> list[CostRow]:
         """Spend of runs finished at or after ``since_ms``, grouped, largest cost
-        first (by day: newest day first)."""
+        first (by day: newest day first).
+
+        Runs of pruned tasks still count (``prune`` folds them into an hourly
+        archive first), so totals do not change when a prune runs. An archived hour
+        counts whole when ``since_ms`` falls inside it: for the runs of pruned tasks
+        the window starts at the top of that UTC hour. ``tasks`` counts each task
+        once per group, archived or not."""
         ...
 
     async def data_version(self) -> int:
@@ -292,7 +299,8 @@ class Store(Protocol):
 
     async def spend_since(self, since_ms: int) -> float:
         """USD the agent CLIs reported (``cost_usd``) over runs finished at or after
-        ``since_ms``; 0.0 when none."""
+        ``since_ms``, pruned tasks' runs included (hour granularity, as in
+        ``cost_rollup``); 0.0 when none."""
         ...
 
     async def active_tasks(self) -> list[Task]:
@@ -370,6 +378,41 @@ class Store(Protocol):
         (passive). Returns (pages in the log, pages copied); fewer copied than
         logged means a reader still holds an older snapshot. SQLite-specific in
         spirit; another backend returns (0, 0)."""
+        ...
+
+    async def prune(
+        self,
+        *,
+        finished_before_ms: int,
+        events_before_ms: int | None = None,
+        batch_size: int = 200,
+        max_batches: int | None = None,
+        dry_run: bool = False,
+    ) -> PruneResult:
+        """Delete finished tasks (completed, failed, canceled) last updated before
+        ``finished_before_ms`` (epoch ms), with their runs, events, notes and
+        dependency rows. Never deleted: an open task; a task that still has a child
+        (any status: its chain stays whole, so ``origin_of`` and the SENSOR roll-up
+        keep working); a task another remaining task depends on. A parent or a
+        dependency freed by the tasks deleted is deleted in the same call (unless
+        ``max_batches`` stops it first).
+
+        Before a task goes, its runs' spend and tokens are added to the cost
+        archive (UTC hour x skills x source x model x sensor origin), so
+        ``cost_rollup`` and ``spend_since`` keep their totals; its source key stays
+        used, so a later ``ever`` add of that key is still refused.
+
+        ``events_before_ms`` (None: keep) also deletes older audit rows of the
+        tasks that stay. Works in batches of at most ``batch_size`` tasks (or audit
+        rows), each its own short transaction: a batch is atomic, the whole prune
+        is not, and other writers get the lock between batches. ``max_batches``
+        None runs until nothing is left. Idempotent: a second call finds nothing.
+        ``dry_run`` deletes nothing and reports what a full prune would delete.
+
+        Returns the counts and the transcript paths of the deleted runs (the
+        caller deletes those files). Raises ``InputError`` for a ``batch_size`` or
+        ``max_batches`` below 1, ``StoreBusy``, ``StoreError``.
+        """
         ...
 
     async def close(self) -> None:

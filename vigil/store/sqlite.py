@@ -52,6 +52,7 @@ from vigil.store.sqlite_queries import (
     SQL_REJECT,
     SQL_SEARCH_TASKS,
 )
+from vigil.store.sqlite_retention import RetentionMethods
 from vigil.store.sqlite_rows import (
     row_to_note,
     row_to_run,
@@ -62,7 +63,7 @@ from vigil.store.sqlite_schema import check_openable, migrate
 from vigil.store.sqlite_state import StateMethods
 
 
-class SqliteStore(DispatchMethods, StateMethods):
+class SqliteStore(DispatchMethods, StateMethods, RetentionMethods):
     """The ``Store`` protocol on one SQLite file. Open with ``await SqliteStore.open(path)``."""
 
     @classmethod

@@ -14,8 +14,9 @@ _PRIORITIES = range(MIN_PRIORITY, MAX_PRIORITY + 1)
 
 # A new task, deduplicated in the insert itself: an ``open`` key conflicts through
 # ux_tasks_open_key, an ``ever`` key through ux_tasks_ever_key or the NOT EXISTS over
-# every earlier row. DO NOTHING has no target on purpose: those indexes are the only
-# unique constraints on tasks, and NOT NULL / CHECK failures still raise.
+# every earlier row or the keys of pruned tasks (retired_keys). DO NOTHING has no
+# target on purpose: those indexes are the only unique constraints on tasks, and
+# NOT NULL / CHECK failures still raise.
 # Parameters are positional (``sqlite._task_params`` builds them): binding by name
 # looks every name up per row, a third of the cost of a deduplicated batch row; and
 # the ``open`` scope, by far the common one, needs no NOT EXISTS, so it is a plain
@@ -35,6 +36,7 @@ RETURNING id
 SQL_ADD_TASK_EVER = f"""{_ADD_TASK_COLUMNS}
 SELECT ?1, ?2, ?3, ?4, ?5, ?6, 'ever', ?7, ?8, ?9, ?9, ?10, ?11, {_ADD_TASK_STATUS}
 WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE source_key = ?6)
+  AND NOT EXISTS (SELECT 1 FROM retired_keys WHERE source_key = ?6)
 ON CONFLICT DO NOTHING
 RETURNING id
 """
@@ -189,19 +191,19 @@ _COST_COLUMNS = """count(*) AS runs, count(DISTINCT r.task_id) AS tasks,
 # keeps SQLite to that order: with ANALYZE statistics it otherwise prefers to walk
 # every task by source (ix_tasks_source_created) to skip a sort, reading the whole
 # history to report one day.
-SQL_COST_ROLLUP = {
+_LIVE_ROLLUP = {
     CostGroup.DAY: f"""SELECT strftime('%Y-%m-%d', r.finished_at / 1000, 'unixepoch') AS key,
-        {_COST_COLUMNS} FROM runs r WHERE r.finished_at >= :since GROUP BY key ORDER BY key DESC""",
+        {_COST_COLUMNS} FROM runs r WHERE r.finished_at >= :since GROUP BY key""",
     CostGroup.HOUR: f"""SELECT strftime('%Y-%m-%dT%H', r.finished_at / 1000, 'unixepoch') AS key,
-        {_COST_COLUMNS} FROM runs r WHERE r.finished_at >= :since GROUP BY key ORDER BY key DESC""",
+        {_COST_COLUMNS} FROM runs r WHERE r.finished_at >= :since GROUP BY key""",
     CostGroup.MODEL: f"""SELECT coalesce(r.model, '(none)') AS key, {_COST_COLUMNS}
-        FROM runs r WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
+        FROM runs r WHERE r.finished_at >= :since GROUP BY key""",
     CostGroup.SOURCE: f"""SELECT t.source AS key, {_COST_COLUMNS}
         FROM runs r CROSS JOIN tasks t ON t.id = r.task_id
-        WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
+        WHERE r.finished_at >= :since GROUP BY key""",
     CostGroup.SKILL: f"""SELECT coalesce(s.value, '(none)') AS key, {_COST_COLUMNS}
         FROM runs r CROSS JOIN tasks t ON t.id = r.task_id LEFT JOIN json_each(t.skills) s
-        WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
+        WHERE r.finished_at >= :since GROUP BY 1""",  # not "key": json_each has a column of that name
     # Each run counts for the sensor at the root of its task's parent chain, so the
     # follow-ups an agent added while working on a sensor's task count for that sensor.
     CostGroup.SENSOR: f"""WITH RECURSIVE chain(task_id, parent_id, source) AS (
@@ -216,8 +218,42 @@ SQL_COST_ROLLUP = {
         )
         SELECT coalesce(o.key, '(none)') AS key, {_COST_COLUMNS}
         FROM runs r LEFT JOIN origin o ON o.task_id = r.task_id
-        WHERE r.finished_at >= :since GROUP BY key ORDER BY cost_usd DESC, key""",
+        WHERE r.finished_at >= :since GROUP BY key""",
 }
+
+
+def _archived(key: str, tasks: str, joins: str = "") -> str:
+    """The pruned runs' part of a roll-up (sqlite_schema V2): an archived hour
+    counts whole when :since falls inside it (PRIMARY KEY range on hour_ms)."""
+    return f"""SELECT {key} AS key, sum(a.runs) AS runs, sum(a.{tasks}) AS tasks,
+        total(a.cost_usd) AS cost_usd, total(a.api_cost_usd) AS api_cost_usd,
+        total(a.tokens_in) AS tokens_in, total(a.tokens_out) AS tokens_out,
+        total(a.cache_read_tokens) AS cache_read_tokens, total(a.cache_write_tokens) AS cache_write_tokens
+        FROM cost_archive a {joins} WHERE a.hour_ms > :since - 3600000 GROUP BY 1"""
+
+
+_ARCHIVED_ROLLUP = {
+    CostGroup.DAY: _archived("strftime('%Y-%m-%d', a.hour_ms / 1000, 'unixepoch')", "tasks_day"),
+    CostGroup.HOUR: _archived("strftime('%Y-%m-%dT%H', a.hour_ms / 1000, 'unixepoch')", "tasks_hour"),
+    CostGroup.MODEL: _archived("a.model", "tasks_model"),
+    CostGroup.SOURCE: _archived("a.source", "tasks_last"),
+    CostGroup.SKILL: _archived("coalesce(s.value, '(none)')", "tasks_last", "LEFT JOIN json_each(a.skills) s"),
+    CostGroup.SENSOR: _archived("a.sensor", "tasks_last"),
+}
+
+
+def _rollup(group: CostGroup) -> str:
+    """Live runs and archived runs, summed per key. A task is either live or
+    archived (prune takes all its runs), so adding the two task counts is exact."""
+    order = "key DESC" if group is CostGroup.DAY or group is CostGroup.HOUR else "cost_usd DESC, key"
+    return f"""SELECT key, sum(runs) AS runs, sum(tasks) AS tasks, total(cost_usd) AS cost_usd,
+        total(api_cost_usd) AS api_cost_usd, total(tokens_in) AS tokens_in, total(tokens_out) AS tokens_out,
+        total(cache_read_tokens) AS cache_read_tokens, total(cache_write_tokens) AS cache_write_tokens
+    FROM (SELECT * FROM ({_LIVE_ROLLUP[group]}) UNION ALL SELECT * FROM ({_ARCHIVED_ROLLUP[group]}))
+    GROUP BY key ORDER BY {order}"""
+
+
+SQL_COST_ROLLUP = {group: _rollup(group) for group in CostGroup}
 
 SQL_RECORD_SENSOR_RUN = """
 INSERT INTO sensor_state (name, last_run_at, last_duration_ms, last_status, last_error,
@@ -254,7 +290,12 @@ SQL_COUNT_SOURCE_SINCE = """
 SELECT count(*) FROM (SELECT 1 FROM tasks WHERE source = :source AND created_at > :since LIMIT :cap)
 """
 
-SQL_SPEND_SINCE = "SELECT total(cost_usd) FROM runs WHERE finished_at >= ?"
+# Pruned tasks' spend is in the archive, by hour (an hour counts whole, as in
+# SQL_COST_ROLLUP: for a budget that errs on the side of spend).
+SQL_SPEND_SINCE = """
+SELECT (SELECT total(cost_usd) FROM runs WHERE finished_at >= ?1)
+     + (SELECT total(cost_usd) FROM cost_archive WHERE hour_ms > ?1 - 3600000)
+"""
 
 SQL_APPROVE = """
 UPDATE tasks SET status = 'pending', approval = 'approved', updated_at = :now, updated_by = :actor

@@ -238,7 +238,39 @@ V1 = [
     """,
 ]
 
-MIGRATIONS: list[list[str]] = [V1]
+# V2: retention. Pruned tasks leave two things behind: their spend in the cost
+# archive, and their source keys (an ``ever`` add must keep refusing a key a
+# pruned task used). Each archive row sums the finished runs of pruned tasks in one
+# UTC hour with the same task skills (the JSON array as stored), source, model and
+# sensor origin. A task counts once per roll-up group, so four task counts are kept:
+# each is 1 on exactly one run of a task (its last run overall, in its hour, in its
+# day, with its model), and the roll-up sums the one its grouping needs.
+V2 = [
+    """
+    CREATE TABLE cost_archive (
+        hour_ms            INTEGER NOT NULL,  -- start of the UTC hour the runs finished in
+        skills             TEXT    NOT NULL,
+        source             TEXT    NOT NULL,
+        model              TEXT    NOT NULL,  -- '(none)' when the run named none
+        sensor             TEXT    NOT NULL,  -- the sensor that started the chain, or '(none)'
+        runs               INTEGER NOT NULL,
+        tasks_last         INTEGER NOT NULL,  -- by source, skill, sensor
+        tasks_hour         INTEGER NOT NULL,
+        tasks_day          INTEGER NOT NULL,
+        tasks_model        INTEGER NOT NULL,
+        cost_usd           REAL    NOT NULL,
+        api_cost_usd       REAL    NOT NULL,
+        tokens_in          INTEGER NOT NULL,
+        tokens_out         INTEGER NOT NULL,
+        cache_read_tokens  INTEGER NOT NULL,
+        cache_write_tokens INTEGER NOT NULL,
+        PRIMARY KEY (hour_ms, skills, source, model, sensor)
+    ) WITHOUT ROWID
+    """,
+    "CREATE TABLE retired_keys (source_key TEXT PRIMARY KEY) WITHOUT ROWID",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
