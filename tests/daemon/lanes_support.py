@@ -32,7 +32,8 @@ class Records:
         if not self.path.exists():
             return []
         found = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
+        # a line still being appended has no newline yet: leave it for the next read
+        for line in self.path.read_text(encoding="utf-8").split("\n")[:-1]:
             kind, *numbers = line.split()
             found.append(Event(kind, *map(int, numbers)))
         return found

@@ -42,7 +42,7 @@ url = "{url}"
 [dispatch]
 executor = "dry-run"
 lanes = {lanes}
-lease = "3s"
+lease = "5s"  # short, so the killed host's task comes back soon; 10 heartbeats
 heartbeat = "500ms"
 shutdown_grace = "1s"
 max_retries = 3
