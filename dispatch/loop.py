@@ -77,6 +77,7 @@ class Dispatcher:
         self._wakeup = asyncio.Event()
         self._stop: asyncio.Event | None = None
         self._hurry = False
+        self._stop_reason = "vigil was stopped"  # recorded on a task a stop interrupts
         self._heartbeat = Heartbeat(store, clock, worker_id)
         self._closed_gate: GateDecision | None = None  # the guard's last "no", while it lasts
 
@@ -85,9 +86,12 @@ class Dispatcher:
         """Look for due tasks now (a sensor in this process added some)."""
         self._wakeup.set()
 
-    def hurry(self) -> None:
-        """Cut a stop's grace period short: end the running task now."""
+    def hurry(self, reason: str | None = None) -> None:
+        """Cut a stop's grace period short: end the running task now. ``reason``
+        (None: "vigil was stopped") is what the interrupted run records."""
         self._hurry = True
+        if reason is not None:
+            self._stop_reason = reason
 
     @property
     def closed_gate(self) -> GateDecision | None:
@@ -213,7 +217,7 @@ class Dispatcher:
                     stop_deadline = now + grace_s
                 if stop_deadline is not None and (now >= stop_deadline or self._hurry):
                     interrupted = Outcome(
-                        OutcomeKind.INTERRUPTED, summary="interrupted: vigil was stopped", error="dispatcher stopped"
+                        OutcomeKind.INTERRUPTED, summary=f"interrupted: {self._stop_reason}", error="dispatcher stopped"
                     )
                     return await _cancel(run, interrupted), True
                 if now >= next_beat:

@@ -71,7 +71,7 @@ async def dispatch_in_lane(dispatcher: Dispatcher, lanes: LaneLock, stop: asynci
                 if not await lanes.still_held():
                     lost = True
                     log.error("lost dispatcher lane: not claiming; ending the running task")
-                    dispatcher.hurry()
+                    dispatcher.hurry("the dispatcher lost its lane")
                     return
         finally:
             run_stop.set()

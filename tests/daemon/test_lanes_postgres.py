@@ -200,6 +200,7 @@ async def test_a_lost_lane_ends_the_running_task_and_the_dispatcher_takes_a_lane
         assert rerun.outcome == "success"
         assert first.pid not in {e.pid for e in records.ends()}  # the first agent was ended, not finished
         log = log_path.read_text()
+        assert f"task #{task_id} pending (interrupted): interrupted: the dispatcher lost its lane" in log
         assert log.count("(executor dry-run, lane 0 of 1)") == 2  # took its lane again
     finally:
         await store.close()
