@@ -13,7 +13,10 @@ durable (SQLite ``synchronous=FULL``; PostgreSQL's defaults, ``fsync`` and
 Beside each rate: CPU time the dispatcher processes used per task, CPU time the
 PostgreSQL server's backends for the database used per task (when the server runs
 on this machine), and how busy the whole machine was during the drain (from
-/proc/stat: every process, other people's included).
+/proc/stat: every process, other people's included). On PostgreSQL also the
+transactions the database committed per task (``pg_stat_database.xact_commit``,
+read before the insert and after the dispatchers exited, less the benchmark's own
+polling): every statement outside a transaction block counts as one.
 
 The PostgreSQL server is the one ``VIGIL_TEST_POSTGRES_URL`` names (a user that
 may create databases), else a throwaway one started from the system's binaries;
@@ -43,6 +46,7 @@ QUICK = {"tasks": 200, "rounds": 1}
 PG_LANES = (1, 2, 4, 8)
 SAFETY_S = 600.0  # bounds every wait; only stops a broken run from hanging
 POLL_S = 0.02
+STATS_FLUSH_S = 1.0  # for the server's statistics of ended sessions to be readable
 READY = re.compile(r"lane \d+ of \d+\)")
 
 
@@ -54,6 +58,7 @@ class Config:
     rates: list[float] = field(default_factory=list)  # tasks/s, one per round
     cpu_ms_per_task: list[float] = field(default_factory=list)  # the dispatchers' own
     server_ms_per_task: list[float] = field(default_factory=list)  # PostgreSQL's backends (NaN: SQLite)
+    commits_per_task: list[float] = field(default_factory=list)  # PostgreSQL transactions (NaN: SQLite)
     machine_busy: list[float] = field(default_factory=list)  # fraction of all cores
 
 
@@ -144,12 +149,23 @@ def cpu_of(pids: list[int]) -> dict[int, float]:
     return found
 
 
+def commits(url: str | None) -> int:
+    """Transactions the database at ``url`` has committed so far (0 for SQLite)."""
+    if url is None:
+        return 0
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").fetchone()
+    return int(row[0]) if row else 0
+
+
 async def drain(
     home: Path, tasks: int, procs: list[subprocess.Popen[bytes]], url: str | None
-) -> tuple[float, float, float, float]:
+) -> tuple[float, float, float, float, int]:
     """Insert ``tasks`` and wait until all are completed. Returns (tasks/s, the
     dispatchers' CPU ms per task, the server backends' CPU ms per task (NaN when
-    not measurable), machine busy fraction)."""
+    not measurable), machine busy fraction, statements this function ran)."""
     from vigil.config import load_settings
     from vigil.models import NewTask, TaskStatus
     from vigil.store import open_store
@@ -162,10 +178,13 @@ async def drain(
         await store.add_tasks([NewTask(f"bench {n}") for n in range(tasks)], actor="human")
         start = time.perf_counter()
         deadline = time.monotonic() + SAFETY_S
+        statements = 1  # the insert
         while (await store.count_by_status())[TaskStatus.COMPLETED] < tasks:
+            statements += 1
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the queue was not drained: {await store.count_by_status()}")
             await asyncio.sleep(POLL_S)
+        statements += 1
         elapsed = time.perf_counter() - start
         busy_after, total_after = busy_ticks()
         cpu_ms = (sum(cpu_seconds(p.pid) for p in procs) - cpu_before) * 1000 / tasks
@@ -173,7 +192,7 @@ async def drain(
         server_s = sum(server_after[pid] - server_before[pid] for pid in server_after)
         server_ms = server_s * 1000 / tasks if server_after else float("nan")
         busy = (busy_after - busy_before) / max(total_after - total_before, 1)
-        return tasks / elapsed, cpu_ms, server_ms, busy
+        return tasks / elapsed, cpu_ms, server_ms, busy, statements
     finally:
         await store.close()
 
@@ -200,14 +219,19 @@ def one_drain(config: Config, admin_url: str | None, tasks: int) -> None:
         asyncio.run(create_schema(home))
         with dispatchers(home, config.lanes, folder) as procs:
             wait_ready(folder, config.lanes, procs)
-            rate, cpu_ms, server_ms, busy = asyncio.run(drain(home, tasks, procs, url))
+            before = commits(url)
+            rate, cpu_ms, server_ms, busy, ours = asyncio.run(drain(home, tasks, procs, url))
+        # Ended sessions have flushed their statistics; give the server a moment.
+        time.sleep(STATS_FLUSH_S if url else 0)
+        committed = (commits(url) - before - ours) / tasks if url else float("nan")
+    config.commits_per_task.append(committed)
     config.rates.append(rate)
     config.cpu_ms_per_task.append(cpu_ms)
     config.server_ms_per_task.append(server_ms)
     config.machine_busy.append(busy)
     print(
         f"  {config.name}: {rate:,.0f} tasks/s, dispatchers {cpu_ms:.2f} ms CPU/task, "
-        f"server {server_ms:.2f} ms CPU/task, machine {busy:.0%} busy",
+        f"server {server_ms:.2f} ms CPU/task, {committed:.1f} commits/task, machine {busy:.0%} busy",
         flush=True,
     )
 
@@ -234,21 +258,25 @@ def server_durability(admin_url: str) -> str:
 def results_table(configs: list[Config], baseline: Config) -> str:
     lines = [
         "| store | dispatchers (lanes) | median tasks/s | × SQLite, 1 dispatcher | dispatcher CPU per task | "
-        "server CPU per task | machine busy |",
-        "|---|---|---|---|---|---|---|",
+        "server CPU per task | server commits per task | machine busy |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for c in configs:
         ratio = median([r / b for r, b in zip(c.rates, baseline.rates, strict=True)])
         lines.append(
             f"| {'PostgreSQL' if c.postgres else 'SQLite'} | {c.lanes} | {median(c.rates):,.0f} | {ratio:.2f}× | "
             f"{median(c.cpu_ms_per_task):.2f} ms | {_ms(median(c.server_ms_per_task))} | "
-            f"{median(c.machine_busy):.0%} |"
+            f"{_count(median(c.commits_per_task))} | {median(c.machine_busy):.0%} |"
         )
     return "\n".join(lines)
 
 
 def _ms(value: float) -> str:
     return "—" if math.isnan(value) else f"{value:.2f} ms"
+
+
+def _count(value: float) -> str:
+    return "—" if math.isnan(value) else f"{value:.1f}"
 
 
 @contextlib.contextmanager
