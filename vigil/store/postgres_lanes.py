@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("vigil.store")
 
 
+def _first_line(err: BaseException) -> str:
+    """The driver's first line (its messages span several); the type for an empty one."""
+    return next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+
+
 def describe(url: str) -> str:
     """``host:port/dbname`` of ``url`` (never its password), for messages."""
     from vigil.store.postgres_db import describe as describe_url
@@ -90,7 +95,7 @@ class PostgresLanes:
             return self._conn
         import psycopg
 
-        from vigil.store.postgres_db import connect_failure, describe
+        from vigil.store.postgres_db import connect_failure
 
         try:
             conn = await psycopg.AsyncConnection.connect(
@@ -98,17 +103,22 @@ class PostgresLanes:
                 autocommit=True,
                 application_name=self._name,
                 connect_timeout=CONNECT_TIMEOUT_S,
-                # client-side keepalives: a server that vanishes is noticed by the probe
+                # client-side keepalives: a half-open connection fails instead of hanging
                 keepalives=1,
                 keepalives_idle=20,
                 keepalives_interval=10,
                 keepalives_count=3,
             )
-            for statement in SQL_KEEPALIVES:
-                await conn.execute(statement)
         except psycopg.Error as err:
             raise connect_failure(err, describe(self._url)) from None
         self._conn = conn
+        try:
+            for statement in SQL_KEEPALIVES:
+                await conn.execute(statement)
+        except psycopg.Error as err:
+            await self._drop()
+            where = describe(self._url)
+            raise OperationError(f"cannot set up the lane session in {where}: {_first_line(err)}") from None
         return conn
 
     async def try_acquire(self) -> bool:
@@ -126,7 +136,9 @@ class PostgresLanes:
                         return True
             except psycopg.Error as err:
                 await self._drop()
-                raise OperationError(f"cannot take a dispatcher lane in {describe(self._url)}: {err}") from None
+                raise OperationError(
+                    f"cannot take a dispatcher lane in {describe(self._url)}: {_first_line(err)}"
+                ) from None
         return False
 
     async def still_held(self) -> bool:
@@ -139,7 +151,7 @@ class PostgresLanes:
                 async with asyncio.timeout(PROBE_TIMEOUT_S):
                     await self._conn.execute(SQL_PROBE)
             except (psycopg.Error, TimeoutError) as err:
-                log.error("lost dispatcher lane %d: its database session failed (%s)", self._lane, err or "timeout")
+                log.error("lost dispatcher lane %d: its database session failed (%s)", self._lane, _first_line(err))
                 self._lane = None
                 await self._drop()
                 return False
