@@ -318,7 +318,21 @@ def tui_command(ctx: click.Context, readonly: bool, with_loop: bool) -> None:
 
 @main.group("store")
 def store_group() -> None:
-    """Move the store to PostgreSQL."""
+    """Prune old history; move the store to PostgreSQL."""
+
+
+@store_group.command("prune")
+@click.option("--older-than", metavar="DURATION", help="Keep finished tasks this recent (default: [retention]).")
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def store_prune(ctx: click.Context, older_than: str | None, dry_run: bool, as_json: bool) -> None:
+    """Delete finished tasks older than [retention] keep_finished, with their runs,
+    events, notes and transcripts; cost totals are kept."""
+    from vigil.commands import prune_report
+
+    _person_only("prune the history")
+    click.echo(with_store(ctx, lambda store, settings: prune_report(store, settings, older_than, dry_run, as_json)))
 
 
 @store_group.command("migrate")

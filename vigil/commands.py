@@ -28,7 +28,7 @@ from vigil.models import (
 from vigil.store import CostGroup, Store
 
 if TYPE_CHECKING:
-    from vigil.config import BudgetSettings
+    from vigil.config import BudgetSettings, Settings
 
 
 def parse_priority(text: str) -> int:
@@ -168,3 +168,32 @@ async def cost_report(store: Store, since: str, by: str, as_json: bool, budget: 
         return dumps(report)
     table = cost_table(rows, by)
     return table if use is None else f"{table}\n{budget_line(use)}"
+
+
+async def prune_report(store: Store, settings: Settings, older_than: str | None, dry_run: bool, as_json: bool) -> str:
+    """``vigil store prune``: run a full prune now (``older_than`` overrides
+    ``[retention] keep_finished``) and say what it removed, or would remove."""
+    from vigil.render import dumps
+    from vigil.retention import prune_history
+
+    keep = None if older_than is None else parse_duration_ms(older_than)
+    pruned = await prune_history(store, settings, SystemClock().now_ms(), keep_finished_ms=keep, dry_run=dry_run)
+    r = pruned.result
+    if as_json:
+        return dumps(
+            {
+                "dry_run": dry_run,
+                "tasks": r.tasks,
+                "runs": r.runs,
+                "events": r.events,
+                "notes": r.notes,
+                "dependencies": r.dependencies,
+                "transcripts": len(r.transcripts),
+                "transcripts_removed": pruned.files_removed,
+            }
+        )
+    if dry_run:
+        return f"would prune {r.tasks} finished task(s), {r.runs} run(s), {r.events} event(s), " + (
+            f"{r.notes} note(s), {r.dependencies} dependency row(s), {len(r.transcripts)} transcript(s)"
+        )
+    return f"pruned {pruned.describe()}"

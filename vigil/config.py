@@ -127,6 +127,17 @@ class LimitsSettings:
 
 
 @dataclass(frozen=True)
+class RetentionSettings:
+    """How long history is kept (docs/configuration.md, ``[retention]``). None
+    keeps it forever, the default: deleting history cannot be undone, so it is
+    something a person turns on."""
+
+    keep_finished_ms: int | None = None  # finished tasks, by their last update
+    keep_events_ms: int | None = None  # audit rows of the tasks that stay
+    every_ms: int = 3_600_000  # how often `vigil run` prunes
+
+
+@dataclass(frozen=True)
 class Settings:
     home: Path
     config_path: Path | None
@@ -140,6 +151,7 @@ class Settings:
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     alerts: AlertSettings = field(default_factory=AlertSettings)
     limits: LimitsSettings = field(default_factory=LimitsSettings)
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
 
     @property
     def skills_dir(self) -> Path:
@@ -210,6 +222,9 @@ class _Section:
         if not isinstance(value, bool):
             raise self._fail(key, "true or false")
         return value
+
+    def has(self, key: str) -> bool:
+        return key in self._table
 
     def duration_ms(self, key: str, default: int) -> int:
         value = self._get(key)
@@ -358,6 +373,23 @@ def _limits(data: Mapping[str, Any], source: Path | None) -> LimitsSettings:
     return settings
 
 
+def _retention(data: Mapping[str, Any], source: Path | None) -> RetentionSettings:
+    section = _Section(_table(data, "retention", source), "retention", source)
+    keep = {key: section.duration_ms(key, 0) if section.has(key) else None for key in ("keep_finished", "keep_events")}
+    for key, value in keep.items():
+        if value is not None and value < 3_600_000:
+            raise section._fail(key, "a duration of at least 1h")
+    settings = RetentionSettings(
+        keep_finished_ms=keep["keep_finished"],
+        keep_events_ms=keep["keep_events"],
+        every_ms=section.duration_ms("every", RetentionSettings.every_ms),
+    )
+    if settings.every_ms < 1000:
+        raise section._fail("every", "a duration of at least 1s")
+    section.done()
+    return settings
+
+
 def _store_url(section: _Section, source: Path | None, env: Mapping[str, str]) -> str | None:
     """``VIGIL_STORE_URL`` if set (it wins: the password can stay out of the file),
     else ``[store] url``; None means the SQLite file."""
@@ -374,7 +406,8 @@ def settings_from_mapping(
 ) -> Settings:
     """Build ``Settings`` from parsed TOML and ``env`` (None: the process environment,
     read for ``VIGIL_STORE_URL``); raises ``ConfigError``."""
-    known = {"store", "dispatch", "executors", "prices", "sensor_defaults", "sensors", "budget", "alerts", "limits"}
+    known = {"store", "dispatch", "executors", "prices", "sensor_defaults", "sensors", "budget", "alerts"}
+    known |= {"limits", "retention"}
     for key in data:
         if key not in known:
             raise ConfigError(f"{source}: unknown section or key {key!r}")
@@ -440,6 +473,7 @@ def settings_from_mapping(
         budget=_budget(data, source),
         alerts=_alerts(data, source),
         limits=_limits(data, source),
+        retention=_retention(data, source),
     )
 
 

@@ -275,6 +275,7 @@ async def _dispatch(
     from dispatch.recovery import recover_orphans
     from dispatch.standby import dispatch_in_lane
     from dispatch.watchdog import watch
+    from vigil.retention import keep_pruned
 
     log.info(
         "dispatcher %s on %s (executor %s, lane %s of %d)",
@@ -290,7 +291,7 @@ async def _dispatch(
     # process is caught by `vigil alerts check` from cron.
     every_s = max(STALE_CHECK_MIN_S, real_seconds(clock, STALE_CHECK_MS))
     watchdog = asyncio.create_task(watch(store, settings, alerts, clock, stop, interval_s=every_s))
-    helpers = [watchdog]
+    helpers = [watchdog, asyncio.create_task(keep_pruned(store, settings, clock, stop))]
     if settings.store.url is None:  # PostgreSQL has no WAL file of ours to keep small
         helpers.append(asyncio.create_task(keep_wal_small(store, stop)))
     try:

@@ -1,0 +1,93 @@
+"""Acceptance: `vigil store prune` in a subprocess, on a home whose history was
+written ten days ago (a manual clock) and today."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from tests.conftest import VigilRunner
+from vigil.clock import ManualClock, SystemClock
+from vigil.config import load_settings
+from vigil.models import NewTask, Outcome, OutcomeKind, TaskStatus
+from vigil.store.sqlite import SqliteStore
+
+DAY_MS = 86_400_000
+ALL = "pending,active,blocked,completed,failed,canceled"
+
+
+def _seed(home: Path) -> list[Path]:
+    """Three finished tasks ten days old (transcripts in logs/runs/), one finished
+    today and one pending; returns the old transcripts."""
+    settings = load_settings(home)
+    runs = settings.logs_dir / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    clock = ManualClock(SystemClock().now_ms() - 10 * DAY_MS)
+    old: list[Path] = []
+
+    async def work() -> None:
+        async with await SqliteStore.open(settings.store.path, clock=clock) as store:
+            for n in range(4):
+                if n == 3:
+                    clock.set(SystemClock().now_ms())
+                await store.add_task(NewTask(f"task {n}", source="sensor:feeds"))
+                claim = await store.claim_next(worker="w", lease_ms=60_000)
+                assert claim is not None
+                transcript = runs / f"{claim.task.id}-1.jsonl"
+                transcript.write_text("{}\n", encoding="utf-8")
+                if n < 3:
+                    old.append(transcript)
+                outcome = Outcome(OutcomeKind.SUCCESS, cost_usd=0.5, tokens_in=100, transcript_path=str(transcript))
+                await store.finish(claim, outcome, TaskStatus.COMPLETED, worker="w")
+            await store.add_task(NewTask("still to do"))
+
+    asyncio.run(work())
+    return old
+
+
+def _stats(vigil: VigilRunner, by: str) -> object:
+    return json.loads(vigil("stats", "--since", "30d", "--by", by, "--json", check=True).stdout)["rows"]
+
+
+def test_prune_dry_run_then_prune_keeps_stats_and_removes_transcripts(vigil: VigilRunner, home: Path) -> None:
+    old = _seed(home)
+    before = {by: _stats(vigil, by) for by in ("day", "skill", "source", "sensor", "model")}
+
+    dry = vigil("store", "prune", "--older-than", "7d", "--dry-run", check=True)
+    assert dry.stdout.startswith("would prune 3 finished task(s), 3 run(s)")
+    assert "3 transcript(s)" in dry.stdout
+    assert all(path.exists() for path in old)
+    assert len(json.loads(vigil("task", "list", "--status", ALL, "--json", check=True).stdout)) == 5
+
+    done = vigil("store", "prune", "--older-than", "7d", "--json", check=True)
+    report = json.loads(done.stdout)
+    assert (report["tasks"], report["runs"], report["transcripts_removed"], report["dry_run"]) == (3, 3, 3, False)
+    assert not any(path.exists() for path in old)
+    left = json.loads(vigil("task", "list", "--status", ALL, "--json", check=True).stdout)
+    assert sorted(t["subject"] for t in left) == ["still to do", "task 3"]
+    assert {by: _stats(vigil, by) for by in before} == before
+
+    again = vigil("store", "prune", "--older-than", "7d", check=True)
+    assert again.stdout.startswith("pruned 0 finished task(s)")
+
+
+def test_prune_uses_the_retention_setting(vigil: VigilRunner, home: Path) -> None:
+    _seed(home)
+    config = home / "vigil.toml"
+    config.write_text(config.read_text(encoding="utf-8") + '\n[retention]\nkeep_finished = "9d"\n', encoding="utf-8")
+    assert vigil("store", "prune", check=True).stdout.startswith("pruned 3 finished task(s)")
+
+
+def test_prune_refuses_without_a_setting_or_with_a_bad_duration(vigil: VigilRunner, home: Path) -> None:
+    _seed(home)
+    off = vigil("store", "prune")
+    assert (off.returncode, off.stderr.count("\n")) == (2, 1)
+    assert "retention is off" in off.stderr
+    bad = vigil("store", "prune", "--older-than", "a while")
+    assert (bad.returncode, bad.stderr.count("\n")) == (2, 1)
+    assert "invalid duration" in bad.stderr
+    inside_a_run = vigil("store", "prune", "--older-than", "1d", env={"VIGIL_TASK_ID": "1"})
+    assert inside_a_run.returncode == 2
+    assert "only a person" in inside_a_run.stderr
+    assert len(json.loads(vigil("task", "list", "--status", ALL, "--json", check=True).stdout)) == 5

@@ -1,0 +1,134 @@
+"""The daemon's retention: ``[retention]`` settings, the periodic prune and the
+transcript files it deletes (only inside the home's ``logs/runs/``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import pytest
+
+from vigil.clock import ManualClock
+from vigil.config import load_settings
+from vigil.errors import ConfigError, InputError
+from vigil.models import NewTask, Outcome, OutcomeKind, TaskStatus
+from vigil.retention import keep_pruned, prune_history, remove_transcripts, transcripts_dir
+from vigil.store import CostGroup
+from vigil.store.sqlite import SqliteStore
+
+DAY_MS = 86_400_000
+
+
+def _configure(home: Path, retention: str) -> None:
+    config = home / "vigil.toml"
+    config.write_text(config.read_text(encoding="utf-8") + "\n[retention]\n" + retention, encoding="utf-8")
+
+
+async def _finished_with_transcript(store: SqliteStore, transcript: Path, usd: float) -> int:
+    added = await store.add_task(NewTask(f"writes {transcript.name}"))
+    assert added.task_id is not None
+    claim = await store.claim_next(worker="w", lease_ms=60_000)
+    assert claim is not None
+    assert claim.task.id == added.task_id
+    transcript.parent.mkdir(parents=True, exist_ok=True)
+    transcript.write_text("{}\n", encoding="utf-8")
+    outcome = Outcome(OutcomeKind.SUCCESS, cost_usd=usd, tokens_in=10, transcript_path=str(transcript))
+    await store.finish(claim, outcome, TaskStatus.COMPLETED, worker="w")
+    return added.task_id
+
+
+def test_retention_is_off_unless_configured(home: Path) -> None:
+    retention = load_settings(home).retention
+    assert (retention.keep_finished_ms, retention.keep_events_ms, retention.every_ms) == (None, None, 3_600_000)
+    _configure(home, 'keep_finished = "30d"\nkeep_events = "90d"\nevery = "10m"\n')
+    retention = load_settings(home).retention
+    assert (retention.keep_finished_ms, retention.keep_events_ms, retention.every_ms) == (
+        30 * DAY_MS,
+        90 * DAY_MS,
+        600_000,
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('keep_finished = "soon"', r"\[retention\] keep_finished: expected a duration"),
+        ('keep_finished = "10m"', r"\[retention\] keep_finished: expected a duration of at least 1h"),
+        ('keep_events = "0s"', r"\[retention\] keep_events: expected a duration of at least 1h"),
+        ('keep = "30d"', r"\[retention\] unknown key 'keep'"),
+    ],
+)
+def test_a_bad_retention_setting_names_the_key(home: Path, line: str, message: str) -> None:
+    _configure(home, line + "\n")
+    with pytest.raises(ConfigError, match=message):
+        load_settings(home)
+
+
+async def test_the_daemon_prunes_and_deletes_only_transcripts_inside_logs_runs(
+    home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _configure(home, 'keep_finished = "1d"\n')
+    settings = load_settings(home)
+    clock = ManualClock()
+    runs = transcripts_dir(settings)
+    elsewhere = home / "notes" / "keep-me.jsonl"  # a path a run recorded outside logs/runs/
+    async with await SqliteStore.open(settings.store.path, clock=clock) as store:
+        old = [await _finished_with_transcript(store, runs / f"old-{n}.jsonl", 0.5) for n in range(3)]
+        await _finished_with_transcript(store, elsewhere, 0.25)
+        clock.advance(2 * DAY_MS)
+        recent = await _finished_with_transcript(store, runs / "recent.jsonl", 1.0)
+        spend = await store.spend_since(0)
+        by_day = await store.cost_rollup(since_ms=0, by=CostGroup.DAY)
+        stop = asyncio.Event()
+
+        with caplog.at_level(logging.INFO, logger="vigil.retention"):
+            keeper = asyncio.create_task(keep_pruned(store, settings, clock, stop))
+            for _ in range(500):  # the first round runs at once; this only bounds a broken test
+                if "pruned" in caplog.text:
+                    break
+                await asyncio.sleep(0.01)
+            stop.set()
+            await asyncio.wait_for(keeper, 10)
+
+        assert "pruned 4 finished task(s), 4 run(s)" in caplog.text
+        assert [t.id for t in await store.list_tasks()] == [recent]
+        assert not any((runs / f"old-{n}.jsonl").exists() for n in range(len(old)))
+        assert (runs / "recent.jsonl").exists()
+        assert elsewhere.exists()
+        assert "outside" in caplog.text
+        assert await store.spend_since(0) == spend
+        assert await store.cost_rollup(since_ms=0, by=CostGroup.DAY) == by_day
+
+
+async def test_the_daemon_does_nothing_when_retention_is_off(home: Path) -> None:
+    settings = load_settings(home)
+    clock = ManualClock()
+    async with await SqliteStore.open(settings.store.path, clock=clock) as store:
+        task_id = await _finished_with_transcript(store, transcripts_dir(settings) / "t.jsonl", 0.1)
+        clock.advance(365 * DAY_MS)
+        # returns at once: nothing to wait for
+        await asyncio.wait_for(keep_pruned(store, settings, clock, asyncio.Event()), 10)
+        assert [t.id for t in await store.list_tasks()] == [task_id]
+        with pytest.raises(InputError, match="retention is off"):
+            await prune_history(store, settings, clock.now_ms())
+
+
+def test_a_transcript_path_leading_out_of_the_folder_is_left_alone(tmp_path: Path) -> None:
+    folder = tmp_path / "home" / "logs" / "runs"
+    folder.mkdir(parents=True)
+    inside = folder / "1-1.jsonl"
+    inside.write_text("x", encoding="utf-8")
+    outside = tmp_path / "secret.txt"
+    outside.write_text("x", encoding="utf-8")
+    (folder / "link.jsonl").symlink_to(outside)
+    escaping = [str(folder / ".." / ".." / ".." / "secret.txt"), str(folder / "link.jsonl"), str(folder)]
+
+    removed = remove_transcripts(
+        [*escaping, "logs/runs/1-1.jsonl", str(folder / "gone.jsonl")], folder, folder.parent.parent
+    )
+
+    assert removed == 1
+    assert not inside.exists()
+    assert outside.exists()
+    assert folder.is_dir()

@@ -1,0 +1,130 @@
+"""Retention: prune old history as ``[retention]`` says, and delete the transcript
+files of the runs pruned.
+
+``vigil run`` prunes every ``[retention] every`` (clock time) a bounded round of
+batches, so a large backlog is cleared over several rounds while the loop keeps
+the store between batches; ``vigil store prune`` runs one full prune on demand.
+The store decides what may go (``Store.prune``); this module turns the settings
+into cutoffs and removes the files. A transcript is deleted only if it lies inside
+the home's ``logs/runs/`` folder: a path stored in the database never makes Vigil
+delete a file anywhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vigil.clock import Clock, real_seconds
+from vigil.config import Settings
+from vigil.errors import InputError, VigilError
+from vigil.models import PruneResult
+
+if TYPE_CHECKING:
+    from vigil.store import Store
+
+log = logging.getLogger("vigil.retention")
+
+BATCH_TASKS = 200  # tasks per transaction: a few ms of write lock each
+ROUND_BATCHES = 25  # the daemon's round: at most 5,000 tasks, then it waits
+BACKLOG_PAUSE_S = 1.0  # real seconds between rounds while a backlog is left
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """One prune: what the store removed and how many transcript files went."""
+
+    result: PruneResult
+    files_removed: int
+
+    def describe(self) -> str:
+        r = self.result
+        return (
+            f"{r.tasks} finished task(s), {r.runs} run(s), {r.events} event(s), {r.notes} note(s), "
+            f"{r.dependencies} dependency row(s), {self.files_removed} transcript file(s)"
+        )
+
+
+def transcripts_dir(settings: Settings) -> Path:
+    """Where run transcripts are written (``logs/runs/`` in the home)."""
+    return settings.logs_dir / "runs"
+
+
+def remove_transcripts(paths: Iterable[str], folder: Path, home: Path) -> int:
+    """Delete the files among ``paths`` (relative ones are taken from ``home``)
+    that resolve to a place inside ``folder``; returns how many were deleted.
+    Missing files are skipped; a file that cannot be deleted is logged."""
+    inside = folder.resolve()
+    removed = 0
+    for stored in paths:
+        path = Path(stored)
+        target = (path if path.is_absolute() else home / path).resolve()
+        if not target.is_relative_to(inside) or target == inside:
+            log.warning("transcript %s is outside %s: left alone", stored, folder)
+            continue
+        try:
+            target.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            log.warning("cannot delete transcript %s: %s", target, err.strerror)
+            continue
+        removed += 1
+    return removed
+
+
+async def prune_history(
+    store: Store,
+    settings: Settings,
+    now_ms: int,
+    *,
+    keep_finished_ms: int | None = None,
+    dry_run: bool = False,
+    max_batches: int | None = None,
+) -> Pruned:
+    """Prune what ``[retention]`` (or ``keep_finished_ms``, which wins) lets go as of
+    ``now_ms``, then delete the transcripts (not on a dry run: it only counts them).
+    Raises ``InputError`` when nothing is configured to prune."""
+    retention = settings.retention
+    keep = keep_finished_ms if keep_finished_ms is not None else retention.keep_finished_ms
+    if keep is None and retention.keep_events_ms is None:
+        raise InputError("retention is off: set [retention] keep_finished in vigil.toml, or pass --older-than")
+    result = await store.prune(
+        # 0: no finished task is that old, so only audit rows are pruned
+        finished_before_ms=0 if keep is None else now_ms - keep,
+        events_before_ms=None if retention.keep_events_ms is None else now_ms - retention.keep_events_ms,
+        batch_size=BATCH_TASKS,
+        max_batches=max_batches,
+        dry_run=dry_run,
+    )
+    if dry_run:
+        return Pruned(result, 0)
+    return Pruned(result, remove_transcripts(result.transcripts, transcripts_dir(settings), settings.home))
+
+
+async def keep_pruned(store: Store, settings: Settings, clock: Clock, stop: asyncio.Event) -> None:
+    """The daemon's retention: a round of at most ``ROUND_BATCHES`` batches now and
+    every ``[retention] every`` of clock time until ``stop``; sooner while a backlog
+    is left. Logs what each round removed; a failed round is logged and retried at
+    the next one. Returns at once when retention is off."""
+    retention = settings.retention
+    if retention.keep_finished_ms is None and retention.keep_events_ms is None:
+        return
+    while not stop.is_set():
+        wait_s = real_seconds(clock, retention.every_ms)
+        try:
+            pruned = await prune_history(store, settings, clock.now_ms(), max_batches=ROUND_BATCHES)
+        except VigilError as err:
+            log.warning("pruning old history failed: %s", err)
+        else:
+            if pruned.result.tasks or pruned.result.events:
+                log.info("pruned %s", pruned.describe())
+            if not pruned.result.complete:
+                wait_s = min(wait_s, BACKLOG_PAUSE_S)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), wait_s)
