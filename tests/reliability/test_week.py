@@ -87,7 +87,10 @@ def test_the_judge_flags_a_final_roll_up_that_differs_from_the_ledger_and_leftov
     report.ledger_usd, report.rollup_usd = 1.0, 0.99
     report.leftover_processes = [4242]
     report.left_active = 1
+    report.alerts = {"task_failed": 3, "sensor_stale": 1}
     found = judge(report)
     assert any("cost roll-up" in line for line in found)
     assert any("left behind" in line for line in found)
     assert any("left active" in line for line in found)
+    assert any("sensor_stale" in line for line in found)
+    assert not any("task_failed" in line for line in found)  # failures alert by design

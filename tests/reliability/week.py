@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -42,6 +43,7 @@ HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
 LONG_SHARE = 20  # the fake's long runs: run id x 7919 mod 1000 below this
 MAX_RUN_COST = 0.0099  # the most one run of the fake reports (USD)
+ALERT_LINE = re.compile(r"alert (\w+): ")  # how dispatch.alerts logs each event it sends
 
 CONFIG = """\
 [dispatch]
@@ -66,8 +68,9 @@ max_consecutive_failures = 0
 max_per_source_per_day = 0
 
 [alerts]
-# back-to-back runs write the heartbeat at most once a real second (k simulated ones)
-stale_dispatcher = "1d"
+# Back-to-back runs write the heartbeat at most once a real second (a throttle on
+# commits, kept real): 24 simulated minutes at k = 1440.
+stale_dispatcher = "2h"
 """
 SENSOR = """
 [[sensors]]
@@ -128,6 +131,7 @@ class WeekReport:
     rollup_usd: float = 0.0
     rollup_tokens: tuple[int, int] = (0, 0)
     outcomes: dict[str, int] = field(default_factory=dict)  # runs that ended by themselves
+    alerts: dict[str, int] = field(default_factory=dict)  # alert events the daemon logged, by kind
 
 
 def write_home(home: Path, plan: WeekPlan, clock: AcceleratedClock, ledger: Path) -> None:
@@ -378,8 +382,18 @@ def _finish(report: WeekReport, home: Path, db: Path, ledger: Path) -> None:
     reported = read_ledger(ledger)
     report.ledger_usd, report.ledger_tokens = reported.usd, (reported.tokens_in, reported.tokens_out)
     report.outcomes = reported.outcomes
+    report.alerts = logged_alerts(home / "logs")
     total, rolled_in, rolled_out = rollup(home)
     report.rollup_usd, report.rollup_tokens = total, (rolled_in, rolled_out)
+
+
+def logged_alerts(logs: Path) -> dict[str, int]:
+    """Alert events in ``vigil.log`` and its rotated files, by kind."""
+    found: dict[str, int] = {}
+    for path in logs.glob("vigil.log*"):
+        for match in ALERT_LINE.finditer(path.read_text(encoding="utf-8", errors="replace")):
+            found[match[1]] = found.get(match[1], 0) + 1
+    return found
 
 
 def _print_progress(s: Sample) -> None:
@@ -429,7 +443,8 @@ def main(argv: list[str]) -> int:
         f"exit {report.exit_code}; by status {report.by_status}; left active {report.left_active}; "
         f"cancels sent {len(report.cancels_sent)}; runs by outcome {report.outcomes}; "
         f"roll-up ${report.rollup_usd:.4f} vs ledger ${report.ledger_usd:.4f}; tokens {report.rollup_tokens} vs "
-        f"{report.ledger_tokens}; polls {report.polls} ({report.idle_polls} idle); integrity {report.integrity}"
+        f"{report.ledger_tokens}; polls {report.polls} ({report.idle_polls} idle); alerts {report.alerts}; "
+        f"integrity {report.integrity}"
     )
     found = judge(report)
     for line in found:

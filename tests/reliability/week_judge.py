@@ -25,6 +25,7 @@ WAL_BOUND_BYTES = 16 * MIB  # four times the automatic checkpoint's 1000 pages
 PLATEAU_SLACK = 0.15  # after retention settled, later sizes may exceed earlier ones by this share
 PLATEAU_SLACK_BYTES = 256 * 1024
 USD_EPS = 1e-6
+STALE_ALERTS = ("dispatcher_stale", "sensor_stale")  # the watchdog saw a part fall behind
 
 
 def _median(values: Sequence[float]) -> float:
@@ -60,6 +61,9 @@ def judge(report: WeekReport) -> list[str]:
         found.append(f"processes of the run left behind: {report.leftover_processes}")
     if report.integrity != "ok":
         found.append(f"integrity check: {report.integrity}")
+    for kind in STALE_ALERTS:
+        if report.alerts.get(kind):
+            found.append(f"{report.alerts[kind]} {kind} alert(s) in the log")
     found += _costs(report)
     found += _resources(report)
     found += _plateau(report)
