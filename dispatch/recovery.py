@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from dispatch.process import end_process_group, group_alive, pid_alive, same_process
 from dispatch.retry import attempts_left, gave_up
@@ -125,16 +126,28 @@ async def _settle(store: Store, clock: Clock, run: Run, task: Task, reason: str)
     return settled
 
 
-async def keep_recovering(store: Store, clock: Clock, stop: asyncio.Event, *, interval_s: float) -> None:
+async def keep_recovering(
+    store: Store,
+    clock: Clock,
+    stop: asyncio.Event,
+    *,
+    interval_s: float,
+    on_recovered: Callable[[], None] | None = None,
+) -> None:
     """Recover orphans every ``interval_s`` until ``stop``, so that a dead host's task
     is picked up once its lease expires even when no dispatcher starts. A failure is
-    logged and tried again next time."""
+    logged and tried again next time. ``on_recovered`` is called after tasks were
+    settled: the dispatcher of this process must look at the queue again, since its
+    own connection's commits do not wake it as other processes' do."""
     while True:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), interval_s)
         if stop.is_set():
             return
         try:
-            await recover_orphans(store, clock)
+            recovered = await recover_orphans(store, clock)
         except VigilError as err:
             log.warning("crash recovery failed: %s", err)
+            continue
+        if recovered and on_recovered is not None:
+            on_recovered()

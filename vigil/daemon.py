@@ -229,7 +229,9 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
         sensors = _Sensors(store, settings, clock, lambda: dispatcher.wake())  # noqa: PLW0108
         # Standing by or dispatching, this process settles what dead dispatchers left.
         every_s = recovery_interval_s(settings.dispatch.lease_ms)
-        recovery = asyncio.create_task(keep_recovering(store, clock, stop, interval_s=every_s))
+        # late-bound like the sensors' wake-up; own commits do not wake the dispatcher
+        woken = lambda: dispatcher.wake()  # noqa: E731, PLW0108
+        recovery = asyncio.create_task(keep_recovering(store, clock, stop, interval_s=every_s, on_recovered=woken))
         standby = sensors.start if settings.dispatch.standby_sensors else None
         with _Signals(stop) as signals:
             try:

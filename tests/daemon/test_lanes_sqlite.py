@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 from pathlib import Path
 
 from dispatch.lanes import FileLanes
 from tests.conftest import VigilRunner
-from tests.daemon.conftest import clean_env, task_json, wait_until
+from tests.daemon.conftest import clean_env, pid_alive, task_json, wait_until
 from tests.daemon.lanes_support import Records, start_run, write_lane_home
 from vigil.clock import ManualClock
 
@@ -92,3 +93,41 @@ async def test_dispatch_once_takes_a_free_lane_and_refuses_when_every_lane_is_he
     finally:
         await held.release()
         await other.release()
+
+
+def test_a_killed_dispatchers_task_is_recovered_by_its_sibling_on_the_same_machine_at_once(
+    vigil: VigilRunner, home: Path, tmp_path: Path
+) -> None:
+    # A long lease: a recovery by lease would say "lease expired"; this one must
+    # come from the pid check, as soon as the sibling's periodic recovery runs.
+    records = Records(tmp_path / "records.txt")
+    write_lane_home(home, records.path, CONFIG + 'lease = "8s"\n')
+    task_id = int(json.loads(vigil("task", "add", "slow", "--skills", "lane", "--json", check=True).stdout)["id"])
+    sentinel = Path(f"{records.path}.slow.{task_id}")
+    sentinel.touch()
+    logs = [tmp_path / f"run-{n}.log" for n in range(2)]
+    runs = [start_run(home, log, clean_env()) for log in logs]
+    try:
+        wait_until("the slow task to start", records.starts)
+        (first,) = records.starts()
+        victim = next(run for run in runs if run.pid == first.dispatcher_pid)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=30)
+        assert pid_alive(first.pid)  # its agent lives on, in a session of its own
+
+        wait_until("the sibling to end the orphaned agent", lambda: not pid_alive(first.pid))
+        sentinel.unlink()
+        wait_until("the task to run again and complete", lambda: task_json(vigil, task_id)["status"] == "completed")
+
+        interrupted, rerun = task_json(vigil, task_id)["runs"]  # type: ignore[misc]
+        assert interrupted["outcome"] == "interrupted"
+        assert interrupted["error"].startswith(f"dispatcher died (worker {socket.gethostname()}:{victim.pid}:")
+        assert rerun["outcome"] == "success"
+        (survivor,) = [run for run in runs if run is not victim]
+        assert [e.dispatcher_pid for e in records.starts()] == [victim.pid, survivor.pid]
+        assert [e.run_id for e in records.ends()] == [rerun["id"]]
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
+            run.wait()
