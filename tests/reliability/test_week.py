@@ -1,6 +1,6 @@
 """The simulated week in reduced form: one simulated day of ``vigil run`` in about a
-real minute (k = 1440), with 100 sensors, the fast fake agent's mix of outcomes and
-cancels. The full week is ``python -m tests.reliability.week``
+real minute (k = 1440), with 100 sensors, the fast fake agent's mix of outcomes,
+cancels and retention. The full week is ``python -m tests.reliability.week``
 (docs/reliability.md). The judge is tested on made-up series too, so that each of
 its checks is known to fail when it should."""
 
@@ -14,7 +14,9 @@ import pytest
 from tests.reliability.week import HOUR_MS, Sample, WeekPlan, WeekReport, run_week
 from tests.reliability.week_judge import judge, markdown
 
-DAY_PLAN = WeekPlan(days=1, factor=1440, sensors=100, every="2h", keep_finished=None, sample_ms=HOUR_MS)
+# Finished tasks are kept 4 simulated hours (the shortest retention allowed is 1h), so
+# the database has most of the day to show its plateau.
+DAY_PLAN = WeekPlan(days=1, factor=1440, sensors=100, every="2h", keep_finished="4h", sample_ms=HOUR_MS)
 
 
 @pytest.mark.slow
@@ -29,6 +31,7 @@ def test_a_simulated_day_keeps_memory_sizes_and_costs_in_check_and_nothing_stuck
     assert report.by_status.get("canceled", 0) >= 1
     assert report.by_status.get("failed", 0) >= 1
     assert report.idle_polls > 0  # the stuck check looked while the loop was idle
+    assert report.samples[-1].pruned_tasks > 0  # retention ran, and the roll-ups held across it
 
 
 def _series(**growth: float) -> WeekReport:
