@@ -13,7 +13,6 @@ second one cuts the grace short. See docs/running.md.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from vigil.clock import ACCELERATED_CLOCK_ENV, AcceleratedClock, Clock, clock_from_env, real_seconds
 from vigil.config import Settings
-from vigil.errors import LockHeld, OperationError, VigilError
+from vigil.errors import LockHeld, OperationError
 from vigil.logfile import private_log_handler
 from vigil.models import Task
 from vigil.redaction import RedactingFilter, Redactor
@@ -37,8 +36,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("vigil.daemon")
 
-WAL_CHECK_S = 300.0  # how often the write-ahead log is checkpointed
-WAL_WARN_PAGES = 25_000  # about 100 MB of 4 KiB pages left in the log: warn
 LOG_FILE = "vigil.log"
 LOG_MAX_BYTES = 5 * 1024 * 1024
 LOG_BACKUPS = 5
@@ -137,27 +134,6 @@ def _make_lanes(settings: Settings, clock: Clock, worker_id: str) -> LaneLock:
         return PostgresLanes(settings.store.url, lanes, name=f"vigil dispatcher {worker_id}")
     refuse_network_filesystem(settings.store.path, lanes)
     return FileLanes(settings.store.path, lanes, clock)
-
-
-async def keep_wal_small(store: Store, stop: asyncio.Event, *, interval_s: float = WAL_CHECK_S) -> None:
-    """Checkpoint the write-ahead log every ``interval_s`` and warn while it stays
-    past ``WAL_WARN_PAGES`` (a reader holding an old snapshot keeps it from
-    shrinking: a stuck TUI, a forgotten sqlite3 shell)."""
-    while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval_s)
-            return
-        try:
-            logged, copied = await store.checkpoint()
-        except VigilError as err:
-            log.warning("WAL checkpoint failed: %s", err)
-            continue
-        if logged - copied > WAL_WARN_PAGES:
-            log.warning(
-                "the write-ahead log keeps %d pages it cannot copy back: another process holds an old read "
-                "snapshot (a stuck reader?); the file grows until it lets go",
-                logged - copied,
-            )
 
 
 class _Signals:
@@ -278,6 +254,7 @@ async def _dispatch(
     from dispatch.standby import dispatch_in_lane
     from dispatch.watchdog import watch
     from vigil.retention import keep_pruned
+    from vigil.wal import keep_wal_small, wal_path_of
 
     log.info(
         "dispatcher %s on %s (executor %s, lane %s of %d)",
@@ -295,7 +272,8 @@ async def _dispatch(
     watchdog = asyncio.create_task(watch(store, settings, alerts, clock, stop, interval_s=every_s))
     helpers = [watchdog, asyncio.create_task(keep_pruned(store, settings, clock, stop))]
     if settings.store.url is None:  # PostgreSQL has no WAL file of ours to keep small
-        helpers.append(asyncio.create_task(keep_wal_small(store, stop)))
+        wal = wal_path_of(settings.store.path)
+        helpers.append(asyncio.create_task(keep_wal_small(store, stop, wal_path=wal)))
     try:
         return await dispatch_in_lane(dispatcher, lanes, stop)
     finally:

@@ -373,11 +373,18 @@ class Store(Protocol):
         """Write a consistent copy of the database to ``target`` (online backup)."""
         ...
 
-    async def checkpoint(self) -> tuple[int, int]:
+    async def checkpoint(self, *, truncate: bool = False) -> tuple[int, int]:
         """Copy the write-ahead log into the database without waiting for readers
         (passive). Returns (pages in the log, pages copied); fewer copied than
         logged means a reader still holds an older snapshot. SQLite-specific in
-        spirit; another backend returns (0, 0)."""
+        spirit; another backend returns (0, 0).
+
+        ``truncate`` also empties the log file: it waits up to a short bound
+        (``sqlite_db.TRUNCATE_WAIT_MS``) for the readers of older snapshots to
+        finish, holding off other writers meanwhile, then copies every page and
+        cuts the file to zero bytes, returning (0, 0). A reader still there at the
+        bound leaves the log as a passive checkpoint would (the counts say so).
+        Under readers that never pause, only this bounds the log."""
         ...
 
     async def prune(

@@ -121,7 +121,7 @@ class StateMethods(PostgresBase):
             f"vigil backup copies SQLite files; back up the PostgreSQL database at {self.where} with pg_dump"
         )
 
-    async def checkpoint(self) -> tuple[int, int]:
+    async def checkpoint(self, *, truncate: bool = False) -> tuple[int, int]:
         return 0, 0
 
     async def explain(self, sql: str, params: Mapping[str, object]) -> list[str]:

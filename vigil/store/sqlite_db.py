@@ -36,6 +36,15 @@ MIN_SQLITE = (3, 35, 0)
 BUSY_RETRIES = 5
 BUSY_BACKOFF_S = 0.05
 BACKUP_STEP_PAGES = 1024  # 4 MiB of 4 KiB pages per step; the connection's other users wait at most one step
+# When a connection restarts the write-ahead log it cuts the file back to this size:
+# without it a log that once grew (a stuck reader, a big batch) keeps its size on
+# disk forever. Twice the automatic checkpoint's 1000 pages, so the steady log is
+# not cut and grown again on every restart.
+JOURNAL_SIZE_LIMIT_BYTES = 8 * 1024 * 1024
+# A TRUNCATE checkpoint holds off writers while it waits for older readers to
+# finish: long enough for short read transactions to end, short enough that a
+# writer waiting behind it (busy_timeout: seconds) never notices.
+TRUNCATE_WAIT_MS = 200
 
 
 def _is_busy(err: sqlite3.OperationalError) -> bool:
@@ -102,7 +111,12 @@ def _configure(
         raise StoreError(f"{path}: could not enable WAL (journal_mode is {mode})")
     conn.execute(f"PRAGMA synchronous = {synchronous}")
     conn.execute("PRAGMA foreign_keys = ON")
-    expected = {"synchronous": {"FULL": 2, "NORMAL": 1}[synchronous], "foreign_keys": 1}
+    conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT_BYTES}")
+    expected = {
+        "synchronous": {"FULL": 2, "NORMAL": 1}[synchronous],
+        "foreign_keys": 1,
+        "journal_size_limit": JOURNAL_SIZE_LIMIT_BYTES,
+    }
     for pragma, want in expected.items():
         got = conn.execute(f"PRAGMA {pragma}").fetchone()[0]
         if got != want:

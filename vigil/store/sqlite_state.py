@@ -15,6 +15,7 @@ from vigil.models import (
     SensorState,
 )
 from vigil.store.sqlite_base import SqliteBase, data_version_of, insert_task
+from vigil.store.sqlite_db import TRUNCATE_WAIT_MS
 from vigil.store.sqlite_limits import Refusal
 from vigil.store.sqlite_queries import (
     SQL_LOOP_VALUE,
@@ -133,9 +134,22 @@ class StateMethods(SqliteBase):
     async def backup(self, target: Path) -> None:
         await self._db.backup(target)
 
-    async def checkpoint(self) -> tuple[int, int]:
-        row = await self._db.read(lambda conn: conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())
-        return int(row[1]), int(row[2])
+    async def checkpoint(self, *, truncate: bool = False) -> tuple[int, int]:
+        def body(conn: sqlite3.Connection) -> tuple[int, int]:
+            if not truncate:
+                _, logged, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                return int(logged), int(copied)
+            # The wait for readers goes through the busy handler: bound it, then
+            # give the connection its own timeout back.
+            usual = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+            conn.execute(f"PRAGMA busy_timeout = {TRUNCATE_WAIT_MS}")
+            try:
+                _, logged, copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {usual}")
+            return int(logged), int(copied)
+
+        return await self._db.read(body)
 
     async def integrity_check(self) -> str:
         """``ok``, or SQLite's first complaint."""
