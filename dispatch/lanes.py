@@ -19,7 +19,7 @@ from typing import Protocol
 
 from dispatch.lock import DispatcherLock, LockHolder, lock_path_for
 from vigil.clock import Clock
-from vigil.errors import ConfigError
+from vigil.errors import ConfigError, OperationError
 
 MOUNTINFO = Path("/proc/self/mountinfo")
 
@@ -65,6 +65,11 @@ class LaneLock(Protocol):
         """Who holds the lanes, as far as known, for the standby message. Never raises."""
         ...
 
+    async def others_held(self) -> bool:
+        """Whether a lane other than this one's is held by another dispatcher now.
+        Never raises (False when it cannot be told)."""
+        ...
+
     async def release(self) -> None:
         """Give the lane up (idempotent)."""
         ...
@@ -82,6 +87,7 @@ class FileLanes:
 
     def __init__(self, database: Path, lanes: int, clock: Clock) -> None:
         self.lanes = lanes
+        self._clock = clock
         self._locks = [DispatcherLock(lane_path(database, lane), clock) for lane in range(lanes)]
         self._lane: int | None = None
 
@@ -109,6 +115,20 @@ class FileLanes:
     async def holders(self) -> str:
         found = [lock.holder() for lock in self._locks]
         return _describe([holder for holder in found if holder is not None])
+
+    async def others_held(self) -> bool:
+        for lane, lock in enumerate(self._locks):
+            if lane == self._lane:
+                continue
+            # A probe of our own: a lane we can lock is free (and stays free: let go at once).
+            probe = DispatcherLock(lock.path, self._clock)
+            try:
+                if not probe.try_acquire():
+                    return True
+            except OperationError:
+                continue
+            probe.release()
+        return False
 
     async def release(self) -> None:
         if self._lane is not None:

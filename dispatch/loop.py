@@ -313,8 +313,10 @@ class Dispatcher:
         )
 
     # --- forever -------------------------------------------------------------------
-    async def run_forever(self, stop: asyncio.Event) -> None:
-        """Run due tasks until ``stop`` is set; then write the ``stopped`` heartbeat.
+    async def run_forever(self, stop: asyncio.Event, *, mark_stopped: bool = True) -> None:
+        """Run due tasks until ``stop`` is set; then write the ``stopped`` heartbeat
+        (``mark_stopped`` False leaves that to the caller: with several lanes, only
+        the last dispatcher to stop may say the loop stopped).
 
         A step that fails on the database is logged and tried again after a pause:
         a 24/7 loop must outlive a locked or briefly unavailable file (a task left
@@ -342,7 +344,8 @@ class Dispatcher:
             if claim is not None:
                 await self._give_back(claim)
         finally:
-            await self.mark_stopped()
+            if mark_stopped:
+                await self.mark_stopped()
 
     async def _idle(self, stop: asyncio.Event) -> None:
         """Sleep until a task may be claimable: the next due time (or, while the guard

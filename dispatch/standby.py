@@ -60,7 +60,8 @@ async def wait_for_lane(
 
 async def dispatch_in_lane(dispatcher: Dispatcher, lanes: LaneLock, stop: asyncio.Event) -> bool:
     """Run ``dispatcher`` until ``stop`` (returns False) or until the lane is lost
-    (returns True; the running task was ended and given back)."""
+    (returns True; the running task was ended and given back). The ``stopped``
+    heartbeat is not written: see ``release_lane``."""
     run_stop = asyncio.Event()
     lost = False
 
@@ -78,8 +79,21 @@ async def dispatch_in_lane(dispatcher: Dispatcher, lanes: LaneLock, stop: asynci
 
     watcher = asyncio.create_task(watch_lane())
     try:
-        await dispatcher.run_forever(run_stop)
+        await dispatcher.run_forever(run_stop, mark_stopped=False)
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
     return lost
+
+
+async def release_lane(dispatcher: Dispatcher, lanes: LaneLock) -> None:
+    """Give the lane up after a clean stop, then write the ``stopped`` heartbeat
+    only if no other dispatcher holds a lane: the heartbeat is one value that every
+    dispatcher writes, and the loop has not stopped while others run. Releasing
+    first means that of several dispatchers stopping at once, the last one to
+    release sees no other lane held and says the loop stopped."""
+    await lanes.release()
+    if await lanes.others_held():
+        log.info("other dispatchers still hold lanes: the loop goes on without this one")
+        return
+    await dispatcher.mark_stopped()

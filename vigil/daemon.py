@@ -189,7 +189,7 @@ class _Sensors:
 async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
     """Run sensors and the dispatcher until a signal; returns the exit code (0)."""
     from dispatch.recovery import keep_recovering, recovery_interval_s
-    from dispatch.standby import wait_for_lane
+    from dispatch.standby import release_lane, wait_for_lane
     from dispatch.worker import new_worker_id
     from vigil.store import open_store
 
@@ -233,6 +233,8 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
         return 0
     finally:
         await alerts.drain()  # alerts already sent out; each is bounded by its timeout
+        if lanes.lane is not None:  # stopped while dispatching: the last one out says so
+            await release_lane(dispatcher, lanes)
         await lanes.release()
         await store.close()
 
@@ -291,6 +293,7 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tu
     is taken) and recovers what dead dispatchers left first.
     """
     from dispatch.recovery import recover_orphans
+    from dispatch.standby import release_lane
     from dispatch.worker import new_worker_id
     from vigil.store import open_store
 
@@ -313,7 +316,7 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tu
                 try:
                     task = await dispatcher.run_once(stop)
                 finally:
-                    await dispatcher.mark_stopped()
+                    await release_lane(dispatcher, lanes)
             gate = dispatcher.closed_gate
             return task, None if gate is None else gate.reason
         finally:

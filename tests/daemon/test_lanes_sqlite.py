@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dispatch.lanes import FileLanes
 from tests.conftest import VigilRunner
-from tests.daemon.conftest import clean_env, pid_alive, task_json, wait_until
+from tests.daemon.conftest import clean_env, dispatcher_state, pid_alive, status_json, task_json, wait_until
 from tests.daemon.lanes_support import Records, start_run, write_lane_home
 from vigil.clock import ManualClock
 
@@ -59,6 +59,14 @@ def test_two_lanes_run_two_tasks_at_once_and_never_the_same_task(
         runs[0].send_signal(signal.SIGTERM)
         assert runs[0].wait(timeout=30) == 0
         wait_until("the third to take the freed lane", lambda: "took over dispatcher lane" in logs[2].read_text())
+        # One dispatcher stopped, the loop did not: the shared heartbeat never says "stopped".
+        assert "the loop goes on without this one" in logs[0].read_text()
+        assert dispatcher_state(vigil) in ("idle", "running")
+
+        for run in runs[1:]:  # both at once: the last to let go of its lane says so
+            run.send_signal(signal.SIGTERM)
+        assert [run.wait(timeout=30) for run in runs[1:]] == [0, 0]
+        assert status_json(vigil)["dispatcher"]["state"] == "stopped"  # type: ignore[index]
     finally:
         for run in runs:
             if run.poll() is None:

@@ -124,3 +124,24 @@ def test_lanes_config_defaults_to_one_and_checks_its_range(tmp_path: Path) -> No
     for bad in (0, -1, MAX_LANES + 1, "4", True, 1.5):
         with pytest.raises(ConfigError, match=r"\[dispatch\] lanes: expected an integer"):
             settings_from_mapping({"dispatch": {"lanes": bad}}, tmp_path, source, env={})
+
+
+async def test_others_held_sees_other_dispatchers_lanes_and_leaves_free_ones_free(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    database = tmp_path / "vigil.db"
+    ours, theirs, later = (FileLanes(database, 3, clock) for _ in range(3))
+    assert await ours.try_acquire()
+    assert not await ours.others_held()  # lanes 1 and 2 are free
+
+    assert await theirs.try_acquire()
+    assert await ours.others_held()
+    assert await theirs.others_held()
+
+    await theirs.release()
+    assert not await ours.others_held()
+    await ours.release()
+    assert not await ours.others_held()  # holding none, seeing none
+    assert await later.try_acquire()  # the probes left every lane free
+    assert later.lane == 0
+    await later.release()

@@ -126,3 +126,22 @@ async def test_an_unreachable_server_is_a_one_line_error() -> None:
     assert "connection refused" in str(failed.value)
     assert not await lanes.still_held()
     assert await lanes.holders() == "other dispatchers"
+
+
+async def test_others_held_sees_other_sessions_lanes(postgres_url: str) -> None:
+    ours = PostgresLanes(postgres_url, 2, name="vigil dispatcher ours")
+    theirs = PostgresLanes(postgres_url, 2, name="vigil dispatcher theirs")
+    try:
+        assert await ours.try_acquire()
+        assert not await ours.others_held()
+        assert await theirs.try_acquire()
+        assert await ours.others_held()
+        await theirs.release()
+        assert not await ours.others_held()
+        await ours.release()
+        assert not await ours.others_held()
+        assert held_lanes(postgres_url) == []  # the probe took nothing and kept no session
+        assert terminate(postgres_url, "vigil dispatcher ours") == 0
+    finally:
+        await ours.release()
+        await theirs.release()

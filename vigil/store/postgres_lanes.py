@@ -67,6 +67,16 @@ ORDER BY l.objid
 """
 
 
+# Whether a session other than this one holds a lane of this database.
+SQL_OTHER_LANES_HELD = """
+SELECT EXISTS (
+    SELECT 1 FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = %s AND pid <> pg_backend_pid()
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+)
+"""
+
+
 class PostgresLanes:
     """``lanes`` advisory-lock lanes in the database at ``url``; holds at most one.
 
@@ -170,6 +180,19 @@ class PostgresLanes:
             return "other dispatchers"
         shown = [f"lane {lane}: {app or 'unnamed'} from {client or 'local socket'}" for lane, app, client, _ in rows]
         return "; ".join(shown)
+
+    async def others_held(self) -> bool:
+        import psycopg
+
+        try:
+            async with self._busy:
+                conn = await self._session()
+                row = await (await conn.execute(SQL_OTHER_LANES_HELD, (LANE_KEY,))).fetchone()
+                if self._lane is None:
+                    await self._drop()  # a probe only: keep no session open for it
+        except (psycopg.Error, OperationError):
+            return False
+        return bool(row and row[0])
 
     async def release(self) -> None:
         import psycopg
