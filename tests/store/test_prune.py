@@ -288,3 +288,21 @@ async def test_old_events_of_kept_tasks_go_when_asked(store: Store, clock: Manua
 async def test_bad_batch_limits_are_refused(store: Store, bad: dict[str, int]) -> None:
     with pytest.raises(InputError):
         await store.prune(finished_before_ms=0, **bad)  # type: ignore[arg-type]
+
+
+async def test_a_task_its_agent_closed_stays_until_the_dispatcher_records_the_run(
+    store: Store, clock: ManualClock
+) -> None:
+    task_id = await _add(store, new("closed by its agent"))
+    got = await claim(store)
+    await store.close_task(task_id, TaskStatus.COMPLETED, "done", actor="agent")
+    clock.advance(DAY_MS)  # the run is still being recorded: a slow or dead dispatcher
+
+    preview = await store.prune(finished_before_ms=clock.now_ms(), dry_run=True)
+    result = await store.prune(finished_before_ms=clock.now_ms())
+
+    assert (preview.tasks, result.tasks) == (0, 0)
+    await store.finish(got, success(cost_usd=0.5), TaskStatus.COMPLETED, worker="w1")
+    clock.advance(DAY_MS)
+    assert (await store.prune(finished_before_ms=clock.now_ms())).tasks == 1
+    assert await store.spend_since(0) == 0.5

@@ -398,9 +398,10 @@ class Store(Protocol):
     ) -> PruneResult:
         """Delete finished tasks (completed, failed, canceled) last updated before
         ``finished_before_ms`` (epoch ms), with their runs, events, notes and
-        dependency rows. Never deleted: an open task; a task that still has a child
-        (any status: its chain stays whole, so ``origin_of`` and the SENSOR roll-up
-        keep working); a task another remaining task depends on. A parent or a
+        dependency rows. Never deleted: an open task; a task a dispatcher still
+        holds (``claimed_by`` set, or a run not yet recorded); a task that still
+        has a child (any status: its chain stays whole, so ``origin_of`` and the
+        SENSOR roll-up keep working); a task another remaining task depends on. A parent or a
         dependency freed by the tasks deleted is deleted in the same call (unless
         ``max_batches`` stops it first).
 

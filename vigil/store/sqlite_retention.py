@@ -25,12 +25,14 @@ from vigil.store.sqlite_db import Database
 _FINISHED = "('completed', 'failed', 'canceled')"
 
 # Of the tasks in :ids (a JSON array), those that may go now: finished, last updated
-# before :cutoff, no child left (ix_tasks_parent) and nothing left depending on them
-# (ix_task_deps_depends_on).
+# before :cutoff, not held by a dispatcher (an agent may close its task while its run
+# is still being recorded: ix_runs_open), no child left (ix_tasks_parent) and
+# nothing left depending on them (ix_task_deps_depends_on).
 SQL_PRUNABLE = f"""
 SELECT t.id FROM tasks t
 WHERE t.id IN (SELECT value FROM json_each(:ids))
-  AND t.status IN {_FINISHED} AND t.updated_at < :cutoff
+  AND t.status IN {_FINISHED} AND t.updated_at < :cutoff AND t.claimed_by IS NULL
+  AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = t.id AND r.finished_at IS NULL)
   AND NOT EXISTS (SELECT 1 FROM tasks c WHERE c.parent_id = t.id)
   AND NOT EXISTS (SELECT 1 FROM task_deps d WHERE d.depends_on = t.id)
 ORDER BY t.id
@@ -118,7 +120,9 @@ SQL_DELETE_EVENTS = f"DELETE FROM task_events WHERE id IN {_IDS}"
 # (a fixpoint the recursive CTE reaches by walking up from every task that stays).
 SQL_PRUNE_PREVIEW = f"""
 WITH RECURSIVE kept(id) AS (
-    SELECT id FROM tasks WHERE status NOT IN {_FINISHED} OR updated_at >= :cutoff
+    SELECT id FROM tasks WHERE status NOT IN {_FINISHED} OR updated_at >= :cutoff OR claimed_by IS NOT NULL
+    UNION
+    SELECT task_id FROM runs WHERE finished_at IS NULL
     UNION
     SELECT t.parent_id FROM kept k JOIN tasks t ON t.id = k.id WHERE t.parent_id IS NOT NULL
     UNION
