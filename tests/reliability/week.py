@@ -233,6 +233,9 @@ class Observer:
         conn = self._connect()
         try:
             conn.execute("BEGIN")  # one snapshot for every read below
+            if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                conn.execute("ROLLBACK")
+                return []  # the daemon is still creating the schema
             active = conn.execute(
                 "SELECT t.id AS task_id, r.id AS run_id FROM tasks t LEFT JOIN runs r"
                 " ON r.task_id = t.id AND r.finished_at IS NULL WHERE t.status = 'active'"
@@ -270,6 +273,8 @@ class Observer:
             return 0, 0, 0
         conn = self._connect()
         try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                return 0, 0, 0
             row = conn.execute(
                 "SELECT SUM(status IN ('pending', 'active', 'blocked')), SUM(status IN"
                 " ('completed', 'failed', 'canceled')), COALESCE(MAX(id), 0) - COUNT(*) FROM tasks"
