@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from vigil.clock import ManualClock
+from tests.daemon.conftest import RunningVigil, wait_until
+from vigil.clock import ManualClock, SystemClock
 from vigil.config import load_settings
 from vigil.errors import ConfigError, InputError
 from vigil.models import NewTask, Outcome, OutcomeKind, TaskStatus
@@ -132,3 +134,34 @@ def test_a_transcript_path_leading_out_of_the_folder_is_left_alone(tmp_path: Pat
     assert not inside.exists()
     assert outside.exists()
     assert folder.is_dir()
+
+
+def test_vigil_run_prunes_at_start_and_logs_it(
+    home: Path, configure: Callable[..., None], start_vigil: Callable[[], RunningVigil]
+) -> None:
+    """The real `vigil run`: a round at start deletes the old tasks and their
+    transcripts, logs it, and the cost totals stay."""
+    configure()
+    config = home / "vigil.toml"
+    config.write_text(config.read_text(encoding="utf-8") + '\n[retention]\nkeep_finished = "1d"\n', encoding="utf-8")
+    settings = load_settings(home)
+    clock = ManualClock(SystemClock().now_ms() - 10 * DAY_MS)
+    runs = transcripts_dir(settings)
+
+    async def seed() -> float:
+        async with await SqliteStore.open(settings.store.path, clock=clock) as store:
+            for n in range(3):
+                await _finished_with_transcript(store, runs / f"old-{n}.jsonl", 0.5)
+            return await store.spend_since(0)
+
+    spend = asyncio.run(seed())
+    running = start_vigil()
+    wait_until("the first prune", lambda: "pruned 3 finished task(s)" in running.log())
+    assert running.stop() == 0
+
+    async def after() -> tuple[int, float]:
+        async with await SqliteStore.open(settings.store.path) as store:
+            return len(await store.list_tasks()), await store.spend_since(0)
+
+    assert asyncio.run(after()) == (0, spend)
+    assert not any(runs.glob("old-*.jsonl"))
