@@ -1,4 +1,5 @@
-"""One dispatcher per database: an ``flock`` on ``<database>.lock``.
+"""A lock file for one dispatcher: an ``flock`` on ``<database>.lock`` (and, with
+``[dispatch] lanes`` > 1, one file per lane beside it: ``dispatch.lanes.FileLanes``).
 
 The kernel releases the lock when its holder exits, however it exits, so a crashed
 dispatcher never leaves a stale lock behind (no PID files). After taking the lock the
