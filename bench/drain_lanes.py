@@ -16,7 +16,9 @@ on this machine), and how busy the whole machine was during the drain (from
 /proc/stat: every process, other people's included). On PostgreSQL also the
 transactions the database committed per task (``pg_stat_database.xact_commit``,
 read before the insert and after the dispatchers exited, less the benchmark's own
-polling): every statement outside a transaction block counts as one.
+polling): every statement outside a transaction block counts as one, and so does
+each delivery of a notification to a listening session (the server wraps it in a
+short transaction), which is why the count grows with the number of dispatchers.
 
 The PostgreSQL server is the one ``VIGIL_TEST_POSTGRES_URL`` names (a user that
 may create databases), else a throwaway one started from the system's binaries;
