@@ -142,3 +142,33 @@ async def test_the_keeper_bounds_the_log_under_readers_that_never_pause(tmp_path
     # the limit, plus what commits between two looks at the file's size and while
     # a reader delays the checkpoint (measured: about 5.5 MiB)
     assert largest < 3 * LIMIT_BYTES
+
+
+async def test_against_a_reader_stuck_for_good_the_truncate_attempts_back_off(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    path = tmp_path / "vigil.db"
+    store = await SqliteStore.open(path, clock=clock)
+    reader = sqlite3.connect(path, isolation_level=None)
+    try:
+        await store.add_task(NewTask("before"))
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM tasks").fetchone()  # a forgotten shell
+        for n in range(20):
+            await store.add_task(NewTask(f"after {n}"))
+        keeper = wal.WalKeeper(store, wal.wal_path_of(path), limit_bytes=0, passive_every=10_000)
+
+        actions = [await keeper.step() for _ in range(64)]
+
+        # each failed attempt stalls writers a moment: tried at ticks 1, 2, 4, 8, 16, 32, 64
+        tried = [tick for tick, action in enumerate(actions, start=1) if action == "truncate"]
+        assert tried == [1, 2, 4, 8, 16, 32, 64]
+        assert keeper.failures == 7
+        reader.execute("ROLLBACK")
+        actions = [await keeper.step() for _ in range(64)]  # the next try is 64 ticks on
+        assert actions.count("truncate") == 1
+        assert keeper.failures == 0
+        assert wal.wal_path_of(path).stat().st_size == 0
+    finally:
+        reader.close()
+        await store.close()
