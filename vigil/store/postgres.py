@@ -61,13 +61,13 @@ from vigil.store.postgres_queries import (
     SQL_LIST_EVENTS,
     SQL_LIST_NOTES,
     SQL_LIST_RUNS,
-    SQL_LIST_TASKS,
     SQL_NEXT_DUE_AT,
     SQL_QUEUE,
     SQL_REJECT,
     SQL_RETRY,
     SQL_SEARCH_TASKS,
     SQL_SET_PRIORITY,
+    list_tasks_sql,
 )
 from vigil.store.postgres_rows import row_to_note, row_to_run, row_to_task, row_to_task_event
 from vigil.store.postgres_state import StateMethods
@@ -154,12 +154,8 @@ class PostgresStore(DispatchMethods, StateMethods):
         limit: int = 50,
         before_id: int | None = None,
     ) -> list[Task]:
-        params = {
-            "statuses": [str(s) for s in (statuses or TaskStatus)],
-            "before_id": _NO_UPPER_ID if before_id is None else before_id,
-            "limit": limit,
-        }
-        return [row_to_task(r) for r in await self._rows(SQL_LIST_TASKS, params)]
+        params = {"before_id": _NO_UPPER_ID if before_id is None else before_id, "limit": limit}
+        return [row_to_task(r) for r in await self._rows(list_tasks_sql(statuses or TaskStatus), params)]
 
     async def search_tasks(
         self,

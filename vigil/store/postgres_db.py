@@ -33,6 +33,8 @@ from vigil.store.postgres_schema import CHANGES_CHANNEL, migrate
 
 log = logging.getLogger("vigil.store")
 
+SQL_LISTEN = f"LISTEN {CHANGES_CHANNEL}"
+
 T = TypeVar("T")
 Row = dict[str, Any]
 Conn = psycopg.AsyncConnection[Row]
@@ -118,11 +120,6 @@ def _retryable(err: psycopg.Error) -> bool:
     return isinstance(err, (pgerrors.SerializationFailure, pgerrors.DeadlockDetected))
 
 
-async def _close_quietly(conn: psycopg.AsyncConnection[Any]) -> None:
-    with contextlib.suppress(psycopg.Error):
-        await conn.close()
-
-
 class Changes:
     """``data_version`` from LISTEN/NOTIFY: a counter that moves when another session
     commits a change to tasks, runs, notes, loop state or sensor state.
@@ -135,13 +132,15 @@ class Changes:
     reconnects; the counter also moves every ``SAFETY_TICK_S`` as a slow safety net.
     """
 
-    def __init__(self, url: str, first: psycopg.AsyncConnection[Any], own_pids: set[int]) -> None:
+    def __init__(self, url: str, listening: psycopg.AsyncConnection[Any], own_pids: set[int]) -> None:
+        """Start counting on ``listening``, a session that has run ``SQL_LISTEN``."""
         self._url = url
         self._own_pids = own_pids
         self._version = 0
-        self._listening = False
+        self._listening = True
         self._ticked_at = time.monotonic()
-        self._task = asyncio.create_task(self._listen(first), name="vigil-store-listen")
+        self._conn: psycopg.AsyncConnection[Any] | None = listening  # the session now listening
+        self._task = asyncio.create_task(self._listen(), name="vigil-store-listen")
 
     def version(self) -> int:
         now = time.monotonic()
@@ -153,36 +152,38 @@ class Changes:
         self._version += 1
         self._ticked_at = time.monotonic()
 
-    async def _listen(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
-        try:
-            while True:
-                try:
-                    if conn is None:
-                        conn = await psycopg.AsyncConnection.connect(
-                            self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, **KEEPALIVES
-                        )
-                    await conn.execute(f"LISTEN {CHANGES_CHANNEL}")
+    async def _listen(self) -> None:
+        while True:
+            try:
+                if self._conn is None:
+                    self._conn = await psycopg.AsyncConnection.connect(
+                        self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, **KEEPALIVES
+                    )
+                    await self._conn.execute(SQL_LISTEN)
                     self._listening = True
                     self._bump()  # whatever happened while not listening
-                    async for note in conn.notifies():
-                        if note.pid not in self._own_pids:
-                            self._bump()
-                except psycopg.Error as err:
-                    log.warning("change notifications from PostgreSQL stopped (%s); reconnecting", _first_line(err))
-                self._listening = False
-                if conn is not None:
-                    await _close_quietly(conn)
-                    conn = None
-                await asyncio.sleep(RECONNECT_S)
-        finally:
+                async for note in self._conn.notifies():
+                    if note.pid not in self._own_pids:
+                        self._bump()
+            except psycopg.Error as err:
+                log.warning("change notifications from PostgreSQL stopped (%s); reconnecting", _first_line(err))
             self._listening = False
-            if conn is not None:
-                await _close_quietly(conn)
+            await self._drop_session()
+            await asyncio.sleep(RECONNECT_S)
+
+    async def _drop_session(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                await conn.close()
 
     async def close(self) -> None:
+        """Stop listening and close the session (also when the task never started)."""
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
+        self._listening = False
+        await self._drop_session()
 
 
 class PgDatabase:
@@ -207,6 +208,7 @@ class PgDatabase:
             raise connect_failure(err, where) from None
         try:
             await migrate(first, where)
+            await first.execute(SQL_LISTEN)  # before open returns: no change is missed
         except psycopg.Error as err:
             await first.close()
             raise translate(err, where) from None

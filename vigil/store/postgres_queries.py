@@ -7,6 +7,9 @@ meaning of each statement is that of its SQLite twin in ``sqlite_queries``.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
+from vigil.models import TaskStatus
 from vigil.store import CostGroup
 
 _OPEN = "('pending', 'active', 'blocked')"
@@ -99,10 +102,18 @@ CROSS JOIN LATERAL (
 ) AS x
 """
 
-SQL_LIST_TASKS = """
-SELECT * FROM tasks WHERE status = ANY(%(statuses)s::text[]) AND id < %(before_id)s
-ORDER BY id DESC LIMIT %(limit)s
-"""
+# Newest first, keyset-paged: one backward walk per status asked for, each stopping
+# after %(limit)s rows. The statuses are literals (``list_tasks_sql``) so the planner
+# sees how rare each one is: a few open tasks are found through ix_tasks_status_id,
+# never by walking a million finished ones down the primary key.
+_LIST_BRANCH = "(SELECT * FROM tasks WHERE status = '{status}' AND id < %(before_id)s ORDER BY id DESC LIMIT %(limit)s)"
+
+
+def list_tasks_sql(statuses: Collection[TaskStatus]) -> str:
+    """``list_tasks`` for these statuses (each a ``TaskStatus``, so safe as a literal)."""
+    branches = " UNION ALL ".join(_LIST_BRANCH.format(status=TaskStatus(s).value) for s in sorted(set(statuses)))
+    return f"SELECT * FROM ({branches}) AS t ORDER BY id DESC LIMIT %(limit)s"
+
 
 SQL_SEARCH_TASKS = """
 SELECT * FROM tasks

@@ -350,7 +350,14 @@ SQL_RESET_IDENTITIES = [
     for table in ("tasks", "runs", "task_events", "notes")
 ]
 
-_SQL_HAS_TABLES = "SELECT to_regclass('vigil_schema') IS NOT NULL, to_regclass('tasks') IS NOT NULL"
+# From pg_class with the statement's snapshot, not to_regclass(): a name lookup may
+# answer from the session's catalog cache, which an advisory lock does not refresh,
+# and miss the schema another process committed while this one waited for the lock.
+_SQL_HAS_TABLES = """
+SELECT bool_or(c.relname = 'vigil_schema') AS has_schema, bool_or(c.relname = 'tasks') AS has_tasks
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relname IN ('vigil_schema', 'tasks') AND c.relkind = 'r'
+"""
 
 
 async def _version(conn: psycopg.AsyncConnection[Any], where: str) -> int:
@@ -359,7 +366,7 @@ async def _version(conn: psycopg.AsyncConnection[Any], where: str) -> int:
     cur = await conn.execute(_SQL_HAS_TABLES)
     row = await cur.fetchone()
     assert row is not None
-    has_schema, has_tasks = row
+    has_schema, has_tasks = row  # NULL (no rows): neither table
     if not has_schema:
         if has_tasks:
             raise StoreError(

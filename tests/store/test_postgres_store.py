@@ -1,0 +1,150 @@
+"""PostgreSQL: opening (a down server, a refused login, a wrong URL, a newer schema,
+another program's database), change notifications behind ``data_version``, and the
+maintenance calls that belong to SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.postgres_server import with_database
+from tests.store.contract import new
+from vigil.clock import ManualClock
+from vigil.errors import OperationError, SchemaTooNew, StoreError
+from vigil.store.postgres import PostgresStore
+from vigil.store.postgres_schema import SCHEMA_VERSION
+
+SECRET = "s3cret-pw-4711"
+WAIT_S = 30.0  # a safety net only: notifications normally arrive in milliseconds
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _one_line_without_secret(err: BaseException) -> str:
+    text = str(err)
+    assert "\n" not in text
+    assert SECRET not in text
+    return text
+
+
+async def test_a_server_that_is_down_is_one_line_naming_host_port_and_database() -> None:
+    port = _free_port()
+    with pytest.raises(StoreError) as refused:
+        await PostgresStore.open(f"postgresql://vigil:{SECRET}@127.0.0.1:{port}/queue")
+    text = _one_line_without_secret(refused.value)
+    assert f"127.0.0.1:{port}/queue" in text
+    assert "not running" in text or "refused" in text
+
+
+async def test_a_refused_login_is_one_line(postgres_url: str) -> None:
+    url = postgres_url.replace("postgresql://vigil@", f"postgresql://nobody_here:{SECRET}@")
+    with pytest.raises(StoreError) as refused:
+        await PostgresStore.open(url)
+    assert "refused" in _one_line_without_secret(refused.value) or "does not exist" in str(refused.value)
+
+
+async def test_a_missing_database_is_one_line(postgres_url: str) -> None:
+    with pytest.raises(StoreError) as refused:
+        await PostgresStore.open(with_database(postgres_url, "no_such_vigil_db"))
+    assert "does not exist" in _one_line_without_secret(refused.value)
+
+
+async def test_a_malformed_url_is_one_line() -> None:
+    with pytest.raises(StoreError) as refused:
+        await PostgresStore.open(f"postgresql://vigil:{SECRET}@127.0.0.1:notaport/db")
+    _one_line_without_secret(refused.value)
+
+
+async def test_a_newer_schema_is_refused_and_left_alone(postgres_url: str) -> None:
+    store = await PostgresStore.open(postgres_url)
+    await store.add_task(new("kept"))
+    await store.close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("UPDATE vigil_schema SET version = %s", (SCHEMA_VERSION + 1,))
+
+    with pytest.raises(SchemaTooNew) as refused:
+        await PostgresStore.open(postgres_url)
+
+    assert "newer" in _one_line_without_secret(refused.value)
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT version FROM vigil_schema").fetchone() == (SCHEMA_VERSION + 1,)
+        assert conn.execute("SELECT subject FROM tasks").fetchall() == [("kept",)]
+
+
+async def test_another_programs_database_is_refused_and_left_alone(postgres_url: str) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE tasks (title text)")
+
+    with pytest.raises(StoreError) as refused:
+        await PostgresStore.open(postgres_url)
+
+    assert "not a Vigil database" in _one_line_without_secret(refused.value)
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT to_regclass('vigil_schema')").fetchone() == (None,)
+
+
+async def test_processes_opening_a_new_database_at_once_migrate_it_once(postgres_url: str) -> None:
+    opened = await asyncio.gather(*(PostgresStore.open(postgres_url) for _ in range(4)), return_exceptions=True)
+    stores = [s for s in opened if isinstance(s, PostgresStore)]
+    try:
+        assert stores == opened
+        assert [(await s.add_task(new("t", source_key="k"))).task_id for s in stores] == [1, 1, 1, 1]
+    finally:
+        for s in stores:
+            await s.close()
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT version FROM vigil_schema").fetchone() == (SCHEMA_VERSION,)
+
+
+async def _moved_from(store: PostgresStore, version: int) -> int:
+    """The store's data_version once it differs from ``version``."""
+    async with asyncio.timeout(WAIT_S):
+        while (now := await store.data_version()) == version:
+            await asyncio.sleep(0.01)
+    return now
+
+
+async def test_data_version_moves_on_another_sessions_commit_not_on_its_own(
+    postgres_url: str, clock: ManualClock
+) -> None:
+    mine = await PostgresStore.open(postgres_url, clock=clock)
+    other = await PostgresStore.open(postgres_url, clock=clock)
+    try:
+        start = await mine.data_version()
+        assert await mine.data_version() == start  # nothing committed: it stays
+        await mine.add_task(new("my own"))
+        await mine.set_loop_values({"heartbeat": 1})
+        await other.add_task(new("from elsewhere"))
+
+        moved = await _moved_from(mine, start)
+
+        # Notifications arrive in commit order: had this store's own commits counted,
+        # they would have moved it before the other's did.
+        assert moved == start + 1
+        for change in (other.set_loop_values({"gate": "x"}), other.set_sensor_enabled("feeds", False)):
+            before = await mine.data_version()
+            await change
+            await _moved_from(mine, before)
+    finally:
+        await mine.close()
+        await other.close()
+
+
+async def test_checkpoint_is_nothing_and_backup_points_to_pg_dump(postgres_url: str, tmp_path: Path) -> None:
+    store = await PostgresStore.open(postgres_url)
+    try:
+        assert await store.checkpoint() == (0, 0)
+        with pytest.raises(OperationError) as refused:
+            await store.backup(tmp_path / "copy.db")
+        assert "pg_dump" in _one_line_without_secret(refused.value)
+        assert not (tmp_path / "copy.db").exists()
+    finally:
+        await store.close()
