@@ -155,7 +155,8 @@ class PostgresStore(DispatchMethods, StateMethods):
         before_id: int | None = None,
     ) -> list[Task]:
         params = {"before_id": _NO_UPPER_ID if before_id is None else before_id, "limit": limit}
-        return [row_to_task(r) for r in await self._rows(list_tasks_sql(statuses or TaskStatus), params)]
+        wanted = list(statuses or TaskStatus)
+        return [row_to_task(r) for r in await self._rows(list_tasks_sql(wanted), params)]
 
     async def search_tasks(
         self,
