@@ -20,7 +20,16 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from tests.store.backends import fresh_location, open_backend
 from vigil.clock import ManualClock
 from vigil.errors import DuplicateOpenTask, InvalidTransition
-from vigil.models import OPEN_STATUSES, Claim, DedupScope, NewTask, Outcome, OutcomeKind, TaskStatus
+from vigil.models import (
+    FINISHED_STATUSES,
+    OPEN_STATUSES,
+    Claim,
+    DedupScope,
+    NewTask,
+    Outcome,
+    OutcomeKind,
+    TaskStatus,
+)
 from vigil.store import Store
 
 T = TypeVar("T")
@@ -45,6 +54,23 @@ class Modeled:
 @dataclass
 class Model:
     tasks: dict[int, Modeled] = field(default_factory=dict)
+    retired_keys: set[str] = field(default_factory=set)  # keys of pruned tasks
+
+    def prune(self) -> set[int]:
+        """Remove every finished task nothing left depends on, until none is left to
+        remove (the model has no parent chains); returns the ids removed."""
+        removed: set[int] = set()
+        while doomed := [
+            i
+            for i, t in self.tasks.items()
+            if t.status in FINISHED_STATUSES and not any(i in other.deps for other in self.tasks.values())
+        ]:
+            for i in doomed:
+                key = self.tasks.pop(i).key
+                if key is not None:
+                    self.retired_keys.add(key)
+            removed.update(doomed)
+        return removed
 
     def open_holder(self, key: str | None) -> int | None:
         if key is None:
@@ -116,6 +142,9 @@ class StoreMachine(RuleBasedStateMachine):
         first = next((i for i, t in self.model.tasks.items() if t.key == key), None)
         if first is not None:  # whatever became of it, the key stays used
             assert (result.created, result.task_id) == (False, first)
+            return
+        if key in self.model.retired_keys:  # its task was pruned: still used
+            assert (result.created, result.task_id) == (False, None)
             return
         assert result.created
         assert result.task_id is not None
@@ -237,6 +266,14 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(ms=st.integers(1, 3))
     def tick(self, ms: int) -> None:
         self.clock.advance(ms)
+
+    @rule(batch_size=st.integers(1, 3))
+    def prune(self, batch_size: int) -> None:
+        """Retention with every finished task old enough: what goes is decided by the
+        dependency rule alone, across batches as small as one task."""
+        result = self.run(self.store.prune(finished_before_ms=self.clock.now_ms() + 1, batch_size=batch_size))
+        assert result.complete
+        assert result.tasks == len(self.model.prune())
 
     @invariant()
     def statuses_and_counts_agree(self) -> None:
