@@ -91,3 +91,17 @@ def test_prune_refuses_without_a_setting_or_with_a_bad_duration(vigil: VigilRunn
     assert inside_a_run.returncode == 2
     assert "only a person" in inside_a_run.stderr
     assert len(json.loads(vigil("task", "list", "--status", ALL, "--json", check=True).stdout)) == 5
+
+
+def test_keep_events_alone_prunes_old_audit_rows_and_no_task(vigil: VigilRunner, home: Path) -> None:
+    _seed(home)
+    config = home / "vigil.toml"
+    config.write_text(config.read_text(encoding="utf-8") + '\n[retention]\nkeep_events = "2d"\n', encoding="utf-8")
+
+    report = json.loads(vigil("store", "prune", "--json", check=True).stdout)
+
+    # the three old tasks' audit rows (created, active, completed): the tasks stay
+    assert (report["tasks"], report["events"]) == (0, 9)
+    assert len(json.loads(vigil("task", "list", "--status", ALL, "--json", check=True).stdout)) == 5
+    old = json.loads(vigil("task", "show", "1", "--json", check=True).stdout)
+    assert old["events"] == []
