@@ -69,6 +69,7 @@ from vigil.store.postgres_queries import (
     SQL_SET_PRIORITY,
     list_tasks_sql,
 )
+from vigil.store.postgres_retention import RetentionMethods
 from vigil.store.postgres_rows import row_to_note, row_to_run, row_to_task, row_to_task_event
 from vigil.store.postgres_state import StateMethods
 from vigil.store.sqlite_limits import Refusal
@@ -76,7 +77,7 @@ from vigil.store.sqlite_limits import Refusal
 _NO_UPPER_ID = 2**62
 
 
-class PostgresStore(DispatchMethods, StateMethods):
+class PostgresStore(DispatchMethods, StateMethods, RetentionMethods):
     """The ``Store`` protocol on one PostgreSQL database."""
 
     @classmethod

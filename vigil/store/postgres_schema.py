@@ -341,7 +341,36 @@ V1 = [
     "INSERT INTO vigil_schema (version) VALUES (0)",
 ]
 
-MIGRATIONS: list[list[str]] = [V1]
+# V2: retention, as SQLite's V2 (see ``sqlite_schema``): pruned tasks leave their
+# spend in the cost archive (one row per UTC hour, skills, source, model and sensor
+# origin, with four task counts so a roll-up counts each task once per group) and
+# their source keys in ``retired_keys`` (an ``ever`` add keeps refusing them).
+V2 = [
+    """
+    CREATE TABLE cost_archive (
+        hour_ms            bigint  NOT NULL,  -- start of the UTC hour the runs finished in
+        skills             jsonb   NOT NULL,
+        source             text    NOT NULL,
+        model              text    NOT NULL,  -- '(none)' when the run named none
+        sensor             text    NOT NULL,  -- the sensor that started the chain, or '(none)'
+        runs               bigint  NOT NULL,
+        tasks_last         bigint  NOT NULL,  -- by source, skill, sensor
+        tasks_hour         bigint  NOT NULL,
+        tasks_day          bigint  NOT NULL,
+        tasks_model        bigint  NOT NULL,
+        cost_usd           double precision NOT NULL,
+        api_cost_usd       double precision NOT NULL,
+        tokens_in          bigint  NOT NULL,
+        tokens_out         bigint  NOT NULL,
+        cache_read_tokens  bigint  NOT NULL,
+        cache_write_tokens bigint  NOT NULL,
+        PRIMARY KEY (hour_ms, skills, source, model, sensor)
+    )
+    """,
+    "CREATE TABLE retired_keys (source_key text PRIMARY KEY)",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # After copying rows with their own ids: the identity columns continue past them.

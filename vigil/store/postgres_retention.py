@@ -1,0 +1,300 @@
+"""Retention on the PostgreSQL store: ``prune``, as ``sqlite_retention`` does it.
+
+A prune walks the tasks in id order in bounded batches, each batch one short
+transaction: pick the prunable tasks among the next ids, fold their runs into
+``cost_archive``, retire their source keys, delete them (runs, events, notes and
+dependency rows follow by ``ON DELETE CASCADE``). The walk stops at the first task
+created after the cutoff. A parent or dependency the batch freed, if the walk already
+passed it, is looked at again. The prunable check locks the tasks it picks
+(``FOR UPDATE``), so a dispatcher or a person changing one at the same moment either
+commits first (and the check sees the change) or waits for the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from vigil.errors import InputError
+from vigil.models import PruneResult
+from vigil.store.postgres_base import PostgresBase, fetch_all, fetch_one
+from vigil.store.postgres_db import Conn, PgDatabase
+
+_FINISHED = "('completed', 'failed', 'canceled')"
+_IDS = "ANY(%(ids)s::bigint[])"
+
+SQL_PRUNABLE = f"""
+SELECT t.id FROM tasks t
+WHERE t.id = {_IDS}
+  AND t.status IN {_FINISHED} AND t.updated_at < %(cutoff)s AND t.claimed_by IS NULL
+  AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = t.id AND r.finished_at IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM tasks c WHERE c.parent_id = t.id)
+  AND NOT EXISTS (SELECT 1 FROM task_deps d WHERE d.depends_on = t.id)
+ORDER BY t.id
+FOR UPDATE OF t
+"""
+
+SQL_PRUNE_WALK = "SELECT id, created_at FROM tasks WHERE id > %(after)s ORDER BY id LIMIT %(limit)s"
+
+# The archive rows of the doomed tasks' finished runs; the four flags mark one run per
+# task and grouping (see postgres_schema V2). The sensor origin is the root of the
+# task's parent chain, read while it still exists.
+SQL_ARCHIVE_RUNS = f"""
+WITH RECURSIVE chain(task_id, parent_id, source) AS (
+    SELECT t.id, t.parent_id, t.source FROM tasks t WHERE t.id = {_IDS}
+    UNION ALL
+    SELECT c.task_id, p.parent_id, p.source FROM chain c JOIN tasks p ON p.id = c.parent_id
+),
+origin(task_id, sensor) AS (
+    SELECT task_id, CASE WHEN source LIKE 'sensor:%%' THEN substr(source, 8) ELSE '(none)' END
+    FROM chain WHERE parent_id IS NULL
+),
+flagged AS (
+    SELECT r.*, t.skills, t.source, o.sensor,
+           (r.finished_at / 3600000) * 3600000 AS hour_ms,
+           coalesce(r.model, '(none)') AS model_key,
+           row_number() OVER (PARTITION BY r.task_id ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_any,
+           row_number() OVER (PARTITION BY r.task_id, r.finished_at / 3600000
+                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_hour,
+           row_number() OVER (PARTITION BY r.task_id, r.finished_at / 86400000
+                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_day,
+           row_number() OVER (PARTITION BY r.task_id, coalesce(r.model, '(none)')
+                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_model
+    FROM runs r JOIN tasks t ON t.id = r.task_id JOIN origin o ON o.task_id = r.task_id
+    WHERE r.task_id = {_IDS} AND r.finished_at IS NOT NULL
+)
+INSERT INTO cost_archive AS a (hour_ms, skills, source, model, sensor, runs, tasks_last, tasks_hour,
+                               tasks_day, tasks_model, cost_usd, api_cost_usd, tokens_in, tokens_out,
+                               cache_read_tokens, cache_write_tokens)
+SELECT hour_ms, skills, source, model_key, sensor, count(*), count(*) FILTER (WHERE last_any),
+       count(*) FILTER (WHERE last_hour), count(*) FILTER (WHERE last_day), count(*) FILTER (WHERE last_model),
+       coalesce(sum(cost_usd), 0), coalesce(sum(api_cost_usd), 0), sum(tokens_in), sum(tokens_out),
+       sum(cache_read_tokens), sum(cache_write_tokens)
+FROM flagged
+GROUP BY hour_ms, skills, source, model_key, sensor
+ON CONFLICT (hour_ms, skills, source, model, sensor) DO UPDATE SET
+    runs = a.runs + excluded.runs, tasks_last = a.tasks_last + excluded.tasks_last,
+    tasks_hour = a.tasks_hour + excluded.tasks_hour, tasks_day = a.tasks_day + excluded.tasks_day,
+    tasks_model = a.tasks_model + excluded.tasks_model, cost_usd = a.cost_usd + excluded.cost_usd,
+    api_cost_usd = a.api_cost_usd + excluded.api_cost_usd, tokens_in = a.tokens_in + excluded.tokens_in,
+    tokens_out = a.tokens_out + excluded.tokens_out,
+    cache_read_tokens = a.cache_read_tokens + excluded.cache_read_tokens,
+    cache_write_tokens = a.cache_write_tokens + excluded.cache_write_tokens
+"""
+
+# What the doomed tasks take with them, counted before the delete cascades; the
+# parents and dependencies they free; their transcripts.
+SQL_PRUNE_COUNTS = f"""
+SELECT (SELECT count(*) FROM runs WHERE task_id = {_IDS}) AS runs,
+       (SELECT count(*) FROM task_events WHERE task_id = {_IDS}) AS events,
+       (SELECT count(*) FROM notes WHERE task_id = {_IDS}) AS notes,
+       (SELECT count(*) FROM task_deps WHERE task_id = {_IDS} OR depends_on = {_IDS}) AS dependencies,
+       (SELECT coalesce(jsonb_agg(transcript_path ORDER BY id), '[]') FROM runs
+        WHERE task_id = {_IDS} AND transcript_path IS NOT NULL) AS transcripts,
+       ARRAY(SELECT parent_id FROM tasks WHERE id = {_IDS} AND parent_id IS NOT NULL
+             UNION SELECT depends_on FROM task_deps WHERE task_id = {_IDS}) AS freed
+"""
+SQL_RETIRE_KEYS = f"""
+INSERT INTO retired_keys (source_key)
+SELECT source_key FROM tasks WHERE id = {_IDS} AND source_key IS NOT NULL
+ON CONFLICT DO NOTHING
+"""
+SQL_PRUNE_TASKS = f"DELETE FROM tasks WHERE id = {_IDS}"
+
+SQL_EVENTS_WALK = "SELECT id, at FROM task_events WHERE id > %(after)s ORDER BY id LIMIT %(limit)s"
+SQL_DELETE_EVENTS = f"DELETE FROM task_events WHERE id = {_IDS}"
+
+# Dry run: everything a full prune would delete, in one read. A task stays if it is
+# not prunable itself, or is the parent or a dependency of a task that stays.
+SQL_PRUNE_PREVIEW = f"""
+WITH RECURSIVE kept(id) AS (
+    SELECT id FROM tasks
+    WHERE status NOT IN {_FINISHED} OR updated_at >= %(cutoff)s OR claimed_by IS NOT NULL
+    UNION
+    SELECT task_id FROM runs WHERE finished_at IS NULL
+    UNION
+    SELECT up.id FROM kept k CROSS JOIN LATERAL (
+        SELECT t.parent_id AS id FROM tasks t WHERE t.id = k.id AND t.parent_id IS NOT NULL
+        UNION ALL
+        SELECT d.depends_on FROM task_deps d WHERE d.task_id = k.id
+    ) AS up
+),
+doomed(id) AS (
+    SELECT id FROM tasks WHERE status IN {_FINISHED} AND updated_at < %(cutoff)s
+    EXCEPT SELECT id FROM kept
+)
+SELECT (SELECT count(*) FROM doomed) AS tasks,
+       (SELECT count(*) FROM runs WHERE task_id IN (SELECT id FROM doomed)) AS runs,
+       (SELECT count(*) FROM task_events WHERE task_id IN (SELECT id FROM doomed)) AS events,
+       (SELECT count(*) FROM task_events
+        WHERE at < %(events_cutoff)s AND task_id NOT IN (SELECT id FROM doomed)) AS old_events,
+       (SELECT count(*) FROM notes WHERE task_id IN (SELECT id FROM doomed)) AS notes,
+       (SELECT count(*) FROM task_deps
+        WHERE task_id IN (SELECT id FROM doomed) OR depends_on IN (SELECT id FROM doomed)) AS dependencies,
+       (SELECT coalesce(jsonb_agg(transcript_path ORDER BY id), '[]') FROM runs
+        WHERE task_id IN (SELECT id FROM doomed) AND transcript_path IS NOT NULL) AS transcripts
+"""
+
+
+_COUNTED = ("tasks", "runs", "events", "notes", "dependencies")
+
+
+@dataclass
+class _Tally:
+    """A prune in progress: where the walk is and what it removed so far."""
+
+    cutoff: int
+    batch_size: int
+    after: int = 0  # the walk's cursor: every id up to here has been looked at
+    walked_all: bool = False
+    recheck: set[int] = field(default_factory=set)  # freed ids the walk already passed
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTED, 0))
+    transcripts: list[str] = field(default_factory=list)
+
+    def result(self, batches: int, complete: bool) -> PruneResult:
+        return PruneResult(**self.counts, transcripts=tuple(self.transcripts), batches=batches, complete=complete)
+
+
+async def _ids(conn: Conn, sql: str, params: dict[str, Any]) -> list[int]:
+    return [int(r["id"]) for r in await fetch_all(conn, sql, params)]
+
+
+async def _delete(conn: Conn, doomed: list[int], counts: dict[str, int], transcripts: list[str]) -> set[int]:
+    """Archive, count and delete ``doomed``; returns the ids they freed (their
+    parents and dependencies, which may now be prunable)."""
+    ids = {"ids": doomed}
+    await conn.execute(SQL_ARCHIVE_RUNS, ids)
+    row = await fetch_one(conn, SQL_PRUNE_COUNTS, ids)
+    assert row is not None
+    for name in ("runs", "events", "notes", "dependencies"):
+        counts[name] += int(row[name])
+    transcripts.extend(str(path) for path in row["transcripts"])
+    await conn.execute(SQL_RETIRE_KEYS, ids)
+    await conn.execute(SQL_PRUNE_TASKS, ids)
+    counts["tasks"] += len(doomed)
+    return {int(i) for i in row["freed"]}
+
+
+class RetentionMethods(PostgresBase):
+    """``Store.prune`` (mixed into ``PostgresStore``)."""
+
+    async def prune(
+        self,
+        *,
+        finished_before_ms: int,
+        events_before_ms: int | None = None,
+        batch_size: int = 200,
+        max_batches: int | None = None,
+        dry_run: bool = False,
+    ) -> PruneResult:
+        if batch_size < 1:
+            raise InputError(f"batch size must be 1 or more, not {batch_size}")
+        if max_batches is not None and max_batches < 1:
+            raise InputError(f"max batches must be 1 or more, not {max_batches}")
+        if dry_run:
+            return await self._preview(finished_before_ms, events_before_ms)
+        tally = _Tally(finished_before_ms, batch_size)
+        batches = 0
+        while not (tally.walked_all and not tally.recheck):
+            if max_batches is not None and batches >= max_batches:
+                return tally.result(batches, complete=False)
+            moved_on = await self._db.write(self._task_batch(tally))
+            moved_on()
+            batches += 1
+        if events_before_ms is not None:
+            events = _EventWalk(events_before_ms, batch_size)
+            while not events.done:
+                if max_batches is not None and batches >= max_batches:
+                    return tally.result(batches, complete=False)
+                tally.counts["events"] += await events.run(self._db)
+                batches += 1
+        return tally.result(batches, complete=True)
+
+    def _task_batch(self, tally: _Tally) -> Callable[[Conn], Awaitable[Callable[[], None]]]:
+        """One batch: at most ``batch_size`` tasks looked at and deleted. Returns how
+        to move the tally on, applied only once the transaction committed (a batch
+        retried after a serialization failure starts over from the same place)."""
+
+        async def body(conn: Conn) -> Callable[[], None]:
+            after, walked_all = tally.after, tally.walked_all
+            queue = sorted(tally.recheck)[: tally.batch_size]
+            rest = set(tally.recheck) - set(queue)
+            if not walked_all and len(queue) < tally.batch_size:
+                limit = tally.batch_size - len(queue)
+                rows = await fetch_all(conn, SQL_PRUNE_WALK, {"after": after, "limit": limit})
+                walked_all = len(rows) < limit
+                for row in rows:
+                    if row["created_at"] >= tally.cutoff:
+                        walked_all = True
+                        break
+                    queue.append(int(row["id"]))
+                    after = int(row["id"])
+            counts = dict.fromkeys(_COUNTED, 0)
+            transcripts: list[str] = []
+            room = tally.batch_size
+            while queue:
+                prunable = await _ids(conn, SQL_PRUNABLE, {"ids": queue, "cutoff": tally.cutoff})
+                if not prunable:
+                    break  # what is not prunable now is freed again by whatever holds it
+                doomed = prunable[:room]
+                rest.update(prunable[room:])
+                freed = await _delete(conn, doomed, counts, transcripts)
+                room -= len(doomed)
+                # a freed task the walk has not reached yet will be met by the walk
+                queue = sorted(i for i in freed if i <= after and i not in doomed)
+                if room == 0:
+                    rest.update(queue)
+                    break
+
+            def commit() -> None:
+                tally.after, tally.walked_all, tally.recheck = after, walked_all, rest
+                for name, n in counts.items():
+                    tally.counts[name] += n
+                tally.transcripts.extend(transcripts)
+
+            return commit
+
+        return body
+
+    async def _preview(self, finished_before_ms: int, events_before_ms: int | None) -> PruneResult:
+        params = {"cutoff": finished_before_ms, "events_cutoff": events_before_ms or 0}
+        row = await self._db.read(lambda conn: fetch_one(conn, SQL_PRUNE_PREVIEW, params))
+        assert row is not None
+        return PruneResult(
+            tasks=int(row["tasks"]),
+            runs=int(row["runs"]),
+            events=int(row["events"]) + int(row["old_events"]),
+            notes=int(row["notes"]),
+            dependencies=int(row["dependencies"]),
+            transcripts=tuple(str(p) for p in row["transcripts"]),
+        )
+
+
+@dataclass
+class _EventWalk:
+    """Old audit rows of the tasks that stay, deleted in id order: ``at`` grows with
+    the id, so the walk ends at the first row at or after the cutoff."""
+
+    cutoff: int
+    batch_size: int
+    after: int = 0
+    done: bool = False
+
+    async def run(self, db: PgDatabase) -> int:
+        """One batch in its own transaction; returns the rows deleted."""
+
+        async def body(conn: Conn) -> tuple[int, bool, int]:
+            rows = await fetch_all(conn, SQL_EVENTS_WALK, {"after": self.after, "limit": self.batch_size})
+            old: list[int] = []
+            done = len(rows) < self.batch_size
+            for row in rows:
+                if row["at"] >= self.cutoff:
+                    done = True
+                    break
+                old.append(int(row["id"]))
+            await conn.execute(SQL_DELETE_EVENTS, {"ids": old})
+            return (old[-1] if old else self.after), done, len(old)
+
+        self.after, self.done, deleted = await db.write(body)
+        return deleted
