@@ -7,31 +7,49 @@ its checks is known to fail when it should."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from tests.reliability.week import HOUR_MS, Sample, WeekPlan, WeekReport, run_week
-from tests.reliability.week_judge import judge, markdown
+from tests.reliability.week_judge import judge, judge_leftovers, markdown
+from vigil.home import init_home
 
 # Finished tasks are kept 4 simulated hours (the shortest retention allowed is 1h), so
 # the database has most of the day to show its plateau.
 DAY_PLAN = WeekPlan(days=1, factor=1440, sensors=100, every="2h", keep_finished="4h", sample_ms=HOUR_MS)
 
 
+@pytest.fixture(scope="module")
+def day(tmp_path_factory: pytest.TempPathFactory) -> WeekReport:
+    """One simulated day, run once for the tests below."""
+    home = tmp_path_factory.mktemp("week") / "home"
+    init_home(home)
+    return run_week(home, DAY_PLAN)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_a_simulated_day_keeps_memory_sizes_and_costs_in_check_and_nothing_stuck(home: Path) -> None:
-    report = run_week(home, DAY_PLAN)
-    assert judge(report) == []
-    assert len(report.samples) >= 20  # hourly, over the simulated day
+def test_a_simulated_day_keeps_memory_sizes_and_costs_in_check_and_nothing_stuck(day: WeekReport) -> None:
+    assert judge(day) == []
+    assert len(day.samples) >= 20  # hourly, over the simulated day
     # every outcome of the fake agent happened, and the week's own moves worked
-    assert {"success", "overloaded", "crash", "max_turns", "usage_limit"} <= set(report.outcomes)
-    assert report.cancels_sent
-    assert report.by_status.get("canceled", 0) >= 1
-    assert report.by_status.get("failed", 0) >= 1
-    assert report.idle_polls > 0  # the stuck check looked while the loop was idle
-    assert report.samples[-1].pruned_tasks > 0  # retention ran, and the roll-ups held across it
+    assert {"success", "overloaded", "crash", "max_turns", "usage_limit"} <= set(day.outcomes)
+    assert day.cancels_sent
+    assert day.by_status.get("canceled", 0) >= 1
+    assert day.by_status.get("failed", 0) >= 1
+    assert day.idle_polls > 0  # the stuck check looked while the loop was idle
+    assert day.samples[-1].pruned_tasks > 0  # retention ran, and the roll-ups held across it
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.xfail(
+    strict=True,
+    reason="known: cost_archive keeps a row per hour and source, and retired_keys every pruned key, "
+    "so they grow with every simulated day (docs/reliability.md, Simulated week)",
+)
+def test_what_pruned_tasks_leave_behind_stops_growing(day: WeekReport) -> None:
+    assert judge_leftovers(day) == []
 
 
 def _series(**growth: float) -> WeekReport:
@@ -52,6 +70,9 @@ def _series(**growth: float) -> WeekReport:
             "open_tasks": 0,
             "finished_tasks": 200,
             "pruned_tasks": 50 * i,
+            "archive_rows": 0,
+            "retired_keys": 0,
+            "archive_bytes": 0,
             "rollup_usd": 0.5 * i,
             "ledger_low_usd": 0.5 * i,
             "ledger_high_usd": 0.5 * i,
@@ -74,6 +95,7 @@ def test_the_judge_passes_a_flat_series() -> None:
         ({"fds": 1}, "open descriptors rose"),
         ({"wal_bytes": 1_000_000}, "the WAL reached"),
         ({"db_bytes": 50_000}, "database did not plateau"),
+        ({"archive_bytes": -50_000}, "database did not plateau"),
         ({"finished_tasks": 20}, "kept did not plateau"),
         ({"transcript_bytes": 50_000}, "transcripts did not plateau"),
         ({"rollup_usd": -0.1}, "outside the ledger"),
@@ -83,6 +105,13 @@ def test_the_judge_passes_a_flat_series() -> None:
 def test_the_judge_flags_each_kind_of_drift(growth: dict[str, float], says: str) -> None:
     found = judge(_series(**growth))
     assert any(says in line for line in found), found
+
+
+def test_the_leftovers_judge_flags_archive_rows_that_keep_growing() -> None:
+    assert judge_leftovers(_series()) == []
+    assert judge_leftovers(_series(archive_bytes=1000, db_bytes=1000)) == []  # the bytes alone are not judged
+    (found,) = judge_leftovers(_series(archive_rows=10, retired_keys=5))
+    assert "240 cost_archive rows and 120 retired keys per simulated day" in found
 
 
 def test_the_judge_flags_a_final_roll_up_that_differs_from_the_ledger_and_leftovers() -> None:

@@ -108,6 +108,9 @@ class Sample:
     open_tasks: int
     finished_tasks: int  # still in the database
     pruned_tasks: int  # created but no longer in the database
+    archive_rows: int  # what pruned tasks leave behind (Counts)
+    retired_keys: int
+    archive_bytes: int
     rollup_usd: float
     ledger_low_usd: float  # the ledger just before the roll-up was read ...
     ledger_high_usd: float  # ... and just after
@@ -241,11 +244,12 @@ class Observer:
                 " ON r.task_id = t.id AND r.finished_at IS NULL WHERE t.status = 'active'"
             ).fetchall()
             values = {row["key"]: json.loads(row["value"]) for row in conn.execute("SELECT key, value FROM loop_state")}
-            due = conn.execute(
-                "SELECT MIN(scheduled_for) FROM tasks t WHERE status = 'pending' AND NOT EXISTS"
+            first_due = conn.execute(
+                "SELECT id, scheduled_for FROM tasks t WHERE status = 'pending' AND NOT EXISTS"
                 " (SELECT 1 FROM task_deps d JOIN tasks x ON x.id = d.depends_on"
                 "  WHERE d.task_id = t.id AND x.status NOT IN ('completed', 'failed', 'canceled'))"
-            ).fetchone()[0]
+                " ORDER BY scheduled_for LIMIT 1"
+            ).fetchone()
             conn.execute("COMMIT")
         finally:
             conn.close()
@@ -260,28 +264,51 @@ class Observer:
         gate = LoopGate.from_json(values.get(GATE_KEY))
         if beat is not None and beat.state == "idle" and gate.is_open(beat.heartbeat_at - self.STUCK_SLACK_MS):
             self.report.idle_polls += 1
-            if due is not None and due <= beat.heartbeat_at - self.STUCK_SLACK_MS:
-                late_min = (beat.heartbeat_at - due) / 60_000
+            if first_due is not None and first_due["scheduled_for"] <= beat.heartbeat_at - self.STUCK_SLACK_MS:
+                late_min = (beat.heartbeat_at - first_due["scheduled_for"]) / 60_000
                 self.report.problems.append(
-                    f"{sim_h:.1f} h: the loop went idle with a task due {late_min:.0f} simulated min before"
+                    f"{sim_h:.1f} h: the loop went idle at {beat.heartbeat_at} with task #{first_due['id']} due "
+                    f"{late_min:.0f} simulated min before"
                 )
         return [(int(row["task_id"]), int(row["run_id"])) for row in active if row["run_id"] is not None]
 
-    def counts(self) -> tuple[int, int, int]:
-        """(open, finished, pruned) tasks."""
+    def counts(self) -> Counts:
+        """Tasks by kind, and what pruned tasks leave behind."""
         if not self.db.exists():
-            return 0, 0, 0
+            return Counts()
         conn = self._connect()
         try:
             if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
-                return 0, 0, 0
+                return Counts()
             row = conn.execute(
                 "SELECT SUM(status IN ('pending', 'active', 'blocked')), SUM(status IN"
                 " ('completed', 'failed', 'canceled')), COALESCE(MAX(id), 0) - COUNT(*) FROM tasks"
             ).fetchone()
+            counts = Counts(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
+            if _has_table(conn, "cost_archive"):
+                counts.archive_rows = conn.execute("SELECT COUNT(*) FROM cost_archive").fetchone()[0]
+                counts.retired_keys = conn.execute("SELECT COUNT(*) FROM retired_keys").fetchone()[0]
+                with contextlib.suppress(sqlite3.OperationalError):  # an SQLite built without dbstat
+                    counts.archive_bytes = conn.execute(
+                        "SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name IN ('cost_archive', 'retired_keys')"
+                    ).fetchone()[0]
         finally:
             conn.close()
-        return int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)
+        return counts
+
+
+@dataclass
+class Counts:
+    open: int = 0
+    finished: int = 0
+    pruned: int = 0
+    archive_rows: int = 0  # cost_archive: the spend of pruned tasks, by hour and group
+    retired_keys: int = 0  # the source keys of pruned tasks
+    archive_bytes: int = 0  # the pages of both
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
 
 def _cancel(home: Path, env: dict[str, str], task_id: int) -> subprocess.Popen[bytes]:
@@ -351,7 +378,7 @@ def _sample(
     db = observer.db
     children = _descendants(pid)
     seen.update(children)
-    open_tasks, finished, pruned = observer.counts()
+    counts = observer.counts()
     low = read_ledger(ledger).usd
     usd = rollup(home)[0] if db.exists() else 0.0
     high = read_ledger(ledger).usd
@@ -366,9 +393,12 @@ def _sample(
         wal_bytes=_size(Path(f"{db}-wal")),
         transcripts=count,
         transcript_bytes=size,
-        open_tasks=open_tasks,
-        finished_tasks=finished,
-        pruned_tasks=pruned,
+        open_tasks=counts.open,
+        finished_tasks=counts.finished,
+        pruned_tasks=counts.pruned,
+        archive_rows=counts.archive_rows,
+        retired_keys=counts.retired_keys,
+        archive_bytes=counts.archive_bytes,
         rollup_usd=usd,
         ledger_low_usd=low,
         ledger_high_usd=high,
@@ -415,7 +445,7 @@ def main(argv: list[str]) -> int:
     import argparse
     import tempfile
 
-    from tests.reliability.week_judge import judge, markdown, write_csv
+    from tests.reliability.week_judge import judge, judge_leftovers, markdown, write_csv
     from vigil.durations import parse_duration_ms
     from vigil.home import init_home
 
@@ -428,6 +458,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sample", default="1h", help="sampling interval (simulated)")
     parser.add_argument("--table-every", type=float, default=12.0, help="simulated hours per table row")
     parser.add_argument("--csv", type=Path, help="write every sample here")
+    parser.add_argument("--home", type=Path, help="run in this new folder and keep it (default: a temporary one)")
     args = parser.parse_args(argv)
     plan = WeekPlan(
         days=args.days,
@@ -438,7 +469,7 @@ def main(argv: list[str]) -> int:
         sample_ms=parse_duration_ms(args.sample),
     )
     with tempfile.TemporaryDirectory() as folder:
-        home = Path(folder) / "home"
+        home = args.home or Path(folder) / "home"
         init_home(home)
         report = run_week(home, plan, progress=True)
     if args.csv is not None:
@@ -451,7 +482,7 @@ def main(argv: list[str]) -> int:
         f"{report.ledger_tokens}; polls {report.polls} ({report.idle_polls} idle); alerts {report.alerts}; "
         f"integrity {report.integrity}"
     )
-    found = judge(report)
+    found = judge(report) + judge_leftovers(report)
     for line in found:
         print(f"FINDING: {line}")
     return 1 if found else 0

@@ -3,6 +3,11 @@
 ``judge(report)`` returns one line per finding (empty: all held). Memory and sizes
 are judged by comparing windows of samples, never by a single peak: a sample taken
 while a run's pipes are open or a checkpoint is due sees a moment, not a trend.
+
+``judge_leftovers(report)`` is apart because it finds a known problem: what pruned
+tasks leave behind (``cost_archive`` rows per hour and group, ``retired_keys``) grows
+with every simulated day, so the database is bounded by retention only up to that
+(docs/reliability.md, *Simulated week*).
 """
 
 from __future__ import annotations
@@ -113,9 +118,9 @@ def _plateau(report: WeekReport) -> list[str]:
     if not earlier or not later:
         return []
     found = []
-    for name, unit in (("db_bytes", "database"), ("transcript_bytes", "transcripts"), ("finished_tasks", "kept")):
-        before = max(getattr(s, name) for s in earlier)
-        after = max(getattr(s, name) for s in later)
+    for name, unit in (("history_bytes", "database"), ("transcript_bytes", "transcripts"), ("finished_tasks", "kept")):
+        before = max(_value(s, name) for s in earlier)
+        after = max(_value(s, name) for s in later)
         slack = PLATEAU_SLACK_BYTES if name.endswith("bytes") else 0
         if after > before * (1 + PLATEAU_SLACK) + slack:
             found.append(f"{unit} did not plateau under retention: {before} then {after} ({name})")
@@ -124,12 +129,41 @@ def _plateau(report: WeekReport) -> list[str]:
     return found
 
 
+def _value(s: Sample, name: str) -> int:
+    """A sample's field; ``history_bytes`` is the database file without the pages of
+    what pruned tasks leave behind (judged apart, by ``judge_leftovers``)."""
+    if name == "history_bytes":
+        return s.db_bytes - s.archive_bytes
+    return int(getattr(s, name))
+
+
+def judge_leftovers(report: WeekReport) -> list[str]:
+    """Whether the archive rows and retired keys of pruned tasks stop growing once
+    retention has settled, like the history does."""
+    earlier, later = _retention_settled(report)
+    if not earlier or not later:
+        return []
+    before = max(s.archive_rows + s.retired_keys for s in earlier)
+    after = max(s.archive_rows + s.retired_keys for s in later)
+    if after <= before * (1 + PLATEAU_SLACK):
+        return []
+    first, last = earlier[0], later[-1]
+    days = (last.sim_h - first.sim_h) / 24
+    rows = (last.archive_rows - first.archive_rows) / days
+    keys = (last.retired_keys - first.retired_keys) / days
+    size = (last.archive_bytes - first.archive_bytes) / days / 1024
+    return [
+        f"what pruned tasks leave behind keeps growing: {rows:.0f} cost_archive rows and {keys:.0f} retired "
+        f"keys per simulated day (~{size:.0f} KiB/day), {before} then {after} rows in all"
+    ]
+
+
 def markdown(samples: Sequence[Sample], every_h: float) -> str:
     """A table with one row per ``every_h`` simulated hours (and the last sample)."""
     head = (
         "| simulated h | real s | RSS (MiB) | fds | children | DB (MiB) | WAL (MiB) | transcripts (MiB) "
-        "| open | finished kept | pruned | roll-up = ledger |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| open | finished kept | pruned | archive rows | retired keys | roll-up = ledger |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = []
     next_h = 0.0
@@ -141,7 +175,8 @@ def markdown(samples: Sequence[Sample], every_h: float) -> str:
         rows.append(
             f"| {s.sim_h:.0f} | {s.real_s:.0f} | {s.rss_kib / 1024:.1f} | {s.fds} | {s.children} "
             f"| {s.db_bytes / MIB:.2f} | {s.wal_bytes / MIB:.2f} | {s.transcript_bytes / MIB:.2f} "
-            f"| {s.open_tasks} | {s.finished_tasks} | {s.pruned_tasks} | {'yes' if same else 'NO'} |"
+            f"| {s.open_tasks} | {s.finished_tasks} | {s.pruned_tasks} | {s.archive_rows} | {s.retired_keys} "
+            f"| {'yes' if same else 'NO'} |"
         )
     return head + "\n".join(rows) + "\n"
 
