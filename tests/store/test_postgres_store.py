@@ -148,3 +148,37 @@ async def test_checkpoint_is_nothing_and_backup_points_to_pg_dump(postgres_url: 
         assert not (tmp_path / "copy.db").exists()
     finally:
         await store.close()
+
+
+def _listening_sessions(url: str, terminate: bool = False) -> int:
+    """How many sessions of this database listen for changes (ended if ``terminate``)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        pick = "pg_terminate_backend(pid)" if terminate else "pid"
+        rows = conn.execute(
+            f"SELECT {pick} FROM pg_stat_activity WHERE datname = current_database() AND query = %s",
+            ("LISTEN vigil_changes",),
+        ).fetchall()
+    return len(rows)
+
+
+async def test_a_lost_listening_session_is_replaced_and_changes_are_not_missed(
+    postgres_url: str, clock: ManualClock
+) -> None:
+    mine = await PostgresStore.open(postgres_url, clock=clock)
+    other = await PostgresStore.open(postgres_url, clock=clock)
+    try:
+        before = await mine.data_version()
+        assert await asyncio.to_thread(_listening_sessions, postgres_url, True) == 2  # both stores' sessions end
+
+        # Down or just back: either way the counter has moved, so a caller re-reads.
+        await _moved_from(mine, before)
+        async with asyncio.timeout(WAIT_S):
+            while await asyncio.to_thread(_listening_sessions, postgres_url) < 2:
+                await asyncio.sleep(0.05)
+            while (steady := await mine.data_version()) != await mine.data_version():
+                await asyncio.sleep(0.05)  # moving on every call: not listening yet
+        await other.add_task(new("after the reconnect"))
+        await _moved_from(mine, steady)
+    finally:
+        await mine.close()
+        await other.close()

@@ -31,7 +31,7 @@ from vigil.store.postgres_queries import (
     SQL_CLAIM,
     SQL_DROP_OPEN_RUN,
     SQL_FINISH,
-    SQL_GET_RUN,
+    SQL_GET_RUN_LOCKED,
     SQL_HOLD_FOR_APPROVAL,
     SQL_LOOP_VERSION_LOCKED,
     SQL_OPEN_RUNS,
@@ -241,7 +241,7 @@ class DispatchMethods(PostgresBase):
         now = self._clock.now_ms()
 
         async def body(conn: Conn) -> Task:
-            run = await fetch_one(conn, SQL_GET_RUN + " FOR UPDATE", {"id": run_id})
+            run = await fetch_one(conn, SQL_GET_RUN_LOCKED, {"id": run_id})
             if run is None:
                 raise InputError(f"run {run_id} not found")
             task = row_to_task(await require_task(conn, run["task_id"]))

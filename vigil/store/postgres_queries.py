@@ -246,7 +246,8 @@ RETURNING *
 """
 
 SQL_OPEN_RUNS = "SELECT * FROM runs WHERE finished_at IS NULL ORDER BY id"
-SQL_GET_RUN = "SELECT * FROM runs WHERE id = %(id)s"
+# Locked: two dispatchers recovering the same dead run settle it once.
+SQL_GET_RUN_LOCKED = "SELECT * FROM runs WHERE id = %(id)s FOR UPDATE"
 SQL_ACTIVE_TASKS = "SELECT * FROM tasks WHERE status = 'active' ORDER BY id"
 
 SQL_RECOVER = """

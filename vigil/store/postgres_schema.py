@@ -34,8 +34,9 @@ Design notes:
   ``waiting_on`` increments are added, while the status counts still follow the
   rows (so ``status_counts`` is never copied).
 * Change notifications: statement triggers on ``tasks``, ``runs``, ``notes``,
-  ``loop_state`` and ``sensor_state`` send ``pg_notify('vigil_changes', <table>)``,
-  delivered to listeners when the transaction commits (``data_version``).
+  ``loop_state`` and ``sensor_state`` send ``pg_notify('vigil_changes', '')``,
+  delivered to listeners when the transaction commits, one per transaction
+  (``data_version``).
 * ``loop_state_version`` is one counter that every transaction writing ``loop_state``
   bumps once (``finish_and_claim(if_version=…)``).
 """
@@ -299,7 +300,9 @@ V1 = [
     """
     CREATE FUNCTION vigil_notify() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-        PERFORM pg_notify('vigil_changes', TG_TABLE_NAME);
+        -- One payload for every table: the server folds the identical notifications
+        -- of one transaction into one, so a claim (tasks + runs) wakes listeners once.
+        PERFORM pg_notify('vigil_changes', '');
         RETURN NULL;
     END $$
     """,
@@ -309,7 +312,7 @@ V1 = [
         -- Once per transaction: an upsert fires both INSERT and UPDATE triggers.
         UPDATE loop_state_version SET version = version + 1, xact = pg_current_xact_id()
         WHERE xact IS DISTINCT FROM pg_current_xact_id();
-        PERFORM pg_notify('vigil_changes', TG_TABLE_NAME);
+        PERFORM pg_notify('vigil_changes', '');
         RETURN NULL;
     END $$
     """,
