@@ -119,7 +119,8 @@ class DispatchMethods(PostgresBase):
         return await fetch_one(conn, SQL_RECORD_RUN, self._run_values(claim, outcome, now)) is not None
 
     async def finish(self, claim: Claim, outcome: Outcome, status: TaskStatus, *, worker: str) -> Task:
-        return await self._db.write(self._finish_body(claim, outcome, status, worker))
+        # One statement (SQL_FINISH) in autocommit: its own transaction, one round trip.
+        return await self._db.read(self._finish_body(claim, outcome, status, worker))
 
     def _finish_body(
         self, claim: Claim, outcome: Outcome, status: TaskStatus, worker: str
@@ -127,10 +128,8 @@ class DispatchMethods(PostgresBase):
         """The body of a finish, to run inside a write transaction (validated here)."""
         if status not in FINISHED_STATUSES:
             raise InputError(f"finish takes completed, failed or canceled, not {status}")
-        now = self._clock.now_ms()
         params = {
-            "now": now,
-            "task_id": claim.task.id,
+            **self._run_values(claim, outcome, self._clock.now_ms()),
             "worker": worker,
             "status": str(status),
             "summary": outcome.summary,
@@ -138,13 +137,10 @@ class DispatchMethods(PostgresBase):
         }
 
         async def body(conn: Conn) -> Task:
-            if not await self._record_run(conn, claim, outcome, now):
-                return row_to_task(await require_task(conn, claim.task.id))  # a replayed claim
             row = await fetch_one(conn, SQL_FINISH, params)
             if row is not None:
                 return row_to_task(row)
-            await conn.execute(SQL_RELEASE_CLOSED, params)  # the agent closed it: keep its status
-            return row_to_task(await require_task(conn, claim.task.id))
+            return row_to_task(await require_task(conn, claim.task.id))  # a replayed claim: as it is
 
         return body
 

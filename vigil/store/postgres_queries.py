@@ -222,12 +222,33 @@ FROM recorded WHERE tasks.id = recorded.task_id AND tasks.id = %(task_id)s
 RETURNING tasks.id
 """
 
-SQL_FINISH = """
-UPDATE tasks SET status = %(status)s, completed_at = %(now)s, updated_at = %(now)s,
-       updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
-       result_summary = %(summary)s, result_detail = %(detail)s
-WHERE id = %(task_id)s AND status = 'active' AND claimed_by = %(worker)s
-RETURNING *
+# Finish in one statement: record the open run, add its costs to the task and, while
+# this worker still holds the task active, set its final status; a task the agent
+# closed itself keeps its status and only loses the claim. No row: the run was
+# already recorded (a replayed claim) and nothing changed.
+_HOLDS = "(status = 'active' AND claimed_by = %(worker)s)"
+SQL_FINISH = f"""
+WITH recorded AS (
+    UPDATE runs SET finished_at = %(now)s, outcome = %(outcome)s, error = %(error)s,
+           exit_code = %(exit_code)s, cost_usd = %(cost_usd)s, api_cost_usd = %(api_cost_usd)s,
+           tokens_in = %(tokens_in)s, tokens_out = %(tokens_out)s,
+           cache_read_tokens = %(cache_read_tokens)s, cache_write_tokens = %(cache_write_tokens)s,
+           model = %(model)s, session_id = %(session_id)s, transcript_path = %(transcript_path)s
+    WHERE id = %(run_id)s AND finished_at IS NULL
+    RETURNING task_id
+)
+UPDATE tasks SET cost_usd = cost_usd + %(cost_usd)s, api_cost_usd = api_cost_usd + %(api_cost_usd)s,
+       tokens_in = tokens_in + %(tokens_in)s, tokens_out = tokens_out + %(tokens_out)s,
+       model = coalesce(%(model)s, model), updated_at = %(now)s,
+       status = CASE WHEN {_HOLDS} THEN %(status)s ELSE status END,
+       completed_at = CASE WHEN {_HOLDS} THEN %(now)s ELSE completed_at END,
+       updated_by = CASE WHEN {_HOLDS} THEN 'dispatcher' ELSE updated_by END,
+       result_summary = CASE WHEN {_HOLDS} THEN %(summary)s ELSE result_summary END,
+       result_detail = CASE WHEN {_HOLDS} THEN %(detail)s ELSE result_detail END,
+       claimed_by = CASE WHEN claimed_by = %(worker)s THEN NULL ELSE claimed_by END,
+       lease_until = CASE WHEN claimed_by = %(worker)s THEN NULL ELSE lease_until END
+FROM recorded WHERE tasks.id = recorded.task_id AND tasks.id = %(task_id)s
+RETURNING tasks.*
 """
 
 SQL_RELEASE_CLOSED = """
