@@ -15,6 +15,8 @@ from tests.postgres_server import with_database
 from tests.store.contract import new
 from vigil.clock import ManualClock
 from vigil.errors import OperationError, SchemaTooNew, StoreError
+from vigil.models import TaskStatus
+from vigil.store import postgres_db
 from vigil.store.postgres import PostgresStore
 from vigil.store.postgres_schema import SCHEMA_VERSION
 
@@ -182,3 +184,37 @@ async def test_a_lost_listening_session_is_replaced_and_changes_are_not_missed(
     finally:
         await mine.close()
         await other.close()
+
+
+def _end_pooled_sessions(url: str) -> int:
+    """End every session of this database but the listening ones (as a server
+    restart or an administrator would)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            """SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+               WHERE datname = current_database() AND pid <> pg_backend_pid() AND query <> %s""",
+            ("LISTEN vigil_changes",),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_sessions_the_server_ended_are_replaced_before_reads_and_idle_writes(
+    postgres_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await PostgresStore.open(postgres_url, clock=clock)
+    try:
+        await store.add_task(new("before"))
+        assert await asyncio.to_thread(_end_pooled_sessions, postgres_url) >= 1
+        # Used a moment ago, so not probed: the read meets the dead session, which
+        # the pool replaces, and is tried again.
+        assert (await store.count_by_status())[TaskStatus.PENDING] == 1
+
+        # Sessions idle past the probe threshold (here: any) are probed before use,
+        # so a write after a server restart finds a live session.
+        monkeypatch.setattr(postgres_db, "IDLE_PROBE_S", 0.0)
+        await asyncio.to_thread(_end_pooled_sessions, postgres_url)
+        await store.add_task(new("after"))
+        assert {t.subject for t in await store.list_tasks()} == {"before", "after"}
+    finally:
+        await store.close()

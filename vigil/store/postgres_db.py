@@ -6,6 +6,10 @@
   cancellation included. No transaction stays open across anything but the database.
 * Serialization failures and deadlocks are retried as a whole unit of work with
   jittered backoff, then raised as ``StoreBusy``.
+* Sessions the server ended (a restart): a pooled session idle for ``IDLE_PROBE_S``
+  is probed before use and replaced if dead, and a read that meets a dead session
+  anyway is tried once more on a new one. A write is never replayed after a lost
+  connection (it may have committed): it fails with one line.
 * Driver errors become ``vigil.errors`` types here and nowhere else; messages name
   the database as ``host:port/dbname``, never with the password.
 * One dedicated session LISTENs on ``vigil_changes`` (see ``Changes``).
@@ -19,6 +23,7 @@ import logging
 import random
 import re
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -47,6 +52,7 @@ BUSY_BACKOFF_S = 0.02
 # arrives (a notification from a session whose pid we mistook for ours, say).
 SAFETY_TICK_S = 30.0
 RECONNECT_S = 1.0
+IDLE_PROBE_S = 2.0  # a pooled session idle longer is probed (one empty query) before use
 # libpq keepalives: a server or network that vanishes without closing the socket is
 # noticed by the listening session within about a minute.
 KEEPALIVES: dict[str, Any] = {"keepalives": 1, "keepalives_idle": 20, "keepalives_interval": 10, "keepalives_count": 3}
@@ -189,10 +195,16 @@ class Changes:
 class PgDatabase:
     """The pool, the listening session and the transaction helpers of one store."""
 
-    def __init__(self, pool: AsyncConnectionPool[Conn], changes: Changes, where: str, own_pids: set[int]) -> None:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Conn],
+        changes: Changes,
+        where: str,
+        last_used: weakref.WeakKeyDictionary[Conn, float],
+    ) -> None:
         self._pool = pool
         self._changes = changes
-        self._own_pids = own_pids
+        self._last_used = last_used  # when each pooled session last did work (monotonic s)
         self.where = where
 
     @classmethod
@@ -220,12 +232,22 @@ class PgDatabase:
         async def configure(conn: Conn) -> None:
             own_pids.add(conn.info.backend_pid)
 
+        async def check(conn: Conn) -> None:
+            # Only a session idle for a while may have been ended by the server (a
+            # restart): probe it before use, and the pool replaces it if dead. A busy
+            # dispatcher's sessions are never idle that long and pay nothing.
+            if time.monotonic() - last_used.get(conn, 0.0) > IDLE_PROBE_S:
+                await conn.execute("")
+
+        last_used: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
+
         pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
             url,
             min_size=1,
             max_size=pool_max,
             kwargs={"autocommit": True, "row_factory": dict_row, "application_name": "vigil", **KEEPALIVES},
             configure=configure,
+            check=check,
             open=False,
             timeout=CONNECT_TIMEOUT_S,
             name="vigil-store",
@@ -236,14 +258,21 @@ class PgDatabase:
             await first.close()
             await pool.close()
             raise connect_failure(err, where) from None
-        return cls(pool, Changes(url, first, own_pids), where, own_pids)
+        return cls(pool, Changes(url, first, own_pids), where, last_used)
 
     def data_version(self) -> int:
         return self._changes.version()
 
     async def read(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
-        """Run ``fn`` on a pooled autocommit connection (each statement sees what is
-        committed when it starts)."""
+        """Run read-only ``fn`` on a pooled autocommit connection (each statement sees
+        what is committed when it starts). A pooled session the server ended (a
+        restart) is replaced and the read tried again, once."""
+        return await self._run(fn, transactional=False, reads_only=True)
+
+    async def statement(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+        """Run ``fn``, one writing statement, in autocommit: the statement is its own
+        transaction (one round trip). Never retried after a lost connection: the
+        statement may have committed."""
         return await self._run(fn, transactional=False)
 
     async def write(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
@@ -251,14 +280,23 @@ class PgDatabase:
         a serialization failure or deadlock, then ``StoreBusy``."""
         return await self._run(fn, transactional=True)
 
-    async def _run(self, fn: Callable[[Conn], Awaitable[T]], *, transactional: bool) -> T:
+    async def _run(self, fn: Callable[[Conn], Awaitable[T]], *, transactional: bool, reads_only: bool = False) -> T:
+        lost_once = False
         for attempt in range(BUSY_RETRIES + 1):
             try:
                 async with self._pool.connection() as conn:
-                    if not transactional:
-                        return await fn(conn)
-                    async with conn.transaction():
-                        return await fn(conn)
+                    try:
+                        if not transactional:
+                            return await fn(conn)
+                        async with conn.transaction():
+                            return await fn(conn)
+                    finally:
+                        self._last_used[conn] = time.monotonic()
+            except psycopg.OperationalError as err:
+                if not (reads_only and not lost_once and _is_connection_error(err)):
+                    raise translate(err, self.where) from None
+                lost_once = True
+                continue  # the pool has discarded the dead session
             except psycopg.Error as err:
                 if not _retryable(err) or attempt == BUSY_RETRIES:
                     raise translate(err, self.where) from None

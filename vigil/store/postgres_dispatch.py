@@ -75,12 +75,12 @@ class DispatchMethods(PostgresBase):
     ) -> Claim | None:
         params = self._claim_params(worker, lease_ms, executor, max_priority)
         # One statement in autocommit: its own transaction, one round trip.
-        row = await self._db.read(lambda conn: fetch_one(conn, SQL_CLAIM, params))
+        row = await self._db.statement(lambda conn: fetch_one(conn, SQL_CLAIM, params))
         return None if row is None else _claim_of(row)
 
     async def set_run_process(self, run_id: int, *, pid: int, pgid: int, proc_start: str | None) -> None:
         params = {"id": run_id, "pid": pid, "pgid": pgid, "proc_start": proc_start}
-        await self._db.read(lambda conn: conn.execute(SQL_SET_RUN_PROCESS, params))
+        await self._db.statement(lambda conn: conn.execute(SQL_SET_RUN_PROCESS, params))
 
     async def renew_lease(self, task_id: int, *, worker: str, lease_until: int) -> bool:
         params = {"id": task_id, "worker": worker, "lease_until": lease_until}
@@ -120,7 +120,7 @@ class DispatchMethods(PostgresBase):
 
     async def finish(self, claim: Claim, outcome: Outcome, status: TaskStatus, *, worker: str) -> Task:
         # One statement (SQL_FINISH) in autocommit: its own transaction, one round trip.
-        return await self._db.read(self._finish_body(claim, outcome, status, worker))
+        return await self._db.statement(self._finish_body(claim, outcome, status, worker))
 
     def _finish_body(
         self, claim: Claim, outcome: Outcome, status: TaskStatus, worker: str

@@ -78,7 +78,7 @@ class StateMethods(PostgresBase):
 
     async def set_sensor_enabled(self, name: str, enabled: bool) -> None:
         params = {"name": name, "enabled": int(enabled)}
-        await self._db.read(lambda conn: conn.execute(SQL_SET_SENSOR_ENABLED, params))
+        await self._db.statement(lambda conn: conn.execute(SQL_SET_SENSOR_ENABLED, params))
 
     # --- loop state -------------------------------------------------------------------
     async def loop_values(self) -> dict[str, object]:
