@@ -51,7 +51,8 @@ BUSY_BACKOFF_S = 0.02
 # Safety net: data_version moves at least this often even when no notification
 # arrives (a notification from a session whose pid we mistook for ours, say).
 SAFETY_TICK_S = 30.0
-RECONNECT_S = 1.0
+RECONNECT_S = 1.0  # first wait before listening again; doubles up to RECONNECT_MAX_S
+RECONNECT_MAX_S = 30.0
 IDLE_PROBE_S = 2.0  # a pooled session idle longer is probed (one empty query) before use
 # libpq keepalives: a server or network that vanishes without closing the socket is
 # noticed by the listening session within about a minute.
@@ -159,6 +160,7 @@ class Changes:
         self._ticked_at = time.monotonic()
 
     async def _listen(self) -> None:
+        delay_s = RECONNECT_S
         while True:
             try:
                 if self._conn is None:
@@ -168,14 +170,20 @@ class Changes:
                     await self._conn.execute(SQL_LISTEN)
                     self._listening = True
                     self._bump()  # whatever happened while not listening
+                    log.info("change notifications from PostgreSQL resumed")
+                    delay_s = RECONNECT_S
                 async for note in self._conn.notifies():
                     if note.pid not in self._own_pids:
                         self._bump()
             except psycopg.Error as err:
-                log.warning("change notifications from PostgreSQL stopped (%s); reconnecting", _first_line(err))
+                # Once per outage, not once per attempt: a server down for an hour
+                # must not fill the log.
+                if delay_s == RECONNECT_S:
+                    log.warning("change notifications from PostgreSQL stopped (%s); reconnecting", _first_line(err))
             self._listening = False
             await self._drop_session()
-            await asyncio.sleep(RECONNECT_S)
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * 2, RECONNECT_MAX_S)
 
     async def _drop_session(self) -> None:
         conn, self._conn = self._conn, None
