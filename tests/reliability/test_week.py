@@ -10,8 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from tests.reliability.week import HOUR_MS, Sample, WeekPlan, WeekReport, run_week
+from tests.reliability.week import HOUR_MS, Sample, WeekPlan, WeekReport, _open_since, run_week
 from tests.reliability.week_judge import judge, judge_leftovers, markdown
+from vigil.gate import GateState, LoopGate
 from vigil.home import init_home
 
 # Finished tasks are kept 4 simulated hours (the shortest retention allowed is 1h), so
@@ -126,3 +127,15 @@ def test_the_judge_flags_a_final_roll_up_that_differs_from_the_ledger_and_leftov
     assert any("left active" in line for line in found)
     assert any("sensor_stale" in line for line in found)
     assert not any("task_failed" in line for line in found)  # failures alert by design
+
+
+def test_the_stuck_check_counts_only_a_gate_open_before_the_idle_heartbeat() -> None:
+    """Found by the week: a poll between the commit that lifts a usage-limit gate and
+    the loop's next heartbeat saw an idle heartbeat from the gated time beside the
+    backlog the gate held back."""
+    beat_at = 1_000_000
+    assert _open_since(LoopGate(GateState.RUNNING, since=beat_at - 60_000), beat_at - 1)
+    assert not _open_since(LoopGate(GateState.RUNNING, since=beat_at + 5), beat_at - 1)  # lifted after it
+    assert not _open_since(LoopGate(GateState.GATED, until=beat_at + 5, since=0), beat_at - 1)
+    assert _open_since(LoopGate(GateState.GATED, until=beat_at - 60_000, since=0), beat_at - 1)
+    assert not _open_since(LoopGate(GateState.PAUSED, since=0), beat_at - 1)

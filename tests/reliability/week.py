@@ -34,7 +34,7 @@ from pathlib import Path
 
 from tests.reliability.soak import _alive, _descendants, _proc_value
 from vigil.clock import ACCELERATED_CLOCK_ENV, AcceleratedClock
-from vigil.gate import GATE_KEY, LoopGate
+from vigil.gate import GATE_KEY, GateState, LoopGate
 from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat
 
 FAKE = Path(__file__).resolve().parent.parent / "fakes" / "claude_week.sh"
@@ -262,7 +262,7 @@ class Observer:
                 self.report.problems.append(f"{sim_h:.1f} h: task #{row['task_id']} active without an open run")
         beat = DispatcherHeartbeat.from_json(values.get(HEARTBEAT_KEY))
         gate = LoopGate.from_json(values.get(GATE_KEY))
-        if beat is not None and beat.state == "idle" and gate.is_open(beat.heartbeat_at - self.STUCK_SLACK_MS):
+        if beat is not None and beat.state == "idle" and _open_since(gate, beat.heartbeat_at - self.STUCK_SLACK_MS):
             self.report.idle_polls += 1
             if first_due is not None and first_due["scheduled_for"] <= beat.heartbeat_at - self.STUCK_SLACK_MS:
                 late_min = (beat.heartbeat_at - first_due["scheduled_for"]) / 60_000
@@ -295,6 +295,15 @@ class Observer:
         finally:
             conn.close()
         return counts
+
+
+def _open_since(gate: LoopGate, at_ms: int) -> bool:
+    """Whether the gate as read now was already open at ``at_ms``. A gate lifted
+    after an idle heartbeat was written says nothing about that heartbeat: the loop
+    was gated then, and the backlog the gate held back is due but not stuck."""
+    if gate.state is GateState.RUNNING:
+        return gate.since <= at_ms
+    return gate.state is GateState.GATED and gate.until is not None and gate.until <= at_ms
 
 
 @dataclass
@@ -336,7 +345,7 @@ def run_week(home: Path, plan: WeekPlan, *, progress: bool = False) -> WeekRepor
     next_sample = clock.anchor_ms + plan.sample_ms
     cancels: list[subprocess.Popen[bytes]] = []
     canceled_runs: set[int] = set()
-    seen: set[int] = set()
+    seen: dict[int, bytes] = {}  # pid -> its start time: pids are reused over a week
     started = time.monotonic()
     with (home / "logs" / "week-run.out").open("wb") as out:
         proc = subprocess.Popen(
@@ -349,7 +358,7 @@ def run_week(home: Path, plan: WeekPlan, *, progress: bool = False) -> WeekRepor
     try:
         while clock.now_ms() < end_ms and proc.poll() is None:
             time.sleep(POLL_S)
-            seen.update(_descendants(proc.pid))
+            _remember(seen, _descendants(proc.pid))
             for task_id, run_id in observer.poll():
                 if is_long_run(run_id) and run_id not in canceled_runs:
                     canceled_runs.add(run_id)
@@ -367,17 +376,23 @@ def run_week(home: Path, plan: WeekPlan, *, progress: bool = False) -> WeekRepor
         for cancel in cancels:
             cancel.wait(timeout=120)
     time.sleep(0.5)
-    report.leftover_processes = [pid for pid in seen if _alive(pid)]
+    report.leftover_processes = [pid for pid, start in seen.items() if _alive(pid) and _start_time(pid) == start]
     _finish(report, home, db, ledger)
     return report
 
 
 def _sample(
-    home: Path, pid: int, observer: Observer, clock: AcceleratedClock, ledger: Path, started: float, seen: set[int]
+    home: Path,
+    pid: int,
+    observer: Observer,
+    clock: AcceleratedClock,
+    ledger: Path,
+    started: float,
+    seen: dict[int, bytes],
 ) -> Sample:
     db = observer.db
     children = _descendants(pid)
-    seen.update(children)
+    _remember(seen, children)
     counts = observer.counts()
     low = read_ledger(ledger).usd
     usd = rollup(home)[0] if db.exists() else 0.0
@@ -403,6 +418,21 @@ def _sample(
         ledger_low_usd=low,
         ledger_high_usd=high,
     )
+
+
+def _start_time(pid: int) -> bytes | None:
+    """The process's start time in clock ticks since boot (None: gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _remember(seen: dict[int, bytes], pids: list[int]) -> None:
+    for pid in pids:
+        start = _start_time(pid)
+        if start is not None:
+            seen[pid] = start
 
 
 def _finish(report: WeekReport, home: Path, db: Path, ledger: Path) -> None:
