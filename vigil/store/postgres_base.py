@@ -151,11 +151,14 @@ class PostgresBase:
             newest = sorted(self._own_loop_versions)[OWN_VERSIONS_KEPT // 2 :]
             self._own_loop_versions = set(newest)
 
-    def _unchanged_since(self, version: int, current: int) -> bool:
-        """Whether every loop-state write between ``version`` and ``current`` was ours."""
-        if current < version or current - version > OWN_VERSIONS_KEPT:
-            return False
-        return all(v in self._own_loop_versions for v in range(version + 1, current + 1))
+    def _versions_unchanged_since(self, version: int) -> list[int]:
+        """The loop-state versions that mean "unchanged since ``version``" for this
+        store: ``version`` and the run of versions right after it that its own
+        writes made."""
+        versions = [version]
+        while versions[-1] + 1 in self._own_loop_versions:
+            versions.append(versions[-1] + 1)
+        return versions
 
 
 def dumps(value: object) -> str:

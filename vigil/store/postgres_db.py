@@ -283,12 +283,21 @@ class PgDatabase:
         statement may have committed."""
         return await self._run(fn, transactional=False)
 
-    async def write(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+    async def write(self, fn: Callable[[Conn], Awaitable[T]], *, pipelined: bool = False) -> T:
         """Run ``fn`` in one transaction; roll back on any exception. Retried whole on
-        a serialization failure or deadlock, then ``StoreBusy``."""
-        return await self._run(fn, transactional=True)
+        a serialization failure or deadlock, then ``StoreBusy``. ``pipelined``: BEGIN,
+        what ``fn`` sends before it first reads a result, and COMMIT travel together
+        (psycopg's pipeline mode), saving round trips."""
+        return await self._run(fn, transactional=True, pipelined=pipelined)
 
-    async def _run(self, fn: Callable[[Conn], Awaitable[T]], *, transactional: bool, reads_only: bool = False) -> T:
+    async def _run(
+        self,
+        fn: Callable[[Conn], Awaitable[T]],
+        *,
+        transactional: bool,
+        reads_only: bool = False,
+        pipelined: bool = False,
+    ) -> T:
         lost_once = False
         for attempt in range(BUSY_RETRIES + 1):
             try:
@@ -296,6 +305,9 @@ class PgDatabase:
                     try:
                         if not transactional:
                             return await fn(conn)
+                        if pipelined:
+                            async with conn.pipeline(), conn.transaction():
+                                return await fn(conn)
                         async with conn.transaction():
                             return await fn(conn)
                     finally:

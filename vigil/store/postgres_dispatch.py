@@ -9,7 +9,6 @@ never take the same task, and none waits for another's claim.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from vigil.errors import InputError, InvalidTransition, TaskNotFound
@@ -29,11 +28,11 @@ from vigil.store.postgres_db import Conn, Row
 from vigil.store.postgres_queries import (
     SQL_ACTIVE_TASKS,
     SQL_CLAIM,
+    SQL_CLAIM_IF_VERSION,
     SQL_DROP_OPEN_RUN,
     SQL_FINISH,
     SQL_GET_RUN_LOCKED,
     SQL_HOLD_FOR_APPROVAL,
-    SQL_LOOP_VERSION_LOCKED,
     SQL_OPEN_RUNS,
     SQL_ORIGIN_OF,
     SQL_RECORD_RUN,
@@ -51,6 +50,12 @@ from vigil.store.postgres_rows import row_to_run, row_to_task
 def _claim_of(row: Row) -> Claim:
     notes = tuple(Note(**{name: n[name] for name in Note.__dataclass_fields__}) for n in row["claim_notes"])
     return Claim(task=row_to_task(row), run_id=int(row["run_id"]), attempt=int(row["run_attempt"]), notes=notes)
+
+
+async def _finished(conn: Conn, row: Row | None, claim: Claim) -> Task:
+    """The task ``SQL_FINISH`` returned, or as it is when its run was already
+    recorded (a replayed claim changes nothing)."""
+    return row_to_task(row if row is not None else await require_task(conn, claim.task.id))
 
 
 class DispatchMethods(PostgresBase):
@@ -119,30 +124,25 @@ class DispatchMethods(PostgresBase):
         return await fetch_one(conn, SQL_RECORD_RUN, self._run_values(claim, outcome, now)) is not None
 
     async def finish(self, claim: Claim, outcome: Outcome, status: TaskStatus, *, worker: str) -> Task:
-        # One statement (SQL_FINISH) in autocommit: its own transaction, one round trip.
-        return await self._db.statement(self._finish_body(claim, outcome, status, worker))
+        params = self._finish_params(claim, outcome, status, worker)
 
-    def _finish_body(
-        self, claim: Claim, outcome: Outcome, status: TaskStatus, worker: str
-    ) -> Callable[[Conn], Awaitable[Task]]:
-        """The body of a finish, to run inside a write transaction (validated here)."""
+        async def body(conn: Conn) -> Task:
+            return await _finished(conn, await fetch_one(conn, SQL_FINISH, params), claim)
+
+        # One statement (SQL_FINISH) in autocommit: its own transaction, one round trip.
+        return await self._db.statement(body)
+
+    def _finish_params(self, claim: Claim, outcome: Outcome, status: TaskStatus, worker: str) -> dict[str, Any]:
+        """The parameters of ``SQL_FINISH`` (the status validated here)."""
         if status not in FINISHED_STATUSES:
             raise InputError(f"finish takes completed, failed or canceled, not {status}")
-        params = {
+        return {
             **self._run_values(claim, outcome, self._clock.now_ms()),
             "worker": worker,
             "status": str(status),
             "summary": outcome.summary,
             "detail": outcome.detail,
         }
-
-        async def body(conn: Conn) -> Task:
-            row = await fetch_one(conn, SQL_FINISH, params)
-            if row is not None:
-                return row_to_task(row)
-            return row_to_task(await require_task(conn, claim.task.id))  # a replayed claim: as it is
-
-        return body
 
     async def finish_and_claim(
         self,
@@ -156,22 +156,23 @@ class DispatchMethods(PostgresBase):
         max_priority: int | None = None,
         if_version: int | None = None,
     ) -> tuple[Task, Claim | None]:
-        finish = self._finish_body(claim, outcome, status, worker)
+        finish_params = self._finish_params(claim, outcome, status, worker)
         params = self._claim_params(worker, lease_ms, executor, max_priority)
+        claim_sql = SQL_CLAIM
+        if if_version is not None:
+            claim_sql = SQL_CLAIM_IF_VERSION
+            params["versions"] = self._versions_unchanged_since(if_version)
 
         async def body(conn: Conn) -> tuple[Task, Claim | None]:
-            finished = await finish(conn)
-            if if_version is not None:
-                # FOR SHARE: a loop-state write (the gate) waits for this commit, so it
-                # cannot land between this check and the claim.
-                row = await fetch_one(conn, SQL_LOOP_VERSION_LOCKED, {})
-                assert row is not None
-                if not self._unchanged_since(if_version, int(row["version"])):
-                    return finished, None
-            claimed = await fetch_one(conn, SQL_CLAIM, params)
-            return finished, None if claimed is None else _claim_of(claimed)
+            # Pipelined: both statements go out together and run in order, so the
+            # claim sees the dependents the finish unblocked.
+            finishing = await conn.execute(SQL_FINISH, finish_params)
+            claiming = await conn.execute(claim_sql, params)
+            finished = await finishing.fetchone()
+            claimed = await claiming.fetchone()
+            return await _finished(conn, finished, claim), None if claimed is None else _claim_of(claimed)
 
-        return await self._db.write(body)
+        return await self._db.write(body, pipelined=True)
 
     async def requeue(self, claim: Claim, outcome: Outcome, *, retry_at: int, count_attempt: bool, worker: str) -> Task:
         now = self._clock.now_ms()

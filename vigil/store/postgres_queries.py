@@ -75,13 +75,13 @@ LIMIT 1
 
 # Claim, open its run and read its notes in one statement (its own transaction when
 # run alone); the audit event comes from the status trigger.
-SQL_CLAIM = f"""
+_CLAIM = f"""
 WITH claimed AS (
     UPDATE tasks SET status = 'active', claimed_by = %(worker)s, lease_until = %(lease_until)s,
            started_at = %(now)s, updated_at = %(now)s, updated_by = 'dispatcher',
            attempt_count = attempt_count + 1, cancel_requested = 0,
            executor = coalesce(%(executor)s, executor)
-    WHERE id = ({_NEXT_DUE_ID}) AND status = 'pending'
+    WHERE id = ({_NEXT_DUE_ID}) AND status = 'pending'{{only_if}}
     RETURNING *
 ), run AS (
     INSERT INTO runs (task_id, attempt, started_at, executor, claimed_by)
@@ -94,6 +94,14 @@ SELECT claimed.*, run.id AS run_id, run.attempt AS run_attempt,
         WHERE n.task_id = claimed.id) AS claim_notes
 FROM claimed, run
 """
+SQL_CLAIM = _CLAIM.format(only_if="")
+# finish_and_claim(if_version=…): claims only while the loop-state version is one of
+# %(versions)s (the version read, or versions this store's own writes made since).
+# FOR SHARE: a loop-state write (the gate) at that moment waits for this commit, so
+# it cannot land between the check and the claim.
+SQL_CLAIM_IF_VERSION = _CLAIM.format(
+    only_if="\n      AND (SELECT version FROM loop_state_version FOR SHARE) = ANY(%(versions)s::bigint[])"
+)
 
 SQL_NEXT_DUE_AT = """
 SELECT min(x.scheduled_for) AS m FROM generate_series(1, 9) AS p (priority)
@@ -446,8 +454,6 @@ SQL_VERSIONED_LOOP_VALUES = """
 SELECT (SELECT version FROM loop_state_version) AS version,
        coalesce((SELECT jsonb_object_agg(key, value) FROM loop_state), '{}'::jsonb) AS loop_values
 """
-# Locked so a concurrent loop-state write waits until this transaction's claim commits.
-SQL_LOOP_VERSION_LOCKED = "SELECT version FROM loop_state_version FOR SHARE"
 
 # --- flood limits -----------------------------------------------------------------------
 
