@@ -46,6 +46,7 @@ from vigil.store.postgres_base import (
     not_awaiting_approval,
     require_task,
 )
+from vigil.store.postgres_costs import SQL_COST_ROLLUP
 from vigil.store.postgres_db import POOL_MAX, Conn, PgDatabase
 from vigil.store.postgres_dispatch import DispatchMethods
 from vigil.store.postgres_queries import (
@@ -53,7 +54,6 @@ from vigil.store.postgres_queries import (
     SQL_APPROVE,
     SQL_CANCEL,
     SQL_CLOSE_TASK,
-    SQL_COST_ROLLUP,
     SQL_COUNT_BY_STATUS,
     SQL_DEFER,
     SQL_DEPENDENCIES,

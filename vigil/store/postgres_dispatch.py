@@ -24,6 +24,7 @@ from vigil.models import (
     TaskStatus,
 )
 from vigil.store.postgres_base import PostgresBase, fetch_all, fetch_one, require_task
+from vigil.store.postgres_costs import SQL_SPEND_SINCE
 from vigil.store.postgres_db import Conn, Row
 from vigil.store.postgres_queries import (
     SQL_ACTIVE_TASKS,
@@ -42,7 +43,6 @@ from vigil.store.postgres_queries import (
     SQL_RENEW_LEASE,
     SQL_REQUEUE,
     SQL_SET_RUN_PROCESS,
-    SQL_SPEND_SINCE,
 )
 from vigil.store.postgres_rows import row_to_run, row_to_task
 
