@@ -31,6 +31,7 @@ from vigil.models import (
     AddResult,
     BatchResult,
     CostRow,
+    DedupScope,
     NewTask,
     Note,
     Run,
@@ -45,12 +46,15 @@ from vigil.store.postgres_base import (
     insert_task,
     not_awaiting_approval,
     require_task,
+    task_params,
 )
 from vigil.store.postgres_costs import SQL_COST_ROLLUP
 from vigil.store.postgres_db import POOL_MAX, Conn, PgDatabase
 from vigil.store.postgres_dispatch import DispatchMethods
 from vigil.store.postgres_queries import (
     SQL_ADD_NOTE,
+    SQL_ADD_TASK,
+    SQL_ADD_TASK_EVER,
     SQL_APPROVE,
     SQL_CANCEL,
     SQL_CLOSE_TASK,
@@ -110,6 +114,8 @@ class PostgresStore(DispatchMethods, StateMethods, RetentionMethods):
     # --- adding -------------------------------------------------------------------
     async def add_task(self, new: NewTask, *, actor: str = "human") -> AddResult:
         now = self._clock.now_ms()
+        if not new.depends_on and new.parent_id is None and not self._may_refuse(new):
+            return await self._add_alone(new, now, actor)
 
         async def body(conn: Conn) -> AddResult | Refusal:
             flood = self._flood_gate(now)
@@ -126,6 +132,17 @@ class PostgresStore(DispatchMethods, StateMethods, RetentionMethods):
         if isinstance(result, Refusal):
             raise FloodLimited(f"task not added: {result.reason}")
         return result
+
+    async def _add_alone(self, new: NewTask, now: int, actor: str) -> AddResult:
+        """A task with nothing to check first (no parent, no dependency, no flood
+        limit on its source): the insert alone, one statement in autocommit."""
+        params = task_params(new, now, actor, self._default_max_retries)
+        sql = SQL_ADD_TASK if new.dedup is DedupScope.OPEN else SQL_ADD_TASK_EVER
+        row = await self._db.statement(lambda conn: fetch_one(conn, sql, params))
+        if row is not None:
+            return AddResult(int(row["id"]), True)
+        holder = await self._db.read(lambda conn: fetch_one(conn, SQL_HOLDER_OF_KEY, {"key": new.source_key}))
+        return AddResult(None if holder is None or holder["id"] is None else int(holder["id"]), False)
 
     async def add_tasks(self, news: Sequence[NewTask], *, actor: str) -> BatchResult:
         now = self._clock.now_ms()

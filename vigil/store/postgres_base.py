@@ -137,6 +137,11 @@ class PostgresBase:
         self._own_loop_versions: set[int] = set()
         self.where = db.where
 
+    def _may_refuse(self, new: NewTask) -> bool:
+        """Whether a flood limit could refuse ``new`` (then it is checked in the
+        insert transaction)."""
+        return self._limits is not None and PgFloodGate.may_refuse(self._limits, new)
+
     def _flood_gate(self, now: int) -> PgFloodGate | None:
         """The flood limits for one insert transaction (None: no limits configured)."""
         return None if self._limits is None else PgFloodGate(self._limits, now)

@@ -96,7 +96,7 @@ class DispatchMethods(PostgresBase):
                 raise InvalidTransition(task_id, (await require_task(conn, task_id))["status"], "renew its lease")
             return bool(row["cancel_requested"])
 
-        return await self._db.write(body)
+        return await self._db.statement(body)  # one UPDATE; the read only explains a refusal
 
     @staticmethod
     def _run_values(claim: Claim, outcome: Outcome, now: int) -> dict[str, Any]:

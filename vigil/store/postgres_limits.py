@@ -51,6 +51,14 @@ class PgFloodGate:
     def _source_cap(self, source: str) -> int:
         return self._limits.per_source.get(source, self._limits.max_per_source_per_day)
 
+    @staticmethod
+    def may_refuse(limits: LimitsSettings, new: NewTask) -> bool:
+        """Whether any of ``limits`` applies to ``new`` at all."""
+        if new.parent_id is not None and (limits.max_depth or limits.max_children):
+            return True
+        cap = limits.per_source.get(new.source, limits.max_per_source_per_day)
+        return bool(cap) and new.source not in UNLIMITED_SOURCES
+
     async def _count(self, conn: Conn, lock_name: str, sql: str, params: dict[str, Any]) -> int:
         await conn.execute(SQL_LOCK_COUNT, {"lock_key": LOCK_COUNT, "name": lock_name})
         row = await (await conn.execute(sql, params)).fetchone()
