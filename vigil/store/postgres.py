@@ -2,14 +2,18 @@
 
 Open with ``await PostgresStore.open(url)``. Each public method is one unit of work:
 one statement in autocommit mode where it can be (a claim with its run row, notes
-and audit event is one statement), else one transaction (``postgres_db``). Audit
+and audit event; a finish with its run and costs; a plain add), else one
+transaction (``postgres_db``); ``finish_and_claim`` sends its two statements in one
+pipeline. The connection pool, the listening session and the translation of driver
+errors into ``vigil.errors`` are in ``postgres_db``. Audit
 events, status counts and dependency counters come from triggers
 (``postgres_schema``), so they share the transaction of the change.
 
 Differences from SQLite that callers may notice:
 
 * ``data_version()`` is notification-driven (LISTEN/NOTIFY): it moves soon after
-  another session commits a change, not at the instant of the commit.
+  another store object commits a change (this one's own commits do not move it),
+  with no round trip per call; see ``postgres_db.Changes``.
 * ``finish_and_claim(if_version=…)`` compares a loop-state version (moved by any
   loop-state write of another store object), which is what ``versioned_loop_values``
   returns; it is checked under a row lock in the claim's transaction.
