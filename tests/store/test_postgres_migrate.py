@@ -12,7 +12,16 @@ import pytest
 from tests.conftest import VigilRunner
 from vigil.clock import ManualClock, SystemClock
 from vigil.config import load_settings
-from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, NewTask, Outcome, OutcomeKind, SensorRun, TaskStatus
+from vigil.models import (
+    HEARTBEAT_KEY,
+    DedupScope,
+    DispatcherHeartbeat,
+    NewTask,
+    Outcome,
+    OutcomeKind,
+    SensorRun,
+    TaskStatus,
+)
 from vigil.store.sqlite import SqliteStore
 
 HOUR_MS = 3_600_000
@@ -277,3 +286,38 @@ async def test_a_live_dispatcher_on_the_home_is_refused(
         assert proc.returncode == 0, proc.stderr
         assert isinstance(listed, list)
         assert [t["subject"] for t in listed] == ["in flight?"]
+
+
+@pytest.mark.timeout(300)
+async def test_a_pruned_home_moves_over_with_its_archived_costs_and_retired_keys(
+    vigil: VigilRunner, home: Path, postgres_url: str
+) -> None:
+    path = load_settings(home).store.path
+    await _fill(path)
+    clock = ManualClock(SystemClock().now_ms())
+    async with await SqliteStore.open(path, clock=clock) as store:
+        done = await store.add_task(
+            NewTask("once ever", priority=1, source="sensor:feeds", source_key="ever-1", dedup=DedupScope.EVER)
+        )
+        claim = await store.claim_next(worker="w3", lease_ms=60_000)
+        assert claim is not None
+        assert claim.task.id == done.task_id
+        await store.finish(
+            claim,
+            Outcome(OutcomeKind.SUCCESS, summary="ok", cost_usd=0.25, model="model-c"),
+            TaskStatus.COMPLETED,
+            worker="w3",
+        )
+        pruned = await store.prune(finished_before_ms=clock.now_ms() + 1)
+    assert pruned.tasks >= 3  # the completed chain, the failed and the canceled tasks, the "once ever" one
+    before = [vigil(*args, check=True).stdout for args in STATS]
+    assert "no runs" not in before[0]
+
+    vigil("store", "migrate", "--to", postgres_url, check=True)
+    pg = _pg(postgres_url)
+    for args, on_sqlite in zip(STATS, before, strict=True):
+        assert vigil(*args, env=pg, check=True).stdout == on_sqlite, args  # costs come from the archive
+    # the pruned task's key stays used for good on the new store too
+    again = _json(vigil("task", "add", "once ever", "--key", "ever-1", "--dedup", "ever", "--json", env=pg))
+    assert isinstance(again, dict)
+    assert again["created"] is False
