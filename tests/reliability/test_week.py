@@ -10,8 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from tests.reliability.week import HOUR_MS, Sample, WeekPlan, WeekReport, _open_since, run_week
+from tests.reliability.week import Sample, WeekPlan, WeekReport, run_week
 from tests.reliability.week_judge import judge, judge_leftovers, markdown
+from tests.reliability.week_observer import HOUR_MS, open_since
 from vigil.gate import GateState, LoopGate
 from vigil.home import init_home
 
@@ -134,8 +135,8 @@ def test_the_stuck_check_counts_only_a_gate_open_before_the_idle_heartbeat() -> 
     the loop's next heartbeat saw an idle heartbeat from the gated time beside the
     backlog the gate held back."""
     beat_at = 1_000_000
-    assert _open_since(LoopGate(GateState.RUNNING, since=beat_at - 60_000), beat_at - 1)
-    assert not _open_since(LoopGate(GateState.RUNNING, since=beat_at + 5), beat_at - 1)  # lifted after it
-    assert not _open_since(LoopGate(GateState.GATED, until=beat_at + 5, since=0), beat_at - 1)
-    assert _open_since(LoopGate(GateState.GATED, until=beat_at - 60_000, since=0), beat_at - 1)
-    assert not _open_since(LoopGate(GateState.PAUSED, since=0), beat_at - 1)
+    assert open_since(LoopGate(GateState.RUNNING, since=beat_at - 60_000), beat_at - 1)
+    assert not open_since(LoopGate(GateState.RUNNING, since=beat_at + 5), beat_at - 1)  # lifted after it
+    assert not open_since(LoopGate(GateState.GATED, until=beat_at + 5, since=0), beat_at - 1)
+    assert open_since(LoopGate(GateState.GATED, until=beat_at - 60_000, since=0), beat_at - 1)
+    assert not open_since(LoopGate(GateState.PAUSED, since=0), beat_at - 1)

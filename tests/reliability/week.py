@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import sqlite3
 import subprocess
@@ -33,17 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.reliability.soak import _alive, _descendants, _proc_value
+from tests.reliability.week_observer import HOUR_MS, Observer, logged_alerts, remember, start_time
 from vigil.clock import ACCELERATED_CLOCK_ENV, AcceleratedClock
-from vigil.gate import GATE_KEY, GateState, LoopGate
-from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat
 
 FAKE = Path(__file__).resolve().parent.parent / "fakes" / "claude_week.sh"
 POLL_S = 0.2  # real seconds between the cheap checks (and cancels)
-HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
 LONG_SHARE = 20  # the fake's long runs: run id x 7919 mod 1000 below this
 MAX_RUN_COST = 0.0099  # the most one run of the fake reports (USD)
-ALERT_LINE = re.compile(r"alert (\w+): ")  # how dispatch.alerts logs each event it sends
 
 CONFIG = """\
 [dispatch]
@@ -214,112 +210,6 @@ def is_long_run(run_id: int) -> bool:
     return run_id * 7919 % 1000 < LONG_SHARE
 
 
-class Observer:
-    """Reads the database from outside, read-only, one short snapshot per look."""
-
-    STUCK_SLACK_MS = 10 * 60_000  # simulated: the claim just before an idle heartbeat
-
-    def __init__(self, db: Path, clock: AcceleratedClock, report: WeekReport) -> None:
-        self.db = db
-        self.clock = clock
-        self.report = report
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=30, isolation_level=None)
-        conn.row_factory = sqlite3.Row
-        return conn
-
-    def poll(self) -> list[tuple[int, int]]:
-        """Check the invariants once; returns (task id, open run id) of active tasks."""
-        if not self.db.exists():
-            return []
-        conn = self._connect()
-        try:
-            conn.execute("BEGIN")  # one snapshot for every read below
-            if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
-                conn.execute("ROLLBACK")
-                return []  # the daemon is still creating the schema
-            active = conn.execute(
-                "SELECT t.id AS task_id, r.id AS run_id FROM tasks t LEFT JOIN runs r"
-                " ON r.task_id = t.id AND r.finished_at IS NULL WHERE t.status = 'active'"
-            ).fetchall()
-            values = {row["key"]: json.loads(row["value"]) for row in conn.execute("SELECT key, value FROM loop_state")}
-            first_due = conn.execute(
-                "SELECT id, scheduled_for FROM tasks t WHERE status = 'pending' AND NOT EXISTS"
-                " (SELECT 1 FROM task_deps d JOIN tasks x ON x.id = d.depends_on"
-                "  WHERE d.task_id = t.id AND x.status NOT IN ('completed', 'failed', 'canceled'))"
-                " ORDER BY scheduled_for LIMIT 1"
-            ).fetchone()
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
-        self.report.polls += 1
-        sim_h = (self.clock.now_ms() - self.clock.anchor_ms) / HOUR_MS
-        if len(active) > 1:
-            self.report.problems.append(f"{sim_h:.1f} h: {len(active)} tasks active at once")
-        for row in active:
-            if row["run_id"] is None:
-                self.report.problems.append(f"{sim_h:.1f} h: task #{row['task_id']} active without an open run")
-        beat = DispatcherHeartbeat.from_json(values.get(HEARTBEAT_KEY))
-        gate = LoopGate.from_json(values.get(GATE_KEY))
-        if beat is not None and beat.state == "idle" and _open_since(gate, beat.heartbeat_at - self.STUCK_SLACK_MS):
-            self.report.idle_polls += 1
-            if first_due is not None and first_due["scheduled_for"] <= beat.heartbeat_at - self.STUCK_SLACK_MS:
-                late_min = (beat.heartbeat_at - first_due["scheduled_for"]) / 60_000
-                self.report.problems.append(
-                    f"{sim_h:.1f} h: the loop went idle at {beat.heartbeat_at} with task #{first_due['id']} due "
-                    f"{late_min:.0f} simulated min before"
-                )
-        return [(int(row["task_id"]), int(row["run_id"])) for row in active if row["run_id"] is not None]
-
-    def counts(self) -> Counts:
-        """Tasks by kind, and what pruned tasks leave behind."""
-        if not self.db.exists():
-            return Counts()
-        conn = self._connect()
-        try:
-            if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
-                return Counts()
-            row = conn.execute(
-                "SELECT SUM(status IN ('pending', 'active', 'blocked')), SUM(status IN"
-                " ('completed', 'failed', 'canceled')), COALESCE(MAX(id), 0) - COUNT(*) FROM tasks"
-            ).fetchone()
-            counts = Counts(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
-            if _has_table(conn, "cost_archive"):
-                counts.archive_rows = conn.execute("SELECT COUNT(*) FROM cost_archive").fetchone()[0]
-                counts.retired_keys = conn.execute("SELECT COUNT(*) FROM retired_keys").fetchone()[0]
-                with contextlib.suppress(sqlite3.OperationalError):  # an SQLite built without dbstat
-                    counts.archive_bytes = conn.execute(
-                        "SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name IN ('cost_archive', 'retired_keys')"
-                    ).fetchone()[0]
-        finally:
-            conn.close()
-        return counts
-
-
-def _open_since(gate: LoopGate, at_ms: int) -> bool:
-    """Whether the gate as read now was already open at ``at_ms``. A gate lifted
-    after an idle heartbeat was written says nothing about that heartbeat: the loop
-    was gated then, and the backlog the gate held back is due but not stuck."""
-    if gate.state is GateState.RUNNING:
-        return gate.since <= at_ms
-    return gate.state is GateState.GATED and gate.until is not None and gate.until <= at_ms
-
-
-@dataclass
-class Counts:
-    open: int = 0
-    finished: int = 0
-    pruned: int = 0
-    archive_rows: int = 0  # cost_archive: the spend of pruned tasks, by hour and group
-    retired_keys: int = 0  # the source keys of pruned tasks
-    archive_bytes: int = 0  # the pages of both
-
-
-def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
-
-
 def _cancel(home: Path, env: dict[str, str], task_id: int) -> subprocess.Popen[bytes]:
     """A person cancels a running task from another terminal."""
     return subprocess.Popen(
@@ -338,7 +228,7 @@ def run_week(home: Path, plan: WeekPlan, *, progress: bool = False) -> WeekRepor
     write_home(home, plan, clock, ledger)
     db = home / "data" / "vigil.db"
     report = WeekReport(plan)
-    observer = Observer(db, clock, report)
+    observer = Observer(db, clock)
     env = {k: v for k, v in os.environ.items() if not k.startswith("VIGIL_")}
     daemon_env = {**env, ACCELERATED_CLOCK_ENV: f"{clock.factor:g}@{clock.anchor_ms}"}
     end_ms = clock.anchor_ms + int(plan.days * DAY_MS)
@@ -358,7 +248,7 @@ def run_week(home: Path, plan: WeekPlan, *, progress: bool = False) -> WeekRepor
     try:
         while clock.now_ms() < end_ms and proc.poll() is None:
             time.sleep(POLL_S)
-            _remember(seen, _descendants(proc.pid))
+            remember(seen, _descendants(proc.pid))
             for task_id, run_id in observer.poll():
                 if is_long_run(run_id) and run_id not in canceled_runs:
                     canceled_runs.add(run_id)
@@ -375,8 +265,9 @@ def run_week(home: Path, plan: WeekPlan, *, progress: bool = False) -> WeekRepor
         report.exit_code = proc.wait(timeout=120)
         for cancel in cancels:
             cancel.wait(timeout=120)
+    report.polls, report.idle_polls, report.problems = observer.polls, observer.idle_polls, observer.problems
     time.sleep(0.5)
-    report.leftover_processes = [pid for pid, start in seen.items() if _alive(pid) and _start_time(pid) == start]
+    report.leftover_processes = [pid for pid, start in seen.items() if _alive(pid) and start_time(pid) == start]
     _finish(report, home, db, ledger)
     return report
 
@@ -392,7 +283,7 @@ def _sample(
 ) -> Sample:
     db = observer.db
     children = _descendants(pid)
-    _remember(seen, children)
+    remember(seen, children)
     counts = observer.counts()
     low = read_ledger(ledger).usd
     usd = rollup(home)[0] if db.exists() else 0.0
@@ -420,21 +311,6 @@ def _sample(
     )
 
 
-def _start_time(pid: int) -> bytes | None:
-    """The process's start time in clock ticks since boot (None: gone)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
-def _remember(seen: dict[int, bytes], pids: list[int]) -> None:
-    for pid in pids:
-        start = _start_time(pid)
-        if start is not None:
-            seen[pid] = start
-
-
 def _finish(report: WeekReport, home: Path, db: Path, ledger: Path) -> None:
     """After the stop: what is left, integrity, and the roll-up against the ledger."""
     conn = sqlite3.connect(db)
@@ -450,15 +326,6 @@ def _finish(report: WeekReport, home: Path, db: Path, ledger: Path) -> None:
     report.alerts = logged_alerts(home / "logs")
     total, rolled_in, rolled_out = rollup(home)
     report.rollup_usd, report.rollup_tokens = total, (rolled_in, rolled_out)
-
-
-def logged_alerts(logs: Path) -> dict[str, int]:
-    """Alert events in ``vigil.log`` and its rotated files, by kind."""
-    found: dict[str, int] = {}
-    for path in logs.glob("vigil.log*"):
-        for match in ALERT_LINE.finditer(path.read_text(encoding="utf-8", errors="replace")):
-            found[match[1]] = found.get(match[1], 0) + 1
-    return found
 
 
 def _print_progress(s: Sample) -> None:
