@@ -272,6 +272,9 @@ class PruneResult:
     tasks that ``events_before_ms`` removed. ``transcripts`` are the transcript paths
     the pruned runs recorded, as stored: the caller deletes the files. ``complete``
     is False when ``max_batches`` stopped the prune with more left to remove.
+    ``folded`` counts the cost archive's hour rows folded into day rows, ``costs``
+    the archive rows dropped as too old, ``keys`` the retired keys dropped (a dry
+    run counts them as the archive is before the prune).
     """
 
     tasks: int = 0
@@ -282,6 +285,9 @@ class PruneResult:
     transcripts: tuple[str, ...] = ()
     batches: int = 0
     complete: bool = True
+    folded: int = 0
+    costs: int = 0
+    keys: int = 0
 
 
 @dataclass(frozen=True, slots=True)

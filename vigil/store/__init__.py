@@ -395,6 +395,9 @@ class Store(Protocol):
         batch_size: int = 200,
         max_batches: int | None = None,
         dry_run: bool = False,
+        fold_before_ms: int | None = None,
+        costs_before_ms: int | None = None,
+        keys_before_ms: int | None = None,
     ) -> PruneResult:
         """Delete finished tasks (completed, failed, canceled) last updated before
         ``finished_before_ms`` (epoch ms), with their runs, events, notes and
@@ -408,14 +411,26 @@ class Store(Protocol):
         Before a task goes, its runs' spend and tokens are added to the cost
         archive (UTC hour x skills x source x model x sensor origin), so
         ``cost_rollup`` and ``spend_since`` keep their totals; its source key stays
-        used, so a later ``ever`` add of that key is still refused.
+        used (retired now, by the store's clock), so a later ``ever`` add of that
+        key is still refused.
+
+        Then what pruned tasks left behind is bounded, each step in batches too:
+        ``costs_before_ms`` (None: keep) deletes archive rows that ended at or
+        before it; ``fold_before_ms`` (None: no fold) folds the archive's hour rows
+        of every UTC day that ended at or before the start of the day holding it
+        into one row per day and group, keeping every sum (a roll-up or spend
+        window that starts on a day boundary, or after that day line, is as exact
+        as before; one starting inside a folded day counts that whole day);
+        ``keys_before_ms`` (None: keep) deletes keys retired before it, after which
+        an ``ever`` add may use such a key again.
 
         ``events_before_ms`` (None: keep) also deletes older audit rows of the
         tasks that stay. Works in batches of at most ``batch_size`` tasks (or audit
         rows), each its own short transaction: a batch is atomic, the whole prune
         is not, and other writers get the lock between batches. ``max_batches``
         None runs until nothing is left. Idempotent: a second call finds nothing.
-        ``dry_run`` deletes nothing and reports what a full prune would delete.
+        ``dry_run`` deletes nothing and reports what a full prune would delete
+        (archive rows and keys counted as they are before the prune).
 
         Returns the counts and the transcript paths of the deleted runs (the
         caller deletes those files). Raises ``InputError`` for a ``batch_size`` or

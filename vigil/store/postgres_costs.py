@@ -1,18 +1,19 @@
 """The SQL of the PostgreSQL store's cost reports: ``cost_rollup`` and
 ``spend_since``. Each adds the live runs and the runs of pruned tasks, kept by the
-hour in ``cost_archive`` (``postgres_retention``); an archived hour counts whole when
-the window starts inside it, as on SQLite.
+hour (old days folded into one row each) in ``cost_archive`` (``postgres_retention``);
+an archived hour or day counts whole when the window starts inside it, as on SQLite.
 """
 
 from __future__ import annotations
 
 from vigil.store import CostGroup
 
-# Pruned tasks' spend is in the archive, by hour (an hour counts whole, as in
-# SQL_COST_ROLLUP: for a budget that errs on the side of spend).
+# Pruned tasks' spend is in the archive, by hour or folded day (one counts whole, as
+# in SQL_COST_ROLLUP: for a budget that errs on the side of spend).
 SQL_SPEND_SINCE = """
 SELECT ((SELECT coalesce(sum(cost_usd), 0) FROM runs WHERE finished_at >= %(since)s)
-        + (SELECT coalesce(sum(cost_usd), 0) FROM cost_archive WHERE hour_ms > %(since)s - 3600000))::float8 AS spent
+        + (SELECT coalesce(sum(cost_usd), 0) FROM cost_archive
+           WHERE start_ms > %(since)s - 86400000 AND start_ms + span_ms > %(since)s))::float8 AS spent
 """
 
 _COST_COLUMNS = """count(*) AS runs, count(DISTINCT r.task_id) AS tasks,
@@ -55,8 +56,13 @@ _LIVE = {
 }
 # The pruned runs' part (postgres_schema V2): (key expression, task count column, joins).
 _ARCHIVED = {
-    CostGroup.DAY: (_utc("a.hour_ms", _DAY), "tasks_day", ""),
-    CostGroup.HOUR: (_utc("a.hour_ms", _HOUR), "tasks_hour", ""),
+    CostGroup.DAY: (_utc("a.start_ms", _DAY), "tasks_day", ""),
+    # a folded day has no hours left: it is one key, the day's
+    CostGroup.HOUR: (
+        f"CASE a.span_ms WHEN 3600000 THEN {_utc('a.start_ms', _HOUR)} ELSE {_utc('a.start_ms', _DAY)} END",
+        "tasks_hour",
+        "",
+    ),
     CostGroup.MODEL: ("a.model", "tasks_model", ""),
     CostGroup.SOURCE: ("a.source", "tasks_last", ""),
     CostGroup.SKILL: ("coalesce(s.value, '(none)')", "tasks_last", _SKILLS_OF.format("a")),
@@ -66,8 +72,8 @@ _ARCHIVED = {
 
 def _rollup(group: CostGroup) -> str:
     """Live and archived runs summed per key (a task is either live or archived:
-    prune takes all its runs). An archived hour counts whole when %(since)s falls
-    inside it. Keys sort bytewise (COLLATE "C"), as on SQLite, whatever the locale."""
+    prune takes all its runs). An archived hour or folded day counts whole when
+    %(since)s falls inside it. Keys sort bytewise (COLLATE "C"), as on SQLite, whatever the locale."""
     live_key, live_from = _LIVE[group]
     archived_key, tasks, joins = _ARCHIVED[group]
     by_time = group in (CostGroup.DAY, CostGroup.HOUR)
@@ -85,7 +91,8 @@ FROM (
            sum(a.cost_usd) AS cost_usd, sum(a.api_cost_usd) AS api_cost_usd,
            sum(a.tokens_in) AS tokens_in, sum(a.tokens_out) AS tokens_out,
            sum(a.cache_read_tokens) AS cache_read_tokens, sum(a.cache_write_tokens) AS cache_write_tokens
-    FROM cost_archive a {joins} WHERE a.hour_ms > %(since)s - 3600000 GROUP BY 1
+    FROM cost_archive a {joins}
+    WHERE a.start_ms > %(since)s - 86400000 AND a.start_ms + a.span_ms > %(since)s GROUP BY 1
 ) AS u
 GROUP BY key ORDER BY {order}"""
 

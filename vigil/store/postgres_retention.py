@@ -7,7 +7,8 @@ dependency rows follow by ``ON DELETE CASCADE``). The walk stops at the first ta
 created after the cutoff. A parent or dependency the batch freed, if the walk already
 passed it, is looked at again. The prunable check locks the tasks it picks
 (``FOR UPDATE``), so a dispatcher or a person changing one at the same moment either
-commits first (and the check sees the change) or waits for the batch.
+commits first (and the check sees the change) or waits for the batch. Then what
+pruned tasks leave behind is kept bounded (``postgres_archive``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from vigil.errors import InputError
 from vigil.models import PruneResult
+from vigil.store.postgres_archive import SQL_ARCHIVE_PREVIEW, archive_steps, preview_params
 from vigil.store.postgres_base import PostgresBase, fetch_all, fetch_one
 from vigil.store.postgres_db import Conn, PgDatabase
 
@@ -64,16 +66,16 @@ flagged AS (
     FROM runs r JOIN tasks t ON t.id = r.task_id JOIN origin o ON o.task_id = r.task_id
     WHERE r.task_id = {_IDS} AND r.finished_at IS NOT NULL
 )
-INSERT INTO cost_archive AS a (hour_ms, skills, source, model, sensor, runs, tasks_last, tasks_hour,
+INSERT INTO cost_archive AS a (start_ms, span_ms, skills, source, model, sensor, runs, tasks_last, tasks_hour,
                                tasks_day, tasks_model, cost_usd, api_cost_usd, tokens_in, tokens_out,
                                cache_read_tokens, cache_write_tokens)
-SELECT hour_ms, skills, source, model_key, sensor, count(*), count(*) FILTER (WHERE last_any),
+SELECT hour_ms, 3600000, skills, source, model_key, sensor, count(*), count(*) FILTER (WHERE last_any),
        count(*) FILTER (WHERE last_hour), count(*) FILTER (WHERE last_day), count(*) FILTER (WHERE last_model),
        coalesce(sum(cost_usd), 0), coalesce(sum(api_cost_usd), 0), sum(tokens_in), sum(tokens_out),
        sum(cache_read_tokens), sum(cache_write_tokens)
 FROM flagged
 GROUP BY hour_ms, skills, source, model_key, sensor
-ON CONFLICT (hour_ms, skills, source, model, sensor) DO UPDATE SET
+ON CONFLICT (start_ms, span_ms, skills, source, model, sensor) DO UPDATE SET
     runs = a.runs + excluded.runs, tasks_last = a.tasks_last + excluded.tasks_last,
     tasks_hour = a.tasks_hour + excluded.tasks_hour, tasks_day = a.tasks_day + excluded.tasks_day,
     tasks_model = a.tasks_model + excluded.tasks_model, cost_usd = a.cost_usd + excluded.cost_usd,
@@ -95,10 +97,11 @@ SELECT (SELECT count(*) FROM runs WHERE task_id = {_IDS}) AS runs,
        ARRAY(SELECT parent_id FROM tasks WHERE id = {_IDS} AND parent_id IS NOT NULL
              UNION SELECT depends_on FROM task_deps WHERE task_id = {_IDS}) AS freed
 """
+# A key retired again (an ``open`` key many tasks used) keeps its latest retirement.
 SQL_RETIRE_KEYS = f"""
-INSERT INTO retired_keys (source_key)
-SELECT source_key FROM tasks WHERE id = {_IDS} AND source_key IS NOT NULL
-ON CONFLICT DO NOTHING
+INSERT INTO retired_keys AS k (source_key, retired_at)
+SELECT DISTINCT source_key, %(now)s::bigint FROM tasks WHERE id = {_IDS} AND source_key IS NOT NULL
+ON CONFLICT (source_key) DO UPDATE SET retired_at = greatest(k.retired_at, excluded.retired_at)
 """
 SQL_PRUNE_TASKS = f"DELETE FROM tasks WHERE id = {_IDS}"
 
@@ -146,23 +149,30 @@ class _Tally:
 
     cutoff: int
     batch_size: int
+    now: int  # when the keys of this prune's tasks are retired (epoch ms)
     after: int = 0  # the walk's cursor: every id up to here has been looked at
     walked_all: bool = False
     recheck: set[int] = field(default_factory=set)  # freed ids the walk already passed
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTED, 0))
     transcripts: list[str] = field(default_factory=list)
+    archive: dict[str, int] = field(default_factory=dict)  # folded, costs, keys
 
     def result(self, batches: int, complete: bool) -> PruneResult:
-        return PruneResult(**self.counts, transcripts=tuple(self.transcripts), batches=batches, complete=complete)
+        return PruneResult(
+            **self.counts, transcripts=tuple(self.transcripts), batches=batches, complete=complete, **self.archive
+        )
 
 
 async def _ids(conn: Conn, sql: str, params: dict[str, Any]) -> list[int]:
     return [int(r["id"]) for r in await fetch_all(conn, sql, params)]
 
 
-async def _delete(conn: Conn, doomed: list[int], counts: dict[str, int], transcripts: list[str]) -> set[int]:
-    """Archive, count and delete ``doomed``; returns the ids they freed (their
-    parents and dependencies, which may now be prunable)."""
+async def _delete(
+    conn: Conn, doomed: list[int], counts: dict[str, int], transcripts: list[str], now_ms: int
+) -> set[int]:
+    """Archive, count and delete ``doomed`` (their keys retired at ``now_ms``);
+    returns the ids they freed (their parents and dependencies, which may now be
+    prunable)."""
     ids = {"ids": doomed}
     await conn.execute(SQL_ARCHIVE_RUNS, ids)
     row = await fetch_one(conn, SQL_PRUNE_COUNTS, ids)
@@ -170,7 +180,7 @@ async def _delete(conn: Conn, doomed: list[int], counts: dict[str, int], transcr
     for name in ("runs", "events", "notes", "dependencies"):
         counts[name] += int(row[name])
     transcripts.extend(str(path) for path in row["transcripts"])
-    await conn.execute(SQL_RETIRE_KEYS, ids)
+    await conn.execute(SQL_RETIRE_KEYS, {**ids, "now": now_ms})
     await conn.execute(SQL_PRUNE_TASKS, ids)
     counts["tasks"] += len(doomed)
     return {int(i) for i in row["freed"]}
@@ -187,14 +197,18 @@ class RetentionMethods(PostgresBase):
         batch_size: int = 200,
         max_batches: int | None = None,
         dry_run: bool = False,
+        fold_before_ms: int | None = None,
+        costs_before_ms: int | None = None,
+        keys_before_ms: int | None = None,
     ) -> PruneResult:
         if batch_size < 1:
             raise InputError(f"batch size must be 1 or more, not {batch_size}")
         if max_batches is not None and max_batches < 1:
             raise InputError(f"max batches must be 1 or more, not {max_batches}")
+        archive = (fold_before_ms, costs_before_ms, keys_before_ms)
         if dry_run:
-            return await self._preview(finished_before_ms, events_before_ms)
-        tally = _Tally(finished_before_ms, batch_size)
+            return await self._preview(finished_before_ms, events_before_ms, archive)
+        tally = _Tally(finished_before_ms, batch_size, now=self._clock.now_ms())
         batches = 0
         while not (tally.walked_all and not tally.recheck):
             if max_batches is not None and batches >= max_batches:
@@ -209,6 +223,16 @@ class RetentionMethods(PostgresBase):
                     return tally.result(batches, complete=False)
                 tally.counts["events"] += await events.run(self._db)
                 batches += 1
+        for step in archive_steps(*archive):
+            tally.archive.setdefault(step.name, 0)
+            while True:
+                if max_batches is not None and batches >= max_batches:
+                    return tally.result(batches, complete=False)
+                taken = await self._db.write(step.batch(batch_size))
+                tally.archive[step.name] += taken
+                batches += 1
+                if taken < batch_size:
+                    break
         return tally.result(batches, complete=True)
 
     def _task_batch(self, tally: _Tally) -> Callable[[Conn], Awaitable[Callable[[], None]]]:
@@ -239,7 +263,7 @@ class RetentionMethods(PostgresBase):
                     break  # what is not prunable now is freed again by whatever holds it
                 doomed = prunable[:room]
                 rest.update(prunable[room:])
-                freed = await _delete(conn, doomed, counts, transcripts)
+                freed = await _delete(conn, doomed, counts, transcripts, tally.now)
                 room -= len(doomed)
                 # a freed task the walk has not reached yet will be met by the walk
                 queue = sorted(i for i in freed if i <= after and i not in doomed)
@@ -257,10 +281,14 @@ class RetentionMethods(PostgresBase):
 
         return body
 
-    async def _preview(self, finished_before_ms: int, events_before_ms: int | None) -> PruneResult:
+    async def _preview(
+        self, finished_before_ms: int, events_before_ms: int | None, archive: tuple[int | None, int | None, int | None]
+    ) -> PruneResult:
         params = {"cutoff": finished_before_ms, "events_cutoff": events_before_ms or 0}
         row = await self._db.read(lambda conn: fetch_one(conn, SQL_PRUNE_PREVIEW, params))
+        kept = await self._db.read(lambda conn: fetch_one(conn, SQL_ARCHIVE_PREVIEW, preview_params(*archive)))
         assert row is not None
+        assert kept is not None
         return PruneResult(
             tasks=int(row["tasks"]),
             runs=int(row["runs"]),
@@ -268,6 +296,9 @@ class RetentionMethods(PostgresBase):
             notes=int(row["notes"]),
             dependencies=int(row["dependencies"]),
             transcripts=tuple(str(p) for p in row["transcripts"]),
+            folded=int(kept["folded"]),
+            costs=int(kept["costs"]),
+            keys=int(kept["keys"]),
         )
 
 

@@ -345,13 +345,15 @@ V1 = [
 ]
 
 # V2: retention, as SQLite's V2 (see ``sqlite_schema``): pruned tasks leave their
-# spend in the cost archive (one row per UTC hour, skills, source, model and sensor
-# origin, with four task counts so a roll-up counts each task once per group) and
-# their source keys in ``retired_keys`` (an ``ever`` add keeps refusing them).
+# spend in the cost archive (one row per UTC hour, or per UTC day once folded, skills,
+# source, model and sensor origin, with four task counts so a roll-up counts each task
+# once per group) and their source keys in ``retired_keys`` with the time they were
+# retired (an ``ever`` add keeps refusing them).
 V2 = [
     """
     CREATE TABLE cost_archive (
-        hour_ms            bigint  NOT NULL,  -- start of the UTC hour the runs finished in
+        start_ms           bigint  NOT NULL,  -- start of the UTC hour (or day) the runs finished in
+        span_ms            bigint  NOT NULL CHECK (span_ms IN (3600000, 86400000)),
         skills             jsonb   NOT NULL,
         source             text    NOT NULL,
         model              text    NOT NULL,  -- '(none)' when the run named none
@@ -367,10 +369,12 @@ V2 = [
         tokens_out         bigint  NOT NULL,
         cache_read_tokens  bigint  NOT NULL,
         cache_write_tokens bigint  NOT NULL,
-        PRIMARY KEY (hour_ms, skills, source, model, sensor)
+        PRIMARY KEY (start_ms, span_ms, skills, source, model, sensor)
     )
     """,
-    "CREATE TABLE retired_keys (source_key text PRIMARY KEY)",
+    "CREATE INDEX ix_cost_archive_hours ON cost_archive (start_ms) WHERE span_ms = 3600000",
+    "CREATE TABLE retired_keys (source_key text PRIMARY KEY, retired_at bigint NOT NULL)",
+    "CREATE INDEX ix_retired_keys_at ON retired_keys (retired_at)",
 ]
 
 MIGRATIONS: list[list[str]] = [V1, V2]

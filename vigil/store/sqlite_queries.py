@@ -223,18 +223,24 @@ _LIVE_ROLLUP = {
 
 
 def _archived(key: str, tasks: str, joins: str = "") -> str:
-    """The pruned runs' part of a roll-up (sqlite_schema V2): an archived hour
-    counts whole when :since falls inside it (PRIMARY KEY range on hour_ms)."""
+    """The pruned runs' part of a roll-up (sqlite_schema V2): an archived hour, or
+    a folded day, counts whole when :since falls inside it (PRIMARY KEY range on
+    start_ms: no row starts more than a day before the rows it may count)."""
     return f"""SELECT {key} AS key, sum(a.runs) AS runs, sum(a.{tasks}) AS tasks,
         total(a.cost_usd) AS cost_usd, total(a.api_cost_usd) AS api_cost_usd,
         total(a.tokens_in) AS tokens_in, total(a.tokens_out) AS tokens_out,
         total(a.cache_read_tokens) AS cache_read_tokens, total(a.cache_write_tokens) AS cache_write_tokens
-        FROM cost_archive a {joins} WHERE a.hour_ms > :since - 3600000 GROUP BY 1"""
+        FROM cost_archive a {joins}
+        WHERE a.start_ms > :since - 86400000 AND a.start_ms + a.span_ms > :since GROUP BY 1"""
 
 
 _ARCHIVED_ROLLUP = {
-    CostGroup.DAY: _archived("strftime('%Y-%m-%d', a.hour_ms / 1000, 'unixepoch')", "tasks_day"),
-    CostGroup.HOUR: _archived("strftime('%Y-%m-%dT%H', a.hour_ms / 1000, 'unixepoch')", "tasks_hour"),
+    CostGroup.DAY: _archived("strftime('%Y-%m-%d', a.start_ms / 1000, 'unixepoch')", "tasks_day"),
+    # a folded day has no hours left: it is one key, the day's
+    CostGroup.HOUR: _archived(
+        "strftime(CASE a.span_ms WHEN 3600000 THEN '%Y-%m-%dT%H' ELSE '%Y-%m-%d' END, a.start_ms / 1000, 'unixepoch')",
+        "tasks_hour",
+    ),
     CostGroup.MODEL: _archived("a.model", "tasks_model"),
     CostGroup.SOURCE: _archived("a.source", "tasks_last"),
     CostGroup.SKILL: _archived("coalesce(s.value, '(none)')", "tasks_last", "LEFT JOIN json_each(a.skills) s"),
@@ -290,11 +296,11 @@ SQL_COUNT_SOURCE_SINCE = """
 SELECT count(*) FROM (SELECT 1 FROM tasks WHERE source = :source AND created_at > :since LIMIT :cap)
 """
 
-# Pruned tasks' spend is in the archive, by hour (an hour counts whole, as in
-# SQL_COST_ROLLUP: for a budget that errs on the side of spend).
+# Pruned tasks' spend is in the archive, by hour or folded day (one counts whole, as
+# in SQL_COST_ROLLUP: for a budget that errs on the side of spend).
 SQL_SPEND_SINCE = """
 SELECT (SELECT total(cost_usd) FROM runs WHERE finished_at >= ?1)
-     + (SELECT total(cost_usd) FROM cost_archive WHERE hour_ms > ?1 - 3600000)
+     + (SELECT total(cost_usd) FROM cost_archive WHERE start_ms > ?1 - 86400000 AND start_ms + span_ms > ?1)
 """
 
 SQL_APPROVE = """

@@ -8,6 +8,7 @@ at the first task created after the cutoff: ids grow with creation time, and a t
 last updated before the cutoff was created before it, so nothing past that point
 can qualify. A parent or dependency the batch freed, if the walk already passed it,
 is looked at again (in the same batch while it has room, else in the next).
+Then what pruned tasks leave behind is kept bounded (``sqlite_archive``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 from vigil.errors import InputError
 from vigil.models import PruneResult
+from vigil.store.sqlite_archive import SQL_ARCHIVE_PREVIEW, archive_steps, preview_params
 from vigil.store.sqlite_base import SqliteBase
 from vigil.store.sqlite_db import Database
 
@@ -69,15 +71,15 @@ flagged AS (
     FROM runs r JOIN tasks t ON t.id = r.task_id JOIN origin o ON o.task_id = r.task_id
     WHERE r.task_id IN doomed AND r.finished_at IS NOT NULL
 )
-INSERT INTO cost_archive (hour_ms, skills, source, model, sensor, runs, tasks_last, tasks_hour,
+INSERT INTO cost_archive (start_ms, span_ms, skills, source, model, sensor, runs, tasks_last, tasks_hour,
                           tasks_day, tasks_model, cost_usd, api_cost_usd, tokens_in, tokens_out,
                           cache_read_tokens, cache_write_tokens)
-SELECT hour_ms, skills, source, model_key, sensor, count(*), sum(last_any), sum(last_hour),
+SELECT hour_ms, 3600000, skills, source, model_key, sensor, count(*), sum(last_any), sum(last_hour),
        sum(last_day), sum(last_model), total(cost_usd), total(api_cost_usd), sum(tokens_in),
        sum(tokens_out), sum(cache_read_tokens), sum(cache_write_tokens)
 FROM flagged WHERE true
 GROUP BY hour_ms, skills, source, model_key, sensor
-ON CONFLICT (hour_ms, skills, source, model, sensor) DO UPDATE SET
+ON CONFLICT (start_ms, span_ms, skills, source, model, sensor) DO UPDATE SET
     runs = runs + excluded.runs, tasks_last = tasks_last + excluded.tasks_last,
     tasks_hour = tasks_hour + excluded.tasks_hour, tasks_day = tasks_day + excluded.tasks_day,
     tasks_model = tasks_model + excluded.tasks_model, cost_usd = cost_usd + excluded.cost_usd,
@@ -105,10 +107,11 @@ SELECT parent_id FROM tasks WHERE id IN {_IDS} AND parent_id IS NOT NULL
 UNION
 SELECT depends_on FROM task_deps WHERE task_id IN {_IDS}
 """
+# A key retired again (an ``open`` key many tasks used) keeps its latest retirement.
 SQL_RETIRE_KEYS = f"""
-INSERT INTO retired_keys (source_key)
-SELECT source_key FROM tasks WHERE id IN {_IDS} AND source_key IS NOT NULL
-ON CONFLICT DO NOTHING
+INSERT INTO retired_keys (source_key, retired_at)
+SELECT source_key, :now FROM tasks WHERE id IN {_IDS} AND source_key IS NOT NULL
+ON CONFLICT (source_key) DO UPDATE SET retired_at = max(retired_at, excluded.retired_at)
 """
 SQL_PRUNE_TASKS = f"DELETE FROM tasks WHERE id IN {_IDS}"
 
@@ -150,6 +153,7 @@ class _Tally:
 
     cutoff: int
     batch_size: int
+    now: int  # when the keys of this prune's tasks are retired (epoch ms)
     after: int = 0  # the walk's cursor: every id up to here has been looked at
     walked_all: bool = False
     recheck: set[int] = field(default_factory=set)  # freed ids the walk already passed
@@ -159,6 +163,7 @@ class _Tally:
     notes: int = 0
     dependencies: int = 0
     transcripts: list[str] = field(default_factory=list)
+    archive: dict[str, int] = field(default_factory=dict)  # folded, costs, keys
 
     def result(self, batches: int, complete: bool) -> PruneResult:
         return PruneResult(
@@ -170,6 +175,7 @@ class _Tally:
             tuple(self.transcripts),
             batches,
             complete,
+            **self.archive,
         )
 
 
@@ -184,14 +190,18 @@ class RetentionMethods(SqliteBase):
         batch_size: int = 200,
         max_batches: int | None = None,
         dry_run: bool = False,
+        fold_before_ms: int | None = None,
+        costs_before_ms: int | None = None,
+        keys_before_ms: int | None = None,
     ) -> PruneResult:
         if batch_size < 1:
             raise InputError(f"batch size must be 1 or more, not {batch_size}")
         if max_batches is not None and max_batches < 1:
             raise InputError(f"max batches must be 1 or more, not {max_batches}")
+        archive = (fold_before_ms, costs_before_ms, keys_before_ms)
         if dry_run:
-            return await self._preview(finished_before_ms, events_before_ms)
-        tally = _Tally(finished_before_ms, batch_size)
+            return await self._preview(finished_before_ms, events_before_ms, archive)
+        tally = _Tally(finished_before_ms, batch_size, now=self._clock.now_ms())
         batches = 0
         while not (tally.walked_all and not tally.recheck):
             if max_batches is not None and batches >= max_batches:
@@ -206,6 +216,16 @@ class RetentionMethods(SqliteBase):
                     return tally.result(batches, complete=False)
                 tally.events += await events.run(self._db)
                 batches += 1
+        for step in archive_steps(*archive):
+            tally.archive.setdefault(step.name, 0)
+            while True:
+                if max_batches is not None and batches >= max_batches:
+                    return tally.result(batches, complete=False)
+                taken = await self._db.write(step.batch(batch_size))
+                tally.archive[step.name] += taken
+                batches += 1
+                if taken < batch_size:
+                    break
         return tally.result(batches, complete=True)
 
     def _task_batch(self, tally: _Tally) -> Callable[[sqlite3.Connection], Callable[[], None]]:
@@ -235,7 +255,7 @@ class RetentionMethods(SqliteBase):
                     break  # what is not prunable now is freed again by whatever holds it
                 doomed = prunable[:room]
                 rest.update(prunable[room:])
-                freed = _delete(conn, doomed, counts)
+                freed = _delete(conn, doomed, counts, tally.now)
                 room -= len(doomed)
                 # a freed task the walk has not reached yet will be met by the walk
                 queue = sorted(i for i in freed if i <= after and i not in doomed)
@@ -251,10 +271,13 @@ class RetentionMethods(SqliteBase):
 
         return body
 
-    async def _preview(self, finished_before_ms: int, events_before_ms: int | None) -> PruneResult:
+    async def _preview(
+        self, finished_before_ms: int, events_before_ms: int | None, archive: tuple[int | None, int | None, int | None]
+    ) -> PruneResult:
         params = {"cutoff": finished_before_ms, "events_cutoff": events_before_ms or 0}
 
         def body(conn: sqlite3.Connection) -> PruneResult:
+            kept = conn.execute(SQL_ARCHIVE_PREVIEW, preview_params(*archive)).fetchone()
             row = conn.execute(SQL_PRUNE_PREVIEW, params).fetchone()
             return PruneResult(
                 tasks=int(row["tasks"]),
@@ -263,6 +286,9 @@ class RetentionMethods(SqliteBase):
                 notes=int(row["notes"]),
                 dependencies=int(row["dependencies"]),
                 transcripts=tuple(str(p) for p in json.loads(row["transcripts"])),
+                folded=int(kept["folded"]),
+                costs=int(kept["costs"]),
+                keys=int(kept["keys"]),
             )
 
         return await self._db.read(body)
@@ -290,9 +316,10 @@ def _ids(conn: sqlite3.Connection, sql: str, params: Mapping[str, object]) -> li
     return [int(r[0]) for r in conn.execute(sql, params)]
 
 
-def _delete(conn: sqlite3.Connection, doomed: list[int], counts: _BatchCounts) -> set[int]:
-    """Archive, count and delete ``doomed``; returns the ids they freed (their
-    parents and dependencies, which may now be prunable)."""
+def _delete(conn: sqlite3.Connection, doomed: list[int], counts: _BatchCounts, now_ms: int) -> set[int]:
+    """Archive, count and delete ``doomed`` (their keys retired at ``now_ms``);
+    returns the ids they freed (their parents and dependencies, which may now be
+    prunable)."""
     ids = {"ids": json.dumps(doomed)}
     conn.execute(SQL_ARCHIVE_RUNS, ids)
     row = conn.execute(SQL_PRUNE_COUNTS, ids).fetchone()
@@ -302,7 +329,7 @@ def _delete(conn: sqlite3.Connection, doomed: list[int], counts: _BatchCounts) -
     counts.dependencies += int(row["dependencies"])
     counts.transcripts.extend(str(r[0]) for r in conn.execute(SQL_PRUNE_TRANSCRIPTS, ids))
     freed = set(_ids(conn, SQL_PRUNE_FREED, ids))
-    conn.execute(SQL_RETIRE_KEYS, ids)
+    conn.execute(SQL_RETIRE_KEYS, {**ids, "now": now_ms})
     conn.execute(SQL_PRUNE_TASKS, ids)
     counts.tasks += len(doomed)
     return freed

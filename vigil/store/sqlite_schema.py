@@ -241,14 +241,18 @@ V1 = [
 # V2: retention. Pruned tasks leave two things behind: their spend in the cost
 # archive, and their source keys (an ``ever`` add must keep refusing a key a
 # pruned task used). Each archive row sums the finished runs of pruned tasks in one
-# UTC hour with the same task skills (the JSON array as stored), source, model and
-# sensor origin. A task counts once per roll-up group, so four task counts are kept:
-# each is 1 on exactly one run of a task (its last run overall, in its hour, in its
-# day, with its model), and the roll-up sums the one its grouping needs.
+# UTC hour (``span_ms`` 3600000) or, once a prune has folded the hours of an old
+# day together, one UTC day (86400000), with the same task skills (the JSON array as
+# stored), source, model and sensor origin. A task counts once per roll-up group, so
+# four task counts are kept: each is 1 on exactly one run of a task (its last run
+# overall, in its hour, in its day, with its model), and the roll-up sums the one its
+# grouping needs (a day row's ``tasks_hour`` is its ``tasks_day``: the day is its
+# hour). A retired key keeps the time it was retired, for ``[retention] keep_keys``.
 V2 = [
     """
     CREATE TABLE cost_archive (
-        hour_ms            INTEGER NOT NULL,  -- start of the UTC hour the runs finished in
+        start_ms           INTEGER NOT NULL,  -- start of the UTC hour (or day) the runs finished in
+        span_ms            INTEGER NOT NULL CHECK (span_ms IN (3600000, 86400000)),
         skills             TEXT    NOT NULL,
         source             TEXT    NOT NULL,
         model              TEXT    NOT NULL,  -- '(none)' when the run named none
@@ -264,10 +268,13 @@ V2 = [
         tokens_out         INTEGER NOT NULL,
         cache_read_tokens  INTEGER NOT NULL,
         cache_write_tokens INTEGER NOT NULL,
-        PRIMARY KEY (hour_ms, skills, source, model, sensor)
+        PRIMARY KEY (start_ms, span_ms, skills, source, model, sensor)
     ) WITHOUT ROWID
     """,
-    "CREATE TABLE retired_keys (source_key TEXT PRIMARY KEY) WITHOUT ROWID",
+    # The fold walks the hour rows only (a few days of them), not the day rows.
+    "CREATE INDEX ix_cost_archive_hours ON cost_archive (start_ms) WHERE span_ms = 3600000",
+    "CREATE TABLE retired_keys (source_key TEXT PRIMARY KEY, retired_at INTEGER NOT NULL) WITHOUT ROWID",
+    "CREATE INDEX ix_retired_keys_at ON retired_keys (retired_at)",
 ]
 
 MIGRATIONS: list[list[str]] = [V1, V2]
