@@ -135,6 +135,8 @@ class RetentionSettings:
     keep_finished_ms: int | None = None  # finished tasks, by their last update
     keep_events_ms: int | None = None  # audit rows of the tasks that stay
     every_ms: int = 3_600_000  # how often `vigil run` prunes
+    keep_costs_ms: int | None = None  # the cost archive of pruned tasks, by the end of each row
+    keep_keys_ms: int | None = None  # retired source keys, by when they were retired
 
 
 @dataclass(frozen=True)
@@ -375,7 +377,8 @@ def _limits(data: Mapping[str, Any], source: Path | None) -> LimitsSettings:
 
 def _retention(data: Mapping[str, Any], source: Path | None) -> RetentionSettings:
     section = _Section(_table(data, "retention", source), "retention", source)
-    keep = {key: section.duration_ms(key, 0) if section.has(key) else None for key in ("keep_finished", "keep_events")}
+    names = ("keep_finished", "keep_events", "keep_costs", "keep_keys")
+    keep = {key: section.duration_ms(key, 0) if section.has(key) else None for key in names}
     for key, value in keep.items():
         if value is not None and value < 3_600_000:
             raise section._fail(key, "a duration of at least 1h")
@@ -383,6 +386,8 @@ def _retention(data: Mapping[str, Any], source: Path | None) -> RetentionSetting
         keep_finished_ms=keep["keep_finished"],
         keep_events_ms=keep["keep_events"],
         every_ms=section.duration_ms("every", RetentionSettings.every_ms),
+        keep_costs_ms=keep["keep_costs"],
+        keep_keys_ms=keep["keep_keys"],
     )
     if settings.every_ms < 1000:
         raise section._fail("every", "a duration of at least 1s")

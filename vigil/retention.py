@@ -8,6 +8,11 @@ The store decides what may go (``Store.prune``); this module turns the settings
 into cutoffs and removes the files. A transcript is deleted only if it lies inside
 the home's ``logs/runs/`` folder: a path stored in the database never makes Vigil
 delete a file anywhere else.
+
+Every prune also folds the cost archive's hour rows older than ``HOUR_ROWS_MS``
+into day rows (the budget's rolling day and the TUI's 24-hour chart need hours;
+anything older is read by the day), and, when set, drops archive rows older than
+``keep_costs`` and retired keys older than ``keep_keys``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ log = logging.getLogger("vigil.retention")
 BATCH_TASKS = 200  # tasks per transaction: a few ms of write lock each
 ROUND_BATCHES = 25  # the daemon's round: at most 5,000 tasks, then it waits
 BACKLOG_PAUSE_S = 1.0  # real seconds between rounds while a backlog is left
+# The archive keeps hours for the 48 h before a prune, counted back to the start of
+# that UTC day (48-72 h): twice the budget's window and the TUI's 24-hour chart.
+HOUR_ROWS_MS = 48 * 3_600_000
 
 
 @dataclass(frozen=True)
@@ -46,7 +54,8 @@ class Pruned:
         r = self.result
         return (
             f"{r.tasks} finished task(s), {r.runs} run(s), {r.events} event(s), {r.notes} note(s), "
-            f"{r.dependencies} dependency row(s), {self.files_removed} transcript file(s)"
+            f"{r.dependencies} dependency row(s), {self.files_removed} transcript file(s), "
+            f"{r.folded} archive hour row(s) folded into days, {r.costs} archive row(s), {r.keys} retired key(s)"
         )
 
 
@@ -92,19 +101,32 @@ async def prune_history(
     Raises ``InputError`` when nothing is configured to prune."""
     retention = settings.retention
     keep = keep_finished_ms if keep_finished_ms is not None else retention.keep_finished_ms
-    if keep is None and retention.keep_events_ms is None:
+    if keep is None and not _any_on(settings):
         raise InputError("retention is off: set [retention] keep_finished in vigil.toml, or pass --older-than")
     result = await store.prune(
         # 0: no finished task is that old, so only audit rows are pruned
         finished_before_ms=0 if keep is None else now_ms - keep,
-        events_before_ms=None if retention.keep_events_ms is None else now_ms - retention.keep_events_ms,
+        events_before_ms=_before(now_ms, retention.keep_events_ms),
         batch_size=BATCH_TASKS,
         max_batches=max_batches,
         dry_run=dry_run,
+        fold_before_ms=now_ms - HOUR_ROWS_MS,
+        costs_before_ms=_before(now_ms, retention.keep_costs_ms),
+        keys_before_ms=_before(now_ms, retention.keep_keys_ms),
     )
     if dry_run:
         return Pruned(result, 0)
     return Pruned(result, remove_transcripts(result.transcripts, transcripts_dir(settings), settings.home))
+
+
+def _before(now_ms: int, keep_ms: int | None) -> int | None:
+    return None if keep_ms is None else now_ms - keep_ms
+
+
+def _any_on(settings: Settings) -> bool:
+    """Whether ``[retention]`` asks for anything to be deleted."""
+    r = settings.retention
+    return any(keep is not None for keep in (r.keep_finished_ms, r.keep_events_ms, r.keep_costs_ms, r.keep_keys_ms))
 
 
 async def keep_pruned(store: Store, settings: Settings, clock: Clock, stop: asyncio.Event) -> None:
@@ -113,7 +135,7 @@ async def keep_pruned(store: Store, settings: Settings, clock: Clock, stop: asyn
     is left. Logs what each round removed; a failed round is logged and retried at
     the next one. Returns at once when retention is off."""
     retention = settings.retention
-    if retention.keep_finished_ms is None and retention.keep_events_ms is None:
+    if not _any_on(settings):
         return
     while not stop.is_set():
         wait_s = real_seconds(clock, retention.every_ms)

@@ -105,3 +105,37 @@ def test_keep_events_alone_prunes_old_audit_rows_and_no_task(vigil: VigilRunner,
     assert len(json.loads(vigil("task", "list", "--status", ALL, "--json", check=True).stdout)) == 5
     old = json.loads(vigil("task", "show", "1", "--json", check=True).stdout)
     assert old["events"] == []
+
+
+def test_keep_costs_and_keep_keys_show_in_a_dry_run_and_bound_the_archive(vigil: VigilRunner, home: Path) -> None:
+    _seed(home)
+    # three old tasks: one archive row, folded at once into a day row (it is ten days old)
+    first = json.loads(vigil("store", "prune", "--older-than", "7d", "--json", check=True).stdout)
+    assert (first["tasks"], first["archive_rows_folded"]) == (3, 1)
+    assert _stats(vigil, "day") != []
+    config = home / "vigil.toml"
+    config.write_text(
+        config.read_text(encoding="utf-8") + '\n[retention]\nkeep_costs = "2d"\nkeep_keys = "1d"\n', encoding="utf-8"
+    )
+
+    dry = vigil("store", "prune", "--dry-run", check=True)
+    assert "fold 0 archive hour row(s) into days, drop 1 archive row(s) and 0 retired key(s)" in dry.stdout
+    assert _stats(vigil, "day") != []
+    report = json.loads(vigil("store", "prune", "--json", check=True).stdout)
+
+    assert (report["tasks"], report["archive_rows"], report["archive_rows_folded"], report["retired_keys"]) == (
+        0,
+        1,
+        0,
+        0,
+    )
+    rows = json.loads(vigil("stats", "--since", "30d", "--by", "day", "--json", check=True).stdout)["rows"]
+    assert [(row["runs"], row["cost_usd"]) for row in rows] == [(1, 0.5)]  # only today's task is left to count
+
+
+def test_a_bad_keep_costs_is_one_line_and_exit_2(vigil: VigilRunner, home: Path) -> None:
+    config = home / "vigil.toml"
+    config.write_text(config.read_text(encoding="utf-8") + '\n[retention]\nkeep_costs = "10m"\n', encoding="utf-8")
+    bad = vigil("store", "prune", "--dry-run")
+    assert (bad.returncode, bad.stderr.count("\n")) == (2, 1)
+    assert "[retention] keep_costs: expected a duration of at least 1h" in bad.stderr

@@ -14,12 +14,13 @@ from tests.daemon.conftest import RunningVigil, wait_until
 from vigil.clock import ManualClock, SystemClock
 from vigil.config import load_settings
 from vigil.errors import ConfigError, InputError
-from vigil.models import NewTask, Outcome, OutcomeKind, TaskStatus
+from vigil.models import DedupScope, NewTask, Outcome, OutcomeKind, TaskStatus
 from vigil.retention import keep_pruned, prune_history, remove_transcripts, transcripts_dir
 from vigil.store import CostGroup
 from vigil.store.sqlite import SqliteStore
 
 DAY_MS = 86_400_000
+HOUR_MS = 3_600_000
 
 
 def _configure(home: Path, retention: str) -> None:
@@ -52,12 +53,23 @@ def test_retention_is_off_unless_configured(home: Path) -> None:
     )
 
 
+def test_costs_and_keys_are_kept_forever_unless_configured(home: Path) -> None:
+    retention = load_settings(home).retention
+    assert (retention.keep_costs_ms, retention.keep_keys_ms) == (None, None)
+    _configure(home, 'keep_costs = "400d"\nkeep_keys = "90d"\n')
+    retention = load_settings(home).retention
+    assert (retention.keep_costs_ms, retention.keep_keys_ms) == (400 * DAY_MS, 90 * DAY_MS)
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [
         ('keep_finished = "soon"', r"\[retention\] keep_finished: expected a duration"),
         ('keep_finished = "10m"', r"\[retention\] keep_finished: expected a duration of at least 1h"),
         ('keep_events = "0s"', r"\[retention\] keep_events: expected a duration of at least 1h"),
+        ('keep_costs = "30m"', r"\[retention\] keep_costs: expected a duration of at least 1h"),
+        ('keep_keys = "forever"', r"\[retention\] keep_keys: expected a duration"),
+        ("keep_keys = 7", r"\[retention\] keep_keys: expected a duration"),
         ('keep = "30d"', r"\[retention\] unknown key 'keep'"),
     ],
 )
@@ -101,6 +113,36 @@ async def test_the_daemon_prunes_and_deletes_only_transcripts_inside_logs_runs(
         assert "outside" in caplog.text
         assert await store.spend_since(0) == spend
         assert await store.cost_rollup(since_ms=0, by=CostGroup.DAY) == by_day
+
+
+async def test_a_prune_folds_old_archive_hours_and_drops_costs_and_keys_as_configured(home: Path) -> None:
+    _configure(home, 'keep_finished = "1d"\nkeep_costs = "5d"\nkeep_keys = "3d"\n')
+    settings = load_settings(home)
+    midnight = ManualClock().now_ms()
+    clock = ManualClock(midnight)
+    async with await SqliteStore.open(settings.store.path, clock=clock) as store:
+        for day in range(9):
+            if day < 8:  # a task at 01:00 with an ``ever`` key
+                clock.set(midnight + day * DAY_MS + HOUR_MS)
+                added = await store.add_task(NewTask(f"day {day}", source_key=f"k{day}", dedup=DedupScope.EVER))
+                claim = await store.claim_next(worker="w", lease_ms=60_000)
+                assert claim is not None
+                assert claim.task.id == added.task_id
+                outcome = Outcome(OutcomeKind.SUCCESS, cost_usd=1.0)
+                await store.finish(claim, outcome, TaskStatus.COMPLETED, worker="w")
+            # the round at 23:00 prunes the day before's task and retires its key
+            clock.set(midnight + day * DAY_MS + 23 * HOUR_MS)
+            pruned = await prune_history(store, settings, clock.now_ms())
+            assert pruned.result.tasks == (day > 0)
+
+        # five days of costs kept: three folded into days, the two newest still by the hour
+        rows = await store.cost_rollup(since_ms=0, by=CostGroup.HOUR)
+        assert [r.key for r in rows] == ["2026-01-08T01", "2026-01-07T01", "2026-01-06", "2026-01-05", "2026-01-04"]
+        assert await store.spend_since(0) == 5.0
+        # keys retired more than 3 days before the last round may be used again; newer ones stay refused
+        for day in range(8):
+            again = await store.add_task(NewTask("again", source_key=f"k{day}", dedup=DedupScope.EVER))
+            assert again.created is (day < 4), day
 
 
 async def test_the_daemon_does_nothing_when_retention_is_off(home: Path) -> None:
