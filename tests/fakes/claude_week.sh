@@ -13,8 +13,9 @@
 #   else      success, cost reported
 #
 # Each run that ends by itself appends "<run id> <cost usd> <input tokens> <output
-# tokens> <outcome>" to --ledger: what its result line reported (0 without one), so
-# the week can check the store's roll-ups against what the agent reported.
+# tokens> <outcome> <simulated epoch ms>" to --ledger: what its result line reported
+# (0 without one) and when, so the week can check the store's roll-ups against what
+# the agent reported over any window.
 #
 # Usage: claude_week.sh --ledger FILE --clock FACTOR@ANCHOR_MS [--long S]
 #        --print --verbose --output-format stream-json [--model M] ...
@@ -53,7 +54,8 @@ assistant() {
 }
 # ledger OUTCOME [COST]
 ledger() {
-    printf '%s %s %d %d %s\n' "$run" "${2:-0}" "$tokens_in" "$tokens_out" "$1" >>"$ledger"
+    at=$(( anchor + factor * ($(date +%s%3N) - anchor) ))
+    printf '%s %s %d %d %s %d\n' "$run" "${2:-0}" "$tokens_in" "$tokens_out" "$1" "$at" >>"$ledger"
 }
 # result SUBTYPE IS_ERROR TEXT COST EXTRA
 result() {

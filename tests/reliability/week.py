@@ -16,6 +16,11 @@ idle with its gate open; every ``--sample`` of simulated time it records the loo
 RSS, open descriptors, child processes, the database, WAL and transcript sizes,
 task counts, and the gap between the cost roll-up and what the agent reported
 (its ledger). ``week_judge`` turns the series into findings.
+
+With ``[retention] keep_costs`` the store forgets the spend of what it pruned
+longest ago, so the roll-up is compared with the ledger over the window the store
+still covers (``cost_window``): from an hour (or, past the archive's hour rows, a
+day) boundary after ``keep_costs`` ago.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from pathlib import Path
 from tests.reliability.soak import _alive, _descendants, _proc_value
 from tests.reliability.week_observer import HOUR_MS, Observer, logged_alerts, remember, start_time
 from vigil.clock import ACCELERATED_CLOCK_ENV, AcceleratedClock
+from vigil.durations import parse_duration_ms
 
 FAKE = Path(__file__).resolve().parent.parent / "fakes" / "claude_week.sh"
 POLL_S = 0.2  # real seconds between the cheap checks (and cancels)
@@ -86,6 +92,8 @@ class WeekPlan:
     sensors: int = 100
     every: str = "2h"
     keep_finished: str | None = "1d"  # the [retention] setting; None: no retention
+    keep_costs: str | None = None  # [retention] keep_costs; None: kept forever
+    keep_keys: str | None = None  # [retention] keep_keys; None: kept forever
     sample_ms: int = HOUR_MS
     long_s: float = 1.0
 
@@ -125,8 +133,12 @@ class WeekReport:
     leftover_processes: list[int] = field(default_factory=list)
     by_status: dict[str, int] = field(default_factory=dict)
     integrity: str = ""
-    ledger_usd: float = 0.0
+    ledger_usd: float = 0.0  # over the cost window at the end
     ledger_tokens: tuple[int, int] = (0, 0)
+    # the last run the agent reported before that window: it alone may have been
+    # recorded (finished) inside it, so the roll-up may count it too
+    straddle_usd: float = 0.0
+    straddle_tokens: tuple[int, int] = (0, 0)
     rollup_usd: float = 0.0
     rollup_tokens: tuple[int, int] = (0, 0)
     outcomes: dict[str, int] = field(default_factory=dict)  # runs that ended by themselves
@@ -142,50 +154,75 @@ def write_home(home: Path, plan: WeekPlan, clock: AcceleratedClock, ledger: Path
     )
     if plan.keep_finished is not None:
         config += f'\n[retention]\nkeep_finished = "{plan.keep_finished}"\n'
+        for key, value in (("keep_costs", plan.keep_costs), ("keep_keys", plan.keep_keys)):
+            if value is not None:
+                config += f'{key} = "{value}"\n'
     config += "".join(SENSOR.format(n=n, every=plan.every) for n in range(plan.sensors))
     (home / "vigil.toml").write_text(config, encoding="utf-8")
 
 
 @dataclass
 class Ledger:
-    """What the fake agent reported so far: USD, tokens, and runs by outcome."""
+    """What the fake agent reported at or after ``since_ms`` (simulated): USD,
+    tokens, and runs by outcome; ``straddle`` is the last report before it."""
 
     usd: float = 0.0
     tokens_in: int = 0
     tokens_out: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
+    straddle: tuple[float, int, int] = (0.0, 0, 0)
 
 
-def read_ledger(path: Path) -> Ledger:
+def read_ledger(path: Path, since_ms: int = 0) -> Ledger:
     ledger = Ledger()
     with contextlib.suppress(FileNotFoundError):
         for line in path.read_text(encoding="ascii").splitlines():
             parts = line.split()
-            if len(parts) == 5:  # a line being appended is complete or absent (O_APPEND)
-                ledger.usd += float(parts[1])
-                ledger.tokens_in += int(parts[2])
-                ledger.tokens_out += int(parts[3])
-                ledger.outcomes[parts[4]] = ledger.outcomes.get(parts[4], 0) + 1
+            if len(parts) != 6:  # a line being appended is complete or absent (O_APPEND)
+                continue
+            usd, tokens_in, tokens_out = float(parts[1]), int(parts[2]), int(parts[3])
+            if int(parts[5]) < since_ms:
+                ledger.straddle = (usd, tokens_in, tokens_out)
+                continue
+            ledger.usd += usd
+            ledger.tokens_in += tokens_in
+            ledger.tokens_out += tokens_out
+            ledger.outcomes[parts[4]] = ledger.outcomes.get(parts[4], 0) + 1
     return ledger
 
 
-async def _rollup(home: Path) -> tuple[float, int, int]:
-    """Total spend and tokens by ``Store.cost_rollup`` over all time (pruned included)."""
+def cost_window(plan: WeekPlan, now_ms: int) -> int:
+    """Where the store's roll-up is still whole at ``now_ms`` (epoch ms; 0: all
+    time): archive rows that ended before ``now - keep_costs`` may be gone, so the
+    window starts at the next boundary of the rows after it. An hour boundary is
+    exact while it lies within the archive's hour rows (48 h back, from the start
+    of that UTC day); before that, only a day boundary is."""
+    if plan.keep_costs is None or plan.keep_finished is None:
+        return 0
+    edge = now_ms - parse_duration_ms(plan.keep_costs)
+    hour = -(-edge // HOUR_MS) * HOUR_MS
+    if hour >= (now_ms - 2 * DAY_MS) // DAY_MS * DAY_MS:
+        return max(hour, 0)
+    return max(-(-edge // DAY_MS) * DAY_MS, 0)
+
+
+async def _rollup(home: Path, since_ms: int) -> tuple[float, int, int]:
+    """Spend and tokens since ``since_ms`` by ``Store.cost_rollup`` (pruned included)."""
     from vigil.config import load_settings
     from vigil.store import CostGroup, open_store
 
     store = await open_store(load_settings(home))
     try:
-        rows = await store.cost_rollup(since_ms=0, by=CostGroup.DAY)
+        rows = await store.cost_rollup(since_ms=since_ms, by=CostGroup.DAY)
     finally:
         await store.close()
     return sum(r.cost_usd for r in rows), sum(r.tokens_in for r in rows), sum(r.tokens_out for r in rows)
 
 
-def rollup(home: Path) -> tuple[float, int, int]:
+def rollup(home: Path, since_ms: int = 0) -> tuple[float, int, int]:
     import asyncio
 
-    return asyncio.run(_rollup(home))
+    return asyncio.run(_rollup(home, since_ms))
 
 
 def _size(path: Path) -> int:
@@ -256,7 +293,7 @@ def run_week(home: Path, plan: WeekPlan, *, progress: bool = False) -> WeekRepor
                     cancels.append(_cancel(home, env, task_id))
             if clock.now_ms() >= next_sample:
                 next_sample += plan.sample_ms
-                report.samples.append(_sample(home, proc.pid, observer, clock, ledger, started, seen))
+                report.samples.append(_sample(plan, home, proc.pid, observer, clock, ledger, started, seen))
                 if progress:
                     _print_progress(report.samples[-1])
     finally:
@@ -268,11 +305,12 @@ def run_week(home: Path, plan: WeekPlan, *, progress: bool = False) -> WeekRepor
     report.polls, report.idle_polls, report.problems = observer.polls, observer.idle_polls, observer.problems
     time.sleep(0.5)
     report.leftover_processes = [pid for pid, start in seen.items() if _alive(pid) and start_time(pid) == start]
-    _finish(report, home, db, ledger)
+    _finish(report, home, db, ledger, cost_window(plan, clock.now_ms()))
     return report
 
 
 def _sample(
+    plan: WeekPlan,
     home: Path,
     pid: int,
     observer: Observer,
@@ -285,9 +323,11 @@ def _sample(
     children = _descendants(pid)
     remember(seen, children)
     counts = observer.counts()
-    low = read_ledger(ledger).usd
-    usd = rollup(home)[0] if db.exists() else 0.0
-    high = read_ledger(ledger).usd
+    since = cost_window(plan, clock.now_ms())
+    low = read_ledger(ledger, since).usd
+    usd = rollup(home, since)[0] if db.exists() else 0.0
+    after = read_ledger(ledger, since)
+    high = after.usd + after.straddle[0]
     count, size = _transcripts(home)
     return Sample(
         sim_h=round((clock.now_ms() - clock.anchor_ms) / HOUR_MS, 2),
@@ -311,8 +351,9 @@ def _sample(
     )
 
 
-def _finish(report: WeekReport, home: Path, db: Path, ledger: Path) -> None:
-    """After the stop: what is left, integrity, and the roll-up against the ledger."""
+def _finish(report: WeekReport, home: Path, db: Path, ledger: Path, since_ms: int) -> None:
+    """After the stop: what is left, integrity, and the roll-up against the ledger
+    over the cost window that starts at ``since_ms``."""
     conn = sqlite3.connect(db)
     try:
         report.left_active = conn.execute("SELECT COUNT(*) FROM tasks WHERE status = 'active'").fetchone()[0]
@@ -320,11 +361,12 @@ def _finish(report: WeekReport, home: Path, db: Path, ledger: Path) -> None:
         report.integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
     finally:
         conn.close()
-    reported = read_ledger(ledger)
+    reported = read_ledger(ledger, since_ms)
     report.ledger_usd, report.ledger_tokens = reported.usd, (reported.tokens_in, reported.tokens_out)
-    report.outcomes = reported.outcomes
+    report.straddle_usd, report.straddle_tokens = reported.straddle[0], reported.straddle[1:]
+    report.outcomes = read_ledger(ledger).outcomes
     report.alerts = logged_alerts(home / "logs")
-    total, rolled_in, rolled_out = rollup(home)
+    total, rolled_in, rolled_out = rollup(home, since_ms)
     report.rollup_usd, report.rollup_tokens = total, (rolled_in, rolled_out)
 
 
@@ -352,6 +394,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sensors", type=int, default=100)
     parser.add_argument("--every", default="2h", help="each sensor's interval (simulated)")
     parser.add_argument("--keep", default="1d", help="[retention] keep_finished, or 'none'")
+    parser.add_argument("--keep-costs", default="4d", help="[retention] keep_costs, or 'none' (forever)")
+    parser.add_argument("--keep-keys", default="1d", help="[retention] keep_keys, or 'none' (forever)")
     parser.add_argument("--sample", default="1h", help="sampling interval (simulated)")
     parser.add_argument("--table-every", type=float, default=12.0, help="simulated hours per table row")
     parser.add_argument("--csv", type=Path, help="write every sample here")
@@ -363,6 +407,8 @@ def main(argv: list[str]) -> int:
         sensors=args.sensors,
         every=args.every,
         keep_finished=None if args.keep == "none" else args.keep,
+        keep_costs=None if args.keep_costs == "none" else args.keep_costs,
+        keep_keys=None if args.keep_keys == "none" else args.keep_keys,
         sample_ms=parse_duration_ms(args.sample),
     )
     with tempfile.TemporaryDirectory() as folder:
@@ -375,8 +421,9 @@ def main(argv: list[str]) -> int:
     print(
         f"exit {report.exit_code}; by status {report.by_status}; left active {report.left_active}; "
         f"cancels sent {len(report.cancels_sent)}; runs by outcome {report.outcomes}; "
-        f"roll-up ${report.rollup_usd:.4f} vs ledger ${report.ledger_usd:.4f}; tokens {report.rollup_tokens} vs "
-        f"{report.ledger_tokens}; polls {report.polls} ({report.idle_polls} idle); alerts {report.alerts}; "
+        f"roll-up ${report.rollup_usd:.4f} vs ledger ${report.ledger_usd:.4f} (last run before the window "
+        f"${report.straddle_usd:.4f}); tokens {report.rollup_tokens} vs {report.ledger_tokens}; "
+        f"polls {report.polls} ({report.idle_polls} idle); alerts {report.alerts}; "
         f"integrity {report.integrity}"
     )
     found = judge(report) + judge_leftovers(report)
