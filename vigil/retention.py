@@ -144,7 +144,8 @@ async def keep_pruned(store: Store, settings: Settings, clock: Clock, stop: asyn
         except VigilError as err:
             log.warning("pruning old history failed: %s", err)
         else:
-            if pruned.result.tasks or pruned.result.events:
+            r = pruned.result
+            if r.tasks or r.events or r.folded or r.costs or r.keys:
                 log.info("pruned %s", pruned.describe())
             if not pruned.result.complete:
                 wait_s = min(wait_s, BACKLOG_PAUSE_S)

@@ -5,7 +5,8 @@ rows older than ``[retention] keep_costs``, drop keys retired before ``keep_keys
 
 The fold is one statement: it deletes a batch of hour rows and adds what the delete
 returned to the day rows. Two prunes at once cannot fold a row twice: the second
-delete waits for the first and finds the row gone, so it adds nothing for it.
+delete waits for the first and finds the row gone, so it adds nothing for it. The
+fold line and the dry run's parameters are plain arithmetic, shared with SQLite.
 """
 
 from __future__ import annotations
