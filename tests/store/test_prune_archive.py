@@ -218,3 +218,15 @@ async def test_max_batches_stops_inside_the_archive_steps_and_the_next_prune_goe
     assert rest.complete
     assert rest.folded > 0
     assert await _totals(store, [0], (CostGroup.DAY, CostGroup.SENSOR)) == before
+
+
+async def test_two_tasks_with_one_key_retire_it_once_in_one_batch(store: Store, clock: ManualClock) -> None:
+    for _ in range(2):  # an ``open`` key used by two tasks, one after the other
+        task_id = await _add(store, new("daily", source_key="daily"))
+        await _run(store, clock, task_id, usd=0.0)
+    clock.advance(DAY_MS)
+
+    result = await store.prune(finished_before_ms=clock.now_ms())
+
+    assert (result.tasks, result.batches) == (2, 1)
+    assert (await store.prune(finished_before_ms=0, keys_before_ms=clock.now_ms() + 1)).keys == 1
