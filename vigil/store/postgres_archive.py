@@ -14,10 +14,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from vigil.store.archive import fold_line
 from vigil.store.postgres_db import Conn
-from vigil.store.sqlite_archive import fold_line, preview_params
-
-__all__ = ["SQL_ARCHIVE_PREVIEW", "ArchiveStep", "archive_steps", "preview_params"]
 
 _KEY = "start_ms, span_ms, skills, source, model, sensor"
 

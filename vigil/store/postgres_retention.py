@@ -19,7 +19,8 @@ from typing import Any
 
 from vigil.errors import InputError
 from vigil.models import PruneResult
-from vigil.store.postgres_archive import SQL_ARCHIVE_PREVIEW, archive_steps, preview_params
+from vigil.store.archive import preview_params
+from vigil.store.postgres_archive import SQL_ARCHIVE_PREVIEW, archive_steps
 from vigil.store.postgres_base import PostgresBase, fetch_all, fetch_one
 from vigil.store.postgres_db import Conn, PgDatabase
 

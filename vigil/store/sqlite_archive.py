@@ -21,8 +21,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
-HOUR_MS = 3_600_000
-DAY_MS = 86_400_000
+from vigil.store.archive import fold_line
 
 _KEY = "start_ms, span_ms, skills, source, model, sensor"
 
@@ -73,12 +72,6 @@ SELECT (SELECT count(*) FROM cost_archive WHERE span_ms = 3600000 AND start_ms <
 """
 
 
-def fold_line(fold_before_ms: int) -> int:
-    """The start of the UTC day holding ``fold_before_ms``: the hours of every day
-    before it are folded, so no hour at or after ``fold_before_ms`` is."""
-    return fold_before_ms // DAY_MS * DAY_MS
-
-
 @dataclass(frozen=True)
 class ArchiveStep:
     """One step: its statements run in order in each batch; the last one's row
@@ -111,15 +104,3 @@ def archive_steps(
     if keys_before_ms is not None:
         steps.append(ArchiveStep("keys", (SQL_DROP_KEYS,), keys_before_ms))
     return steps
-
-
-def preview_params(
-    fold_before_ms: int | None, costs_before_ms: int | None, keys_before_ms: int | None
-) -> dict[str, int]:
-    """SQL_ARCHIVE_PREVIEW's parameters; a step not asked for counts nothing (0:
-    no archive row or key is older than the epoch)."""
-    return {
-        "fold_before": 0 if fold_before_ms is None else fold_line(fold_before_ms),
-        "costs_before": 0 if costs_before_ms is None else costs_before_ms,
-        "keys_before": 0 if keys_before_ms is None else keys_before_ms,
-    }

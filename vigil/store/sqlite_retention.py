@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 from vigil.errors import InputError
 from vigil.models import PruneResult
-from vigil.store.sqlite_archive import SQL_ARCHIVE_PREVIEW, archive_steps, preview_params
+from vigil.store.archive import preview_params
+from vigil.store.sqlite_archive import SQL_ARCHIVE_PREVIEW, archive_steps
 from vigil.store.sqlite_base import SqliteBase
 from vigil.store.sqlite_db import Database
 
