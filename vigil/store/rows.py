@@ -1,0 +1,85 @@
+"""Database rows → the domain's frozen dataclasses, for both backends.
+
+Each backend's rows module (``sqlite_rows``, ``postgres_rows``) decodes its own JSON
+columns and passes the values in; everything else reads the same columns by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from vigil.models import DedupScope, Note, Run, SensorState, Task, TaskEvent, TaskStatus
+
+
+class Row(Protocol):
+    """A row whose columns are read by name (``sqlite3.Row``, psycopg's ``dict_row``)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+def task_from_row(row: Row, skills: Iterable[str]) -> Task:
+    """``skills`` decoded by the backend (a JSON array in SQLite, ``jsonb`` here)."""
+    return Task(
+        id=row["id"],
+        subject=row["subject"],
+        description=row["description"],
+        skills=tuple(skills),
+        priority=row["priority"],
+        status=TaskStatus(row["status"]),
+        source=row["source"],
+        source_key=row["source_key"],
+        dedup=DedupScope(row["dedup"]),
+        parent_id=row["parent_id"],
+        scheduled_for=row["scheduled_for"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        started_at=row["started_at"],
+        completed_at=row["completed_at"],
+        attempt_count=row["attempt_count"],
+        max_retries=row["max_retries"],
+        cost_usd=row["cost_usd"],
+        api_cost_usd=row["api_cost_usd"],
+        tokens_in=row["tokens_in"],
+        tokens_out=row["tokens_out"],
+        result_summary=row["result_summary"],
+        result_detail=row["result_detail"],
+        model=row["model"],
+        executor=row["executor"],
+        claimed_by=row["claimed_by"],
+        lease_until=row["lease_until"],
+        cancel_requested=bool(row["cancel_requested"]),
+        waiting_on=row["waiting_on"],
+        approval=row["approval"],
+    )
+
+
+def row_to_run(row: Row) -> Run:
+    return Run(**{name: row[name] for name in Run.__dataclass_fields__})
+
+
+def row_to_task_event(row: Row) -> TaskEvent:
+    return TaskEvent(**{name: row[name] for name in TaskEvent.__dataclass_fields__})
+
+
+def row_to_note(row: Row) -> Note:
+    return Note(**{name: row[name] for name in Note.__dataclass_fields__})
+
+
+def sensor_state_from_row(row: Row, state: dict[str, object]) -> SensorState:
+    """``state`` decoded by the backend."""
+    return SensorState(
+        name=row["name"],
+        enabled=bool(row["enabled"]),
+        last_run_at=row["last_run_at"],
+        last_duration_ms=row["last_duration_ms"],
+        last_status=row["last_status"],
+        last_error=row["last_error"],
+        consecutive_failures=row["consecutive_failures"],
+        created_last=row["created_last"],
+        ignored_last=row["ignored_last"],
+        dropped_last=row["dropped_last"],
+        next_due_at=row["next_due_at"],
+        state=state,
+        rejected_last=row["rejected_last"],
+    )
