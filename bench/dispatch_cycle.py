@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import os
@@ -224,6 +225,34 @@ def raw_contender(path: Path) -> tuple[Contender, sqlite3.Connection]:
     return Contender("raw sqlite3: claim + finish, 2 commits", synchronous_of(conn), run), conn
 
 
+def raw_hop_contender(runner: asyncio.Runner, store: SqliteStore) -> Contender:
+    """The raw loop's claim and finish in one durable transaction, through the
+    store's hop (``Database.write``): what a store call costs at the least (one
+    thread hop around one durable commit) before any of Vigil's own statements."""
+    clock = SystemClock()
+
+    def claim_and_finish(conn: sqlite3.Connection, previous: int | None) -> int | None:
+        now = clock.now_ms()
+        if previous is not None:
+            conn.execute(RAW_FINISH, (now, previous))
+        row = conn.execute(RAW_CLAIM, (now,)).fetchone()
+        return None if row is None else int(row[0])
+
+    async def chain(n: int) -> list[float]:
+        await store.add_tasks([NewTask(f"task {i}") for i in range(n)], actor="bench")
+        task_id = await store._db.write(functools.partial(claim_and_finish, previous=None))
+        latencies = []
+        while task_id is not None:
+            start = time.perf_counter()
+            task_id = await store._db.write(functools.partial(claim_and_finish, previous=task_id))
+            latencies.append(time.perf_counter() - start)
+        return latencies
+
+    durability = runner.run(store._db.read(synchronous_of))
+    name = "raw claim + finish SQL, 1 commit, through the store's hop"
+    return Contender(name, durability, lambda n: runner.run(chain(n)))
+
+
 def dispatcher_contender(
     name: str, runner: asyncio.Runner, store: SqliteStore, settings: Settings, *, guarded: bool
 ) -> tuple[Contender, AlertHook]:
@@ -300,9 +329,12 @@ def throughput(folder: Path, sizes: Sizes) -> tuple[str, list[str]]:
         huey, huey_app = huey_consumer(folder)
         floor_store = runner.run(SqliteStore.open(folder / "floor.db"))
         floor = store_contender(runner, floor_store, settings.dispatch.lease_ms)
+        hop_store = runner.run(SqliteStore.open(folder / "hop.db"))
+        hop = raw_hop_contender(runner, hop_store)
         try:
-            results = interleave([guarded, bare, floor, huey, raw], rounds=sizes.rounds, ops=sizes.tasks)
+            results = interleave([guarded, bare, floor, huey, raw, hop], rounds=sizes.rounds, ops=sizes.tasks)
         finally:
+            runner.run(hop_store.close())
             runner.run(hook.drain())
             runner.run(bare_hook.drain())
             runner.run(store.close())
@@ -311,9 +343,10 @@ def throughput(folder: Path, sizes: Sizes) -> tuple[str, list[str]]:
             huey_app.storage.close()
             conn.close()
     targets = {huey.name: HUEY_TARGET, raw.name: RAW_TARGET}
-    verdicts = [_verdict(results[0], other, targets[other.name]) for other in results[3:]]
+    verdicts = [_verdict(results[0], other, targets[other.name]) for other in results[3:5]]
     verdicts.append(f"{results[1].name} vs raw: {speed_ratio(results[1], results[4]):.2f}×")
     verdicts.append(f"{results[0].name} vs the store alone: {speed_ratio(results[0], results[2]):.2f}×")
+    verdicts.append(f"{results[5].name} vs raw: {speed_ratio(results[5], results[4]):.2f}×")
     return table(results, results[0], unit="task", targets=targets), verdicts
 
 
