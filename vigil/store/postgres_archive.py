@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from vigil.store.archive import fold_line
 from vigil.store.postgres_db import Conn
+from vigil.store.pruning import fold_line
 
 _KEY = "start_ms, span_ms, skills, source, model, sensor"
 

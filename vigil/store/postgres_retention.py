@@ -14,15 +14,23 @@ pruned tasks leave behind is kept bounded (``postgres_archive``).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from vigil.errors import InputError
 from vigil.models import PruneResult
-from vigil.store.archive import preview_params
 from vigil.store.postgres_archive import SQL_ARCHIVE_PREVIEW, archive_steps
 from vigil.store.postgres_base import PostgresBase, fetch_all, fetch_one
 from vigil.store.postgres_db import Conn, PgDatabase
+from vigil.store.pruning import (
+    COUNTED,
+    Phase,
+    PruneTally,
+    archive_phase,
+    check_prune_limits,
+    preview_params,
+    run_phases,
+)
 
 _FINISHED = "('completed', 'failed', 'canceled')"
 _IDS = "ANY(%(ids)s::bigint[])"
@@ -141,29 +149,6 @@ SELECT (SELECT count(*) FROM doomed) AS tasks,
 """
 
 
-_COUNTED = ("tasks", "runs", "events", "notes", "dependencies")
-
-
-@dataclass
-class _Tally:
-    """A prune in progress: where the walk is and what it removed so far."""
-
-    cutoff: int
-    batch_size: int
-    now: int  # when the keys of this prune's tasks are retired (epoch ms)
-    after: int = 0  # the walk's cursor: every id up to here has been looked at
-    walked_all: bool = False
-    recheck: set[int] = field(default_factory=set)  # freed ids the walk already passed
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTED, 0))
-    transcripts: list[str] = field(default_factory=list)
-    archive: dict[str, int] = field(default_factory=dict)  # folded, costs, keys
-
-    def result(self, batches: int, complete: bool) -> PruneResult:
-        return PruneResult(
-            **self.counts, transcripts=tuple(self.transcripts), batches=batches, complete=complete, **self.archive
-        )
-
-
 async def _ids(conn: Conn, sql: str, params: dict[str, Any]) -> list[int]:
     return [int(r["id"]) for r in await fetch_all(conn, sql, params)]
 
@@ -202,41 +187,29 @@ class RetentionMethods(PostgresBase):
         costs_before_ms: int | None = None,
         keys_before_ms: int | None = None,
     ) -> PruneResult:
-        if batch_size < 1:
-            raise InputError(f"batch size must be 1 or more, not {batch_size}")
-        if max_batches is not None and max_batches < 1:
-            raise InputError(f"max batches must be 1 or more, not {max_batches}")
+        check_prune_limits(batch_size, max_batches)
         archive = (fold_before_ms, costs_before_ms, keys_before_ms)
         if dry_run:
             return await self._preview(finished_before_ms, events_before_ms, archive)
-        tally = _Tally(finished_before_ms, batch_size, now=self._clock.now_ms())
-        batches = 0
-        while not (tally.walked_all and not tally.recheck):
-            if max_batches is not None and batches >= max_batches:
-                return tally.result(batches, complete=False)
+        tally = PruneTally(finished_before_ms, batch_size, now=self._clock.now_ms())
+
+        async def task_batch() -> None:
             moved_on = await self._db.write(self._task_batch(tally))
             moved_on()
-            batches += 1
+
+        phases = [Phase(tally.walking, task_batch)]
         if events_before_ms is not None:
             events = _EventWalk(events_before_ms, batch_size)
-            while not events.done:
-                if max_batches is not None and batches >= max_batches:
-                    return tally.result(batches, complete=False)
-                tally.counts["events"] += await events.run(self._db)
-                batches += 1
-        for step in archive_steps(*archive):
-            tally.archive.setdefault(step.name, 0)
-            while True:
-                if max_batches is not None and batches >= max_batches:
-                    return tally.result(batches, complete=False)
-                taken = await self._db.write(step.batch(batch_size))
-                tally.archive[step.name] += taken
-                batches += 1
-                if taken < batch_size:
-                    break
-        return tally.result(batches, complete=True)
 
-    def _task_batch(self, tally: _Tally) -> Callable[[Conn], Awaitable[Callable[[], None]]]:
+            async def event_batch() -> None:
+                tally.counts["events"] += await events.run(self._db)
+
+            phases.append(Phase(lambda: not events.done, event_batch))
+        for step in archive_steps(*archive):
+            phases.append(archive_phase(tally, step.name, partial(self._db.write, step.batch(batch_size))))
+        return await run_phases(tally, phases, max_batches)
+
+    def _task_batch(self, tally: PruneTally) -> Callable[[Conn], Awaitable[Callable[[], None]]]:
         """One batch: at most ``batch_size`` tasks looked at and deleted. Returns how
         to move the tally on, applied only once the transaction committed (a batch
         retried after a serialization failure starts over from the same place)."""
@@ -255,7 +228,7 @@ class RetentionMethods(PostgresBase):
                         break
                     queue.append(int(row["id"]))
                     after = int(row["id"])
-            counts = dict.fromkeys(_COUNTED, 0)
+            counts = dict.fromkeys(COUNTED, 0)
             transcripts: list[str] = []
             room = tally.batch_size
             while queue:
@@ -274,9 +247,7 @@ class RetentionMethods(PostgresBase):
 
             def commit() -> None:
                 tally.after, tally.walked_all, tally.recheck = after, walked_all, rest
-                for name, n in counts.items():
-                    tally.counts[name] += n
-                tally.transcripts.extend(transcripts)
+                tally.add(counts, transcripts)
 
             return commit
 

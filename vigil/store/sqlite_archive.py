@@ -21,7 +21,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from vigil.store.archive import fold_line
+from vigil.store.pruning import fold_line
 
 _KEY = "start_ms, span_ms, skills, source, model, sensor"
 

@@ -16,11 +16,19 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 
-from vigil.errors import InputError
 from vigil.models import PruneResult
-from vigil.store.archive import preview_params
+from vigil.store.pruning import (
+    COUNTED,
+    Phase,
+    PruneTally,
+    archive_phase,
+    check_prune_limits,
+    preview_params,
+    run_phases,
+)
 from vigil.store.sqlite_archive import SQL_ARCHIVE_PREVIEW, archive_steps
 from vigil.store.sqlite_base import SqliteBase
 from vigil.store.sqlite_db import Database
@@ -148,38 +156,6 @@ SELECT (SELECT count(*) FROM doomed) AS tasks,
 """
 
 
-@dataclass
-class _Tally:
-    """A prune in progress: where the walk is and what it removed so far."""
-
-    cutoff: int
-    batch_size: int
-    now: int  # when the keys of this prune's tasks are retired (epoch ms)
-    after: int = 0  # the walk's cursor: every id up to here has been looked at
-    walked_all: bool = False
-    recheck: set[int] = field(default_factory=set)  # freed ids the walk already passed
-    tasks: int = 0
-    runs: int = 0
-    events: int = 0
-    notes: int = 0
-    dependencies: int = 0
-    transcripts: list[str] = field(default_factory=list)
-    archive: dict[str, int] = field(default_factory=dict)  # folded, costs, keys
-
-    def result(self, batches: int, complete: bool) -> PruneResult:
-        return PruneResult(
-            self.tasks,
-            self.runs,
-            self.events,
-            self.notes,
-            self.dependencies,
-            tuple(self.transcripts),
-            batches,
-            complete,
-            **self.archive,
-        )
-
-
 class RetentionMethods(SqliteBase):
     """``Store.prune`` (mixed into ``SqliteStore``)."""
 
@@ -195,41 +171,29 @@ class RetentionMethods(SqliteBase):
         costs_before_ms: int | None = None,
         keys_before_ms: int | None = None,
     ) -> PruneResult:
-        if batch_size < 1:
-            raise InputError(f"batch size must be 1 or more, not {batch_size}")
-        if max_batches is not None and max_batches < 1:
-            raise InputError(f"max batches must be 1 or more, not {max_batches}")
+        check_prune_limits(batch_size, max_batches)
         archive = (fold_before_ms, costs_before_ms, keys_before_ms)
         if dry_run:
             return await self._preview(finished_before_ms, events_before_ms, archive)
-        tally = _Tally(finished_before_ms, batch_size, now=self._clock.now_ms())
-        batches = 0
-        while not (tally.walked_all and not tally.recheck):
-            if max_batches is not None and batches >= max_batches:
-                return tally.result(batches, complete=False)
+        tally = PruneTally(finished_before_ms, batch_size, now=self._clock.now_ms())
+
+        async def task_batch() -> None:
             moved_on = await self._db.write(self._task_batch(tally))
             moved_on()
-            batches += 1
+
+        phases = [Phase(tally.walking, task_batch)]
         if events_before_ms is not None:
             events = _EventWalk(events_before_ms, batch_size)
-            while not events.done:
-                if max_batches is not None and batches >= max_batches:
-                    return tally.result(batches, complete=False)
-                tally.events += await events.run(self._db)
-                batches += 1
-        for step in archive_steps(*archive):
-            tally.archive.setdefault(step.name, 0)
-            while True:
-                if max_batches is not None and batches >= max_batches:
-                    return tally.result(batches, complete=False)
-                taken = await self._db.write(step.batch(batch_size))
-                tally.archive[step.name] += taken
-                batches += 1
-                if taken < batch_size:
-                    break
-        return tally.result(batches, complete=True)
 
-    def _task_batch(self, tally: _Tally) -> Callable[[sqlite3.Connection], Callable[[], None]]:
+            async def event_batch() -> None:
+                tally.counts["events"] += await events.run(self._db)
+
+            phases.append(Phase(lambda: not events.done, event_batch))
+        for step in archive_steps(*archive):
+            phases.append(archive_phase(tally, step.name, partial(self._db.write, step.batch(batch_size))))
+        return await run_phases(tally, phases, max_batches)
+
+    def _task_batch(self, tally: PruneTally) -> Callable[[sqlite3.Connection], Callable[[], None]]:
         """One batch: at most ``batch_size`` tasks looked at and deleted. Returns
         how to move the tally on, applied only once the transaction committed (a
         batch retried after SQLITE_BUSY starts over from the same place)."""
@@ -248,7 +212,8 @@ class RetentionMethods(SqliteBase):
                         break
                     queue.append(int(row["id"]))
                     after = int(row["id"])
-            counts = _BatchCounts()
+            counts = dict.fromkeys(COUNTED, 0)
+            transcripts: list[str] = []
             room = tally.batch_size
             while queue:
                 prunable = _ids(conn, SQL_PRUNABLE, {"ids": json.dumps(queue), "cutoff": tally.cutoff})
@@ -256,7 +221,7 @@ class RetentionMethods(SqliteBase):
                     break  # what is not prunable now is freed again by whatever holds it
                 doomed = prunable[:room]
                 rest.update(prunable[room:])
-                freed = _delete(conn, doomed, counts, tally.now)
+                freed = _delete(conn, doomed, counts, transcripts, tally.now)
                 room -= len(doomed)
                 # a freed task the walk has not reached yet will be met by the walk
                 queue = sorted(i for i in freed if i <= after and i not in doomed)
@@ -266,7 +231,7 @@ class RetentionMethods(SqliteBase):
 
             def commit() -> None:
                 tally.after, tally.walked_all, tally.recheck = after, walked_all, rest
-                counts.add_to(tally)
+                tally.add(counts, transcripts)
 
             return commit
 
@@ -295,44 +260,26 @@ class RetentionMethods(SqliteBase):
         return await self._db.read(body)
 
 
-@dataclass
-class _BatchCounts:
-    tasks: int = 0
-    runs: int = 0
-    events: int = 0
-    notes: int = 0
-    dependencies: int = 0
-    transcripts: list[str] = field(default_factory=list)
-
-    def add_to(self, tally: _Tally) -> None:
-        tally.tasks += self.tasks
-        tally.runs += self.runs
-        tally.events += self.events
-        tally.notes += self.notes
-        tally.dependencies += self.dependencies
-        tally.transcripts.extend(self.transcripts)
-
-
 def _ids(conn: sqlite3.Connection, sql: str, params: Mapping[str, object]) -> list[int]:
     return [int(r[0]) for r in conn.execute(sql, params)]
 
 
-def _delete(conn: sqlite3.Connection, doomed: list[int], counts: _BatchCounts, now_ms: int) -> set[int]:
+def _delete(
+    conn: sqlite3.Connection, doomed: list[int], counts: dict[str, int], transcripts: list[str], now_ms: int
+) -> set[int]:
     """Archive, count and delete ``doomed`` (their keys retired at ``now_ms``);
     returns the ids they freed (their parents and dependencies, which may now be
     prunable)."""
     ids = {"ids": json.dumps(doomed)}
     conn.execute(SQL_ARCHIVE_RUNS, ids)
     row = conn.execute(SQL_PRUNE_COUNTS, ids).fetchone()
-    counts.runs += int(row["runs"])
-    counts.events += int(row["events"])
-    counts.notes += int(row["notes"])
-    counts.dependencies += int(row["dependencies"])
-    counts.transcripts.extend(str(r[0]) for r in conn.execute(SQL_PRUNE_TRANSCRIPTS, ids))
+    for name in ("runs", "events", "notes", "dependencies"):
+        counts[name] += int(row[name])
+    transcripts.extend(str(r[0]) for r in conn.execute(SQL_PRUNE_TRANSCRIPTS, ids))
     freed = set(_ids(conn, SQL_PRUNE_FREED, ids))
     conn.execute(SQL_RETIRE_KEYS, {**ids, "now": now_ms})
     conn.execute(SQL_PRUNE_TASKS, ids)
-    counts.tasks += len(doomed)
+    counts["tasks"] += len(doomed)
     return freed
 
 
