@@ -10,8 +10,9 @@ import pytest
 
 from tests.store.contract import all_tasks, new
 from vigil.clock import ManualClock
-from vigil.errors import InputError, NotADatabase, SchemaTooNew, StoreError
+from vigil.errors import InputError, NotADatabase, SchemaTooNew, StoreBusy, StoreError
 from vigil.store.sqlite import SqliteStore
+from vigil.store.sqlite_db import Database
 from vigil.store.sqlite_schema import SCHEMA_VERSION
 
 
@@ -201,3 +202,29 @@ async def test_a_backup_that_cannot_be_written_names_the_target(tmp_path: Path, 
         assert not isinstance(failed.value, NotADatabase)  # the live database is fine
         assert junk.read_text() == "my notes, not a database\n" * 50
         assert [t.subject for t in await all_tasks(store)] == ["precious"]
+
+
+async def test_opening_retries_a_file_another_process_is_still_configuring(tmp_path: Path) -> None:
+    # Switching a new file to WAL can answer "locked" at once, without the busy
+    # handler's wait, while another process switches it: the open tries again.
+    answers = ["locked", "locked"]
+
+    def check(conn: sqlite3.Connection, path: Path) -> None:
+        if answers:
+            answers.pop()
+            raise sqlite3.OperationalError("database is locked")
+
+    db = await Database.open(tmp_path / "vigil.db", busy_timeout_ms=5000, check=check)
+    try:
+        assert answers == []
+        assert await db.read(lambda conn: conn.execute("PRAGMA journal_mode").fetchone()[0]) == "wal"
+    finally:
+        await db.close()
+
+
+async def test_opening_a_file_locked_past_the_busy_timeout_is_one_clear_error(tmp_path: Path) -> None:
+    def check(conn: sqlite3.Connection, path: Path) -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    with pytest.raises(StoreBusy, match="stayed locked by another process"):
+        await Database.open(tmp_path / "vigil.db", busy_timeout_ms=100, check=check)

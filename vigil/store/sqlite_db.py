@@ -20,6 +20,7 @@ import asyncio
 import os
 import random
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -45,6 +46,7 @@ JOURNAL_SIZE_LIMIT_BYTES = 8 * 1024 * 1024
 # finish: long enough for short read transactions to end, short enough that a
 # writer waiting behind it (busy_timeout: seconds) never notices.
 TRUNCATE_WAIT_MS = 200
+OPEN_BUSY_PAUSE_S = 0.02  # between attempts to configure a new file another process is configuring
 
 
 def _is_busy(err: sqlite3.OperationalError) -> bool:
@@ -153,15 +155,26 @@ class Database:
         except sqlite3.Error as err:
             raise translate(err, path) from None
         db = cls(conn, path)
-        try:
-            await db._hop(_configure, path, synchronous, busy_timeout_ms, check)
-        except sqlite3.Error as err:
-            await conn.close()
-            raise translate(err, path) from None
-        except BaseException:
-            await conn.close()
-            raise
-        return db
+        deadline = time.monotonic() + busy_timeout_ms / 1000
+        while True:
+            try:
+                await db._hop(_configure, path, synchronous, busy_timeout_ms, check)
+                return db
+            except sqlite3.OperationalError as err:
+                # Processes opening a new file at once: switching it to WAL can report
+                # busy at once, without waiting in the busy handler, while another one
+                # switches it. Every step of _configure can simply run again.
+                if _is_busy(err) and time.monotonic() < deadline:
+                    await asyncio.sleep(OPEN_BUSY_PAUSE_S * (0.5 + random.random()))
+                    continue
+                await conn.close()
+                raise translate(err, path) from None
+            except sqlite3.Error as err:
+                await conn.close()
+                raise translate(err, path) from None
+            except BaseException:
+                await conn.close()
+                raise
 
     async def _hop(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(sqlite3_conn, *args)`` in the connection's thread: one hop.
