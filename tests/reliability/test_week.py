@@ -116,6 +116,15 @@ def test_the_leftovers_judge_flags_archive_rows_that_keep_growing() -> None:
     assert "240 cost_archive rows and 120 retired keys per simulated day" in found
 
 
+def test_the_leftovers_judge_takes_no_single_late_peak_of_a_saw_tooth_for_growth() -> None:
+    # rows rise between prune rounds and fall at each; one late round pruned more
+    report = _series()
+    for i, sample in enumerate(report.samples):
+        rows = 200 + 40 * (i % 3) + (120 if i == 40 else 0)
+        report.samples[i] = replace(sample, archive_rows=rows, retired_keys=rows // 4)
+    assert judge_leftovers(report) == []
+
+
 def test_the_judge_flags_a_final_roll_up_that_differs_from_the_ledger_and_leftovers() -> None:
     report = _series()
     report.ledger_usd, report.rollup_usd = 1.0, 0.99
