@@ -45,6 +45,7 @@ from vigil.store.postgres_queries import (
     SQL_SET_RUN_PROCESS,
 )
 from vigil.store.postgres_rows import row_to_run, row_to_task
+from vigil.store.rows import run_record_values
 
 
 def _claim_of(row: Row) -> Claim:
@@ -98,30 +99,10 @@ class DispatchMethods(PostgresBase):
 
         return await self._db.statement(body)  # one UPDATE; the read only explains a refusal
 
-    @staticmethod
-    def _run_values(claim: Claim, outcome: Outcome, now: int) -> dict[str, Any]:
-        return {
-            "now": now,
-            "run_id": claim.run_id,
-            "task_id": claim.task.id,
-            "outcome": str(outcome.kind),
-            "error": outcome.error,
-            "exit_code": outcome.exit_code,
-            "cost_usd": outcome.cost_usd,
-            "api_cost_usd": outcome.api_cost_usd,
-            "tokens_in": outcome.tokens_in,
-            "tokens_out": outcome.tokens_out,
-            "cache_read_tokens": outcome.cache_read_tokens,
-            "cache_write_tokens": outcome.cache_write_tokens,
-            "model": outcome.model,
-            "session_id": outcome.session_id,
-            "transcript_path": outcome.transcript_path,
-        }
-
     async def _record_run(self, conn: Conn, claim: Claim, outcome: Outcome, now: int) -> bool:
         """Record the outcome on the claim's run and add its costs to the task (one
         statement); False (nothing written) when that run was already recorded."""
-        return await fetch_one(conn, SQL_RECORD_RUN, self._run_values(claim, outcome, now)) is not None
+        return await fetch_one(conn, SQL_RECORD_RUN, run_record_values(claim, outcome, now)) is not None
 
     async def finish(self, claim: Claim, outcome: Outcome, status: TaskStatus, *, worker: str) -> Task:
         params = self._finish_params(claim, outcome, status, worker)
@@ -137,7 +118,7 @@ class DispatchMethods(PostgresBase):
         if status not in FINISHED_STATUSES:
             raise InputError(f"finish takes completed, failed or canceled, not {status}")
         return {
-            **self._run_values(claim, outcome, self._clock.now_ms()),
+            **run_record_values(claim, outcome, self._clock.now_ms()),
             "worker": worker,
             "status": str(status),
             "summary": outcome.summary,

@@ -1,4 +1,4 @@
-"""Database rows → the domain's frozen dataclasses, for both backends.
+"""Database rows ↔ the domain's frozen dataclasses, for both backends.
 
 Each backend's rows module (``sqlite_rows``, ``postgres_rows``) decodes its own JSON
 columns and passes the values in; everything else reads the same columns by name.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from vigil.models import DedupScope, Note, Run, SensorState, Task, TaskEvent, TaskStatus
+from vigil.models import Claim, DedupScope, Note, Outcome, Run, SensorState, Task, TaskEvent, TaskStatus
 
 
 class Row(Protocol):
@@ -83,3 +83,25 @@ def sensor_state_from_row(row: Row, state: dict[str, object]) -> SensorState:
         state=state,
         rejected_last=row["rejected_last"],
     )
+
+
+def run_record_values(claim: Claim, outcome: Outcome, now: int) -> dict[str, Any]:
+    """The named parameters that record ``outcome`` on the claim's run and add its
+    costs to the task (``now``: epoch ms), the same on both backends."""
+    return {
+        "now": now,
+        "run_id": claim.run_id,
+        "task_id": claim.task.id,
+        "outcome": str(outcome.kind),
+        "error": outcome.error,
+        "exit_code": outcome.exit_code,
+        "cost_usd": outcome.cost_usd,
+        "api_cost_usd": outcome.api_cost_usd,
+        "tokens_in": outcome.tokens_in,
+        "tokens_out": outcome.tokens_out,
+        "cache_read_tokens": outcome.cache_read_tokens,
+        "cache_write_tokens": outcome.cache_write_tokens,
+        "model": outcome.model,
+        "session_id": outcome.session_id,
+        "transcript_path": outcome.transcript_path,
+    }

@@ -18,6 +18,7 @@ from vigil.models import (
     Task,
     TaskStatus,
 )
+from vigil.store.rows import run_record_values
 from vigil.store.sqlite_base import SqliteBase, data_version_of, require_task
 from vigil.store.sqlite_queries import (
     SQL_ADD_COSTS,
@@ -98,23 +99,7 @@ class DispatchMethods(SqliteBase):
     def _record_run(self, conn: sqlite3.Connection, claim: Claim, outcome: Outcome, now: int) -> bool:
         """Record the outcome on the claim's run and add its costs to the task; False
         (and nothing written) when that run was already recorded."""
-        values = {
-            "now": now,
-            "run_id": claim.run_id,
-            "task_id": claim.task.id,
-            "outcome": str(outcome.kind),
-            "error": outcome.error,
-            "exit_code": outcome.exit_code,
-            "cost_usd": outcome.cost_usd,
-            "api_cost_usd": outcome.api_cost_usd,
-            "tokens_in": outcome.tokens_in,
-            "tokens_out": outcome.tokens_out,
-            "cache_read_tokens": outcome.cache_read_tokens,
-            "cache_write_tokens": outcome.cache_write_tokens,
-            "model": outcome.model,
-            "session_id": outcome.session_id,
-            "transcript_path": outcome.transcript_path,
-        }
+        values = run_record_values(claim, outcome, now)
         if conn.execute(SQL_RECORD_RUN, values).rowcount == 0:
             return False
         conn.execute(SQL_ADD_COSTS, values)
