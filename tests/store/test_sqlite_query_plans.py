@@ -149,6 +149,10 @@ async def _assert_no_full_scan(store: SqliteStore, now: int) -> None:
         assert not scans, f"{name} scans a whole table: {plan}"
         if name in ("claim_next", "next_due_at"):
             assert any("ix_tasks_claim" in step for step in plan), f"{name}: {plan}"
+        if name == "claim_next":
+            # One bounded seek per priority, in order: no sort of the pending tasks.
+            assert not any("TEMP B-TREE" in step for step in plan), f"{name}: {plan}"
+            assert any("priority=? AND scheduled_for<?" in step for step in plan), f"{name}: {plan}"
         if name == "holder of a key":
             # A sensor may reuse one key every run: its finished tasks must not be sorted.
             assert not any("TEMP B-TREE" in step for step in plan), f"{name}: {plan}"

@@ -54,17 +54,16 @@ SELECT coalesce(
 
 
 def _next_due_id(most_urgent_last: int) -> str:
-    """One index seek per priority level (ix_tasks_claim), so neither finished tasks
-    nor many not-yet-due urgent tasks are walked: the union holds at most nine rows.
-    Only priorities up to ``most_urgent_last`` take part (the budget's urgency gate)."""
-    best_per_priority = " UNION ALL ".join(
-        f"""SELECT * FROM (SELECT id, priority, scheduled_for FROM tasks
-        WHERE status = 'pending' AND waiting_on = 0 AND priority = {p} AND scheduled_for <= :now
-        ORDER BY scheduled_for, id LIMIT 1)"""
-        for p in _PRIORITIES
-        if p <= most_urgent_last
-    )
-    return f"SELECT id FROM ({best_per_priority}) ORDER BY priority, scheduled_for, id LIMIT 1"
+    """The most urgent due task's id. ``priority IN (…)`` makes the planner seek
+    ix_tasks_claim once per priority, in order, each seek bounded by
+    ``scheduled_for <= :now``: neither finished tasks nor many not-yet-due urgent
+    tasks are walked, nothing is sorted, and LIMIT 1 ends the walk at the first due
+    task. Only priorities up to ``most_urgent_last`` take part (the budget's urgency
+    gate)."""
+    priorities = ", ".join(str(p) for p in _PRIORITIES if p <= most_urgent_last)
+    return f"""SELECT id FROM tasks
+        WHERE status = 'pending' AND waiting_on = 0 AND priority IN ({priorities}) AND scheduled_for <= :now
+        ORDER BY priority, scheduled_for, id LIMIT 1"""
 
 
 def _claim(most_urgent_last: int) -> str:
@@ -78,7 +77,6 @@ RETURNING *
 """
 
 
-SQL_NEXT_DUE_ID = _next_due_id(MAX_PRIORITY)
 SQL_CLAIM = _claim(MAX_PRIORITY)
 # claim_next(max_priority=p): only tasks at least that urgent (priority ≤ p).
 SQL_CLAIM_UP_TO = {p: _claim(p) for p in _PRIORITIES}
@@ -139,6 +137,7 @@ UPDATE tasks SET status = :status, completed_at = :now, updated_at = :now,
        updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
        result_summary = :summary, result_detail = :detail
 WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
+RETURNING *
 """
 
 SQL_RELEASE_CLOSED = """
