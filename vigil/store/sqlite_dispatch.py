@@ -127,10 +127,12 @@ class DispatchMethods(SqliteBase):
                 "summary": outcome.summary,
                 "detail": outcome.detail,
             }
-            if conn.execute(SQL_FINISH, params).rowcount == 0:
+            finished = conn.execute(SQL_FINISH, params).fetchone()
+            if finished is None:
                 conn.execute(SQL_RELEASE_CLOSED, params)  # the agent closed it: keep its status
+                finished = require_task(conn, claim.task.id)
             crash_point("during-finish")
-            return row_to_task(require_task(conn, claim.task.id))
+            return row_to_task(finished)
 
         return body
 

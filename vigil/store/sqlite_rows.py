@@ -12,7 +12,11 @@ __all__ = ["row_to_note", "row_to_run", "row_to_sensor_state", "row_to_task", "r
 
 
 def row_to_task(row: sqlite3.Row) -> Task:
-    return task_from_row(row, json.loads(row["skills"]))
+    # sqlite3.Row finds a column by comparing names one by one; a task has 30 of
+    # them, so reading each by name costs more than building a dict once.
+    values = dict(zip(row.keys(), row, strict=True))
+    skills = values["skills"]
+    return task_from_row(values, () if skills == "[]" else json.loads(skills))
 
 
 def row_to_sensor_state(row: sqlite3.Row) -> SensorState:
