@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from dispatch.filecache import FileCache
 from vigil.config import EXECUTORS
 from vigil.durations import parse_duration_ms
 from vigil.errors import InputError, SkillError
@@ -122,16 +123,23 @@ def _timeout_ms(data: dict[str, Any], path: Path) -> int | None:
 
 def load_skill(skills_dir: Path, name: str) -> Skill:
     """Read ``skills_dir/<name>/SKILL.md``. Raises ``SkillError`` for an invalid name,
-    an unknown skill, or a SKILL.md whose front matter is missing or wrong."""
+    an unknown skill, or a SKILL.md whose front matter is missing or wrong. A file
+    unchanged since its last load is not read again (``dispatch.filecache``)."""
     check_name(name)
     folder = skills_dir / name
     path = folder / SKILL_FILE
     try:
-        text = path.read_text(encoding="utf-8-sig")  # editors on some systems add a BOM
+        return _LOADED.load(path)
     except FileNotFoundError:
         raise SkillError(f"unknown skill {name!r}: no {SKILL_FILE} in {folder}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise SkillError(f"{path}: cannot read: {err}") from None
+
+
+def _parse_skill(path: Path, text: str) -> Skill:
+    """The skill in ``text``, read from ``path`` (``<skills>/<name>/SKILL.md``)."""
+    folder = path.parent
+    name = folder.name
     data, body = _split_front_matter(text, path)
     unknown = sorted(str(key) for key in data if key not in KNOWN_KEYS)
     if unknown:
@@ -162,6 +170,10 @@ def load_skill(skills_dir: Path, name: str) -> Skill:
         command=command,
         requires_approval=approval,
     )
+
+
+# Process-wide: the dispatcher and its guard read the same skills for every task.
+_LOADED: FileCache[Skill] = FileCache(_parse_skill, encoding="utf-8-sig")  # editors on some systems add a BOM
 
 
 def load_skills(skills_dir: Path, names: Iterable[str]) -> list[Skill]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,28 @@ def test_a_bom_and_windows_line_endings_are_fine(tmp_path: Path) -> None:
     skill = load_skill(tmp_path, "win")
     assert skill.description == "From Windows"
     assert skill.body.strip() == "Body."
+
+
+def test_an_edited_skill_is_seen_by_the_next_load(tmp_path: Path) -> None:
+    """Skills are parsed once per change, not per task; an edit must still reach the
+    next task."""
+    folder = write(tmp_path, "s", "---\ndescription: First.\n---\nold body\n")
+    assert load_skill(tmp_path, "s").body == "old body"
+    assert load_skill(tmp_path, "s") is load_skill(tmp_path, "s")
+
+    (folder / "SKILL.md").write_text("---\ndescription: Second.\nrequires_approval: true\n---\nnew body\n")
+    stat = (folder / "SKILL.md").stat()
+    os.utime(folder / "SKILL.md", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+
+    skill = load_skill(tmp_path, "s")
+    assert (skill.description, skill.body, skill.requires_approval) == ("Second.", "new body", True)
+
+
+def test_a_skill_broken_by_an_edit_is_refused_though_it_loaded_before(tmp_path: Path) -> None:
+    folder = write(tmp_path, "s", "---\ndescription: Fine.\n---\nbody\n")
+    load_skill(tmp_path, "s")
+
+    (folder / "SKILL.md").write_text("no front matter at all\n")
+
+    with pytest.raises(SkillError, match="front matter"):
+        load_skill(tmp_path, "s")
