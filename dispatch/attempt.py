@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dispatch.environment import agent_env
+from dispatch.environment import base_env, with_run_ids
 from dispatch.executors import RunContext
+from dispatch.filecache import FileCache
 from dispatch.prompt import build_prompt
 from dispatch.skills import load_skills
 from vigil.config import Settings
@@ -23,9 +24,18 @@ from vigil.store import Store
 MAX_PARENTS = 10  # a parent chain longer than this is cut: the prompt needs context, not history
 
 
+def transcripts_dir(settings: Settings) -> Path:
+    """``logs/runs`` in the home: every run's transcript."""
+    return settings.logs_dir / "runs"
+
+
+def transcript_name(task_id: int, attempt: int) -> str:
+    return f"{task_id}-{attempt}.jsonl"
+
+
 def transcript_path(settings: Settings, task_id: int, attempt: int) -> Path:
     """``logs/runs/<task id>-<attempt>.jsonl`` in the home."""
-    return settings.logs_dir / "runs" / f"{task_id}-{attempt}.jsonl"
+    return transcripts_dir(settings) / transcript_name(task_id, attempt)
 
 
 async def _parents(store: Store, task: Task) -> list[Task]:
@@ -42,58 +52,83 @@ async def _parents(store: Store, task: Task) -> list[Task]:
     return parents
 
 
-def _identity(settings: Settings) -> str | None:
-    """The home's identity file's text; None when it has none."""
-    try:
-        return (settings.home / settings.dispatch.identity).read_text(encoding="utf-8")
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
+def _as_text(path: Path, text: str) -> str:
+    return text
 
 
-async def prepare_attempt(store: Store, settings: Settings, claim: Claim) -> tuple[str, RunContext]:
-    """The executor name and context for ``claim``'s attempt.
+class AttemptPreparer:
+    """Prepares attempts for one dispatcher. What does not change from task to task
+    is worked out once: the folders, the agent's environment and its secrets (from
+    this process's environment as it is now), the identity file (read again only
+    when it changes), the transcripts folder ``logs/runs`` (made once; an executor
+    that writes a transcript makes it again should it vanish)."""
 
-    Raises ``SkillError`` (an ``InputError``) for an unknown or broken skill: the
-    task's own fault, recorded as a failure.
-    """
-    task = claim.task
-    skills = load_skills(settings.skills_dir, task.skills)
-    executor = next((s.executor for s in skills if s.executor), None) or settings.dispatch.executor
-    default_model = {"claude": settings.claude.model, "codex": settings.codex.model}.get(executor)
-    model = next((s.model for s in skills if s.model), None) or default_model
-    timeout_ms = next((s.timeout_ms for s in skills if s.timeout_ms), None) or settings.dispatch.timeout_ms
-    command = next((s.command for s in skills if s.command), None)
-    # The attempt number counts every run ever made: a first attempt has no history
-    # to read (one thread hop saved per task). The notes came with the claim.
-    previous_runs = [] if claim.attempt == 1 else [r for r in await store.list_runs(task.id) if r.id != claim.run_id]
-    prompt = build_prompt(
-        task,
-        skills,
-        identity=_identity(settings),
-        parents=await _parents(store, task),
-        previous_runs=previous_runs,
-        notes=list(claim.notes) if claim.notes is not None else await store.list_notes(task.id),
-    )
-    path = transcript_path(settings, task.id, claim.attempt)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    run_id = claim.run_id
-
-    async def on_process_start(pid: int, pgid: int, proc_start: str | None) -> None:
-        await store.set_run_process(run_id, pid=pid, pgid=pgid, proc_start=proc_start)
-
-    env = agent_env(settings, task.id, run_id)
-    ctx = RunContext(
-        home=settings.home,
-        run_id=run_id,
-        attempt=claim.attempt,
-        prompt=prompt,
-        timeout_s=timeout_ms / 1000,
-        transcript_path=path,
-        env=env,
-        model=model,
-        command=command,
-        on_process_start=on_process_start,
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self._store = store
+        self._settings = settings
+        self._skills_dir = settings.skills_dir
+        self._identity_path = settings.home / settings.dispatch.identity
+        self._identity = FileCache(_as_text, max_files=1)
+        self._runs_dir = transcripts_dir(settings)
+        self._runs_dir_made = False
+        self._env = base_env(settings)
         # the agent can only print the secrets it was given
-        redactor=Redactor.from_env(env, settings.dispatch.pass_env),
-    )
-    return executor, ctx
+        self._redactor = Redactor.from_env(self._env, settings.dispatch.pass_env)
+
+    def _identity_text(self) -> str | None:
+        """The home's identity file's text; None when it has none."""
+        try:
+            return self._identity.load(self._identity_path)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    async def prepare(self, claim: Claim) -> tuple[str, RunContext]:
+        """The executor name and context for ``claim``'s attempt.
+
+        Raises ``SkillError`` (an ``InputError``) for an unknown or broken skill: the
+        task's own fault, recorded as a failure; ``OSError`` when the transcripts
+        folder cannot be made.
+        """
+        settings, store = self._settings, self._store
+        task = claim.task
+        skills = load_skills(self._skills_dir, task.skills) if task.skills else []
+        executor = next((s.executor for s in skills if s.executor), None) or settings.dispatch.executor
+        default_model = {"claude": settings.claude.model, "codex": settings.codex.model}.get(executor)
+        model = next((s.model for s in skills if s.model), None) or default_model
+        timeout_ms = next((s.timeout_ms for s in skills if s.timeout_ms), None) or settings.dispatch.timeout_ms
+        command = next((s.command for s in skills if s.command), None)
+        # The attempt number counts every run ever made: a first attempt has no history
+        # to read (one thread hop saved per task). The notes came with the claim.
+        previous_runs = (
+            [] if claim.attempt == 1 else [r for r in await store.list_runs(task.id) if r.id != claim.run_id]
+        )
+        prompt = build_prompt(
+            task,
+            skills,
+            identity=self._identity_text(),
+            parents=[] if task.parent_id is None else await _parents(store, task),
+            previous_runs=previous_runs,
+            notes=list(claim.notes) if claim.notes is not None else await store.list_notes(task.id),
+        )
+        if not self._runs_dir_made:
+            self._runs_dir.mkdir(parents=True, exist_ok=True)
+            self._runs_dir_made = True
+        run_id = claim.run_id
+
+        async def on_process_start(pid: int, pgid: int, proc_start: str | None) -> None:
+            await store.set_run_process(run_id, pid=pid, pgid=pgid, proc_start=proc_start)
+
+        ctx = RunContext(
+            home=settings.home,
+            run_id=run_id,
+            attempt=claim.attempt,
+            prompt=prompt,
+            timeout_s=timeout_ms / 1000,
+            transcript_path=self._runs_dir / transcript_name(task.id, claim.attempt),
+            env=with_run_ids(self._env, task.id, run_id),
+            model=model,
+            command=command,
+            on_process_start=on_process_start,
+            redactor=self._redactor,
+        )
+        return executor, ctx

@@ -49,10 +49,17 @@ def agent_env(
     *,
     source: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The complete environment for one run's process.
+    """The complete environment for one run's process: ``base_env`` and the ids.
 
-    ``source`` is the environment to pick from (default: this process's). A name
-    in ``pass_env`` that is not set is left out, not set to empty.
+    ``source`` is the environment to pick from (default: this process's).
+    """
+    return with_run_ids(base_env(settings, source=source), task_id, run_id)
+
+
+def base_env(settings: Settings, *, source: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Everything of a run's environment but the task and run ids: the same for
+    every run of one dispatcher. A name in ``pass_env`` that is not set in
+    ``source`` (default: this process's environment) is left out, not set to empty.
     """
     origin = os.environ if source is None else source
     env = {name: origin[name] for name in BASE_NAMES if name in origin}
@@ -67,6 +74,9 @@ def agent_env(
         # not the home's SQLite file
         env[STORE_URL_ENV] = origin[STORE_URL_ENV]
     env["VIGIL_HOME"] = str(settings.home)
-    env["VIGIL_TASK_ID"] = str(task_id)
-    env["VIGIL_RUN_ID"] = str(run_id)
     return env
+
+
+def with_run_ids(base: Mapping[str, str], task_id: int, run_id: int) -> dict[str, str]:
+    """A copy of ``base`` that names the task and the run the process works on."""
+    return {**base, "VIGIL_TASK_ID": str(task_id), "VIGIL_RUN_ID": str(run_id)}

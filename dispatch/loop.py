@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from dispatch.attempt import prepare_attempt
+from dispatch.attempt import AttemptPreparer
 from dispatch.executors import Executor, RunContext
 from dispatch.guard import GateDecision, Guard
 from dispatch.heartbeat import Heartbeat
@@ -79,6 +79,7 @@ class Dispatcher:
         self._hurry = False
         self._stop_reason = "vigil was stopped"  # recorded on a task a stop interrupts
         self._heartbeat = Heartbeat(store, clock, worker_id)
+        self._preparer = AttemptPreparer(store, settings)
         self._closed_gate: GateDecision | None = None  # the guard's last "no", while it lasts
 
     # --- control -------------------------------------------------------------------
@@ -161,7 +162,7 @@ class Dispatcher:
         crash_point("after-claim")
         await self._heartbeat.beat("running", claim)
         try:
-            executor_name, ctx = await prepare_attempt(self._store, self._settings, claim)
+            executor_name, ctx = await self._preparer.prepare(claim)
             executor = self._executors(executor_name)
         except InputError as err:  # an unknown skill, a bad skill file: the task's fault
             outcome, stopped = Outcome(OutcomeKind.FAILED, summary=str(err), error=str(err)), False

@@ -102,8 +102,9 @@ def _runs_section(previous_runs: Sequence[Run]) -> list[str]:
     return lines
 
 
-def _instructions() -> list[str]:
-    return [
+# The same for every task: built once.
+_INSTRUCTIONS = "\n".join(
+    [
         "# How to report back",
         "",
         "Use the `vigil` command; $VIGIL_TASK_ID holds this task's id and $VIGIL_HOME its home.",
@@ -118,6 +119,7 @@ def _instructions() -> list[str]:
         "",
         "End your reply with a short final answer: what you did and what came of it.",
     ]
+)
 
 
 def build_prompt(
@@ -142,5 +144,5 @@ def build_prompt(
         sections.append(_notes_section(notes))
     if previous_runs:
         sections.append(_runs_section(previous_runs))
-    sections.append(_instructions())
-    return "\n\n".join("\n".join(section).strip() for section in sections) + "\n"
+    parts = ["\n".join(section).strip() for section in sections]
+    return "\n\n".join([*parts, _INSTRUCTIONS]) + "\n"

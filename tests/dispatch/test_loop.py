@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import sys
 from pathlib import Path
 
 from dispatch.executors import RunContext
+from dispatch.executors.dryrun import DryRunExecutor
+from dispatch.loop import Dispatcher
 from tests.dispatch.conftest import WORKER, MakeDispatcher, write_skill
 from vigil.clock import ManualClock
 from vigil.config import Settings
@@ -387,3 +391,94 @@ async def test_a_run_that_cannot_be_prepared_is_retried_not_fatal(
     (run,) = await db.list_runs(task.id)
     assert run.outcome == "transient"
     assert (run.error or "").startswith("could not prepare the run:")
+
+
+async def test_each_prompt_has_the_identity_file_as_it_is_at_the_claim(
+    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings
+) -> None:
+    """The identity file is read once per change, not per task; edits and removal
+    still reach the very next task."""
+    identity = settings.home / settings.dispatch.identity
+    prompts: list[str] = []
+
+    def record_prompt(task: Task, ctx: RunContext) -> Outcome:
+        prompts.append(ctx.prompt)
+        return Outcome(OutcomeKind.SUCCESS)
+
+    dispatcher, _ = make_dispatcher(record_prompt)
+    for text in ("You are the first agent.", "You are the second agent.", None):
+        if text is None:
+            identity.unlink()
+        else:
+            identity.write_text(text, encoding="utf-8")
+            stat = identity.stat()  # a later edit: its time moves on even on a coarse clock
+            os.utime(identity, ns=(stat.st_atime_ns, stat.st_mtime_ns + len(prompts) * 1_000_000_000))
+        await db.add_task(NewTask(f"task {len(prompts)}"))
+        await dispatcher.run_once()
+
+    assert "You are the first agent." in prompts[0]
+    assert "You are the second agent." in prompts[1]
+    assert "first agent" not in prompts[1]
+    assert "# Who you are" not in prompts[2]
+
+
+async def test_a_transcripts_folder_removed_between_tasks_is_made_again(
+    db: SqliteStore, settings: Settings, clock: ManualClock
+) -> None:
+    """The dispatcher makes logs/runs once; the executor that writes a transcript
+    makes it again when someone removed it meanwhile."""
+    dispatcher = Dispatcher(db, settings, lambda name: DryRunExecutor(), clock, WORKER)
+    await db.add_task(NewTask("first"))
+    first = await dispatcher.run_once()
+    runs = settings.logs_dir / "runs"
+    shutil.rmtree(runs)
+
+    await db.add_task(NewTask("second"))
+    second = await dispatcher.run_once()
+
+    assert first is not None
+    assert second is not None
+    assert second.status is TaskStatus.COMPLETED
+    assert (runs / f"{second.id}-1.jsonl").exists()
+
+
+async def test_an_executor_crash_after_it_waited_is_recorded_like_one_at_once(
+    db: SqliteStore, make_dispatcher: MakeDispatcher
+) -> None:
+    """The executor's first step runs inline; after its first wait it goes on as its
+    own asyncio task. A crash in either part is the same transient outcome."""
+    await db.add_task(NewTask("t"))
+
+    async def handler(task: Task, ctx: RunContext) -> Outcome:
+        await asyncio.sleep(0.01)
+        raise RuntimeError("parser blew up later")
+
+    dispatcher, _ = make_dispatcher(handler)
+
+    task = await dispatcher.run_once()
+
+    assert task is not None
+    assert task.status is TaskStatus.PENDING
+    (run,) = await db.list_runs(task.id)
+    assert (run.outcome, run.error) == ("transient", "executor crashed: RuntimeError: parser blew up later")
+
+
+async def test_an_executor_that_waits_several_times_returns_its_own_outcome(
+    db: SqliteStore, make_dispatcher: MakeDispatcher
+) -> None:
+    await db.add_task(NewTask("t"))
+    steps: list[int] = []
+
+    async def handler(task: Task, ctx: RunContext) -> Outcome:
+        for step in range(3):
+            steps.append(step)
+            await asyncio.sleep(0)
+            await asyncio.sleep(0.005)
+        return Outcome(OutcomeKind.SUCCESS, summary="three waits")
+
+    dispatcher, _ = make_dispatcher(handler)
+
+    task = await dispatcher.run_once()
+
+    assert task is not None
+    assert (task.status, task.result_summary, steps) == (TaskStatus.COMPLETED, "three waits", [0, 1, 2])
