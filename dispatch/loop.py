@@ -11,8 +11,8 @@ honours a cancel request; the dispatcher's own state goes to ``loop_state``
 (``dispatch.heartbeat``). When tasks are due back to back, the finish of one and the
 claim of the next share one transaction (``Store.finish_and_claim``).
 
-Only the truly unexpected exception from an executor is caught, in ``_outcome_of``,
-and recorded as a transient crash.
+Only the truly unexpected exception from an executor is caught, in ``_run``, and
+recorded as a transient crash (``_crash``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import replace
+from typing import Any, cast
 
 from dispatch.attempt import AttemptPreparer
 from dispatch.executors import Executor, RunContext
@@ -45,6 +47,7 @@ ExecutorFactory = Callable[[str], Executor]
 POLL_S = 0.15  # data_version probe interval while idle: a few µs per probe
 STOP_POLL_S = 0.2  # how often a stopping dispatcher checks for a second signal
 ERROR_PAUSE_S = 1.0  # after a failed step (database trouble), before trying again
+CANCELLED_EXECUTOR = Outcome(OutcomeKind.INTERRUPTED, summary="interrupted", error="executor was cancelled")
 
 
 class Dispatcher:
@@ -184,15 +187,28 @@ class Dispatcher:
         return recorded, next_claim
 
     async def _run(self, executor: Executor, task: Task, ctx: RunContext, claim: Claim) -> tuple[Outcome, bool]:
-        """Run the executor as its own asyncio task and watch over it: heartbeat,
-        cancel requests, graceful stop. Returns the outcome and whether a stop
-        interrupted it."""
-        run = asyncio.create_task(executor.run(task, ctx))
-        await _first_step(run, self._settings.dispatch.shutdown_grace_ms / 1000)
-        if run.done():
-            # Done without waiting on anything (dry-run, a fake): nothing to watch over,
-            # so none of the heartbeat and stop machinery below is set up for it.
-            return _outcome_of(run), False
+        """Run the executor and watch over it: heartbeat, cancel requests, graceful
+        stop. Returns the outcome and whether a stop interrupted it.
+
+        The executor's first step runs right here. Done in it without waiting on
+        anything (dry-run, a fake), it needs none of the watching, nor a turn of the
+        event loop to start a task of its own. Otherwise it goes on as its own
+        asyncio task, watched over until it ends.
+        """
+        started = executor.run(task, ctx)
+        try:
+            awaiting = started.send(None)
+        except StopIteration as done:
+            return done.value, False
+        except asyncio.CancelledError:
+            return CANCELLED_EXECUTOR, False
+        except Exception as err:
+            return _crash(err), False
+        return await self._watch(asyncio.ensure_future(_resumed(started, awaiting)), task, claim)
+
+    async def _watch(self, run: asyncio.Task[Outcome], task: Task, claim: Claim) -> tuple[Outcome, bool]:
+        """Wait for the executor's task ``run``, renewing the lease every heartbeat,
+        ending it on a cancel request or when a stop's grace runs out."""
         # The heartbeat renews a lease kept in clock time, so it beats in clock time
         # too; the stop's grace is about a real process and stays real.
         heartbeat_s = real_seconds(self._clock, self._settings.dispatch.heartbeat_ms)
@@ -377,26 +393,41 @@ class Dispatcher:
                 waiter.cancel()
 
 
-async def _first_step(run: asyncio.Task[Outcome], grace_s: float) -> None:
-    """Yield one turn of the event loop, in which the executor's task takes its
-    first step. Cancelled meanwhile, it cancels the executor too (which ends its
-    process group), waits for it, and re-raises."""
-    try:
-        await asyncio.sleep(0)
-    except asyncio.CancelledError:
-        run.cancel()
-        await asyncio.wait({run}, timeout=grace_s + 10)
-        raise
+@types.coroutine
+def _resumed(started: Coroutine[Any, Any, Outcome], awaiting: Any) -> Generator[Any, Any, Outcome]:
+    """``started`` (an executor's run, whose first step already ran and is waiting
+    on ``awaiting``, what that step yielded) from its second step on, as a
+    coroutine for an asyncio task: ``yield from started`` without its first step.
+    (Python 3.12's eager tasks do this inside asyncio; Vigil supports 3.11.)"""
+    while True:
+        try:
+            sent = yield awaiting
+        except GeneratorExit:
+            started.close()
+            raise
+        except BaseException as err:  # delivered to the task (a cancel): the executor's to handle
+            try:
+                awaiting = started.throw(err)
+            except StopIteration as done:
+                return cast(Outcome, done.value)
+        else:
+            try:
+                awaiting = started.send(sent)
+            except StopIteration as done:
+                return cast(Outcome, done.value)
 
 
 def _outcome_of(run: asyncio.Task[Outcome]) -> Outcome:
-    """The finished executor task's outcome. The one place where an executor's
-    unexpected exception is caught: it becomes a transient crash, retried."""
+    """The finished executor task's outcome."""
     if run.cancelled():
-        return Outcome(OutcomeKind.INTERRUPTED, summary="interrupted", error="executor was cancelled")
+        return CANCELLED_EXECUTOR
     err = run.exception()
-    if err is None:
-        return run.result()
+    return run.result() if err is None else _crash(err)
+
+
+def _crash(err: BaseException) -> Outcome:
+    """The outcome of an executor's unexpected exception: a transient crash, retried.
+    The one place where such an exception ends up (from ``_run``)."""
     log.error("executor crashed", exc_info=err)
     text = f"{type(err).__name__}: {err}"
     return Outcome(OutcomeKind.TRANSIENT, summary=f"executor crashed: {text}"[:200], error=f"executor crashed: {text}")
