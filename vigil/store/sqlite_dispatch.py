@@ -105,6 +105,24 @@ class DispatchMethods(SqliteBase):
         conn.execute(SQL_ADD_COSTS, values)
         return True
 
+    def _finish_run(
+        self, conn: sqlite3.Connection, claim: Claim, outcome: Outcome, now: int, params: dict[str, object]
+    ) -> Task:
+        """Record the outcome on the claim's run and finish its task (``params``: of
+        ``SQL_FINISH``), or as it is when that run was already recorded. The costs
+        are added by the finish itself, so a task still held costs one statement."""
+        values = run_record_values(claim, outcome, now)
+        if conn.execute(SQL_RECORD_RUN, values).rowcount == 0:
+            return row_to_task(require_task(conn, claim.task.id))  # a replayed claim
+        values.update(params)
+        finished = conn.execute(SQL_FINISH, values).fetchone()
+        if finished is None:  # the agent closed it: keep its status, add the costs
+            conn.execute(SQL_ADD_COSTS, values)
+            conn.execute(SQL_RELEASE_CLOSED, values)
+            finished = require_task(conn, claim.task.id)
+        crash_point("during-finish")
+        return row_to_task(finished)
+
     async def finish(self, claim: Claim, outcome: Outcome, status: TaskStatus, *, worker: str) -> Task:
         return await self._db.write(self._finish_body(claim, outcome, status, worker))
 
@@ -116,25 +134,15 @@ class DispatchMethods(SqliteBase):
             raise InputError(f"finish takes completed, failed or canceled, not {status}")
         now = self._clock.now_ms()
 
-        def body(conn: sqlite3.Connection) -> Task:
-            if not self._record_run(conn, claim, outcome, now):
-                return row_to_task(require_task(conn, claim.task.id))  # a replayed claim
-            params = {
-                "now": now,
-                "task_id": claim.task.id,
-                "worker": worker,
-                "status": str(status),
-                "summary": outcome.summary,
-                "detail": outcome.detail,
-            }
-            finished = conn.execute(SQL_FINISH, params).fetchone()
-            if finished is None:
-                conn.execute(SQL_RELEASE_CLOSED, params)  # the agent closed it: keep its status
-                finished = require_task(conn, claim.task.id)
-            crash_point("during-finish")
-            return row_to_task(finished)
-
-        return body
+        params: dict[str, object] = {
+            "now": now,
+            "task_id": claim.task.id,
+            "worker": worker,
+            "status": str(status),
+            "summary": outcome.summary,
+            "detail": outcome.detail,
+        }
+        return lambda conn: self._finish_run(conn, claim, outcome, now, params)
 
     async def finish_and_claim(
         self,

@@ -132,10 +132,14 @@ UPDATE tasks SET cost_usd = cost_usd + :cost_usd, api_cost_usd = api_cost_usd + 
 WHERE id = :task_id
 """
 
+# Adds the run's costs too (SQL_ADD_COSTS' columns): one statement for the common case.
 SQL_FINISH = """
 UPDATE tasks SET status = :status, completed_at = :now, updated_at = :now,
        updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
-       result_summary = :summary, result_detail = :detail
+       result_summary = :summary, result_detail = :detail,
+       cost_usd = cost_usd + :cost_usd, api_cost_usd = api_cost_usd + :api_cost_usd,
+       tokens_in = tokens_in + :tokens_in, tokens_out = tokens_out + :tokens_out,
+       model = coalesce(:model, model)
 WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
 RETURNING *
 """
