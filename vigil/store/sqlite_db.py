@@ -21,9 +21,9 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -182,9 +182,8 @@ class Database:
         aiosqlite has no public way to run a callable in its thread; ``_execute`` is
         the method its own public methods use.
         """
-        raw = self._conn._conn
-        execute = cast(Callable[..., Any], self._conn._execute)
-        return cast(T, await execute(fn, raw, *args))
+        execute: Callable[..., Awaitable[T]] = self._conn._execute
+        return await execute(fn, self._conn._conn, *args)
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run a read-only body (autocommit: each statement sees committed data)."""
