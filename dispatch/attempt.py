@@ -76,11 +76,15 @@ class AttemptPreparer:
         self._redactor = Redactor.from_env(self._env, settings.dispatch.pass_env)
 
     def _identity_text(self) -> str | None:
-        """The home's identity file's text; None when it has none."""
+        """The home's identity file's text; None when it has none. Raises
+        ``OSError`` when it cannot be read, as text either: the machine's fault, so
+        the attempt is retried rather than run without it."""
         try:
             return self._identity.load(self._identity_path)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
+        except UnicodeDecodeError as err:
+            raise OSError(f"{self._identity_path} is not UTF-8 text (byte {err.start})") from None
 
     async def prepare(self, claim: Claim) -> tuple[str, RunContext]:
         """The executor name and context for ``claim``'s attempt.

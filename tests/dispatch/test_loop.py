@@ -482,3 +482,23 @@ async def test_an_executor_that_waits_several_times_returns_its_own_outcome(
 
     assert task is not None
     assert (task.status, task.result_summary, steps) == (TaskStatus.COMPLETED, "three waits", [0, 1, 2])
+
+
+async def test_an_identity_file_that_is_not_text_is_retried_not_fatal(
+    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings
+) -> None:
+    (settings.home / settings.dispatch.identity).write_bytes(b"caf\xe9, written as latin-1\n")
+    await db.add_task(NewTask("t"))
+    dispatcher, fake = make_dispatcher(returning(Outcome(OutcomeKind.SUCCESS)))
+
+    task = await dispatcher.run_once()
+
+    assert task is not None
+    assert task.status is TaskStatus.PENDING
+    assert fake.calls == []
+    (run,) = await db.list_runs(task.id)
+    assert run.outcome == "transient"
+    assert (
+        run.error
+        == f"could not prepare the run: {settings.home / settings.dispatch.identity} is not UTF-8 text (byte 3)"
+    )
