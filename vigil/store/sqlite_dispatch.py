@@ -106,17 +106,17 @@ class DispatchMethods(SqliteBase):
         return True
 
     def _finish_run(
-        self, conn: sqlite3.Connection, claim: Claim, outcome: Outcome, now: int, params: dict[str, object]
+        self, conn: sqlite3.Connection, claim: Claim, outcome: Outcome, *, status: TaskStatus, worker: str, now: int
     ) -> Task:
-        """Record the outcome on the claim's run and finish its task (``params``: of
-        ``SQL_FINISH``), or as it is when that run was already recorded. The costs
-        are added by the finish itself, so a task still held costs one statement."""
+        """Record the outcome on the claim's run and finish its task, adding the run's
+        costs in the same ``UPDATE``; the task as it is when the run was already
+        recorded (a replayed claim)."""
         values = run_record_values(claim, outcome, now)
         if conn.execute(SQL_RECORD_RUN, values).rowcount == 0:
-            return row_to_task(require_task(conn, claim.task.id))  # a replayed claim
-        values.update(params)
+            return row_to_task(require_task(conn, claim.task.id))
+        values.update(worker=worker, status=str(status), summary=outcome.summary, detail=outcome.detail)
         finished = conn.execute(SQL_FINISH, values).fetchone()
-        if finished is None:  # the agent closed it: keep its status, add the costs
+        if finished is None:  # the agent closed it: keep its status, add the costs apart
             conn.execute(SQL_ADD_COSTS, values)
             conn.execute(SQL_RELEASE_CLOSED, values)
             finished = require_task(conn, claim.task.id)
@@ -134,15 +134,7 @@ class DispatchMethods(SqliteBase):
             raise InputError(f"finish takes completed, failed or canceled, not {status}")
         now = self._clock.now_ms()
 
-        params: dict[str, object] = {
-            "now": now,
-            "task_id": claim.task.id,
-            "worker": worker,
-            "status": str(status),
-            "summary": outcome.summary,
-            "detail": outcome.detail,
-        }
-        return lambda conn: self._finish_run(conn, claim, outcome, now, params)
+        return lambda conn: self._finish_run(conn, claim, outcome, status=status, worker=worker, now=now)
 
     async def finish_and_claim(
         self,
