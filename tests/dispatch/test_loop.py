@@ -6,7 +6,10 @@ import asyncio
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from dispatch.executors import RunContext
 from dispatch.executors.dryrun import DryRunExecutor
@@ -375,11 +378,25 @@ async def test_heartbeat_renews_the_lease_and_says_what_runs(
     assert beat.heartbeat_at == claimed_at + 30_000
 
 
-async def test_a_run_that_cannot_be_prepared_is_retried_not_fatal(
-    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings
-) -> None:
+def transcripts_folder_is_a_file(settings: Settings) -> str:
     settings.logs_dir.mkdir(exist_ok=True)
     (settings.logs_dir / "runs").write_text("a file where the transcripts folder should be")
+    return "could not prepare the run: [Errno 17] File exists"
+
+
+def identity_is_not_text(settings: Settings) -> str:
+    identity = settings.home / settings.dispatch.identity
+    identity.write_bytes(b"caf\xe9, written as latin-1\n")
+    return f"could not prepare the run: {identity} is not UTF-8 text (byte 3)"
+
+
+@pytest.mark.parametrize("break_the_home", [transcripts_folder_is_a_file, identity_is_not_text])
+async def test_a_run_that_cannot_be_prepared_is_retried_not_fatal(
+    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings, break_the_home: Callable[[Settings], str]
+) -> None:
+    """The machine's fault, not the task's: the attempt is a transient failure,
+    retried, and the executor never starts."""
+    expected_error = break_the_home(settings)
     await db.add_task(NewTask("t"))
     dispatcher, fake = make_dispatcher(returning(Outcome(OutcomeKind.SUCCESS)))
 
@@ -390,7 +407,7 @@ async def test_a_run_that_cannot_be_prepared_is_retried_not_fatal(
     assert fake.calls == []
     (run,) = await db.list_runs(task.id)
     assert run.outcome == "transient"
-    assert (run.error or "").startswith("could not prepare the run:")
+    assert (run.error or "").startswith(expected_error)
 
 
 async def test_each_prompt_has_the_identity_file_as_it_is_at_the_claim(
@@ -482,23 +499,3 @@ async def test_an_executor_that_waits_several_times_returns_its_own_outcome(
 
     assert task is not None
     assert (task.status, task.result_summary, steps) == (TaskStatus.COMPLETED, "three waits", [0, 1, 2])
-
-
-async def test_an_identity_file_that_is_not_text_is_retried_not_fatal(
-    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings
-) -> None:
-    (settings.home / settings.dispatch.identity).write_bytes(b"caf\xe9, written as latin-1\n")
-    await db.add_task(NewTask("t"))
-    dispatcher, fake = make_dispatcher(returning(Outcome(OutcomeKind.SUCCESS)))
-
-    task = await dispatcher.run_once()
-
-    assert task is not None
-    assert task.status is TaskStatus.PENDING
-    assert fake.calls == []
-    (run,) = await db.list_runs(task.id)
-    assert run.outcome == "transient"
-    assert (
-        run.error
-        == f"could not prepare the run: {settings.home / settings.dispatch.identity} is not UTF-8 text (byte 3)"
-    )
