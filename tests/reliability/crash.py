@@ -29,6 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 AGENT = Path(__file__).resolve().parent.parent / "daemon" / "agent.py"
 SAFETY_S = 60.0  # only stops a broken round from hanging
@@ -95,7 +96,8 @@ def setup_home(home: Path) -> Path:
     return markers
 
 
-def query(home: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
+def query(home: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    """The rows of ``sql`` on the home's database; columns as SQLite returns them."""
     conn = sqlite3.connect(home / "data" / "vigil.db")
     try:
         return list(conn.execute(sql, params))
