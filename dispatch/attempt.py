@@ -30,6 +30,7 @@ def transcripts_dir(settings: Settings) -> Path:
 
 
 def transcript_name(task_id: int, attempt: int) -> str:
+    """``<task id>-<attempt>.jsonl``: one transcript per attempt."""
     return f"{task_id}-{attempt}.jsonl"
 
 
@@ -53,6 +54,7 @@ async def _parents(store: Store, task: Task) -> list[Task]:
 
 
 def _as_text(path: Path, text: str) -> str:
+    """The identity file goes into the prompt as it is: nothing to parse."""
     return text
 
 
