@@ -97,7 +97,7 @@ class AttemptPreparer:
         """
         settings, store = self._settings, self._store
         task = claim.task
-        skills = load_skills(self._skills_dir, task.skills) if task.skills else []
+        skills = load_skills(self._skills_dir, task.skills)
         executor = next((s.executor for s in skills if s.executor), None) or settings.dispatch.executor
         default_model = {"claude": settings.claude.model, "codex": settings.codex.model}.get(executor)
         model = next((s.model for s in skills if s.model), None) or default_model
@@ -112,7 +112,7 @@ class AttemptPreparer:
             task,
             skills,
             identity=self._identity_text(),
-            parents=[] if task.parent_id is None else await _parents(store, task),
+            parents=await _parents(store, task),
             previous_runs=previous_runs,
             notes=list(claim.notes) if claim.notes is not None else await store.list_notes(task.id),
         )
