@@ -82,7 +82,7 @@ class OutcomeKind(StrEnum):
 @dataclass(frozen=True, slots=True)
 class NewTask:
     """A task to be added. ``scheduled_for`` None means "now"; ``max_retries`` None
-    means the configured default."""
+    means the configured default; ``skills`` keep their order, a repeat dropped."""
 
     subject: str
     description: str = ""
@@ -96,6 +96,12 @@ class NewTask:
     depends_on: tuple[int, ...] = ()
     max_retries: int | None = None
     requires_approval: bool = False  # added as blocked until a person approves it
+
+    def __post_init__(self) -> None:
+        # A skill named twice would load twice into the prompt and count each run
+        # twice in the cost by skill: kept once, where it first appears.
+        if len(set(self.skills)) != len(self.skills):
+            object.__setattr__(self, "skills", tuple(dict.fromkeys(self.skills)))
 
 
 @dataclass(frozen=True, slots=True)

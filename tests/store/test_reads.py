@@ -168,6 +168,19 @@ async def test_cost_rollups_by_day_skill_source_and_model(store: Store, clock: M
     assert (opus.key, opus.api_cost_usd, opus.tokens_out) == ("opus", 1.0, 1)
 
 
+async def test_a_skill_named_twice_is_kept_once(store: Store, clock: ManualClock) -> None:
+    """A task's skills are a list without repeats: a skill named twice would load
+    twice into the prompt and count its runs twice in the cost by skill."""
+    since = clock.now_ms()
+    added = await store.add_task(new("twice", skills=("git", "web", "git")))
+    assert added.task_id is not None
+    assert (await store.get_task(added.task_id)).skills == ("git", "web")
+    c = await claim(store)
+    await store.finish(c, success(cost_usd=1.0), TaskStatus.COMPLETED, worker="w1")
+    rows = await store.cost_rollup(since_ms=since, by=CostGroup.SKILL)
+    assert [(r.key, r.runs, r.cost_usd) for r in rows] == [("git", 1, 1.0), ("web", 1, 1.0)]
+
+
 async def test_cost_rollup_counts_every_run_of_a_retried_task(store: Store, clock: ManualClock) -> None:
     since = clock.now_ms()
     await store.add_task(new("flaky", skills=("git",)))
