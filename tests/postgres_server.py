@@ -23,6 +23,9 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 URL_ENV = "VIGIL_TEST_POSTGRES_URL"
+# The one login the throwaway server checks a password for (every other one is
+# trusted): the tests of a wrong password log in as this role.
+PASSWORD_ROLE = "vigil_password"
 
 
 class NoServer(Exception):
@@ -68,6 +71,8 @@ def throwaway_server() -> Iterator[str]:
             check=True,
             capture_output=True,
         )
+        hba = data / "pg_hba.conf"  # the first matching line wins
+        hba.write_text(f"host all {PASSWORD_ROLE} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
         options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c max_connections=300"
         subprocess.run(
             [*run_as, pg_ctl, "-D", str(data), "-l", str(folder / "log"), "-o", options, "-w", "start"],

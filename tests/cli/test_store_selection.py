@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from tests.conftest import VigilRunner
+from tests.postgres_server import PASSWORD_ROLE, URL_ENV
 from vigil.config import load_settings, settings_from_mapping
 from vigil.errors import ConfigError
 from vigil.store_url import mask_password
@@ -196,3 +197,27 @@ def test_doctor_fails_when_the_server_is_down(vigil: VigilRunner) -> None:
     proc = vigil("doctor", env={"VIGIL_STORE_URL": f"postgresql://vigil@127.0.0.1:{port}/vigil"})
     assert proc.returncode == 1
     assert f"FAIL  database   cannot connect to PostgreSQL at 127.0.0.1:{port}/vigil" in proc.stdout
+
+
+def test_wrong_password_is_one_line(vigil: VigilRunner, postgres_server: str) -> None:
+    import psycopg
+
+    right = "right-" + uuid.uuid4().hex[:8]
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (PASSWORD_ROLE,)).fetchone() is None:
+            admin.execute(f"CREATE ROLE {PASSWORD_ROLE} LOGIN")
+        admin.execute(f"ALTER ROLE {PASSWORD_ROLE} PASSWORD '{right}'")
+    url = _with(postgres_server, user=PASSWORD_ROLE, password=SECRET)
+    try:
+        psycopg.connect(url).close()
+    except psycopg.OperationalError:
+        pass
+    else:
+        pytest.skip(f"the server at {URL_ENV} lets {PASSWORD_ROLE} in without checking the password")
+    psycopg.connect(_with(postgres_server, user=PASSWORD_ROLE, password=right)).close()  # the role itself may log in
+    line = _one_line_error(vigil("task", "list", env={"VIGIL_STORE_URL": url}), code=1)
+    where = url.split("@", 1)[1]
+    assert line == (
+        f"vigil: error: cannot connect to PostgreSQL at {where}: the login was refused (wrong user or password)"
+    )
+    assert SECRET not in line
