@@ -29,7 +29,9 @@ MAX_LANES = 256  # [dispatch] lanes: each is a lock file or an advisory lock to 
 @dataclass(frozen=True)
 class StoreSettings:
     """Where the store lives: the SQLite file at ``path``, or the PostgreSQL database
-    at ``url`` (None: SQLite). ``synchronous`` and ``busy_timeout_ms`` are SQLite's."""
+    at ``url`` (None: SQLite). ``synchronous`` is SQLite's; ``busy_timeout_ms`` is
+    how long a write waits for another's lock (SQLite's busy timeout, PostgreSQL's
+    ``lock_timeout``) before the unit of work is retried."""
 
     path: Path  # absolute
     synchronous: str = "FULL"  # FULL: an acknowledged write survives power loss

@@ -14,7 +14,7 @@ import pytest
 from tests.postgres_server import with_database
 from tests.store.contract import new
 from vigil.clock import ManualClock
-from vigil.errors import OperationError, SchemaTooNew, StoreError
+from vigil.errors import OperationError, SchemaTooNew, StoreBusy, StoreError
 from vigil.models import TaskStatus
 from vigil.store import postgres_db
 from vigil.store.postgres import PostgresStore
@@ -218,3 +218,21 @@ async def test_sessions_the_server_ended_are_replaced_before_reads_and_idle_writ
         assert {t.subject for t in await store.list_tasks()} == {"before", "after"}
     finally:
         await store.close()
+
+
+async def test_a_row_locked_elsewhere_is_busy_not_a_hang(postgres_url: str) -> None:
+    """A session that keeps a task's row locked (a person's open transaction in
+    psql) makes a write wait ``busy_timeout``, be retried, then fail as
+    ``StoreBusy`` in one line; once the lock is gone the same write goes through."""
+    async with await PostgresStore.open(postgres_url, busy_timeout_ms=50) as store:
+        added = await store.add_task(new("held"))
+        assert added.task_id is not None
+        with psycopg.connect(postgres_url) as holder:
+            holder.execute("SELECT id FROM tasks WHERE id = %s FOR UPDATE", (added.task_id,))
+            with pytest.raises(StoreBusy) as busy:  # wait_for: without the timeout it would hang
+                await asyncio.wait_for(store.cancel(added.task_id, actor="human"), WAIT_S)
+            assert "\n" not in str(busy.value)
+            assert (await store.get_task(added.task_id)).status is TaskStatus.PENDING
+            holder.rollback()
+        canceled = await store.cancel(added.task_id, actor="human")
+        assert canceled.status is TaskStatus.CANCELED

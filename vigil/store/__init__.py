@@ -69,7 +69,11 @@ async def _open_postgres(settings: Settings, clock: Clock | None) -> Store:
             f"{settings.store.location} needs PostgreSQL support, which is not installed: pip install 'vigil[postgres]'"
         ) from None
     return await PostgresStore.open(
-        url, clock=clock, default_max_retries=settings.dispatch.max_retries, limits=settings.limits
+        url,
+        clock=clock,
+        default_max_retries=settings.dispatch.max_retries,
+        limits=settings.limits,
+        busy_timeout_ms=settings.store.busy_timeout_ms,
     )
 
 

@@ -97,13 +97,16 @@ class PostgresStore(DispatchMethods, StateMethods, RetentionMethods):
         default_max_retries: int = DEFAULT_MAX_RETRIES,
         limits: LimitsSettings | None = None,
         pool_max: int = POOL_MAX,
+        busy_timeout_ms: int = 5000,
     ) -> PostgresStore:
         """Connect to ``url`` (a ``postgresql://`` URL), creating or migrating the
         schema if needed. ``limits`` are the flood limits every insert obeys (None:
-        none); ``pool_max`` bounds this store's connections (plus one listening).
+        none); ``pool_max`` bounds this store's connections (plus one listening);
+        ``busy_timeout_ms`` is how long a write waits for a row or table another
+        session holds locked before it is retried (then ``StoreBusy``).
         Raises ``StoreError`` (one line naming host:port/db, never the password) or
         ``SchemaTooNew``."""
-        db = await PgDatabase.open(url, pool_max=pool_max)
+        db = await PgDatabase.open(url, pool_max=pool_max, lock_timeout_ms=busy_timeout_ms)
         return cls(db, clock or SystemClock(), default_max_retries, limits)
 
     async def close(self) -> None:

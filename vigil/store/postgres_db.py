@@ -4,8 +4,10 @@
   one or more statements each on its own snapshot; ``write(fn)`` runs ``fn`` inside
   one transaction, committed on success and rolled back on any exception,
   cancellation included. No transaction stays open across anything but the database.
-* Serialization failures and deadlocks are retried as a whole unit of work with
-  jittered backoff, then raised as ``StoreBusy``.
+* Serialization failures, deadlocks and lock waits longer than ``lock_timeout`` (the
+  store's ``busy_timeout``, as on SQLite) are retried as a whole unit of work with
+  jittered backoff, then raised as ``StoreBusy``: a row another session keeps locked
+  (a person's open ``psql`` transaction) cannot hang a caller forever.
 * Sessions the server ended (a restart): a pooled session idle for ``IDLE_PROBE_S``
   is probed before use and replaced if dead, and a read that meets a dead session
   anyway is tried once more on a new one. A write is never replayed after a lost
@@ -124,7 +126,7 @@ def _is_connection_error(err: psycopg.Error) -> bool:
 
 
 def _retryable(err: psycopg.Error) -> bool:
-    return isinstance(err, (pgerrors.SerializationFailure, pgerrors.DeadlockDetected))
+    return isinstance(err, (pgerrors.SerializationFailure, pgerrors.DeadlockDetected, pgerrors.LockNotAvailable))
 
 
 class Changes:
@@ -216,9 +218,11 @@ class PgDatabase:
         self.where = where
 
     @classmethod
-    async def open(cls, url: str, *, pool_max: int = POOL_MAX) -> PgDatabase:
-        """Connect, migrate the schema and start listening. Raises ``StoreError`` (a
-        down server, a refused login, a wrong URL) or ``SchemaTooNew``."""
+    async def open(cls, url: str, *, pool_max: int = POOL_MAX, lock_timeout_ms: int = 5000) -> PgDatabase:
+        """Connect, migrate the schema and start listening. ``lock_timeout_ms``: how
+        long a pooled session's statement waits for a lock before the unit of work
+        is retried. Raises ``StoreError`` (a down server, a refused login, a wrong
+        URL) or ``SchemaTooNew``."""
         where = describe(url)
         try:
             first = await psycopg.AsyncConnection.connect(
@@ -239,6 +243,9 @@ class PgDatabase:
 
         async def configure(conn: Conn) -> None:
             own_pids.add(conn.info.backend_pid)
+            # A SET rather than a startup option: connection poolers refuse those.
+            # Not on the first session: a migration may rightly wait for another's.
+            await conn.execute(f"SET lock_timeout = {int(lock_timeout_ms)}")
 
         async def check(conn: Conn) -> None:
             # Only a session idle for a while may have been ended by the server (a
