@@ -57,7 +57,7 @@ def result(
     subtype: str = "success",
     is_error: bool = False,
     cost: float = 0.032543,
-    model_usage: dict | None = None,
+    model_usage: dict[str, dict[str, float]] | None = None,
     **extra: object,
 ) -> None:
     body = {

@@ -20,7 +20,18 @@ from typing import Any
 CHILD_IGNORING_TERM = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(600)\n"
 
 
-def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+class Options(argparse.Namespace):
+    """The fake's own options, as ``parse`` fills them in."""
+
+    scenario: str
+    record: str | None
+    sleep: float
+    pid_file: str | None
+    exit: int
+    ignore_term: bool
+
+
+def parse(argv: list[str]) -> tuple[Options, list[str]]:
     # the scenario is the first argument unless that is already one of the real flags
     scenario = os.environ.get("FAKE_SCENARIO", "success")
     if argv and not argv[0].startswith("-") and argv[0] != "exec":
@@ -31,7 +42,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--pid-file")
     parser.add_argument("--exit", type=int, default=0)
     parser.add_argument("--ignore-term", action="store_true")
-    opts, rest = parser.parse_known_args(argv)
+    opts, rest = parser.parse_known_args(argv, namespace=Options())
     opts.scenario = scenario
     return opts, rest
 
@@ -68,7 +79,7 @@ def write_pids(path: str | None, pids: list[int]) -> None:
         os.replace(tmp, path)
 
 
-def sleep_with_child(opts: argparse.Namespace) -> None:
+def sleep_with_child(opts: Options) -> None:
     """Start a child that ignores SIGTERM, write both pids, then sleep."""
     if opts.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -77,7 +88,7 @@ def sleep_with_child(opts: argparse.Namespace) -> None:
     time.sleep(opts.sleep)
 
 
-def sleep(opts: argparse.Namespace) -> None:
+def sleep(opts: Options) -> None:
     if opts.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     write_pids(opts.pid_file, [os.getpid()])
