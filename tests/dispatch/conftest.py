@@ -3,6 +3,7 @@ driven by a ``FakeExecutor`` and the manual clock."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -10,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from dispatch.executors import RunContext
 from dispatch.executors.fake import FakeExecutor, Handler
 from dispatch.loop import Dispatcher
 from vigil.clock import ManualClock
 from vigil.config import Settings, load_settings
+from vigil.models import Outcome, OutcomeKind, Task
 from vigil.store.sqlite import SqliteStore
 
 WORKER = "test-host:1:abc"
@@ -42,6 +45,16 @@ async def db(settings: Settings, clock: ManualClock) -> AsyncIterator[SqliteStor
     store = await SqliteStore.open(settings.store.path, clock=clock, default_max_retries=settings.dispatch.max_retries)
     yield store
     await store.close()
+
+
+def succeeds_setting(event: asyncio.Event) -> Handler:
+    """A handler that sets ``event`` (the test's sign that a task ran) and succeeds."""
+
+    def handler(task: Task, ctx: RunContext) -> Outcome:
+        event.set()
+        return Outcome(OutcomeKind.SUCCESS)
+
+    return handler
 
 
 MakeDispatcher = Callable[..., tuple[Dispatcher, FakeExecutor]]

@@ -16,7 +16,7 @@ from dispatch.executors import RunContext
 from dispatch.executors.fake import FakeExecutor
 from dispatch.guard import Guard
 from dispatch.loop import Dispatcher
-from tests.dispatch.conftest import WORKER, MakeDispatcher, write_skill
+from tests.dispatch.conftest import WORKER, MakeDispatcher, succeeds_setting, write_skill
 from vigil.clock import ManualClock
 from vigil.config import Settings
 from vigil.gate import pause, read_gate, resume
@@ -108,7 +108,7 @@ async def test_a_paused_loop_claims_nothing_until_resumed(
     await pause(db, reason="maintenance", by="human", now_ms=clock.now_ms())
     added = await db.add_task(NewTask("waits"))
     done = asyncio.Event()
-    fake = FakeExecutor(lambda task, ctx: done.set() or Outcome(OutcomeKind.SUCCESS))
+    fake = FakeExecutor(succeeds_setting(done))
     dispatcher = Dispatcher(db, settings, lambda name: fake, clock, WORKER, guard=guard)
 
     assert await dispatcher.run_once() is None

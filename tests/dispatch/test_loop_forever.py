@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import replace
 
 from dispatch.executors import RunContext
-from tests.dispatch.conftest import MakeDispatcher
+from tests.dispatch.conftest import MakeDispatcher, succeeds_setting
 from vigil.clock import ManualClock
 from vigil.config import Settings
 from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, NewTask, Outcome, OutcomeKind, Task, TaskStatus
@@ -52,7 +52,7 @@ async def test_wake_starts_a_task_added_in_this_process(
     db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings
 ) -> None:
     ran = asyncio.Event()
-    dispatcher, _ = make_dispatcher(lambda task, ctx: ran.set() or Outcome(OutcomeKind.SUCCESS), poll_s=3600)
+    dispatcher, _ = make_dispatcher(succeeds_setting(ran), poll_s=3600)
     stop = asyncio.Event()
     loop_task = asyncio.create_task(dispatcher.run_forever(stop))
     await asyncio.sleep(0.1)
@@ -69,7 +69,7 @@ async def test_the_loop_sleeps_until_the_next_due_task(
     db: SqliteStore, make_dispatcher: MakeDispatcher, clock: ManualClock
 ) -> None:
     ran = asyncio.Event()
-    dispatcher, fake = make_dispatcher(lambda task, ctx: ran.set() or Outcome(OutcomeKind.SUCCESS))
+    dispatcher, fake = make_dispatcher(succeeds_setting(ran))
     await db.add_task(NewTask("in a minute", scheduled_for=clock.now_ms() + 60_000))
     stop = asyncio.Event()
     loop_task = asyncio.create_task(dispatcher.run_forever(stop))

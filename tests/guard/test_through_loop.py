@@ -21,6 +21,7 @@ from dispatch.executors.fake import FakeExecutor
 from dispatch.guard import SENSOR_RECHECK_MS, Guard
 from dispatch.loop import Dispatcher
 from tests.dispatch.agent_support import CLAUDE_FAKE, fake_argv
+from tests.dispatch.conftest import succeeds_setting
 from tests.guard.support import RECORDER, recorded, spend
 from vigil.clock import MS_PER_DAY, ManualClock
 from vigil.config import AgentCliSettings, BudgetSettings, Settings, load_settings
@@ -164,7 +165,7 @@ async def test_over_budget_only_urgent_work_runs_and_the_loop_does_not_spin(
     routine = await db.add_task(NewTask("routine", priority=5))
     urgent = await db.add_task(NewTask("urgent", priority=2))
     done = asyncio.Event()
-    fake = FakeExecutor(lambda task, ctx: done.set() or Outcome(OutcomeKind.SUCCESS))
+    fake = FakeExecutor(succeeds_setting(done))
     counting = CountingStore(db)
     dispatcher = _dispatcher(counting, settings, clock, hook, {"now": fake})  # type: ignore[dict-item]
 
@@ -186,7 +187,7 @@ async def test_a_task_requiring_approval_never_runs_before_it(
 ) -> None:
     added = await db.add_task(NewTask("wipe the staging bucket", requires_approval=True))
     done = asyncio.Event()
-    fake = FakeExecutor(lambda task, ctx: done.set() or Outcome(OutcomeKind.SUCCESS))
+    fake = FakeExecutor(succeeds_setting(done))
     dispatcher = _dispatcher(db, settings, clock, hook, {"now": fake})
 
     stop = asyncio.Event()
