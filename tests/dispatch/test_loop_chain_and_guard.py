@@ -70,7 +70,7 @@ async def test_back_to_back_tasks_finish_and_claim_in_one_call(
         return Outcome(OutcomeKind.SUCCESS)
 
     counting = CountingStore(db)
-    dispatcher = Dispatcher(counting, settings, lambda name: FakeExecutor(handler), clock, WORKER)  # type: ignore[arg-type]
+    dispatcher = Dispatcher(counting, settings, lambda name: FakeExecutor(handler), clock, WORKER)
 
     await run_until_idle(dispatcher, done)
 
@@ -94,7 +94,7 @@ async def test_a_failure_is_not_chained(db: SqliteStore, settings: Settings, clo
         return Outcome(OutcomeKind.FAILED, error="no")
 
     counting = CountingStore(db)
-    dispatcher = Dispatcher(counting, settings, lambda name: FakeExecutor(handler), clock, WORKER)  # type: ignore[arg-type]
+    dispatcher = Dispatcher(counting, settings, lambda name: FakeExecutor(handler), clock, WORKER)
 
     await run_until_idle(dispatcher, done)
 
@@ -183,7 +183,7 @@ async def test_a_chained_claim_overtaken_by_a_stop_is_given_back(
             return result
 
     fake = FakeExecutor(lambda task, ctx: Outcome(OutcomeKind.SUCCESS))
-    dispatcher = Dispatcher(StopAfterChaining(db), settings, lambda name: fake, clock, WORKER)  # type: ignore[arg-type]
+    dispatcher = Dispatcher(StopAfterChaining(db), settings, lambda name: fake, clock, WORKER)
 
     await asyncio.wait_for(dispatcher.run_forever(stop), SAFETY_S)
 

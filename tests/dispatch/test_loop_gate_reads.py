@@ -36,7 +36,7 @@ async def test_back_to_back_tasks_read_the_gate_once(
     for n in range(5):
         await db.add_task(NewTask(f"t{n}"))
     counting = CountingStore(db)
-    guard = Guard(counting, settings, clock, alerts)  # type: ignore[arg-type]
+    guard = Guard(counting, settings, clock, alerts)
     done = asyncio.Event()
     reads_seen: list[int] = []  # gate reads made before each task ran
 
@@ -46,7 +46,7 @@ async def test_back_to_back_tasks_read_the_gate_once(
             done.set()
         return Outcome(OutcomeKind.SUCCESS)
 
-    dispatcher = Dispatcher(counting, settings, lambda name: FakeExecutor(handler), clock, WORKER, guard=guard)  # type: ignore[arg-type]
+    dispatcher = Dispatcher(counting, settings, lambda name: FakeExecutor(handler), clock, WORKER, guard=guard)
 
     await run_until_idle(dispatcher, done)
 

@@ -167,7 +167,7 @@ async def test_over_budget_only_urgent_work_runs_and_the_loop_does_not_spin(
     done = asyncio.Event()
     fake = FakeExecutor(succeeds_setting(done))
     counting = CountingStore(db)
-    dispatcher = _dispatcher(counting, settings, clock, hook, {"now": fake})  # type: ignore[dict-item]
+    dispatcher = _dispatcher(counting, settings, clock, hook, {"now": fake})
 
     stop = asyncio.Event()
     loop_task = asyncio.create_task(dispatcher.run_forever(stop))
