@@ -8,9 +8,12 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from multiprocessing.process import BaseProcess
+from multiprocessing.queues import Queue
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -26,11 +29,13 @@ from vigil.store.sqlite import SqliteStore
 SPAWN = multiprocessing.get_context("spawn")
 JOIN_TIMEOUT_S = 90  # a safety net against a hung child, not a measurement
 
+Report = TypeVar("Report")
 
-def _run_all(processes: list[multiprocessing.process.BaseProcess], results: object, n: int) -> list[object]:
+
+def _run_all(processes: Sequence[BaseProcess], results: Queue[Report], n: int) -> list[Report]:
     for p in processes:
         p.start()
-    got = [results.get(timeout=JOIN_TIMEOUT_S) for _ in range(n)]  # type: ignore[attr-defined]
+    got = [results.get(timeout=JOIN_TIMEOUT_S) for _ in range(n)]
     for p in processes:
         p.join(JOIN_TIMEOUT_S)
         assert p.exitcode == 0
@@ -46,14 +51,14 @@ async def test_twenty_processes_adding_the_same_keys_create_each_once(
     keys = [f"key-{i}" for i in range(100)]
     n = 20
     barrier = SPAWN.Barrier(n)
-    results = SPAWN.Queue()
+    results: Queue[tuple[int, list[str]]] = SPAWN.Queue()
     processes = [
         SPAWN.Process(target=workers.add_keys, args=(str(path), keys, str(scope), seed, barrier, results))
         for seed in range(n)
     ]
     reports = _run_all(processes, results, n)
 
-    created = Counter(key for _, keys_created in reports for key in keys_created)  # type: ignore[misc]
+    created = Counter(key for _, keys_created in reports for key in keys_created)
     assert created == Counter(keys)  # every key reported created exactly once, across processes
     async with await SqliteStore.open(path, clock=clock) as store:
         tasks = await all_tasks(store)
@@ -65,9 +70,9 @@ async def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path, 
     path = tmp_path / "new" / "vigil.db"
     n = 12
     barrier = SPAWN.Barrier(n)
-    results = SPAWN.Queue()
+    results: Queue[tuple[int, str]] = SPAWN.Queue()
     processes = [SPAWN.Process(target=workers.open_new, args=(str(path), i, barrier, results)) for i in range(n)]
-    reports = dict(_run_all(processes, results, n))  # type: ignore[arg-type]
+    reports = dict(_run_all(processes, results, n))
     assert reports == dict.fromkeys(range(n), "ok")
     async with await SqliteStore.open(path, clock=clock) as store:
         assert len(await all_tasks(store)) == n
@@ -87,11 +92,11 @@ async def test_eight_processes_claim_every_task_exactly_once_in_order(tmp_path: 
 
     n = 8
     barrier = SPAWN.Barrier(n)
-    results = SPAWN.Queue()
+    results: Queue[tuple[str, list[tuple[int, int, int]]]] = SPAWN.Queue()
     processes = [
         SPAWN.Process(target=workers.claim_all, args=(str(path), now, f"w{i}", barrier, results)) for i in range(n)
     ]
-    reports = dict(_run_all(processes, results, n))  # type: ignore[arg-type]
+    reports = dict(_run_all(processes, results, n))
 
     claimed = [key[2] for seq in reports.values() for key in seq]
     assert len(claimed) == len(set(claimed)) == 2000  # none twice
