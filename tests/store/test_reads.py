@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 
 from tests.store.contract import all_tasks, assert_counts_match, claim, new, success
@@ -79,7 +81,7 @@ async def test_counts_stay_right_through_every_transition(store: Store, clock: M
     await store.add_task(new("dup", source_key="k0"))  # a dedup hit counts nothing
     await store.add_tasks([new("b1"), new("b2", source_key="k1")], actor="sensor:s")
     await assert_counts_match(store)
-    steps = [
+    steps: list[Callable[[], Awaitable[object]]] = [
         lambda: store.set_priority(ids[5], 1, actor="human"),
         lambda: store.defer(ids[4], clock.now_ms() + 10, actor="human"),
         lambda: store.cancel(ids[3], actor="human"),

@@ -18,8 +18,11 @@ async def test_search_matches_subject_description_source_and_summary(store: Stor
 
 
 async def test_search_is_keyset_paged_and_filtered_by_status(store: Store) -> None:
-    ids = [(await store.add_task(new(f"report {i}"))).task_id for i in range(5)]
-    assert all(i is not None for i in ids)
+    ids: list[int] = []
+    for i in range(5):
+        task_id = (await store.add_task(new(f"report {i}"))).task_id
+        assert task_id is not None
+        ids.append(task_id)
     await store.cancel(ids[1], actor="human")
     await store.cancel(ids[3], actor="human")
     first = await store.search_tasks("report", statuses=[TaskStatus.CANCELED], limit=1)
