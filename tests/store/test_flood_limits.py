@@ -3,7 +3,7 @@ leave every other insert alone."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +22,7 @@ Opener = Callable[[LimitsSettings], Awaitable[Store]]
 
 
 @pytest.fixture
-async def limited(backend: str, location: Path | str, clock: ManualClock) -> Opener:
+async def limited(backend: str, location: Path | str, clock: ManualClock) -> AsyncIterator[Opener]:
     stores: list[Store] = []
 
     async def open_with(limits: LimitsSettings) -> Store:
@@ -30,7 +30,7 @@ async def limited(backend: str, location: Path | str, clock: ManualClock) -> Ope
         stores.append(store)
         return store
 
-    yield open_with  # type: ignore[misc]
+    yield open_with
     for store in stores:
         await store.close()
 
