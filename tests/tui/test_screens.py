@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.text import Text
+from textual.dom import DOMNode
 from textual.widgets import DataTable, Markdown
 
 from tests.tui.conftest import AppFactory, add, wait_for
@@ -23,8 +24,8 @@ from vigil.models import NewTask, Outcome, OutcomeKind, SensorRun, TaskStatus
 from vigil.store import Store, open_store
 
 
-def rendered(screen: object, selector: str) -> str:
-    widget = screen.query_one(selector)  # type: ignore[attr-defined]
+def rendered(screen: DOMNode, selector: str) -> str:
+    widget = screen.query_one(selector)
     visual = widget.render()
     return str(getattr(visual, "_text", None) or visual)
 
@@ -56,6 +57,7 @@ async def test_task_screen_shows_runs_notes_events_and_markdown(
         await pilot.press("enter")
         await wait_for(lambda: isinstance(app.screen, TaskScreen) and app.screen.loads >= 1, "task screen")
         screen = app.screen
+        assert isinstance(screen, TaskScreen)
         assert "investigate" in rendered(screen, "#title")
         assert screen.detail is not None
         assert [r.outcome for r in screen.detail.runs] == ["failed"]
@@ -173,6 +175,7 @@ async def test_costs_screen_groups_spend(make_app: AppFactory, db: Store) -> Non
         await pilot.press("5")
         await wait_for(lambda: isinstance(app.screen, CostsScreen) and app.screen.loads >= 1, "costs")
         screen = app.screen
+        assert isinstance(screen, CostsScreen)
         assert "$1.50" in rendered(screen, "#summary")
         assert "1.5k tokens" in rendered(screen, "#summary")
         await pilot.press("right_square_bracket")
@@ -204,8 +207,10 @@ async def test_sensors_screen_lists_configured_sensors_that_never_ran(home: Path
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.press("4")
         await wait_for(lambda: isinstance(app.screen, SensorsScreen) and app.screen.states, "sensors")
-        grid = app.screen.query_one(DataTable)
-        assert [s.name for s in app.screen.states] == ["inbox", "watcher"]
+        screen = app.screen
+        assert isinstance(screen, SensorsScreen)
+        grid = screen.query_one(DataTable)
+        assert [s.name for s in screen.states] == ["inbox", "watcher"]
         assert grid.get_cell("inbox", "schedule").plain == "every 5m"
         assert grid.get_cell("watcher", "schedule").plain == "cron 0 9 * * 1-5"
         assert grid.get_cell("watcher", "last run").plain == "never"
