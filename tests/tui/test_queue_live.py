@@ -11,6 +11,9 @@ import pytest
 
 from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import cell, queue, shown_ids, table
+from tui.filters import TaskFilter
+from tui.queue_table import QueueTable
+from tui.snapshot import QueueSnapshot, load_queue
 from vigil.clock import ManualClock
 from vigil.store import Store
 
@@ -96,7 +99,9 @@ async def test_cursor_and_marks_follow_tasks_when_priorities_change(make_app: Ap
         assert cell(app, a, "mark") == "●"
 
 
-async def test_rows_are_updated_in_place_not_cleared(make_app: AppFactory, db: Store) -> None:
+async def test_rows_are_updated_in_place_not_cleared(
+    make_app: AppFactory, db: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a = await add(db, "a")
     b = await add(db, "b")
     app = make_app()
@@ -105,7 +110,12 @@ async def test_rows_are_updated_in_place_not_cleared(make_app: AppFactory, db: S
         row_key_before = table(app).get_row_index(str(a))
         cleared: list[bool] = []
         original_clear = table(app).clear
-        table(app).clear = lambda *args, **kw: cleared.append(True) or original_clear(*args, **kw)  # type: ignore[method-assign]
+
+        def recording_clear(columns: bool = False) -> QueueTable:
+            cleared.append(True)
+            return original_clear(columns)
+
+        monkeypatch.setattr(table(app), "clear", recording_clear)
         await db.cancel(b, actor="human")
         await wait_for(lambda: shown_ids(app) == [a], "canceled row removed")
         assert cleared == []
@@ -131,11 +141,9 @@ async def test_a_slow_screen_under_a_stream_of_commits_still_refreshes(
     running one, so a load slower than the commit rate still completes."""
     from tui import queue_screen
 
-    real_load = queue_screen.load_queue
-
-    async def slow_load(*args: object, **kwargs: object) -> object:
+    async def slow_load(store: Store, flt: TaskFilter, now_ms: int) -> QueueSnapshot:
         await asyncio.sleep(0.25)  # slower than the stream of commits below
-        return await real_load(*args, **kwargs)  # type: ignore[arg-type]
+        return await load_queue(store, flt, now_ms)
 
     monkeypatch.setattr(queue_screen, "load_queue", slow_load)
     app = make_app()
