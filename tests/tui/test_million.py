@@ -6,6 +6,7 @@ migrated by ``SqliteStore``, then bulk-inserted in one transaction)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ async def test_every_tui_query_is_bounded(big_settings: Settings) -> None:
         history = "SELECT * FROM tasks WHERE status IN (:a, :b, :c) AND id < :before ORDER BY id DESC LIMIT :n"
         finished = {"a": "completed", "b": "failed", "c": "canceled", "before": 2**62, "n": HISTORY_PAGE}
         search = SQL_SEARCH_TASKS.replace(":statuses", "(?, ?, ?)").replace("?", "'x'")
-        queries = {
+        queries: dict[str, tuple[str, Mapping[str, object]]] = {
             "queue": (SQL_QUEUE, {"now": NOW_MS, "limit": LIVE_LIMIT}),
             "next due": (SQL_NEXT_DUE_AT, {}),
             "history page": (history, finished),

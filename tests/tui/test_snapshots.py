@@ -68,7 +68,7 @@ def loaded(screen_name: str, *keys: str) -> Callable[[Pilot[Any]], Awaitable[Non
         app = pilot.app
         assert isinstance(app, VigilApp)
         for _ in range(500):
-            if app.is_mounted and hasattr(app, "ctx") and app.queue_screen.loads >= 1:
+            if hasattr(app, "ctx") and app.queue_screen.loads >= 1:
                 break
             await asyncio.sleep(0.01)
         if keys:
