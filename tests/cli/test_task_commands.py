@@ -174,7 +174,8 @@ def test_prio_defer_note(vigil: VigilRunner) -> None:
     assert show(vigil, task_id)["scheduled_for"] != "2031-05-06T07:08:09Z"
     vigil("task", "note", str(task_id), "looked at it", check=True)
     notes = show(vigil, task_id)["notes"]
-    assert notes == [{"at": notes[0]["at"], "author": "human", "text": "looked at it"}]  # type: ignore[index]
+    assert isinstance(notes, list)
+    assert notes == [{"at": notes[0]["at"], "author": "human", "text": "looked at it"}]
 
 
 def test_cancel_pending_and_active(home: Path, vigil: VigilRunner) -> None:
@@ -198,8 +199,11 @@ def test_retry_resets_and_keeps_history(home: Path, vigil: VigilRunner) -> None:
     task = show(vigil, task_id)
     assert task["status"] == "pending"
     assert task["attempt_count"] == 0
-    assert len(task["runs"]) == 1  # type: ignore[arg-type]
-    kinds = [(e["from"], e["to"]) for e in task["events"] if e["kind"] == "status"]  # type: ignore[union-attr,index]
+    runs, events = task["runs"], task["events"]
+    assert isinstance(runs, list)
+    assert isinstance(events, list)
+    assert len(runs) == 1
+    kinds = [(e["from"], e["to"]) for e in events if e["kind"] == "status"]
     assert kinds == [("pending", "active"), ("active", "failed"), ("failed", "pending")]
 
 
@@ -219,7 +223,9 @@ def test_close_by_the_agent(vigil: VigilRunner) -> None:
     assert out.strip() == f"task #{task_id} completed"
     task = show(vigil, task_id)
     assert task["result_summary"] == "all done"
-    assert task["events"][-1]["actor"] == "agent"  # type: ignore[index]
+    events = task["events"]
+    assert isinstance(events, list)
+    assert events[-1]["actor"] == "agent"
 
 
 def test_follow_up_from_inside_a_run_records_provenance(vigil: VigilRunner) -> None:
