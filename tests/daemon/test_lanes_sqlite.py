@@ -50,8 +50,10 @@ def test_two_lanes_run_two_tasks_at_once_and_never_the_same_task(
         assert sorted(e.task_id for e in records.starts()) == sorted(task_ids)
         assert sorted(e.task_id for e in records.ends()) == sorted(task_ids)
         for task_id in task_ids:
-            (run,) = task_json(vigil, task_id)["runs"]  # type: ignore[misc]
-            assert run["outcome"] == "success"
+            task_runs = task_json(vigil, task_id)["runs"]
+            assert isinstance(task_runs, list)
+            (task_run,) = task_runs
+            assert task_run["outcome"] == "success"
         # the together-barrier needed both dispatchers
         assert {e.dispatcher_pid for e in records.starts()} == {runs[0].pid, runs[1].pid}
         assert records.max_overlap() == 2
@@ -66,7 +68,9 @@ def test_two_lanes_run_two_tasks_at_once_and_never_the_same_task(
         for run in runs[1:]:  # both at once: the last to let go of its lane says so
             run.send_signal(signal.SIGTERM)
         assert [run.wait(timeout=30) for run in runs[1:]] == [0, 0]
-        assert status_json(vigil)["dispatcher"]["state"] == "stopped"  # type: ignore[index]
+        dispatcher = status_json(vigil)["dispatcher"]
+        assert isinstance(dispatcher, dict)
+        assert dispatcher["state"] == "stopped"
     finally:
         for run in runs:
             if run.poll() is None:
@@ -127,7 +131,9 @@ def test_a_killed_dispatchers_task_is_recovered_by_its_sibling_on_the_same_machi
         sentinel.unlink()
         wait_until("the task to run again and complete", lambda: task_json(vigil, task_id)["status"] == "completed")
 
-        interrupted, rerun = task_json(vigil, task_id)["runs"]  # type: ignore[misc]
+        task_runs = task_json(vigil, task_id)["runs"]
+        assert isinstance(task_runs, list)
+        interrupted, rerun = task_runs
         assert interrupted["outcome"] == "interrupted"
         assert interrupted["error"].startswith(f"dispatcher died (worker {socket.gethostname()}:{victim.pid}:")
         assert rerun["outcome"] == "success"
