@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 from vigil.store.sqlite import SqliteStore
@@ -34,7 +35,7 @@ def build(path: Path, *, total: int, open_tasks: int, now_ms: int) -> None:
         finished = total - open_tasks
         span = 30 * DAY_MS
 
-        def task_rows() -> object:
+        def task_rows() -> Iterator[tuple[str, str, int, int, int, int | None, int]]:
             for i in range(total):
                 created = now_ms - span + (span * i) // max(total, 1)
                 if i < finished:

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TypedDict
 
 from bench.harness import command_line, cpu_seconds, heading, machine, median, percentile, record, rss_mb, workload_args
 from bench.million import build
@@ -49,7 +50,18 @@ asyncio.run(main())
 """
 
 
-async def measure(home: Path, rounds: int, idle_s: float) -> dict[str, object]:
+class Figures(TypedDict):
+    """What ``measure`` reports: seconds, MB, per-round latencies in seconds."""
+
+    first_screen_s: float
+    rss_first_mb: float
+    latency: list[float]
+    idle_cpu_pct: float
+    idle_reloads: int
+    rss_idle_mb: float
+
+
+async def measure(home: Path, rounds: int, idle_s: float) -> Figures:
     from tui.app import VigilApp
     from tui.queue_table import QueueTable
     from vigil.clock import SystemClock
@@ -59,13 +71,12 @@ async def measure(home: Path, rounds: int, idle_s: float) -> dict[str, object]:
     settings = load_settings(home)
     start = time.monotonic()
     app = VigilApp(settings, opener=lambda: open_store(settings), clock=SystemClock())
-    out: dict[str, object] = {}
     async with app.run_test(size=(120, 40)) as pilot:
         while not (hasattr(app, "ctx") and app.queue_screen.loads >= 1):  # noqa: ASYNC110 - polling is the measurement
             await asyncio.sleep(0.001)
         await pilot.pause()
-        out["first_screen_s"] = time.monotonic() - start
-        out["rss_first_mb"] = rss_mb()
+        first_screen_s = time.monotonic() - start
+        rss_first_mb = rss_mb()
         table = app.queue_screen.query_one(QueueTable)
 
         adder = await asyncio.create_subprocess_exec(
@@ -78,7 +89,7 @@ async def measure(home: Path, rounds: int, idle_s: float) -> dict[str, object]:
         )
         assert adder.stdin is not None
         assert adder.stdout is not None
-        latencies = []
+        latencies: list[float] = []
         for n in range(rounds):
             await asyncio.sleep(random.uniform(0.05, 0.35))  # land anywhere in the probe period
             adder.stdin.write(f"bench row {n}\n".encode())
@@ -91,15 +102,21 @@ async def measure(home: Path, rounds: int, idle_s: float) -> dict[str, object]:
             latencies.append(time.monotonic() - committed)
         adder.stdin.close()
         await adder.wait()
-        out["latency"] = latencies
 
         loads = app.queue_screen.loads
         cpu0, t0 = cpu_seconds(), time.monotonic()
         await asyncio.sleep(idle_s)
-        out["idle_cpu_pct"] = (cpu_seconds() - cpu0) / (time.monotonic() - t0) * 100
-        out["idle_reloads"] = app.queue_screen.loads - loads
-        out["rss_idle_mb"] = rss_mb()
-    return out
+        idle_cpu_pct = (cpu_seconds() - cpu0) / (time.monotonic() - t0) * 100
+        idle_reloads = app.queue_screen.loads - loads
+        rss_idle_mb = rss_mb()
+    return Figures(
+        first_screen_s=first_screen_s,
+        rss_first_mb=rss_first_mb,
+        latency=latencies,
+        idle_cpu_pct=idle_cpu_pct,
+        idle_reloads=idle_reloads,
+        rss_idle_mb=rss_idle_mb,
+    )
 
 
 def main() -> None:
