@@ -134,7 +134,11 @@ def wake_up(folder: Path, sizes: Sizes) -> tuple[str, list[str]]:
                 check=True,
             )
             task_id = int(json.loads(out.stdout)["id"])
-            _wait("the task to complete", lambda tid=task_id: _status(reader, tid) == "completed")
+
+            def completed(tid: int = task_id) -> bool:
+                return _status(reader, tid) == "completed"
+
+            _wait("the task to complete", completed)
             from_cli_ms.append(_executor_started_ms(home, task_id) - launched_ms)
     finally:
         daemon.send_signal(signal.SIGTERM)
@@ -273,7 +277,7 @@ def dispatcher_contender(
                 stop.set()  # the loop records this last task, then returns
             return Outcome(OutcomeKind.SUCCESS, summary="no-op")
 
-        fake = FakeExecutor(noop)  # type: ignore[arg-type]
+        fake = FakeExecutor(noop)
         dispatcher = Dispatcher(store, settings, lambda _name: fake, clock, "bench:1:x", guard=guard)
         start = time.perf_counter()
         await dispatcher.run_forever(stop)
