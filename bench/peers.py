@@ -80,7 +80,7 @@ def huey_enqueue(folder: Path) -> tuple[Contender, Any]:
     """huey's ``SqliteHuey`` at its default durability (``fsync`` unset: SQLite's
     compiled default, read back below); one enqueue is one task call. Returns the
     contender and the huey instance (to close)."""
-    from huey import SqliteHuey  # type: ignore[import-untyped]
+    from huey import SqliteHuey
 
     huey = SqliteHuey(name="bench", filename=str(folder / "huey.db"))
 
@@ -107,7 +107,7 @@ def persist_queue_put(folder: Path) -> tuple[Contender, Any]:
 def litequeue_put(folder: Path) -> tuple[Contender, Any]:
     """litequeue's ``LiteQueue.put`` (autocommit: one commit per put). Its default is
     ``synchronous=NORMAL``; it is raised to FULL here to compare at equal durability."""
-    from litequeue import LiteQueue  # type: ignore[import-untyped]
+    from litequeue import LiteQueue
 
     queue = LiteQueue(str(folder / "litequeue.db"))
     queue.conn.execute("PRAGMA synchronous = FULL")
@@ -128,7 +128,7 @@ def huey_consumer(folder: Path) -> tuple[Contender, Any]:
     import threading
 
     from huey import SqliteHuey
-    from huey.consumer import Worker  # type: ignore[import-untyped]
+    from huey.consumer import Worker
 
     huey = SqliteHuey(name="bench-consumer", filename=str(folder / "huey-consumer.db"), fsync=True)
 
