@@ -7,6 +7,7 @@ the real CLI; a password never reaches the terminal.
 from __future__ import annotations
 
 import socket
+import subprocess
 import uuid
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -29,11 +30,11 @@ def _with(url: str, *, user: str | None = None, password: str | None = None, dat
     return urlunsplit(parts._replace(netloc=netloc, path="/" + (database or parts.path.lstrip("/"))))
 
 
-def _one_line_error(proc: object, *, code: int | None = None) -> str:
-    stderr = proc.stderr  # type: ignore[attr-defined]
-    assert proc.returncode != 0, proc  # type: ignore[attr-defined]
+def _one_line_error(proc: subprocess.CompletedProcess[str], *, code: int | None = None) -> str:
+    stderr = proc.stderr
+    assert proc.returncode != 0, proc
     if code is not None:
-        assert proc.returncode == code, stderr  # type: ignore[attr-defined]
+        assert proc.returncode == code, stderr
     assert "Traceback" not in stderr
     lines = stderr.strip().splitlines()
     assert len(lines) == 1, stderr

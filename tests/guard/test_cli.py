@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,10 +28,10 @@ def _loop_values(home: Path) -> dict[str, object]:
     return asyncio.run(read())
 
 
-def _one_line_error(proc: object, code: int, text: str) -> None:
-    assert proc.returncode == code, proc.stderr  # type: ignore[attr-defined]
-    lines = proc.stderr.strip().splitlines()  # type: ignore[attr-defined]
-    assert len(lines) == 1, proc.stderr  # type: ignore[attr-defined]
+def _one_line_error(proc: subprocess.CompletedProcess[str], code: int, text: str) -> None:
+    assert proc.returncode == code, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("vigil: error: ")
     assert text in lines[0]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -109,9 +110,9 @@ def _pg(url: str) -> dict[str, str]:
     return {"VIGIL_STORE_URL": url}
 
 
-def _json(proc: object) -> object:
-    assert proc.returncode == 0, proc.stderr  # type: ignore[attr-defined]
-    return json.loads(proc.stdout)  # type: ignore[attr-defined]
+def _json(proc: subprocess.CompletedProcess[str]) -> object:
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
 
 
 def _with_password(url: str) -> str:
