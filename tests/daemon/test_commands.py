@@ -90,7 +90,9 @@ def test_dispatch_once_recovers_a_dead_dispatchers_task_first(
     assert result.returncode == 0, result.stderr
     task = task_json(vigil, task_id)
     assert task["status"] == "completed"
-    assert [r["outcome"] for r in task["runs"]] == ["interrupted", "success"]  # type: ignore[attr-defined]
+    runs = task["runs"]
+    assert isinstance(runs, list)
+    assert [r["outcome"] for r in runs] == ["interrupted", "success"]
 
 
 def test_a_bad_config_is_one_line_and_exit_2(vigil: VigilRunner, home: Path) -> None:

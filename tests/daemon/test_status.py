@@ -102,8 +102,11 @@ async def test_a_heartbeat_within_three_intervals_is_alive(
     clock.advance(1)
     gone = await gather_status(db, settings, clock.now_ms())
 
-    assert alive["dispatcher"]["alive"] is True  # type: ignore[index]
-    assert gone["dispatcher"]["alive"] is False  # type: ignore[index]
+    alive_dispatcher, gone_dispatcher = alive["dispatcher"], gone["dispatcher"]
+    assert isinstance(alive_dispatcher, dict)
+    assert isinstance(gone_dispatcher, dict)
+    assert alive_dispatcher["alive"] is True
+    assert gone_dispatcher["alive"] is False
 
 
 async def test_a_clean_stop_is_not_alive_nor_down(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:
@@ -111,7 +114,9 @@ async def test_a_clean_stop_is_not_alive_nor_down(db: SqliteStore, settings: Set
 
     status = await gather_status(db, settings, clock.now_ms())
 
-    assert status["dispatcher"]["alive"] is False  # type: ignore[index]
+    dispatcher = status["dispatcher"]
+    assert isinstance(dispatcher, dict)
+    assert dispatcher["alive"] is False
     assert "exited cleanly" in render_status(status)
 
 

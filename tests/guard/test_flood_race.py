@@ -45,7 +45,9 @@ async def test_children_limit_holds_across_processes(tmp_path: Path, clock: Manu
     assert sum(refused for _, refused in reports) == 6 * 5 - 7
     children = [t for t in await store.list_tasks(limit=100) if t.parent_id == parent.task_id]
     assert len(children) == 7
-    assert (await store.loop_values())["rejected_inserts"]["total"] == 23  # type: ignore[index]
+    rejected = (await store.loop_values())["rejected_inserts"]
+    assert isinstance(rejected, dict)
+    assert rejected["total"] == 23
     await store.close()
 
 
