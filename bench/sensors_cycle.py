@@ -22,12 +22,11 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.harness import command_line, fmt_s, heading, machine, median, record, synchronous_of, workload_args
-from sensors.api import NewTask, SensorContext
+from sensors.api import NewTask, SensorContext, SensorFunc
 from sensors.config import SensorSpec
 from sensors.runner import SensorRunner
 from sensors.timing import Schedule
@@ -67,7 +66,7 @@ def cpu_now() -> float:
     return time.process_time()  # every thread of the process: the SQLite thread too
 
 
-def make_sensor(index: int, cycle: list[int], empty: bool) -> Callable[[SensorContext], object]:
+def make_sensor(index: int, cycle: list[int], empty: bool) -> SensorFunc:
     async def found(ctx: SensorContext) -> list[NewTask]:
         if empty:
             return []
@@ -92,7 +91,7 @@ async def vigil_setup(path: Path, sizes: Sizes, empty: bool) -> tuple[SqliteStor
         SensorSpec(
             name=f"s{i:03d}",
             use="bench",
-            func=make_sensor(i, cycle, empty),  # type: ignore[arg-type]
+            func=make_sensor(i, cycle, empty),
             schedule=Schedule(every_ms=60_000),
             timeout_ms=30_000,
             max_tasks=100,

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from dispatch.executors import build_executor
+from dispatch.executors.claude import ClaudeExecutor
+from dispatch.executors.codex import CodexExecutor
 from tests.conftest import VigilRunner
 from vigil.clock import (
     ACCELERATED_CLOCK_ENV,
@@ -98,5 +100,6 @@ def test_agent_executors_read_usage_limit_resets_on_the_given_clock(home: Path) 
     clock = ManualClock(ANCHOR)
     for name in ("claude", "codex"):
         executor = build_executor(name, settings, clock=clock)
-        assert executor.now_ms() == clock.now_ms()  # type: ignore[attr-defined]
+        assert isinstance(executor, ClaudeExecutor | CodexExecutor)
+        assert executor.now_ms() == clock.now_ms()
         clock.advance(1)

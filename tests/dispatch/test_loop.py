@@ -13,6 +13,7 @@ import pytest
 
 from dispatch.executors import RunContext
 from dispatch.executors.dryrun import DryRunExecutor
+from dispatch.executors.fake import Handler
 from dispatch.loop import Dispatcher
 from tests.dispatch.conftest import WORKER, MakeDispatcher, write_skill
 from vigil.clock import ManualClock
@@ -21,7 +22,7 @@ from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, NewTask, Outcome, O
 from vigil.store.sqlite import SqliteStore
 
 
-def returning(outcome: Outcome):  # type: ignore[no-untyped-def]
+def returning(outcome: Outcome) -> Handler:
     return lambda task, ctx: outcome
 
 

@@ -71,7 +71,8 @@ async def test_end_process_group_kills_members_that_ignore_sigterm() -> None:
     finally:
         leader.kill()
         leader.wait()
-        leader.stdout.close()  # type: ignore[union-attr]
+        assert leader.stdout is not None
+        leader.stdout.close()
 
 
 async def test_end_process_group_of_a_finished_group_is_a_no_op() -> None:

@@ -3,6 +3,8 @@ conflicts where another process changes the task between highlight and keypress.
 
 from __future__ import annotations
 
+from textual.widgets import Input
+
 from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import notes, queue, shown_ids, table
 from tui.dialogs import ConfirmDialog
@@ -152,14 +154,14 @@ async def test_new_task_form_validates_then_adds(make_app: AppFactory, db: Store
         await pilot.press("ctrl+s")
         assert isinstance(app.screen, NewTaskForm)  # empty subject refused, form still open
         assert "subject must not be empty" in str(form.query_one("#error").render())
-        form.query_one("#subject").value = "write the [bold]report[/]"  # type: ignore[attr-defined]
-        form.query_one("#priority").value = "12"  # type: ignore[attr-defined]
+        form.query_one("#subject", Input).value = "write the [bold]report[/]"
+        form.query_one("#priority", Input).value = "12"
         await pilot.press("ctrl+s")
         assert "priority must be 1-9" in str(form.query_one("#error").render())
-        form.query_one("#priority").value = "2"  # type: ignore[attr-defined]
-        form.query_one("#skills").value = "web, git"  # type: ignore[attr-defined]
-        form.query_one("#due").value = "2h"  # type: ignore[attr-defined]
-        form.query_one("#key").value = "report-1"  # type: ignore[attr-defined]
+        form.query_one("#priority", Input).value = "2"
+        form.query_one("#skills", Input).value = "web, git"
+        form.query_one("#due", Input).value = "2h"
+        form.query_one("#key", Input).value = "report-1"
         await pilot.press("ctrl+s")
         await wait_for(lambda: len(shown_ids(app)) == 1, "new row")
         task = await db.get_task(shown_ids(app)[0])
