@@ -3,6 +3,7 @@ injected clock for reset times; each gate change reaches the alert hook."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from tests.guard.conftest import GuardFactory
@@ -110,9 +111,9 @@ async def test_the_failure_count_survives_a_restart_and_successes_cost_no_write(
     writes: list[object] = []
     real_set = store.set_loop_values
 
-    async def counting_set(values: object) -> None:
+    async def counting_set(values: Mapping[str, object]) -> None:
         writes.append(values)
-        await real_set(values)  # type: ignore[arg-type]
+        await real_set(values)
 
     store.set_loop_values = counting_set  # type: ignore[method-assign]
     for _ in range(5):

@@ -17,7 +17,7 @@ from tests.tui.helpers import cell, notes, queue, shown_ids, table
 from tui.detail import DetailPane
 from tui.task_screen import TaskScreen
 from vigil.config import Settings
-from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat
+from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, Task
 from vigil.store import Store
 
 HOSTILE = [
@@ -56,10 +56,10 @@ async def test_a_failing_query_is_shown_and_the_app_keeps_running(
         await wait_for(lambda: len(shown_ids(app)) == 1, "row")
         original = app.ctx.store.queue
 
-        async def broken(*, limit: int = 200) -> list[object]:
+        async def broken(*, limit: int = 200) -> list[Task]:
             raise RuntimeError("disk on fire")
 
-        app.ctx.store.queue = broken  # type: ignore[method-assign,assignment]
+        app.ctx.store.queue = broken  # type: ignore[method-assign]
         await add(db, "two")
         await wait_for(lambda: any("disk on fire" in n for n in notes(app)), "error shown")
         assert app.is_running
@@ -76,11 +76,11 @@ async def test_result_arriving_after_the_screen_closed_is_dropped(make_app: AppF
         release = asyncio.Event()
         original = app.ctx.store.get_task
 
-        async def slow_get(task_id: int) -> object:
+        async def slow_get(task_id: int) -> Task:
             await release.wait()
             return await original(task_id)
 
-        app.ctx.store.get_task = slow_get  # type: ignore[method-assign,assignment]
+        app.ctx.store.get_task = slow_get  # type: ignore[method-assign]
         await pilot.press("enter")
         await wait_for(lambda: isinstance(app.screen, TaskScreen), "task screen open")
         task_screen = app.screen
