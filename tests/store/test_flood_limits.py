@@ -35,8 +35,8 @@ async def limited(backend: str, location: Path | str, clock: ManualClock) -> Asy
         await store.close()
 
 
-async def _id(store: Store, **fields: object) -> int:
-    result = await store.add_task(new(**fields))  # type: ignore[arg-type]
+async def _id(store: Store, subject: str = "task", **fields: object) -> int:
+    result = await store.add_task(new(subject, **fields))
     assert result.task_id is not None
     return result.task_id
 
