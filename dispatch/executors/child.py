@@ -7,6 +7,14 @@ here, so a 10 MB line costs memory but never hits a ``StreamReader`` line limit;
 bytes that are not UTF-8 are passed on as they are (callers decode with
 ``errors="replace"``).
 
+The program starts only once its process is recorded (``on_start``: its pid and
+group, committed): it is spawned as ``/bin/sh`` running a fixed script that waits
+for one line on stdin and then ``exec``s the argv in its place (same pid, same
+group), and that line is written after the commit, ahead of the program's input.
+A dispatcher that dies in between closes the pipe by dying, so the program never
+starts and crash recovery never meets an agent it cannot find and end. The argv
+reaches the program as the script's positional parameters, never as shell text.
+
 The whole group is ended (SIGTERM, grace, SIGKILL) when the timeout passes, when
 the awaiting task is cancelled (then ``CancelledError`` is re-raised after the
 group is gone), and after a normal exit too, so nothing the agent left running in
@@ -17,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +40,13 @@ CHUNK_BYTES = 256 * 1024
 STDERR_KEEP_BYTES = 64 * 1024  # the tail of stderr kept for error messages
 EXIT_POLL_S = 0.1
 DRAIN_S = 2.0  # after the child exits, how long its pipes may stay open (held by its own children)
+GATE_SHELL = "/bin/sh"
+# Reads the go line (the shell's read takes one byte at a time from a pipe, so the
+# program's input is left whole); at end of input, the dispatcher having died
+# before the go, exits without running anything. `exec "$@"`: the argv as given,
+# found on the child's PATH.
+GATE_SCRIPT = 'read -r _ || exit 125; exec "$@"'
+GO = b"\n"
 
 LineHandler = Callable[[bytes], None]
 
@@ -123,6 +140,17 @@ async def _ended(proc: asyncio.subprocess.Process, readers: Sequence[asyncio.Tas
         await asyncio.wait(readers, timeout=DRAIN_S)
 
 
+def _program_problem(program: str, env: Mapping[str, str], cwd: Path) -> str | None:
+    """Why ``program`` cannot be started, found before the spawn (behind the gate
+    the shell would only say so on its stderr); None when it can be."""
+    if "/" in program:
+        path = cwd / program
+        found = path.is_file() and os.access(path, os.X_OK)
+    else:
+        found = shutil.which(program, path=env.get("PATH", os.defpath)) is not None
+    return None if found else f"cannot start {program!r}: no such executable file"
+
+
 async def run_child(
     argv: Sequence[str],
     *,
@@ -139,8 +167,15 @@ async def run_child(
     right after the spawn. Raises ``CancelledError`` (after ending the group) when
     cancelled; a program that cannot be started is reported in ``spawn_error``.
     """
+    problem = _program_problem(argv[0], env, cwd)
+    if problem is not None:
+        return ChildResult(None, False, "", spawn_error=problem)
     try:
         proc = await asyncio.create_subprocess_exec(
+            GATE_SHELL,
+            "-c",
+            GATE_SCRIPT,
+            "vigil-run",  # the script's $0
             *argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
@@ -161,11 +196,15 @@ async def run_child(
     pipes = [
         asyncio.create_task(_read_lines(proc.stdout, on_line)),
         asyncio.create_task(_read_tail(proc.stderr, stderr_tail)),
-        asyncio.create_task(_feed(proc.stdin, stdin)),
     ]
     timed_out = False
     try:
-        await on_start(proc.pid, pgid, process_start_time(proc.pid))
+        try:
+            await on_start(proc.pid, pgid, process_start_time(proc.pid))
+        except BaseException:
+            proc.stdin.close()  # no go: the gate ends without starting the program
+            raise
+        pipes.append(asyncio.create_task(_feed(proc.stdin, GO + stdin)))
         async with asyncio.timeout(timeout_s):
             await _ended(proc, pipes[:2])
     except TimeoutError:

@@ -7,6 +7,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,57 @@ async def test_a_failing_line_handler_stops_the_run_and_ends_the_group(home: Pat
     parent, child = await wait_for_pids(pid_file)
     assert not pid_alive(parent)
     assert not pid_alive(child)
+
+
+async def test_the_program_starts_only_once_its_process_is_recorded(home: Path) -> None:
+    """Until ``on_start`` (the commit of the pid and group) returns, the program has
+    not run; then it runs as the very process that was recorded, input intact."""
+    marker = home / "ran.json"
+    script = (
+        "import json, os, sys\n"
+        f"open({str(marker)!r}, 'w').write(json.dumps([os.getpid(), os.getpgid(0), sys.stdin.read()]))\n"
+    )
+    seen_while_recording: list[bool] = []
+    started = Started()
+
+    async def record_slowly(pid: int, pgid: int, proc_start: str | None) -> None:
+        await asyncio.sleep(0.5)  # a slow commit: time enough for a program to start
+        seen_while_recording.append(marker.exists())
+        await started(pid, pgid, proc_start)
+
+    result = await run_child(
+        [sys.executable, "-c", script], env={"PATH": "/usr/bin:/bin"}, cwd=home, stdin=b"the prompt\n",
+        timeout_s=60, grace_s=0.3, on_start=record_slowly, on_line=lambda raw: None,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert seen_while_recording == [False]
+    [(pid, pgid, _)] = started.calls
+    assert json.loads(marker.read_text()) == [pid, pgid, "the prompt\n"]
+
+
+def test_a_dispatcher_that_dies_before_recording_leaves_nothing_running(home: Path) -> None:
+    """The dispatcher is killed while it records the spawned process: the program
+    never starts, and the waiting process ends by itself."""
+    marker = home / "ran"
+    shell_pid = home / "shell.pid"
+    dispatcher = (
+        "import asyncio, os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from dispatch.executors.child import run_child\n"
+        "async def die(pid, pgid, proc_start):\n"
+        f"    Path({str(shell_pid)!r}).write_text(str(pid))\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "argv = ['touch', sys.argv[1]]\n"
+        "asyncio.run(run_child(argv, env={'PATH': '/usr/bin:/bin'}, cwd=Path('.'), stdin=b'', timeout_s=60,\n"
+        "                      grace_s=0.3, on_start=die, on_line=lambda raw: None))\n"
+    )
+    root = Path(__file__).resolve().parents[2]  # where `dispatch` imports from
+    killed = subprocess.run([sys.executable, "-c", dispatcher, str(marker)], cwd=root, timeout=60, check=False)
+    assert killed.returncode == -9
+    pid = int(shell_pid.read_text())
+    deadline = time.monotonic() + 30
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not pid_alive(pid)
+    time.sleep(0.3)  # had it run, `touch` would have made the file by now
+    assert not marker.exists()
