@@ -164,8 +164,9 @@ async def run_child(
 ) -> ChildResult:
     """Run ``argv`` to its end or until ``timeout_s`` seconds pass; every stdout line
     goes to ``on_line`` as it arrives. ``on_start(pid, pgid, proc_start)`` is awaited
-    right after the spawn. Raises ``CancelledError`` (after ending the group) when
-    cancelled; a program that cannot be started is reported in ``spawn_error``.
+    right after the spawn, and the program starts only once it has returned.
+    Raises ``CancelledError`` (after ending the group) when cancelled; a program
+    that cannot be started is reported in ``spawn_error``.
     """
     problem = _program_problem(argv[0], env, cwd)
     if problem is not None:
