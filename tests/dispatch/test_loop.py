@@ -268,14 +268,22 @@ async def test_invalid_skill_name_fails_the_task(db: SqliteStore, make_dispatche
     assert fake.calls == []
 
 
+def _crashes_at_once(task: Task, ctx: RunContext) -> Outcome:
+    raise RuntimeError("parser blew up")
+
+
+async def _crashes_after_a_wait(task: Task, ctx: RunContext) -> Outcome:
+    await asyncio.sleep(0.01)
+    raise RuntimeError("parser blew up")
+
+
+@pytest.mark.parametrize("handler", [_crashes_at_once, _crashes_after_a_wait], ids=["at-once", "after-a-wait"])
 async def test_an_executor_crash_is_recorded_as_transient_and_retried(
-    db: SqliteStore, make_dispatcher: MakeDispatcher
+    db: SqliteStore, make_dispatcher: MakeDispatcher, handler: Handler
 ) -> None:
+    """The executor's first step runs inline; after its first wait it goes on as its
+    own asyncio task. A crash in either part is the same transient outcome."""
     await db.add_task(NewTask("t"))
-
-    def handler(task: Task, ctx: RunContext) -> Outcome:
-        raise RuntimeError("parser blew up")
-
     dispatcher, _ = make_dispatcher(handler)
 
     task = await dispatcher.run_once()
@@ -458,27 +466,6 @@ async def test_a_transcripts_folder_removed_between_tasks_is_made_again(
     assert second is not None
     assert second.status is TaskStatus.COMPLETED
     assert (runs / f"{second.id}-1.jsonl").exists()
-
-
-async def test_an_executor_crash_after_it_waited_is_recorded_like_one_at_once(
-    db: SqliteStore, make_dispatcher: MakeDispatcher
-) -> None:
-    """The executor's first step runs inline; after its first wait it goes on as its
-    own asyncio task. A crash in either part is the same transient outcome."""
-    await db.add_task(NewTask("t"))
-
-    async def handler(task: Task, ctx: RunContext) -> Outcome:
-        await asyncio.sleep(0.01)
-        raise RuntimeError("parser blew up later")
-
-    dispatcher, _ = make_dispatcher(handler)
-
-    task = await dispatcher.run_once()
-
-    assert task is not None
-    assert task.status is TaskStatus.PENDING
-    (run,) = await db.list_runs(task.id)
-    assert (run.outcome, run.error) == ("transient", "executor crashed: RuntimeError: parser blew up later")
 
 
 async def test_an_executor_that_waits_several_times_returns_its_own_outcome(
