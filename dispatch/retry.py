@@ -29,6 +29,7 @@ FINAL = {
     OutcomeKind.CANCELED: TaskStatus.CANCELED,
     OutcomeKind.FAILED: TaskStatus.FAILED,
     OutcomeKind.AUTH: TaskStatus.FAILED,
+    OutcomeKind.REFUSED: TaskStatus.FAILED,
     OutcomeKind.BUDGET: TaskStatus.FAILED,
     OutcomeKind.TURNS: TaskStatus.FAILED,
     OutcomeKind.CONTEXT: TaskStatus.FAILED,

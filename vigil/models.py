@@ -71,6 +71,7 @@ class OutcomeKind(StrEnum):
     TRANSIENT = "transient"  # overload, network, crash: retry with backoff
     USAGE_LIMITED = "usage_limited"  # wait for the reset; the attempt is not counted
     AUTH = "auth"  # credentials are wrong or expired: a person must act
+    REFUSED = "refused"  # the CLI refused to start (untrusted folder, bad flag, root): every task would fail alike
     BUDGET = "budget"  # per-run spend cap reached
     TURNS = "turns"  # the agent ran out of turns
     CONTEXT = "context"  # the prompt is too large

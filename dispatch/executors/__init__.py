@@ -28,6 +28,14 @@ DEFAULT_GRACE_S = 5.0  # SIGTERM → SIGKILL, for an agent to save its work and 
 ProcessStarted = Callable[[int, int, str | None], Awaitable[None]]
 """Called with (pid, pgid, proc_start) once the executor's process exists."""
 
+ProgressNoted = Callable[[str | None], None]
+"""Called with a short live note about the run while it goes on (the CLI's own
+retries: "API retry 3/10, next in 9 s"); None clears it."""
+
+
+def _no_progress(note: str | None) -> None:
+    """The default: progress notes go nowhere."""
+
 
 @dataclass(frozen=True)
 class RunContext:
@@ -44,6 +52,7 @@ class RunContext:
     command: tuple[str, ...] | None  # argv of a `command` skill, else None
     on_process_start: ProcessStarted
     redactor: Redactor = NO_SECRETS  # secrets to mask in the transcript (none by default)
+    on_progress: ProgressNoted = _no_progress
 
 
 class Executor(Protocol):
