@@ -95,28 +95,12 @@ class Guard:
         # Failed attempts in a row, as stored under GUARD_KEY (None: not read yet).
         # Only this dispatcher writes it, so the copy saves a commit per success.
         self._failures: int | None = None
-        # The data_version at which may_claim last found the gate running with
-        # nothing else to check (no daily cap); None: no such answer to reuse.
-        self._open_at: int | None = None
-
-    @property
-    def open_at_version(self) -> int | None:
-        """The ``data_version`` at which ``may_claim`` last said "claim anything",
-        from the gate alone (no daily cap set), or None. While no other connection
-        commits, that answer stands: in this process the gate changes only through
-        this guard, which forgets the version when it writes. So a claim made with
-        ``finish_and_claim(if_version=…)`` needs no new ``may_claim`` (one read less
-        per task while tasks run back to back)."""
-        return self._open_at
 
     async def may_claim(self, now_ms: int) -> GateDecision:
         """Read the gate (lifting an expired one) and the budget; fire due warnings.
         One read of the loop state, plus one of the spend when a cap is set."""
-        values, version = await self._store.versioned_loop_values()
-        self._open_at = None
+        values = await self._store.loop_values()
         gate = LoopGate.from_json(values.get(GATE_KEY))
-        # Reusable only when this read alone decided: no gate lifted (a write) here.
-        reusable = gate.state is GateState.RUNNING
         if gate.state is GateState.GATED and gate.is_open(now_ms):
             lifted = await lift_expired(self._store, by=ACTOR, now_ms=now_ms, raw=values.get(GATE_KEY), read=False)
             if lifted is not None:
@@ -126,7 +110,6 @@ class Guard:
             return GateDecision(False, reason=f"{gate.state}: {gate.reason}", until=gate.until)
         budget = self._settings.budget
         if budget.daily_usd is None:
-            self._open_at = version if reusable else None
             return GateDecision(True)
         use = await budget_use(self._store, budget, now_ms)
         for threshold in await claim_warnings(self._store, use, budget, values):
@@ -210,14 +193,12 @@ class Guard:
         # it takes another run of failures to gate the loop again.
         stored_count = 0 if tripped else count
         if stored_count != self._failures:
-            self._open_at = None  # a write of ours: never reuse an answer across one
             await self._store.set_loop_values({GUARD_KEY: {"consecutive_failures": stored_count}})
             self._failures = stored_count
         if tripped:
             await self._trip(f"{count} failed runs in a row; look at the last ones, then resume", None, now_ms)
 
     async def _trip(self, reason: str, until: int | None, now_ms: int) -> None:
-        self._open_at = None
         gate = await trip(self._store, reason=reason, until=until, by=ACTOR, now_ms=now_ms)
         if gate is None:
             log.info("the loop is already stopped for longer; not gating it for: %s", reason)

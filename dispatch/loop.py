@@ -298,15 +298,9 @@ class Dispatcher:
             outcome = replace(outcome, summary=gave_up(claim.task.attempt_count, reason))
         # Chain only after a success: any other outcome may make the guard close the
         # gate, and the next task must not be claimed past a closed gate.
-        gate, if_version = None, None
+        gate: GateDecision | None = None
         if chain and outcome.kind is OutcomeKind.SUCCESS and not (self._stop is not None and self._stop.is_set()):
-            if_version = None if self._guard is None else self._guard.open_at_version
-            if self._guard is None or if_version is not None:
-                # Open, as the guard last read it; with if_version the claim happens
-                # only if nothing has been committed from elsewhere since that read.
-                gate = GateDecision(True)
-            else:
-                gate = await self._gate()
+            gate = await self._gate() or GateDecision(True)
         if gate is None or not gate.may_claim:
             return await self._store.finish(claim, outcome, decision.status, worker=worker), None
         return await self._store.finish_and_claim(
@@ -317,7 +311,6 @@ class Dispatcher:
             lease_ms=self._settings.dispatch.lease_ms,
             executor=self._settings.dispatch.executor,
             max_priority=gate.max_priority,
-            if_version=if_version,
         )
 
     async def _give_back(self, claim: Claim) -> None:

@@ -1,11 +1,11 @@
-"""The guard's gate is read once for a run of back-to-back tasks, not once per task,
-and yet a pause another process commits while a task runs stops the next claim."""
+"""The guard's gate is read before every claim, back-to-back tasks included, so a
+pause another process commits while a task runs stops the next claim."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
-from dataclasses import replace
 
 import pytest
 
@@ -30,7 +30,7 @@ async def alerts(settings: Settings) -> AsyncIterator[AlertHook]:
     await hook.drain()
 
 
-async def test_back_to_back_tasks_read_the_gate_once(
+async def test_back_to_back_tasks_read_the_gate_before_each_claim(
     db: SqliteStore, settings: Settings, clock: ManualClock, alerts: AlertHook
 ) -> None:
     for n in range(5):
@@ -38,10 +38,10 @@ async def test_back_to_back_tasks_read_the_gate_once(
     counting = CountingStore(db)
     guard = Guard(counting, settings, clock, alerts)
     done = asyncio.Event()
-    reads_seen: list[int] = []  # gate reads made before each task ran
+    reads_seen: list[int] = []  # loop-state reads made before each task ran
 
     def handler(task: Task, ctx: RunContext) -> Outcome:
-        reads_seen.append(counting.calls["versioned_loop_values"])
+        reads_seen.append(counting.calls["loop_values"])
         if len(reads_seen) == 5:
             done.set()
         return Outcome(OutcomeKind.SUCCESS)
@@ -50,8 +50,8 @@ async def test_back_to_back_tasks_read_the_gate_once(
 
     await run_until_idle(dispatcher, done)
 
-    assert reads_seen == [1, 1, 1, 1, 1]
-    assert counting.calls["loop_values"] <= 1  # the failure count, read once per guard
+    assert reads_seen[0] >= 1
+    assert all(later > earlier for earlier, later in itertools.pairwise(reads_seen))
     assert (await db.count_by_status())[TaskStatus.COMPLETED] == 5
 
 
@@ -86,34 +86,3 @@ async def test_a_pause_from_another_process_during_a_task_stops_the_next_claim(
     assert ran == ["first"]
     assert (await db.get_task(second.task_id or 0)).status is TaskStatus.PENDING
     assert not (await read_gate(db)).is_open(clock.now_ms())
-
-
-async def test_with_a_daily_cap_the_gate_answer_is_never_reused(
-    db: SqliteStore, settings: Settings, clock: ManualClock, alerts: AlertHook
-) -> None:
-    capped = replace(settings, budget=replace(settings.budget, daily_usd=100.0))
-    guard = Guard(db, capped, clock, alerts)
-
-    decision = await guard.may_claim(clock.now_ms())
-
-    assert decision.may_claim
-    assert guard.open_at_version is None  # spend moves with every finish: ask each time
-
-
-async def test_an_open_gate_read_is_reusable_until_the_guard_writes(
-    db: SqliteStore, settings: Settings, clock: ManualClock, alerts: AlertHook
-) -> None:
-    guard = Guard(db, settings, clock, alerts)
-
-    await guard.may_claim(clock.now_ms())
-    assert guard.open_at_version == await db.data_version()
-
-    task = (await db.add_task(NewTask("x"))).task_id
-    claim = await db.claim_next(worker=WORKER, lease_ms=60_000)
-    assert claim is not None
-    assert task == claim.task.id
-    recorded = await db.finish(claim, Outcome(OutcomeKind.AUTH, error="401"), TaskStatus.FAILED, worker=WORKER)
-    await guard.after_outcome(recorded, Outcome(OutcomeKind.AUTH, error="401"))
-
-    assert guard.open_at_version is None
-    assert not (await guard.may_claim(clock.now_ms())).may_claim

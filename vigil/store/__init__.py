@@ -260,17 +260,10 @@ class Store(Protocol):
         lease_ms: int,
         executor: str | None = None,
         max_priority: int | None = None,
-        if_version: int | None = None,
     ) -> tuple[Task, Claim | None]:
         """``finish`` then ``claim_next`` in one transaction (one commit instead of
         two when the dispatcher runs tasks back to back). Returns the finished task
-        and the next claim (None when nothing is due). Raises as those two do.
-
-        With ``if_version`` (a ``data_version``), the next task is claimed only if
-        no other connection has committed since that version was read; otherwise
-        only the finish happens and the claim is None. A caller that decided to
-        claim from state it read at that version (the loop gate) thereby claims
-        only while that state still holds, without reading it again."""
+        and the next claim (None when nothing is due). Raises as those two do."""
         ...
 
     async def requeue(self, claim: Claim, outcome: Outcome, *, retry_at: int, count_attempt: bool, worker: str) -> Task:
@@ -355,11 +348,6 @@ class Store(Protocol):
     # --- loop state -------------------------------------------------------------------
     async def loop_values(self) -> dict[str, object]:
         """Every loop-state key with its JSON value."""
-        ...
-
-    async def versioned_loop_values(self) -> tuple[dict[str, object], int]:
-        """``loop_values()`` and the ``data_version`` they were read at, in one read
-        (for ``finish_and_claim(if_version=…)``)."""
         ...
 
     async def set_loop_values(self, values: Mapping[str, object]) -> None:

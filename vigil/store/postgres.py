@@ -14,9 +14,6 @@ Differences from SQLite that callers may notice:
 * ``data_version()`` is notification-driven (LISTEN/NOTIFY): it moves soon after
   another store object commits a change (this one's own commits do not move it),
   with no round trip per call; see ``postgres_db.Changes``.
-* ``finish_and_claim(if_version=…)`` compares a loop-state version (moved by any
-  loop-state write of another store object), which is what ``versioned_loop_values``
-  returns; it is checked under a row lock in the claim's transaction.
 * ``checkpoint()`` returns (0, 0); ``backup()`` refuses and points to ``pg_dump``.
 """
 
@@ -128,7 +125,6 @@ class PostgresStore(DispatchMethods, StateMethods, RetentionMethods):
             flood = self._flood_gate(now)
             task_id = await insert_task(conn, new, now, actor, self._default_max_retries, flood=flood)
             if isinstance(task_id, Refusal):
-                await self._note_loop_write(conn)
                 return task_id  # committed with its count; raised below
             if task_id is not None:
                 return AddResult(task_id, True)
@@ -159,8 +155,6 @@ class PostgresStore(DispatchMethods, StateMethods, RetentionMethods):
             created = [await insert_task(conn, new, now, actor, self._default_max_retries, flood=flood) for new in news]
             ids = tuple(task_id for task_id in created if isinstance(task_id, int))
             rejected = sum(isinstance(task_id, Refusal) for task_id in created)
-            if rejected:
-                await self._note_loop_write(conn)
             return BatchResult(ids, len(news) - len(ids) - rejected, rejected)
 
         return await self._db.write(body)

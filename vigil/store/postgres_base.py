@@ -23,11 +23,8 @@ from vigil.store.postgres_queries import (
     SQL_ADD_TASK_EVER,
     SQL_EXISTING_IDS,
     SQL_GET_TASK,
-    SQL_LOOP_VERSION,
 )
 from vigil.store.sqlite_limits import Refusal
-
-OWN_VERSIONS_KEPT = 4096  # loop-state versions this store wrote, remembered for if_version
 
 
 def task_params(new: NewTask, now: int, actor: str, default_max_retries: int) -> dict[str, Any]:
@@ -131,10 +128,6 @@ class PostgresBase:
         self._clock = clock
         self._default_max_retries = default_max_retries
         self._limits = limits
-        # Loop-state versions made by this store's own writes: they do not count as
-        # a change for finish_and_claim(if_version=…), as SQLite ignores a
-        # connection's own commits.
-        self._own_loop_versions: set[int] = set()
         self.where = db.where
 
     def _may_refuse(self, new: NewTask) -> bool:
@@ -145,25 +138,6 @@ class PostgresBase:
     def _flood_gate(self, now: int) -> PgFloodGate | None:
         """The flood limits for one insert transaction (None: no limits configured)."""
         return None if self._limits is None else PgFloodGate(self._limits, now)
-
-    async def _note_loop_write(self, conn: Conn) -> None:
-        """Remember the loop-state version this transaction's write made (call it in
-        that transaction, after the write: the row is then locked by it)."""
-        row = await fetch_one(conn, SQL_LOOP_VERSION, {})
-        assert row is not None
-        self._own_loop_versions.add(int(row["version"]))
-        if len(self._own_loop_versions) > OWN_VERSIONS_KEPT:
-            newest = sorted(self._own_loop_versions)[OWN_VERSIONS_KEPT // 2 :]
-            self._own_loop_versions = set(newest)
-
-    def _versions_unchanged_since(self, version: int) -> list[int]:
-        """The loop-state versions that mean "unchanged since ``version``" for this
-        store: ``version`` and the run of versions right after it that its own
-        writes made."""
-        versions = [version]
-        while versions[-1] + 1 in self._own_loop_versions:
-            versions.append(versions[-1] + 1)
-        return versions
 
 
 def dumps(value: object) -> str:

@@ -29,7 +29,6 @@ from vigil.store.postgres_db import Conn, Row
 from vigil.store.postgres_queries import (
     SQL_ACTIVE_TASKS,
     SQL_CLAIM,
-    SQL_CLAIM_IF_VERSION,
     SQL_DROP_OPEN_RUN,
     SQL_FINISH,
     SQL_GET_RUN_LOCKED,
@@ -135,20 +134,15 @@ class DispatchMethods(PostgresBase):
         lease_ms: int,
         executor: str | None = None,
         max_priority: int | None = None,
-        if_version: int | None = None,
     ) -> tuple[Task, Claim | None]:
         finish_params = self._finish_params(claim, outcome, status, worker)
         params = self._claim_params(worker, lease_ms, executor, max_priority)
-        claim_sql = SQL_CLAIM
-        if if_version is not None:
-            claim_sql = SQL_CLAIM_IF_VERSION
-            params["versions"] = self._versions_unchanged_since(if_version)
 
         async def body(conn: Conn) -> tuple[Task, Claim | None]:
             # Pipelined: both statements go out together and run in order, so the
             # claim sees the dependents the finish unblocked.
             finishing = await conn.execute(SQL_FINISH, finish_params)
-            claiming = await conn.execute(claim_sql, params)
+            claiming = await conn.execute(SQL_CLAIM, params)
             finished = await finishing.fetchone()
             claimed = await claiming.fetchone()
             return await _finished(conn, finished, claim), None if claimed is None else _claim_of(claimed)

@@ -94,14 +94,6 @@ SELECT claimed.*, run.id AS run_id, run.attempt AS run_attempt,
 FROM claimed, run
 """
 SQL_CLAIM = _CLAIM.format(only_if="")
-# finish_and_claim(if_version=…): claims only while the loop-state version is one of
-# %(versions)s (the version read, or versions this store's own writes made since).
-# FOR SHARE: a loop-state write (the gate) at that moment waits for this commit, so
-# it cannot land between the check and the claim.
-SQL_CLAIM_IF_VERSION = _CLAIM.format(
-    only_if="\n      AND (SELECT version FROM loop_state_version FOR SHARE) = ANY(%(versions)s::bigint[])"
-)
-
 SQL_NEXT_DUE_AT = """
 SELECT min(x.scheduled_for) AS m FROM generate_series(1, 9) AS p (priority)
 CROSS JOIN LATERAL (
@@ -359,12 +351,6 @@ SQL_REPLACE_ABSENT_LOOP_VALUE = """
 INSERT INTO loop_state (key, value) VALUES (%(key)s, %(value)s::jsonb)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE loop_state.value = 'null'::jsonb
 RETURNING 1
-"""
-SQL_LOOP_VERSION = "SELECT version FROM loop_state_version"
-# The values and their version from one snapshot, in one round trip.
-SQL_VERSIONED_LOOP_VALUES = """
-SELECT (SELECT version FROM loop_state_version) AS version,
-       coalesce((SELECT jsonb_object_agg(key, value) FROM loop_state), '{}'::jsonb) AS loop_values
 """
 
 # --- flood limits -----------------------------------------------------------------------

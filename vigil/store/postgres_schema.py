@@ -37,8 +37,9 @@ Design notes:
   ``loop_state`` and ``sensor_state`` send ``pg_notify('vigil_changes', '')``,
   delivered to listeners when the transaction commits, one per transaction
   (``data_version``).
-* ``loop_state_version`` is one counter that every transaction writing ``loop_state``
-  bumps once (``finish_and_claim(if_version=…)``).
+* ``loop_state_version``, a counter that every transaction writing ``loop_state``
+  bumps, is no longer read (the dispatcher reads the gate itself); its migration
+  stays, as migrations are history.
 """
 
 from __future__ import annotations

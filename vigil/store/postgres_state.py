@@ -19,7 +19,6 @@ from vigil.store.postgres_queries import (
     SQL_SENSOR_STATES,
     SQL_SET_LOOP_VALUES,
     SQL_SET_SENSOR_ENABLED,
-    SQL_VERSIONED_LOOP_VALUES,
 )
 from vigil.store.postgres_rows import row_to_sensor_state
 from vigil.store.sqlite_limits import Refusal
@@ -55,8 +54,6 @@ class StateMethods(PostgresBase):
             ]
             ids = tuple(task_id for task_id in created if isinstance(task_id, int))
             rejected = sum(isinstance(task_id, Refusal) for task_id in created)
-            if rejected:
-                await self._note_loop_write(conn)
             params = {
                 "name": name,
                 "started_at": run.started_at,
@@ -85,35 +82,14 @@ class StateMethods(PostgresBase):
         rows = await self._db.read(lambda conn: fetch_all(conn, SQL_LOOP_VALUES))
         return {str(r["key"]): r["value"] for r in rows}
 
-    async def versioned_loop_values(self) -> tuple[dict[str, object], int]:
-        """The values and the loop-state version they were read at (one snapshot).
-        On PostgreSQL the version is not a ``data_version``: pass it only to
-        ``finish_and_claim(if_version=…)``."""
-
-        row = await self._db.read(lambda conn: fetch_one(conn, SQL_VERSIONED_LOOP_VALUES, {}))
-        assert row is not None
-        return dict(row["loop_values"]), int(row["version"])
-
     async def set_loop_values(self, values: Mapping[str, object]) -> None:
         params = {"keys": list(values), "values": [json.dumps(v) for v in values.values()]}
-
-        async def body(conn: Conn) -> None:
-            await conn.execute(SQL_SET_LOOP_VALUES, params)
-            await self._note_loop_write(conn)
-
-        await self._db.write(body)
+        await self._db.write(lambda conn: conn.execute(SQL_SET_LOOP_VALUES, params))
 
     async def replace_loop_value(self, key: str, expected: object, value: object) -> bool:
         params = {"key": key, "expected": json.dumps(expected), "value": json.dumps(value)}
         sql = SQL_REPLACE_ABSENT_LOOP_VALUE if expected is None else SQL_REPLACE_LOOP_VALUE
-
-        async def body(conn: Conn) -> bool:
-            if await fetch_one(conn, sql, params) is None:
-                return False
-            await self._note_loop_write(conn)
-            return True
-
-        return await self._db.write(body)
+        return await self._db.write(lambda conn: fetch_one(conn, sql, params)) is not None
 
     # --- maintenance ------------------------------------------------------------------
     async def backup(self, target: Path) -> None:

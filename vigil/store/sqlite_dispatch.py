@@ -19,7 +19,7 @@ from vigil.models import (
     TaskStatus,
 )
 from vigil.store.rows import run_record_values
-from vigil.store.sqlite_base import SqliteBase, data_version_of, require_task
+from vigil.store.sqlite_base import SqliteBase, require_task
 from vigil.store.sqlite_queries import (
     SQL_ADD_COSTS,
     SQL_CLAIM,
@@ -146,18 +146,12 @@ class DispatchMethods(SqliteBase):
         lease_ms: int,
         executor: str | None = None,
         max_priority: int | None = None,
-        if_version: int | None = None,
     ) -> tuple[Task, Claim | None]:
         finish = self._finish_body(claim, outcome, status, worker)
         claim_next = self._claim_body(worker, lease_ms, executor, max_priority)
 
         def body(conn: sqlite3.Connection) -> tuple[Task, Claim | None]:
-            finished = finish(conn)
-            # Inside BEGIN IMMEDIATE the version is that of the snapshot the claim
-            # reads, so "unchanged" holds for the claim itself, not just before it.
-            if if_version is not None and data_version_of(conn) != if_version:
-                return finished, None
-            return finished, claim_next(conn)
+            return finish(conn), claim_next(conn)
 
         return await self._db.write(body)
 

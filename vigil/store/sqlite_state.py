@@ -14,7 +14,7 @@ from vigil.models import (
     SensorRun,
     SensorState,
 )
-from vigil.store.sqlite_base import SqliteBase, data_version_of, insert_task
+from vigil.store.sqlite_base import SqliteBase, insert_task
 from vigil.store.sqlite_db import TRUNCATE_WAIT_MS
 from vigil.store.sqlite_limits import Refusal
 from vigil.store.sqlite_queries import (
@@ -96,16 +96,6 @@ class StateMethods(SqliteBase):
     async def loop_values(self) -> dict[str, object]:
         rows = await self._db.read(lambda conn: conn.execute(SQL_LOOP_VALUES).fetchall())
         return {str(r["key"]): json.loads(r["value"]) for r in rows}
-
-    async def versioned_loop_values(self) -> tuple[dict[str, object], int]:
-        def body(conn: sqlite3.Connection) -> tuple[list[sqlite3.Row], int]:
-            # The version first: a commit landing between the two reads then makes
-            # the version look stale (a needless re-read), never the values.
-            version = data_version_of(conn)
-            return conn.execute(SQL_LOOP_VALUES).fetchall(), version
-
-        rows, version = await self._db.read(body)
-        return {str(r["key"]): json.loads(r["value"]) for r in rows}, version
 
     async def set_loop_values(self, values: Mapping[str, object]) -> None:
         rows = [(key, json.dumps(value)) for key, value in values.items()]
