@@ -39,7 +39,7 @@ log = logging.getLogger("vigil.daemon")
 LOG_FILE = "vigil.log"
 LOG_MAX_BYTES = 5 * 1024 * 1024
 LOG_BACKUPS = 5
-QUIET_LOGGERS = ("apscheduler", "httpx", "httpcore", "aiosqlite", "asyncio")
+QUIET_LOGGERS = ("apscheduler", "httpx", "httpcore", "asyncio")
 STALE_CHECK_MS = 60_000  # how often, in clock time, the watchdog looks for stale parts
 STALE_CHECK_MIN_S = 1.0  # ... but under an accelerated clock not more often than this (real)
 

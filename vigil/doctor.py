@@ -42,7 +42,7 @@ class _Report:
 
 def _versions(report: _Report) -> None:
     parts = [f"python {sys.version.split()[0]}", f"sqlite {sqlite3.sqlite_version}"]
-    for package in ("vigil", "aiosqlite", "textual", "apscheduler"):
+    for package in ("vigil", "textual", "apscheduler"):
         try:
             parts.append(f"{package} {metadata.version(package)}")
         except metadata.PackageNotFoundError:

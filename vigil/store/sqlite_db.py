@@ -5,10 +5,11 @@ Rules (DESIGN §2) enforced here, once:
 * one ``connect()`` with checked pragmas: WAL, ``synchronous=FULL`` (durable) unless
   configured, ``foreign_keys=ON``, ``busy_timeout``; SQLite ≥ 3.35 (RETURNING);
 * the file is created 0600 in a 0700 folder before SQLite touches it;
-* every write starts with ``BEGIN IMMEDIATE`` and the whole body runs in one hop to
-  the connection's thread, so no transaction is ever open across an await: a
-  cancelled caller cannot leave a transaction behind, and each unit of work costs one
-  thread hop instead of one per statement;
+* every write starts with ``BEGIN IMMEDIATE``; from asyncio (``Database``) the whole
+  body runs in one hop to the connection's own thread, so no transaction is ever
+  open across an await: a cancelled caller cannot leave a transaction behind, and
+  each unit of work costs one thread hop instead of one per statement; a one-shot
+  command (``Connection``) runs the same bodies with no event loop and no thread;
 * ``SQLITE_BUSY`` that outlives ``busy_timeout`` is retried as a whole unit with
   jittered backoff, then raised as ``StoreBusy``;
 * driver errors become ``vigil.errors`` types here and nowhere else.
@@ -17,15 +18,15 @@ Rules (DESIGN §2) enforced here, once:
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import random
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
-
-import aiosqlite
 
 from vigil.errors import DuplicateOpenTask, InputError, NotADatabase, StoreBusy, StoreError, VigilError
 from vigil.faults import crash_point
@@ -125,23 +126,23 @@ def _configure(
             raise StoreError(f"{path}: PRAGMA {pragma} is {got}, expected {want}")
 
 
-class Database:
-    """One aiosqlite connection, serialised by an ``asyncio.Lock``.
+class Connection:
+    """One sqlite3 connection with Vigil's pragmas, used from one thread at a time.
 
-    ``write(fn)`` runs ``fn(conn)`` inside ``BEGIN IMMEDIATE … COMMIT`` in a single
-    hop to the connection thread (rollback on any exception); ``read(fn)`` runs
-    ``fn(conn)`` outside a write transaction. ``fn`` must not await anything.
+    ``write(fn)`` runs ``fn(conn)`` inside ``BEGIN IMMEDIATE … COMMIT`` (rollback on
+    any exception); ``read(fn)`` runs ``fn(conn)`` outside a write transaction. Both
+    retry the whole body when the file stays locked past ``busy_timeout``. A
+    one-shot command uses this directly; long-running processes use ``Database``.
     """
 
-    def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn = conn
-        self._lock = asyncio.Lock()
         self.path = path
 
     @classmethod
-    async def open(
+    def open(
         cls, path: Path, *, synchronous: str = "FULL", busy_timeout_ms: int = 5000, check: FileCheck | None = None
-    ) -> Database:
+    ) -> Connection:
         """Connect to ``path`` (created 0600 if missing). ``check(conn, path)`` may
         refuse the file by raising, before anything is written to it."""
         if synchronous not in ("FULL", "NORMAL"):
@@ -151,109 +152,148 @@ class Database:
         except OSError as err:
             raise StoreError(f"cannot create database {path}: {err.strerror}") from None
         try:
-            conn = await aiosqlite.connect(path, isolation_level=None)
+            # check_same_thread off: a Database opens it in its worker thread and may
+            # close it from there too, but never uses it from two threads at once.
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as err:
             raise translate(err, path) from None
-        db = cls(conn, path)
         deadline = time.monotonic() + busy_timeout_ms / 1000
         while True:
             try:
-                await db._hop(_configure, path, synchronous, busy_timeout_ms, check)
-                return db
+                _configure(conn, path, synchronous, busy_timeout_ms, check)
+                return cls(conn, path)
             except sqlite3.OperationalError as err:
                 # Processes opening a new file at once: switching it to WAL can report
                 # busy at once, without waiting in the busy handler, while another one
                 # switches it. Every step of _configure can simply run again.
                 if _is_busy(err) and time.monotonic() < deadline:
-                    await asyncio.sleep(OPEN_BUSY_PAUSE_S * (0.5 + random.random()))
+                    time.sleep(OPEN_BUSY_PAUSE_S * (0.5 + random.random()))
                     continue
-                await conn.close()
+                conn.close()
                 raise translate(err, path) from None
             except sqlite3.Error as err:
-                await conn.close()
+                conn.close()
                 raise translate(err, path) from None
             except BaseException:
-                await conn.close()
+                conn.close()
                 raise
 
-    async def _hop(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(sqlite3_conn, *args)`` in the connection's thread: one hop.
-
-        aiosqlite has no public way to run a callable in its thread; ``_execute`` is
-        the method its own public methods use.
-        """
-        execute: Callable[..., Awaitable[T]] = self._conn._execute
-        return await execute(fn, self._conn._conn, *args)
-
-    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run a read-only body (autocommit: each statement sees committed data)."""
-        return await self._retrying(fn, transactional=False)
+        return self._retrying(fn, transactional=False)
 
-    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in ``BEGIN IMMEDIATE … COMMIT``; roll back on any exception."""
-        return await self._retrying(fn, transactional=True)
+        return self._retrying(fn, transactional=True)
 
-    async def _retrying(self, fn: Callable[[sqlite3.Connection], T], *, transactional: bool) -> T:
+    def _retrying(self, fn: Callable[[sqlite3.Connection], T], *, transactional: bool) -> T:
         body = _in_transaction if transactional else _plain
         for attempt in range(BUSY_RETRIES + 1):
             try:
-                async with self._lock:
-                    return await self._hop(body, fn)
+                return body(self._conn, fn)
             except sqlite3.OperationalError as err:
                 if not _is_busy(err) or attempt == BUSY_RETRIES:
                     raise translate(err, self.path) from None
             except sqlite3.Error as err:
                 raise translate(err, self.path) from None
             # Busy past busy_timeout: another writer held the lock for seconds.
-            await asyncio.sleep(BUSY_BACKOFF_S * (2**attempt) * (0.5 + random.random()))
+            time.sleep(BUSY_BACKOFF_S * (2**attempt) * (0.5 + random.random()))
         raise AssertionError("unreachable")
 
-    async def backup(self, target: Path) -> None:
+    def backup(self, target: Path) -> None:
         """Copy the whole database to ``target`` with SQLite's online backup API.
 
         The copy is made beside ``target`` under a temporary name and renamed into
         place only when complete and synced: a backup cut short (a crash, a full
         disk) never leaves a half copy under the name a person will restore from.
         """
+        try:
+            _backup(self._conn, target)
+        except sqlite3.Error as err:
+            failure = translate(err, target)
+            if isinstance(failure, StoreBusy):
+                raise failure from None
+            # Name both files: "not a database" here is about the target, never the source.
+            raise StoreError(f"cannot back up {self.path} to {target}: {err}") from None
+        except OSError as err:
+            raise StoreError(f"cannot back up {self.path} to {target}: {err.strerror}") from None
 
-        def copy(conn: sqlite3.Connection) -> None:
-            if target.exists():
-                # replacing a folder or another program's file would lose it: only
-                # an SQLite file (an older backup) may be overwritten
-                probe = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
-                try:
-                    probe.execute("PRAGMA schema_version").fetchone()
-                finally:
-                    probe.close()
-            partial = target.with_name(f".{target.name}.partial")
-            partial.unlink(missing_ok=True)  # left by an earlier backup that died
-            _prepare_file(partial)
-            dest = sqlite3.connect(partial)
-            try:
-                conn.backup(dest, pages=BACKUP_STEP_PAGES, progress=lambda *_: crash_point("during-backup"))
-            finally:
-                dest.close()
-            fd = os.open(partial, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(partial, target)
+    def close(self) -> None:
+        self._conn.close()
 
-        async with self._lock:
-            try:
-                await self._hop(copy)
-            except sqlite3.Error as err:
-                failure = translate(err, target)
-                if isinstance(failure, StoreBusy):
-                    raise failure from None
-                # Name both files: "not a database" here is about the target, never the source.
-                raise StoreError(f"cannot back up {self.path} to {target}: {err}") from None
-            except OSError as err:
-                raise StoreError(f"cannot back up {self.path} to {target}: {err.strerror}") from None
+
+def _backup(conn: sqlite3.Connection, target: Path) -> None:
+    if target.exists():
+        # replacing a folder or another program's file would lose it: only an
+        # SQLite file (an older backup) may be overwritten
+        probe = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
+        try:
+            probe.execute("PRAGMA schema_version").fetchone()
+        finally:
+            probe.close()
+    partial = target.with_name(f".{target.name}.partial")
+    partial.unlink(missing_ok=True)  # left by an earlier backup that died
+    _prepare_file(partial)
+    dest = sqlite3.connect(partial)
+    try:
+        conn.backup(dest, pages=BACKUP_STEP_PAGES, progress=lambda *_: crash_point("during-backup"))
+    finally:
+        dest.close()
+    fd = os.open(partial, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(partial, target)
+
+
+class Database:
+    """A ``Connection`` used from asyncio: each call runs whole in the connection's
+    own worker thread, one hop per unit of work, so no transaction is ever open
+    across an await, and a cancelled caller cannot leave one behind (the body runs
+    to its commit or rollback). The one thread also serialises the calls.
+    """
+
+    def __init__(self, conn: Connection, worker: ThreadPoolExecutor) -> None:
+        self._conn = conn
+        self._worker = worker
+        self.path = conn.path
+
+    @classmethod
+    async def open(
+        cls, path: Path, *, synchronous: str = "FULL", busy_timeout_ms: int = 5000, check: FileCheck | None = None
+    ) -> Database:
+        """``Connection.open`` in a new worker thread; raises as it does."""
+        worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vigil-sqlite")
+        opening = functools.partial(
+            Connection.open, path, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms, check=check
+        )
+        try:
+            conn = await asyncio.get_running_loop().run_in_executor(worker, opening)
+        except BaseException:
+            worker.shutdown(wait=False)
+            raise
+        return cls(conn, worker)
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(*args, **kwargs)`` in the connection's thread: one hop."""
+        return await asyncio.get_running_loop().run_in_executor(self._worker, functools.partial(fn, *args, **kwargs))
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``Connection.read`` in the connection's thread."""
+        return await self.call(self._conn.read, fn)
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``Connection.write`` in the connection's thread."""
+        return await self.call(self._conn.write, fn)
+
+    async def backup(self, target: Path) -> None:
+        """``Connection.backup`` in the connection's thread."""
+        await self.call(self._conn.backup, target)
 
     async def close(self) -> None:
-        await self._conn.close()
+        await self.call(self._conn.close)
+        self._worker.shutdown(wait=False)
 
 
 def _plain(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
