@@ -18,7 +18,7 @@ from dispatch.worker import this_host
 from vigil.clock import Clock
 from vigil.errors import VigilError
 from vigil.models import HEARTBEAT_KEY, Claim, DispatcherHeartbeat
-from vigil.store import Store
+from vigil.store import LoopState
 
 log = logging.getLogger("vigil.dispatch")
 
@@ -28,7 +28,7 @@ MIN_INTERVAL_S = 1.0  # same-state writes closer together than this are skipped
 class Heartbeat:
     """Writes one dispatcher's heartbeat; never raises (a failure is logged)."""
 
-    def __init__(self, store: Store, clock: Clock, owner: str) -> None:
+    def __init__(self, store: LoopState, clock: Clock, owner: str) -> None:
         self._store = store
         self._clock = clock
         self._owner = owner

@@ -109,8 +109,21 @@ async def big_store(big_db: tuple[Path, int]) -> AsyncIterator[tuple[SqliteStore
 
 
 def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object] | Sequence[object]]]:
-    # SQL_ADD_TASK's positional parameters, in the order its comment gives.
-    add = ("s", "", "[]", 5, "human", "entry-77", None, now, now, "human", 3, 0)
+    add = {
+        "subject": "s",
+        "description": "",
+        "skills": "[]",
+        "priority": 5,
+        "source": "human",
+        "source_key": "entry-77",
+        "dedup": "open",
+        "parent_id": None,
+        "scheduled_for": now,
+        "now": now,
+        "actor": "human",
+        "max_retries": 3,
+        "approval": False,
+    }
     one_status = SQL_LIST_TASKS.format(statuses=":s0")
     every_status = SQL_LIST_TASKS.format(statuses=",".join(f":s{i}" for i in range(len(TaskStatus))))
     return {
@@ -126,9 +139,9 @@ def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object] | Sequence[o
         "count_by_status": (SQL_COUNT_BY_STATUS, {}),
         "add_task dedup open": (SQL_ADD_TASK, add),
         "add_task dedup ever": (SQL_ADD_TASK_EVER, add),
-        "holder of a key": (SQL_HOLDER_OF_KEY, ("entry-77",)),
+        "holder of a key": (SQL_HOLDER_OF_KEY, {"key": "entry-77"}),
         "open runs (recovery)": (SQL_OPEN_RUNS, {}),
-        "spend in the last day (budget)": (SQL_SPEND_SINCE, (now - MS_PER_DAY,)),
+        "spend in the last day (budget)": (SQL_SPEND_SINCE, {"since": now - MS_PER_DAY}),
         "tasks of a source in the last hour (flood limit)": (
             SQL_COUNT_SOURCE_SINCE,
             {"source": "sensor:feed", "since": now - 3_600_000, "cap": 100},

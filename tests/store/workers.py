@@ -89,7 +89,8 @@ def open_new(path: str, seed: int, barrier: Barrier, results: Queue[tuple[int, s
 def die_mid_batch(path: str, count: int) -> None:
     """Insert ``count`` tasks through the store's own insert inside one write
     transaction, say ``inside`` on stdout, and wait there to be killed."""
-    from vigil.store.sqlite_base import insert_task  # the real insert path, paused mid-way
+    from vigil.store.sqlite_db import SqliteTx
+    from vigil.store.tasks import insert_task  # the real insert path, paused mid-way
 
     async def run() -> None:
         clock = ManualClock()
@@ -97,7 +98,7 @@ def die_mid_batch(path: str, count: int) -> None:
 
         def body(conn: sqlite3.Connection) -> None:
             for i in range(count):
-                insert_task(conn, NewTask(f"doomed {i}", source_key=f"doomed-{i}"), clock.now_ms(), "test", 3)
+                insert_task(SqliteTx(conn), NewTask(f"doomed {i}", source_key=f"doomed-{i}"), clock.now_ms(), "test", 3)
             print("inside", flush=True)
             time.sleep(600)
 

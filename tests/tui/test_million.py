@@ -23,7 +23,7 @@ from vigil.home import init_home
 from vigil.models import NewTask, TaskStatus
 from vigil.store import CostGroup, open_store
 from vigil.store.sqlite import SqliteStore
-from vigil.store.sqlite_queries import SQL_COST_ROLLUP, SQL_NEXT_DUE_AT, SQL_QUEUE, SQL_SEARCH_TASKS
+from vigil.store.sqlite_queries import SQL_COST_ROLLUP, SQL_NEXT_DUE_AT, SQL_QUEUE, search_tasks_sql
 
 pytestmark = pytest.mark.slow
 TOTAL = 1_000_000
@@ -54,12 +54,12 @@ async def test_every_tui_query_is_bounded(big_settings: Settings) -> None:
     try:
         history = "SELECT * FROM tasks WHERE status IN (:a, :b, :c) AND id < :before ORDER BY id DESC LIMIT :n"
         finished = {"a": "completed", "b": "failed", "c": "canceled", "before": 2**62, "n": HISTORY_PAGE}
-        search = SQL_SEARCH_TASKS.replace(":statuses", "(?, ?, ?)").replace("?", "'x'")
+        search = search_tasks_sql([TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELED])
         queries: dict[str, tuple[str, Mapping[str, object]]] = {
             "queue": (SQL_QUEUE, {"now": NOW_MS, "limit": LIVE_LIMIT}),
             "next due": (SQL_NEXT_DUE_AT, {}),
             "history page": (history, finished),
-            "history search": (search, {}),
+            "history search": (search, {"before_id": 2**62, "pattern": "%x%", "limit": HISTORY_PAGE}),
             "hourly cost": (SQL_COST_ROLLUP[CostGroup.HOUR], {"since": NOW_MS}),
             "daily cost": (SQL_COST_ROLLUP[CostGroup.DAY], {"since": NOW_MS}),
         }

@@ -13,10 +13,11 @@ and is written to the audit trail.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from vigil.clock import Clock
 from vigil.config import Settings
@@ -38,6 +39,10 @@ from vigil.models import (
     TaskStatus,
 )
 
+if TYPE_CHECKING:
+    from vigil.store.postgres import PostgresStore
+    from vigil.store.tasks import Tasks
+
 
 async def open_store(settings: Settings, clock: Clock | None = None) -> Store:
     """Open the store the settings name: the PostgreSQL database at
@@ -57,7 +62,43 @@ async def open_store(settings: Settings, clock: Clock | None = None) -> Store:
     )
 
 
-async def _open_postgres(settings: Settings, clock: Clock | None) -> Store:
+@contextmanager
+def task_desk(settings: Settings) -> Iterator[Tasks]:
+    """The task methods of the store the settings name, blocking, for one-shot
+    commands. On SQLite they run on a plain connection in the caller's thread: no
+    event loop, no worker thread. On PostgreSQL the store is opened with an event
+    loop (its migration and listener are async) and the calls borrow its pooled
+    sessions. Closed on exit; raises as ``open_store``."""
+    if settings.store.url is not None:
+        import asyncio
+
+        with asyncio.Runner() as runner:
+            store = runner.run(_open_postgres(settings, None))
+            try:
+                yield store.tasks
+            finally:
+                runner.run(store.close())
+        return
+    from vigil.clock import SystemClock
+    from vigil.store.sqlite_db import Connection, SqliteEngine
+    from vigil.store.sqlite_schema import check_openable, migrate
+    from vigil.store.tasks import Tasks
+
+    path = settings.store.path
+    conn = Connection.open(
+        path,
+        synchronous=settings.store.synchronous,
+        busy_timeout_ms=settings.store.busy_timeout_ms,
+        check=check_openable,
+    )
+    try:
+        conn.read(lambda c: migrate(c, path))
+        yield Tasks(SqliteEngine(conn), SystemClock(), settings.dispatch.max_retries, settings.limits)
+    finally:
+        conn.close()
+
+
+async def _open_postgres(settings: Settings, clock: Clock | None) -> PostgresStore:
     url = settings.store.url
     assert url is not None
     try:
@@ -86,8 +127,9 @@ class CostGroup(StrEnum):
     SENSOR = "sensor"  # the sensor that started the task's parent chain; "(none)" for others
 
 
-class Store(Protocol):
-    # --- adding -------------------------------------------------------------------
+class TaskWriter(Protocol):
+    """Adding tasks (one, or a batch in one transaction)."""
+
     async def add_task(self, new: NewTask, *, actor: str = "human") -> AddResult:
         """Add one task, or report the task that already holds its source key.
 
@@ -101,7 +143,10 @@ class Store(Protocol):
         """Add many tasks in one transaction; duplicates are counted as ignored."""
         ...
 
-    # --- reading ------------------------------------------------------------------
+
+class TaskReader(Protocol):
+    """Reading tasks, their history and the spend (one read each, no lock held)."""
+
     async def get_task(self, task_id: int) -> Task:
         """The task; raises ``TaskNotFound``."""
         ...
@@ -179,7 +224,10 @@ class Store(Protocol):
         """A number that changes whenever another connection commits (cheap)."""
         ...
 
-    # --- changing (people, scripts, the agent) -----------------------------------
+
+class TaskChanges(Protocol):
+    """The conditional writes on one task (``InvalidTransition`` when its status refuses)."""
+
     async def cancel(self, task_id: int, *, actor: str) -> Task:
         """Pending/blocked → canceled. An active task only gets ``cancel_requested``
         (the dispatcher honours it); its status does not change."""
@@ -221,7 +269,10 @@ class Store(Protocol):
         """Attach a progress note to any task."""
         ...
 
-    # --- dispatching ----------------------------------------------------------------
+
+class DispatchStore(Protocol):
+    """What the dispatch loop and crash recovery do to tasks and runs."""
+
     async def claim_next(
         self, *, worker: str, lease_ms: int, executor: str | None = None, max_priority: int | None = None
     ) -> Claim | None:
@@ -320,7 +371,10 @@ class Store(Protocol):
         """
         ...
 
-    # --- sensors ----------------------------------------------------------------------
+
+class SensorStore(Protocol):
+    """Sensor state and the tasks a sensor run inserts."""
+
     async def sensor_states(self) -> list[SensorState]:
         """Every sensor's state, by name."""
         ...
@@ -345,7 +399,10 @@ class Store(Protocol):
         """Enable or disable a sensor (creates its state row if needed)."""
         ...
 
-    # --- loop state -------------------------------------------------------------------
+
+class LoopState(Protocol):
+    """The loop's key/value state: the gate, the guard's counters, heartbeats."""
+
     async def loop_values(self) -> dict[str, object]:
         """Every loop-state key with its JSON value."""
         ...
@@ -360,7 +417,10 @@ class Store(Protocol):
         Lets an automatic change (a gate resuming itself) never undo a person's."""
         ...
 
-    # --- maintenance ------------------------------------------------------------------
+
+class Maintenance(Protocol):
+    """Backups, the write-ahead log, retention and closing."""
+
     async def backup(self, target: Path) -> None:
         """Write a consistent copy of the database to ``target`` (online backup)."""
         ...
@@ -433,3 +493,8 @@ class Store(Protocol):
     async def close(self) -> None:
         """Close the connection; the store cannot be used afterwards."""
         ...
+
+
+class Store(TaskWriter, TaskChanges, TaskReader, DispatchStore, SensorStore, LoopState, Maintenance, Protocol):
+    """Every role: what the composition roots (the CLI, the daemon, the TUI) open
+    and pass down; a part that needs one role asks for that role's protocol."""

@@ -97,4 +97,4 @@ FROM (
 GROUP BY key ORDER BY {order}"""
 
 
-SQL_COST_ROLLUP = {group: _rollup(group) for group in CostGroup}
+SQL_COST_ROLLUP: dict[CostGroup, str] = {group: _rollup(group) for group in CostGroup}

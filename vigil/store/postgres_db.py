@@ -1,9 +1,11 @@
 """The PostgreSQL connections of one store object, and its transaction helpers.
 
-* A pool (``psycopg_pool.AsyncConnectionPool``) of autocommit connections: a read is
+* A pool (``psycopg_pool.ConnectionPool``) of autocommit connections: a read is
   one or more statements each on its own snapshot; ``write(fn)`` runs ``fn`` inside
-  one transaction, committed on success and rolled back on any exception,
-  cancellation included. No transaction stays open across anything but the database.
+  one transaction, committed on success and rolled back on any exception. ``fn`` is
+  a plain function over a blocking connection, run whole in a worker thread (one
+  hop per unit of work), so no transaction stays open across an await and a
+  cancelled caller's body still runs to its commit or rollback.
 * Serialization failures, deadlocks and lock waits longer than ``lock_timeout`` (the
   store's ``busy_timeout``, as on SQLite) are retried as a whole unit of work with
   jittered backoff, then raised as ``StoreBusy``: a row another session keeps locked
@@ -26,17 +28,20 @@ import random
 import re
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pgerrors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from vigil.errors import DuplicateOpenTask, InputError, StoreBusy, StoreError, VigilError
+from vigil.store import postgres_queries
 from vigil.store.postgres_schema import CHANGES_CHANNEL, migrate
+from vigil.store.transaction import Params, Queries, Tx
 
 log = logging.getLogger("vigil.store")
 
@@ -44,7 +49,7 @@ SQL_LISTEN = f"LISTEN {CHANGES_CHANNEL}"
 
 T = TypeVar("T")
 Row = dict[str, Any]
-Conn = psycopg.AsyncConnection[Row]
+Conn = psycopg.Connection[Row]
 
 CONNECT_TIMEOUT_S = 10
 POOL_MAX = 4  # a process rarely has more than a few store calls in flight
@@ -202,12 +207,60 @@ class Changes:
         await self._drop_session()
 
 
+class PgTx:
+    """``Tx`` on a blocking psycopg session (``jsonb`` arrives as Python values)."""
+
+    q: Queries = postgres_queries
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    def one(self, sql: str, params: Params | None = None) -> Row | None:
+        return self._conn.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params: Params | None = None) -> list[Row]:
+        return self._conn.execute(sql, params).fetchall()
+
+    def run(self, sql: str, params: Params | None = None) -> int:
+        return self._conn.execute(sql, params).rowcount
+
+    def many(self, sql: str, rows: Iterable[Params]) -> None:
+        batch = list(rows)
+        if batch:
+            with self._conn.cursor() as cur:
+                cur.executemany(sql, batch)
+
+    def loads(self, value: Any) -> Any:
+        return value
+
+    def dumps(self, value: object) -> Jsonb:
+        return Jsonb(value)
+
+    def array(self, ids: list[int]) -> list[int]:
+        return ids
+
+
+class PgEngine:
+    """``Engine`` on a ``PgDatabase``'s pool: runs behaviours in the caller's thread."""
+
+    q: Queries = postgres_queries
+
+    def __init__(self, db: PgDatabase) -> None:
+        self._db = db
+
+    def read(self, fn: Callable[[Tx], T]) -> T:
+        return self._db.run(lambda conn: fn(PgTx(conn)), transactional=False, reads_only=True)
+
+    def write(self, fn: Callable[[Tx], T]) -> T:
+        return self._db.run(lambda conn: fn(PgTx(conn)), transactional=True)
+
+
 class PgDatabase:
     """The pool, the listening session and the transaction helpers of one store."""
 
     def __init__(
         self,
-        pool: AsyncConnectionPool[Conn],
+        pool: ConnectionPool[Conn],
         changes: Changes,
         where: str,
         last_used: weakref.WeakKeyDictionary[Conn, float],
@@ -239,84 +292,45 @@ class PgDatabase:
         except BaseException:
             await first.close()
             raise
-        own_pids: set[int] = set()
-
-        async def configure(conn: Conn) -> None:
-            own_pids.add(conn.info.backend_pid)
-            # A SET rather than a startup option: connection poolers refuse those.
-            # Not on the first session: a migration may rightly wait for another's.
-            await conn.execute(f"SET lock_timeout = {int(lock_timeout_ms)}")
-
-        async def check(conn: Conn) -> None:
-            # Only a session idle for a while may have been ended by the server (a
-            # restart): probe it before use, and the pool replaces it if dead. A busy
-            # dispatcher's sessions are never idle that long and pay nothing.
-            if time.monotonic() - last_used.get(conn, 0.0) > IDLE_PROBE_S:
-                await conn.execute("")
-
-        last_used: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
-
-        pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
-            url,
-            min_size=1,
-            max_size=pool_max,
-            kwargs={"autocommit": True, "row_factory": dict_row, "application_name": "vigil", **KEEPALIVES},
-            configure=configure,
-            check=check,
-            open=False,
-            timeout=CONNECT_TIMEOUT_S,
-            name="vigil-store",
-        )
         try:
-            await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+            pool, own_pids, last_used = await asyncio.to_thread(_open_pool, url, pool_max, lock_timeout_ms)
         except (PoolTimeout, psycopg.Error) as err:
             await first.close()
-            await pool.close()
             raise connect_failure(err, where) from None
         return cls(pool, Changes(url, first, own_pids), where, last_used)
 
     def data_version(self) -> int:
         return self._changes.version()
 
-    async def read(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+    async def read(self, fn: Callable[[Conn], T]) -> T:
         """Run read-only ``fn`` on a pooled autocommit connection (each statement sees
         what is committed when it starts). A pooled session the server ended (a
         restart) is replaced and the read tried again, once."""
-        return await self._run(fn, transactional=False, reads_only=True)
+        return await asyncio.to_thread(self.run, fn, transactional=False, reads_only=True)
 
-    async def statement(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
-        """Run ``fn``, one writing statement, in autocommit: the statement is its own
-        transaction (one round trip). Never retried after a lost connection: the
-        statement may have committed."""
-        return await self._run(fn, transactional=False)
-
-    async def write(self, fn: Callable[[Conn], Awaitable[T]], *, pipelined: bool = False) -> T:
-        """Run ``fn`` in one transaction; roll back on any exception. Retried whole on
-        a serialization failure or deadlock, then ``StoreBusy``. ``pipelined``: BEGIN,
-        what ``fn`` sends before it first reads a result, and COMMIT travel together
-        (psycopg's pipeline mode), saving round trips."""
-        return await self._run(fn, transactional=True, pipelined=pipelined)
-
-    async def _run(
+    def run(
         self,
-        fn: Callable[[Conn], Awaitable[T]],
+        fn: Callable[[Conn], T],
         *,
         transactional: bool,
         reads_only: bool = False,
-        pipelined: bool = False,
     ) -> T:
+        """Run ``fn`` on a pooled session in the caller's thread (blocking): in one
+        transaction (``transactional``), rolled back on any exception and retried
+        whole on a serialization failure, deadlock or lock timeout (then
+        ``StoreBusy``); else in autocommit, each statement on its own snapshot.
+        ``reads_only``: a session the server ended (a restart) is replaced and
+        ``fn`` tried again, once; a write is never replayed after a lost
+        connection (it may have committed)."""
         lost_once = False
         for attempt in range(BUSY_RETRIES + 1):
             try:
-                async with self._pool.connection() as conn:
+                with self._pool.connection() as conn:
                     try:
                         if not transactional:
-                            return await fn(conn)
-                        if pipelined:
-                            async with conn.pipeline(), conn.transaction():
-                                return await fn(conn)
-                        async with conn.transaction():
-                            return await fn(conn)
+                            return fn(conn)
+                        with conn.transaction():
+                            return fn(conn)
                     finally:
                         self._last_used[conn] = time.monotonic()
             except psycopg.OperationalError as err:
@@ -329,9 +343,49 @@ class PgDatabase:
                     raise translate(err, self.where) from None
             except PoolTimeout:
                 raise StoreBusy(f"no connection to PostgreSQL at {self.where} became free in time") from None
-            await asyncio.sleep(BUSY_BACKOFF_S * (2**attempt) * (0.5 + random.random()))
+            time.sleep(BUSY_BACKOFF_S * (2**attempt) * (0.5 + random.random()))
         raise AssertionError("unreachable")
 
     async def close(self) -> None:
         await self._changes.close()
-        await self._pool.close()
+        await asyncio.to_thread(self._pool.close)
+
+
+def _open_pool(
+    url: str, pool_max: int, lock_timeout_ms: int
+) -> tuple[ConnectionPool[Conn], set[int], weakref.WeakKeyDictionary[Conn, float]]:
+    """The store's pool of blocking sessions, open (blocks until the first connects);
+    also the backend pids of its sessions and when each was last used."""
+    own_pids: set[int] = set()
+    last_used: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
+
+    def configure(conn: Conn) -> None:
+        own_pids.add(conn.info.backend_pid)
+        # A SET rather than a startup option: connection poolers refuse those.
+        # Not on the first session: a migration may rightly wait for another's.
+        conn.execute(f"SET lock_timeout = {int(lock_timeout_ms)}")
+
+    def check(conn: Conn) -> None:
+        # Only a session idle for a while may have been ended by the server (a
+        # restart): probe it before use, and the pool replaces it if dead. A busy
+        # dispatcher's sessions are never idle that long and pay nothing.
+        if time.monotonic() - last_used.get(conn, 0.0) > IDLE_PROBE_S:
+            conn.execute("")
+
+    pool: ConnectionPool[Conn] = ConnectionPool(
+        url,
+        min_size=1,
+        max_size=pool_max,
+        kwargs={"autocommit": True, "row_factory": dict_row, "application_name": "vigil", **KEEPALIVES},
+        configure=configure,
+        check=check,
+        open=False,
+        timeout=CONNECT_TIMEOUT_S,
+        name="vigil-store",
+    )
+    try:
+        pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+    except BaseException:
+        pool.close()
+        raise
+    return pool, own_pids, last_used

@@ -7,9 +7,22 @@ meaning of each statement is that of its SQLite twin in ``sqlite_queries``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
 
-from vigil.models import TaskStatus
+from vigil.models import Claim, Note, TaskStatus
+from vigil.store import postgres_retention
+
+# The roll-ups live in postgres_costs; re-exported here, where Queries looks for them.
+from vigil.store.postgres_costs import SQL_COST_ROLLUP as SQL_COST_ROLLUP  # noqa: PLC0414
+from vigil.store.postgres_costs import SQL_SPEND_SINCE as SQL_SPEND_SINCE  # noqa: PLC0414
+from vigil.store.postgres_schema import LOCK_KEY
+
+if TYPE_CHECKING:
+    from vigil.store.transaction import PruneQueries, Tx
+
+prune: PruneQueries = postgres_retention  # the SQL of Store.prune
 
 _OPEN = "('pending', 'active', 'blocked')"
 
@@ -41,12 +54,7 @@ ON CONFLICT DO NOTHING
 RETURNING id
 """
 
-SQL_ADD_DEPS = """
-INSERT INTO task_deps (task_id, depends_on) SELECT %(task_id)s, d FROM unnest(%(deps)s::bigint[]) AS d
-ON CONFLICT DO NOTHING
-"""
-
-SQL_EXISTING_IDS = "SELECT id FROM tasks WHERE id = ANY(%(ids)s::bigint[])"
+SQL_ADD_DEP = "INSERT INTO task_deps (task_id, depends_on) VALUES (%(task_id)s, %(depends_on)s) ON CONFLICT DO NOTHING"
 
 # The task a dedup hit names: the open holder, else the newest task that used the key.
 SQL_HOLDER_OF_KEY = f"""
@@ -74,13 +82,13 @@ LIMIT 1
 
 # Claim, open its run and read its notes in one statement (its own transaction when
 # run alone); the audit event comes from the status trigger.
-_CLAIM = f"""
+SQL_CLAIM = f"""
 WITH claimed AS (
     UPDATE tasks SET status = 'active', claimed_by = %(worker)s, lease_until = %(lease_until)s,
            started_at = %(now)s, updated_at = %(now)s, updated_by = 'dispatcher',
            attempt_count = attempt_count + 1, cancel_requested = 0,
            executor = coalesce(%(executor)s, executor)
-    WHERE id = ({_NEXT_DUE_ID}) AND status = 'pending'{{only_if}}
+    WHERE id = ({_NEXT_DUE_ID}) AND status = 'pending'
     RETURNING *
 ), run AS (
     INSERT INTO runs (task_id, attempt, started_at, executor, claimed_by)
@@ -93,7 +101,19 @@ SELECT claimed.*, run.id AS run_id, run.attempt AS run_attempt,
         WHERE n.task_id = claimed.id) AS claim_notes
 FROM claimed, run
 """
-SQL_CLAIM = _CLAIM.format(only_if="")
+
+
+def claim(tx: Tx, params: dict[str, Any]) -> Claim | None:
+    """``SQL_CLAIM``: one statement claims, opens the run and reads the notes."""
+    from vigil.store.tasks import task_of
+
+    row = tx.one(SQL_CLAIM, params)
+    if row is None:
+        return None
+    notes = tuple(Note(**{name: n[name] for name in Note.__dataclass_fields__}) for n in row["claim_notes"])
+    return Claim(task=task_of(tx, row), run_id=int(row["run_id"]), attempt=int(row["run_attempt"]), notes=notes)
+
+
 SQL_NEXT_DUE_AT = """
 SELECT min(x.scheduled_for) AS m FROM generate_series(1, 9) AS p (priority)
 CROSS JOIN LATERAL (
@@ -114,6 +134,11 @@ def list_tasks_sql(statuses: Collection[TaskStatus]) -> str:
     """``list_tasks`` for these statuses (each a ``TaskStatus``, so safe as a literal)."""
     branches = " UNION ALL ".join(_LIST_BRANCH.format(status=TaskStatus(s).value) for s in sorted(set(statuses)))
     return f"SELECT * FROM ({branches}) AS t ORDER BY id DESC LIMIT %(limit)s"
+
+
+def search_tasks_sql(statuses: Collection[TaskStatus]) -> str:
+    """``SQL_SEARCH_TASKS`` (the statuses are its ``%(statuses)s`` parameter)."""
+    return SQL_SEARCH_TASKS
 
 
 SQL_SEARCH_TASKS = """
@@ -156,12 +181,12 @@ WHERE id = %(id)s AND status IN ('pending', 'blocked', 'active') RETURNING *
 
 SQL_SET_PRIORITY = """
 UPDATE tasks SET priority = %(priority)s, updated_at = %(now)s, updated_by = %(actor)s
-WHERE id = %(id)s AND status = ANY(%(allowed)s::text[]) RETURNING *
+WHERE id = %(id)s AND status IN ('pending', 'blocked') RETURNING *
 """
 
 SQL_DEFER = """
 UPDATE tasks SET scheduled_for = %(until)s, updated_at = %(now)s, updated_by = %(actor)s
-WHERE id = %(id)s AND status = ANY(%(allowed)s::text[]) RETURNING *
+WHERE id = %(id)s AND status IN ('pending', 'blocked') RETURNING *
 """
 
 # A task that needed approval needs it again: it goes back to waiting for it.
@@ -170,14 +195,14 @@ UPDATE tasks SET status = CASE WHEN approval IS NULL THEN 'pending' ELSE 'blocke
        approval = CASE WHEN approval IS NULL THEN NULL ELSE 'pending' END,
        scheduled_for = %(now)s, attempt_count = 0,
        completed_at = NULL, cancel_requested = 0, updated_at = %(now)s, updated_by = %(actor)s
-WHERE id = %(id)s AND status = ANY(%(allowed)s::text[]) RETURNING *
+WHERE id = %(id)s AND status IN ('failed', 'canceled') RETURNING *
 """
 
 SQL_CLOSE_TASK = """
 UPDATE tasks SET status = %(status)s, result_summary = %(summary)s, updated_at = %(now)s,
        updated_by = %(actor)s,
        completed_at = CASE WHEN %(status)s = 'blocked' THEN NULL ELSE %(now)s END
-WHERE id = %(id)s AND status = ANY(%(allowed)s::text[]) RETURNING *
+WHERE id = %(id)s AND status IN ('pending', 'active', 'blocked') RETURNING *
 """
 
 SQL_APPROVE = """
@@ -203,51 +228,27 @@ RETURNING cancel_requested
 """
 
 # Only an open run: a replayed claim must not overwrite its record or count costs twice.
-# The task's costs are added in the same statement.
 SQL_RECORD_RUN = """
-WITH recorded AS (
-    UPDATE runs SET finished_at = %(now)s, outcome = %(outcome)s, error = %(error)s,
-           exit_code = %(exit_code)s, cost_usd = %(cost_usd)s, api_cost_usd = %(api_cost_usd)s,
-           tokens_in = %(tokens_in)s, tokens_out = %(tokens_out)s,
-           cache_read_tokens = %(cache_read_tokens)s, cache_write_tokens = %(cache_write_tokens)s,
-           model = %(model)s, session_id = %(session_id)s, transcript_path = %(transcript_path)s
-    WHERE id = %(run_id)s AND finished_at IS NULL
-    RETURNING task_id
-)
-UPDATE tasks SET cost_usd = cost_usd + %(cost_usd)s, api_cost_usd = api_cost_usd + %(api_cost_usd)s,
-       tokens_in = tokens_in + %(tokens_in)s, tokens_out = tokens_out + %(tokens_out)s,
-       model = coalesce(%(model)s, model), updated_at = %(now)s
-FROM recorded WHERE tasks.id = recorded.task_id AND tasks.id = %(task_id)s
-RETURNING tasks.id
+UPDATE runs SET finished_at = %(now)s, outcome = %(outcome)s, error = %(error)s,
+       exit_code = %(exit_code)s, cost_usd = %(cost_usd)s, api_cost_usd = %(api_cost_usd)s,
+       tokens_in = %(tokens_in)s, tokens_out = %(tokens_out)s,
+       cache_read_tokens = %(cache_read_tokens)s, cache_write_tokens = %(cache_write_tokens)s,
+       model = %(model)s, session_id = %(session_id)s, transcript_path = %(transcript_path)s
+WHERE id = %(run_id)s AND finished_at IS NULL
 """
 
-# Finish in one statement: record the open run, add its costs to the task and, while
-# this worker still holds the task active, set its final status; a task the agent
-# closed itself keeps its status and only loses the claim. No row: the run was
-# already recorded (a replayed claim) and nothing changed.
-_HOLDS = "(status = 'active' AND claimed_by = %(worker)s)"
-SQL_FINISH = f"""
-WITH recorded AS (
-    UPDATE runs SET finished_at = %(now)s, outcome = %(outcome)s, error = %(error)s,
-           exit_code = %(exit_code)s, cost_usd = %(cost_usd)s, api_cost_usd = %(api_cost_usd)s,
-           tokens_in = %(tokens_in)s, tokens_out = %(tokens_out)s,
-           cache_read_tokens = %(cache_read_tokens)s, cache_write_tokens = %(cache_write_tokens)s,
-           model = %(model)s, session_id = %(session_id)s, transcript_path = %(transcript_path)s
-    WHERE id = %(run_id)s AND finished_at IS NULL
-    RETURNING task_id
-)
-UPDATE tasks SET cost_usd = cost_usd + %(cost_usd)s, api_cost_usd = api_cost_usd + %(api_cost_usd)s,
+_ADD_COSTS = """cost_usd = cost_usd + %(cost_usd)s, api_cost_usd = api_cost_usd + %(api_cost_usd)s,
        tokens_in = tokens_in + %(tokens_in)s, tokens_out = tokens_out + %(tokens_out)s,
-       model = coalesce(%(model)s, model), updated_at = %(now)s,
-       status = CASE WHEN {_HOLDS} THEN %(status)s ELSE status END,
-       completed_at = CASE WHEN {_HOLDS} THEN %(now)s ELSE completed_at END,
-       updated_by = CASE WHEN {_HOLDS} THEN 'dispatcher' ELSE updated_by END,
-       result_summary = CASE WHEN {_HOLDS} THEN %(summary)s ELSE result_summary END,
-       result_detail = CASE WHEN {_HOLDS} THEN %(detail)s ELSE result_detail END,
-       claimed_by = CASE WHEN claimed_by = %(worker)s THEN NULL ELSE claimed_by END,
-       lease_until = CASE WHEN claimed_by = %(worker)s THEN NULL ELSE lease_until END
-FROM recorded WHERE tasks.id = recorded.task_id AND tasks.id = %(task_id)s
-RETURNING tasks.*
+       model = coalesce(%(model)s, model)"""
+SQL_ADD_COSTS = f"UPDATE tasks SET {_ADD_COSTS}, updated_at = %(now)s WHERE id = %(task_id)s"
+
+# Adds the run's costs too: one statement for the common case.
+SQL_FINISH = f"""
+UPDATE tasks SET status = %(status)s, completed_at = %(now)s, updated_at = %(now)s,
+       updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
+       result_summary = %(summary)s, result_detail = %(detail)s, {_ADD_COSTS}
+WHERE id = %(task_id)s AND status = 'active' AND claimed_by = %(worker)s
+RETURNING *
 """
 
 SQL_RELEASE_CLOSED = """
@@ -267,7 +268,7 @@ RETURNING *
 
 SQL_OPEN_RUNS = "SELECT * FROM runs WHERE finished_at IS NULL ORDER BY id"
 # Locked: two dispatchers recovering the same dead run settle it once.
-SQL_GET_RUN_LOCKED = "SELECT * FROM runs WHERE id = %(id)s FOR UPDATE"
+SQL_GET_RUN_FOR_UPDATE = "SELECT * FROM runs WHERE id = %(id)s FOR UPDATE"
 SQL_ACTIVE_TASKS = "SELECT * FROM tasks WHERE status = 'active' ORDER BY id"
 
 SQL_RECOVER = """
@@ -337,10 +338,8 @@ ON CONFLICT (name) DO UPDATE SET enabled = excluded.enabled
 """
 
 SQL_LOOP_VALUES = "SELECT key, value FROM loop_state"
-SQL_SET_LOOP_VALUES = """
-INSERT INTO loop_state (key, value)
-SELECT k, v FROM unnest(%(keys)s::text[], %(values)s::jsonb[]) AS x (k, v)
-ON CONFLICT (key) DO UPDATE SET value = excluded.value
+SQL_SET_LOOP_VALUE = """
+INSERT INTO loop_state (key, value) VALUES (%(key)s, %(value)s) ON CONFLICT (key) DO UPDATE SET value = excluded.value
 """
 # Written only over the expected value (compared as JSON), in the one statement.
 SQL_REPLACE_LOOP_VALUE = """
@@ -356,7 +355,16 @@ RETURNING 1
 # --- flood limits -----------------------------------------------------------------------
 
 # Serialises inserts that count the same source or parent (second key: its hash).
-SQL_LOCK_COUNT = "SELECT pg_advisory_xact_lock(%(lock_key)s, hashtext(%(name)s))"
+SQL_LOCK_COUNT: str | None = f"SELECT pg_advisory_xact_lock({LOCK_KEY + 1}, hashtext(%(name)s))"
+
+# A refused insert, counted in loop state in the refusing transaction.
+SQL_RECORD_REFUSAL = """
+INSERT INTO loop_state (key, value)
+VALUES (%(key)s, jsonb_build_object('total', 1, 'last_at', %(now)s::bigint,
+                                    'last_source', %(source)s::text, 'last_reason', %(reason)s::text))
+ON CONFLICT (key) DO UPDATE SET value = excluded.value
+    || jsonb_build_object('total', coalesce((loop_state.value ->> 'total')::bigint, 0) + 1)
+"""
 
 SQL_FOLLOW_UP_DEPTH = """
 WITH RECURSIVE chain(id, depth) AS (
@@ -374,3 +382,9 @@ SQL_COUNT_SOURCE_SINCE = """
 SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE source = %(source)s AND created_at > %(since)s
                            LIMIT %(cap)s) AS x
 """
+
+
+def replace_loop_value(tx: Tx, key: str, expected: object, value: object) -> bool:
+    """Write ``value`` only over ``expected``, compared as ``jsonb`` in one statement."""
+    sql = SQL_REPLACE_ABSENT_LOOP_VALUE if expected is None else SQL_REPLACE_LOOP_VALUE
+    return tx.one(sql, {"key": key, "expected": json.dumps(expected), "value": json.dumps(value)}) is not None

@@ -1,36 +1,18 @@
-"""Retention on the PostgreSQL store: ``prune``, as ``sqlite_retention`` does it.
+"""The SQL of ``Store.prune`` on PostgreSQL (``pruning`` runs it, as ``tx.q.prune``),
+with the meaning of its SQLite twin (``sqlite_retention``). ``%(ids)s`` is an
+array (``Tx.array``).
 
-A prune walks the tasks in id order in bounded batches, each batch one short
-transaction: pick the prunable tasks among the next ids, fold their runs into
-``cost_archive``, retire their source keys, delete them (runs, events, notes and
-dependency rows follow by ``ON DELETE CASCADE``). The walk stops at the first task
-created after the cutoff. A parent or dependency the batch freed, if the walk already
-passed it, is looked at again. The prunable check locks the tasks it picks
-(``FOR UPDATE``), so a dispatcher or a person changing one at the same moment either
-commits first (and the check sees the change) or waits for the batch. Then what
-pruned tasks leave behind is kept bounded (``postgres_archive``).
+The prunable check locks the tasks it picks (``FOR UPDATE``), so a dispatcher or a
+person changing one at the same moment either commits first (and the check sees the
+change) or waits for the batch.
+
+The fold is one statement: it deletes a batch of hour rows and adds what the delete
+returned to the day rows. Two prunes at once cannot fold a row twice: the second
+delete waits for the first and finds the row gone, so it adds nothing for it. The
+fold line and the dry run's parameters are plain arithmetic, shared with SQLite.
 """
 
 from __future__ import annotations
-
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from functools import partial
-from typing import Any
-
-from vigil.models import PruneResult
-from vigil.store.postgres_archive import SQL_ARCHIVE_PREVIEW, archive_steps
-from vigil.store.postgres_base import PostgresBase, fetch_all, fetch_one
-from vigil.store.postgres_db import Conn, PgDatabase
-from vigil.store.pruning import (
-    COUNTED,
-    Phase,
-    PruneTally,
-    archive_phase,
-    check_prune_limits,
-    preview_params,
-    run_phases,
-)
 
 _FINISHED = "('completed', 'failed', 'canceled')"
 _IDS = "ANY(%(ids)s::bigint[])"
@@ -148,156 +130,52 @@ SELECT (SELECT count(*) FROM doomed) AS tasks,
         WHERE task_id IN (SELECT id FROM doomed) AND transcript_path IS NOT NULL) AS transcripts
 """
 
+_KEY = "start_ms, span_ms, skills, source, model, sensor"
 
-async def _ids(conn: Conn, sql: str, params: dict[str, Any]) -> list[int]:
-    return [int(r["id"]) for r in await fetch_all(conn, sql, params)]
+# One row per hour row moved (its row count is what the batch took).
+SQL_FOLD_HOURS = f"""
+WITH moved AS (
+    DELETE FROM cost_archive WHERE ({_KEY}) IN (
+        SELECT {_KEY} FROM cost_archive WHERE span_ms = 3600000 AND start_ms < %(before)s
+        ORDER BY start_ms, skills, source, model, sensor LIMIT %(limit)s)
+    RETURNING *
+), folded AS (
+INSERT INTO cost_archive AS a ({_KEY}, runs, tasks_last, tasks_hour, tasks_day, tasks_model, cost_usd,
+                               api_cost_usd, tokens_in, tokens_out, cache_read_tokens, cache_write_tokens)
+SELECT (start_ms / 86400000) * 86400000 AS day_ms, 86400000, skills, source, model, sensor, sum(runs),
+       sum(tasks_last), sum(tasks_day), sum(tasks_day), sum(tasks_model), sum(cost_usd), sum(api_cost_usd),
+       sum(tokens_in), sum(tokens_out), sum(cache_read_tokens), sum(cache_write_tokens)
+FROM moved
+GROUP BY day_ms, skills, source, model, sensor
+ON CONFLICT ({_KEY}) DO UPDATE SET
+    runs = a.runs + excluded.runs, tasks_last = a.tasks_last + excluded.tasks_last,
+    tasks_hour = a.tasks_hour + excluded.tasks_hour, tasks_day = a.tasks_day + excluded.tasks_day,
+    tasks_model = a.tasks_model + excluded.tasks_model, cost_usd = a.cost_usd + excluded.cost_usd,
+    api_cost_usd = a.api_cost_usd + excluded.api_cost_usd, tokens_in = a.tokens_in + excluded.tokens_in,
+    tokens_out = a.tokens_out + excluded.tokens_out,
+    cache_read_tokens = a.cache_read_tokens + excluded.cache_read_tokens,
+    cache_write_tokens = a.cache_write_tokens + excluded.cache_write_tokens
+)
+SELECT 1 FROM moved
+"""
 
+# Rows that ended at or before %(before)s (no row starts less than an hour before its end).
+SQL_DROP_COSTS = f"""
+DELETE FROM cost_archive WHERE ({_KEY}) IN (
+    SELECT {_KEY} FROM cost_archive
+    WHERE start_ms <= %(before)s - 3600000 AND start_ms + span_ms <= %(before)s
+    ORDER BY start_ms LIMIT %(limit)s)
+"""
+SQL_DROP_KEYS = """
+DELETE FROM retired_keys WHERE source_key IN (
+    SELECT source_key FROM retired_keys WHERE retired_at < %(before)s ORDER BY retired_at LIMIT %(limit)s)
+"""
 
-async def _delete(
-    conn: Conn, doomed: list[int], counts: dict[str, int], transcripts: list[str], now_ms: int
-) -> set[int]:
-    """Archive, count and delete ``doomed`` (their keys retired at ``now_ms``);
-    returns the ids they freed (their parents and dependencies, which may now be
-    prunable)."""
-    ids = {"ids": doomed}
-    await conn.execute(SQL_ARCHIVE_RUNS, ids)
-    row = await fetch_one(conn, SQL_PRUNE_COUNTS, ids)
-    assert row is not None
-    for name in ("runs", "events", "notes", "dependencies"):
-        counts[name] += int(row[name])
-    transcripts.extend(str(path) for path in row["transcripts"])
-    await conn.execute(SQL_RETIRE_KEYS, {**ids, "now": now_ms})
-    await conn.execute(SQL_PRUNE_TASKS, ids)
-    counts["tasks"] += len(doomed)
-    return {int(i) for i in row["freed"]}
+SQL_ARCHIVE_PREVIEW = """
+SELECT (SELECT count(*) FROM cost_archive WHERE span_ms = 3600000 AND start_ms < %(fold_before)s) AS folded,
+       (SELECT count(*) FROM cost_archive
+        WHERE start_ms <= %(costs_before)s - 3600000 AND start_ms + span_ms <= %(costs_before)s) AS costs,
+       (SELECT count(*) FROM retired_keys WHERE retired_at < %(keys_before)s) AS keys
+"""
 
-
-class RetentionMethods(PostgresBase):
-    """``Store.prune`` (mixed into ``PostgresStore``)."""
-
-    async def prune(
-        self,
-        *,
-        finished_before_ms: int,
-        events_before_ms: int | None = None,
-        batch_size: int = 200,
-        max_batches: int | None = None,
-        dry_run: bool = False,
-        fold_before_ms: int | None = None,
-        costs_before_ms: int | None = None,
-        keys_before_ms: int | None = None,
-    ) -> PruneResult:
-        check_prune_limits(batch_size, max_batches)
-        archive = (fold_before_ms, costs_before_ms, keys_before_ms)
-        if dry_run:
-            return await self._preview(finished_before_ms, events_before_ms, archive)
-        tally = PruneTally(finished_before_ms, batch_size, now=self._clock.now_ms())
-
-        async def task_batch() -> None:
-            moved_on = await self._db.write(self._task_batch(tally))
-            moved_on()
-
-        phases = [Phase(tally.walking, task_batch)]
-        if events_before_ms is not None:
-            events = _EventWalk(events_before_ms, batch_size)
-
-            async def event_batch() -> None:
-                tally.counts["events"] += await events.run(self._db)
-
-            phases.append(Phase(lambda: not events.done, event_batch))
-        for step in archive_steps(*archive):
-            phases.append(archive_phase(tally, step.name, partial(self._db.write, step.batch(batch_size))))
-        return await run_phases(tally, phases, max_batches)
-
-    def _task_batch(self, tally: PruneTally) -> Callable[[Conn], Awaitable[Callable[[], None]]]:
-        """One batch: at most ``batch_size`` tasks looked at and deleted. Returns how
-        to move the tally on, applied only once the transaction committed (a batch
-        retried after a serialization failure starts over from the same place)."""
-
-        async def body(conn: Conn) -> Callable[[], None]:
-            after, walked_all = tally.after, tally.walked_all
-            queue = sorted(tally.recheck)[: tally.batch_size]
-            rest = set(tally.recheck) - set(queue)
-            if not walked_all and len(queue) < tally.batch_size:
-                limit = tally.batch_size - len(queue)
-                rows = await fetch_all(conn, SQL_PRUNE_WALK, {"after": after, "limit": limit})
-                walked_all = len(rows) < limit
-                for row in rows:
-                    if row["created_at"] >= tally.cutoff:
-                        walked_all = True
-                        break
-                    queue.append(int(row["id"]))
-                    after = int(row["id"])
-            counts = dict.fromkeys(COUNTED, 0)
-            transcripts: list[str] = []
-            room = tally.batch_size
-            while queue:
-                prunable = await _ids(conn, SQL_PRUNABLE, {"ids": queue, "cutoff": tally.cutoff})
-                if not prunable:
-                    break  # what is not prunable now is freed again by whatever holds it
-                doomed = prunable[:room]
-                rest.update(prunable[room:])
-                freed = await _delete(conn, doomed, counts, transcripts, tally.now)
-                room -= len(doomed)
-                # a freed task the walk has not reached yet will be met by the walk
-                queue = sorted(i for i in freed if i <= after and i not in doomed)
-                if room == 0:
-                    rest.update(queue)
-                    break
-
-            def commit() -> None:
-                tally.after, tally.walked_all, tally.recheck = after, walked_all, rest
-                tally.add(counts, transcripts)
-
-            return commit
-
-        return body
-
-    async def _preview(
-        self, finished_before_ms: int, events_before_ms: int | None, archive: tuple[int | None, int | None, int | None]
-    ) -> PruneResult:
-        params = {"cutoff": finished_before_ms, "events_cutoff": events_before_ms or 0}
-        row = await self._db.read(lambda conn: fetch_one(conn, SQL_PRUNE_PREVIEW, params))
-        kept = await self._db.read(lambda conn: fetch_one(conn, SQL_ARCHIVE_PREVIEW, preview_params(*archive)))
-        assert row is not None
-        assert kept is not None
-        return PruneResult(
-            tasks=int(row["tasks"]),
-            runs=int(row["runs"]),
-            events=int(row["events"]) + int(row["old_events"]),
-            notes=int(row["notes"]),
-            dependencies=int(row["dependencies"]),
-            transcripts=tuple(str(p) for p in row["transcripts"]),
-            folded=int(kept["folded"]),
-            costs=int(kept["costs"]),
-            keys=int(kept["keys"]),
-        )
-
-
-@dataclass
-class _EventWalk:
-    """Old audit rows of the tasks that stay, deleted in id order: ``at`` grows with
-    the id, so the walk ends at the first row at or after the cutoff."""
-
-    cutoff: int
-    batch_size: int
-    after: int = 0
-    done: bool = False
-
-    async def run(self, db: PgDatabase) -> int:
-        """One batch in its own transaction; returns the rows deleted."""
-
-        async def body(conn: Conn) -> tuple[int, bool, int]:
-            rows = await fetch_all(conn, SQL_EVENTS_WALK, {"after": self.after, "limit": self.batch_size})
-            old: list[int] = []
-            done = len(rows) < self.batch_size
-            for row in rows:
-                if row["at"] >= self.cutoff:
-                    done = True
-                    break
-                old.append(int(row["id"]))
-            await conn.execute(SQL_DELETE_EVENTS, {"ids": old})
-            return (old[-1] if old else self.after), done, len(old)
-
-        self.after, self.done, deleted = await db.write(body)
-        return deleted
+FOLD_HOURS: tuple[str, ...] = (SQL_FOLD_HOURS,)

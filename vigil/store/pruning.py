@@ -1,16 +1,33 @@
-"""What both backends' ``Store.prune`` share, with no SQL: the tally of a prune in
-progress, the order and bound of its batches, and the arithmetic of the cost
-archive's steps. Each backend (``sqlite_retention``, ``postgres_retention``) writes
-the batches themselves, one write transaction each.
+"""``Store.prune``, written once for both backends.
+
+A prune walks the tasks in id order in bounded batches, each batch one short write
+transaction: pick the prunable tasks among the next ids, fold their runs into
+``cost_archive``, retire their source keys, delete them (runs, events, notes and
+dependency rows follow by ``ON DELETE CASCADE``). The walk stops at the first task
+created after the cutoff: ids grow with creation time, and a task last updated
+before the cutoff was created before it, so nothing past that point can qualify. A
+parent or dependency the batch freed, if the walk already passed it, is looked at
+again (in the same batch while it has room, else in the next). Then old audit rows,
+and what pruned tasks leave behind in the cost archive, are kept bounded, in
+batches too. The SQL is each backend's (``sqlite_retention``,
+``postgres_retention``, reached as ``tx.q.prune``); every batch hops to the store's
+worker thread on its own, so other callers get the connection between batches.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from typing import TypeVar
 
+from vigil.clock import Clock
 from vigil.errors import InputError
 from vigil.models import PruneResult
+from vigil.store.threaded import Hopping
+from vigil.store.transaction import Engine, Tx
+
+T = TypeVar("T")
 
 DAY_MS = 86_400_000
 COUNTED = ("tasks", "runs", "events", "notes", "dependencies")
@@ -106,3 +123,198 @@ async def run_phases(tally: PruneTally, phases: Sequence[Phase], max_batches: in
             await phase.batch()
             batches += 1
     return tally.result(batches, complete=True)
+
+
+@dataclass(frozen=True)
+class ArchiveStep:
+    """One archive step: its statements run in order in each batch; the last one's
+    row count is how many rows the batch took."""
+
+    name: str  # the PruneResult field it counts into
+    statements: tuple[str, ...]
+    before: int
+
+    def batch(self, limit: int) -> Callable[[Tx], int]:
+        def body(tx: Tx) -> int:
+            taken = 0
+            for sql in self.statements:
+                taken = tx.run(sql, {"before": self.before, "limit": limit})
+            return taken
+
+        return body
+
+
+def archive_steps(engine: Engine, fold: int | None, costs: int | None, keys: int | None) -> list[ArchiveStep]:
+    """The steps a prune asked for, in the order they run (old costs go before the
+    fold, so rows about to be dropped are not folded first)."""
+    sql = engine.q.prune
+    steps = []
+    if costs is not None:
+        steps.append(ArchiveStep("costs", (sql.SQL_DROP_COSTS,), costs))
+    if fold is not None:
+        steps.append(ArchiveStep("folded", sql.FOLD_HOURS, fold_line(fold)))
+    if keys is not None:
+        steps.append(ArchiveStep("keys", (sql.SQL_DROP_KEYS,), keys))
+    return steps
+
+
+def _ids(tx: Tx, sql: str, params: Mapping[str, object]) -> list[int]:
+    return [int(r["id"]) for r in tx.all(sql, params)]
+
+
+def _delete(tx: Tx, doomed: list[int], counts: dict[str, int], transcripts: list[str], now_ms: int) -> set[int]:
+    """Archive, count and delete ``doomed`` (their keys retired at ``now_ms``);
+    returns the ids they freed (their parents and dependencies, which may now be
+    prunable)."""
+    sql = tx.q.prune
+    ids = {"ids": tx.array(doomed)}
+    tx.run(sql.SQL_ARCHIVE_RUNS, ids)
+    row = tx.one(sql.SQL_PRUNE_COUNTS, ids)
+    assert row is not None
+    for name in ("runs", "events", "notes", "dependencies"):
+        counts[name] += int(row[name])
+    transcripts.extend(str(path) for path in tx.loads(row["transcripts"]))
+    tx.run(sql.SQL_RETIRE_KEYS, {**ids, "now": now_ms})
+    tx.run(sql.SQL_PRUNE_TASKS, ids)
+    counts["tasks"] += len(doomed)
+    return {int(i) for i in tx.loads(row["freed"])}
+
+
+def task_batch(tally: PruneTally) -> Callable[[Tx], Callable[[], None]]:
+    """One batch: at most ``batch_size`` tasks looked at and deleted. Returns how to
+    move the tally on, applied only once the transaction committed (a batch retried
+    while the database was busy starts over from the same place)."""
+
+    def body(tx: Tx) -> Callable[[], None]:
+        sql = tx.q.prune
+        after, walked_all = tally.after, tally.walked_all
+        queue = sorted(tally.recheck)[: tally.batch_size]
+        rest = set(tally.recheck) - set(queue)
+        if not walked_all and len(queue) < tally.batch_size:
+            limit = tally.batch_size - len(queue)
+            rows = tx.all(sql.SQL_PRUNE_WALK, {"after": after, "limit": limit})
+            walked_all = len(rows) < limit
+            for row in rows:
+                if row["created_at"] >= tally.cutoff:
+                    walked_all = True
+                    break
+                queue.append(int(row["id"]))
+                after = int(row["id"])
+        counts = dict.fromkeys(COUNTED, 0)
+        transcripts: list[str] = []
+        room = tally.batch_size
+        while queue:
+            prunable = _ids(tx, sql.SQL_PRUNABLE, {"ids": tx.array(queue), "cutoff": tally.cutoff})
+            if not prunable:
+                break  # what is not prunable now is freed again by whatever holds it
+            doomed = prunable[:room]
+            rest.update(prunable[room:])
+            freed = _delete(tx, doomed, counts, transcripts, tally.now)
+            room -= len(doomed)
+            # a freed task the walk has not reached yet will be met by the walk
+            queue = sorted(i for i in freed if i <= after and i not in doomed)
+            if room == 0:
+                rest.update(queue)
+                break
+
+        def commit() -> None:
+            tally.after, tally.walked_all, tally.recheck = after, walked_all, rest
+            tally.add(counts, transcripts)
+
+        return commit
+
+    return body
+
+
+def preview(cutoff: int, events_cutoff: int | None, archive: tuple[int | None, ...]) -> Callable[[Tx], PruneResult]:
+    """A dry run: what a full prune would delete, read in one go."""
+
+    def body(tx: Tx) -> PruneResult:
+        sql = tx.q.prune
+        fold, costs, keys = archive
+        kept = tx.one(sql.SQL_ARCHIVE_PREVIEW, preview_params(fold, costs, keys))
+        row = tx.one(sql.SQL_PRUNE_PREVIEW, {"cutoff": cutoff, "events_cutoff": events_cutoff or 0})
+        assert row is not None
+        assert kept is not None
+        return PruneResult(
+            tasks=int(row["tasks"]),
+            runs=int(row["runs"]),
+            events=int(row["events"]) + int(row["old_events"]),
+            notes=int(row["notes"]),
+            dependencies=int(row["dependencies"]),
+            transcripts=tuple(str(p) for p in tx.loads(row["transcripts"])),
+            folded=int(kept["folded"]),
+            costs=int(kept["costs"]),
+            keys=int(kept["keys"]),
+        )
+
+    return body
+
+
+@dataclass
+class EventWalk:
+    """Old audit rows of the tasks that stay, deleted in id order: ``at`` grows with
+    the id, so the walk ends at the first row at or after the cutoff."""
+
+    cutoff: int
+    batch_size: int
+    after: int = 0
+    done: bool = False
+
+    def batch(self, tx: Tx) -> tuple[int, bool, int]:
+        """One batch: the new cursor, whether the walk is done, the rows deleted."""
+        sql = tx.q.prune
+        rows = tx.all(sql.SQL_EVENTS_WALK, {"after": self.after, "limit": self.batch_size})
+        old: list[int] = []
+        done = len(rows) < self.batch_size
+        for row in rows:
+            if row["at"] >= self.cutoff:
+                done = True
+                break
+            old.append(int(row["id"]))
+        tx.run(sql.SQL_DELETE_EVENTS, {"ids": tx.array(old)})
+        return (old[-1] if old else self.after), done, len(old)
+
+
+class AsyncRetention(Hopping):
+    """``Store.prune`` (see its docstring), mixed into each backend's store."""
+
+    engine: Engine
+    _clock: Clock
+
+    async def prune(
+        self,
+        *,
+        finished_before_ms: int,
+        events_before_ms: int | None = None,
+        batch_size: int = 200,
+        max_batches: int | None = None,
+        dry_run: bool = False,
+        fold_before_ms: int | None = None,
+        costs_before_ms: int | None = None,
+        keys_before_ms: int | None = None,
+    ) -> PruneResult:
+        check_prune_limits(batch_size, max_batches)
+        archive = (fold_before_ms, costs_before_ms, keys_before_ms)
+        if dry_run:
+            return await self._hop(self.engine.read, preview(finished_before_ms, events_before_ms, archive))
+        tally = PruneTally(finished_before_ms, batch_size, now=self._clock.now_ms())
+
+        async def write(body: Callable[[Tx], T]) -> T:
+            return await self._hop(self.engine.write, body)
+
+        async def tasks() -> None:
+            (await write(task_batch(tally)))()
+
+        phases = [Phase(tally.walking, tasks)]
+        if events_before_ms is not None:
+            walk = EventWalk(events_before_ms, batch_size)
+
+            async def events() -> None:
+                walk.after, walk.done, deleted = await write(walk.batch)
+                tally.counts["events"] += deleted
+
+            phases.append(Phase(lambda: not walk.done, events))
+        for step in archive_steps(self.engine, *archive):
+            phases.append(archive_phase(tally, step.name, partial(write, step.batch(batch_size))))
+        return await run_phases(tally, phases, max_batches)

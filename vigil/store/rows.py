@@ -1,7 +1,7 @@
 """Database rows ↔ the domain's frozen dataclasses, for both backends.
 
-Each backend's rows module (``sqlite_rows``, ``postgres_rows``) decodes its own JSON
-columns and passes the values in; everything else reads the same columns by name.
+The caller decodes the JSON columns (``Tx.loads``: text on SQLite, ``jsonb`` on
+PostgreSQL) and passes the values in; everything else reads the same columns by name.
 """
 
 from __future__ import annotations

@@ -17,19 +17,23 @@ Rules (DESIGN §2) enforced here, once:
 
 from __future__ import annotations
 
-import asyncio
 import functools
+import json
 import os
 import random
 import sqlite3
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from vigil.errors import DuplicateOpenTask, InputError, NotADatabase, StoreBusy, StoreError, VigilError
 from vigil.faults import crash_point
+from vigil.store import sqlite_queries
+from vigil.store.transaction import Params, Queries, Tx
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 T = TypeVar("T")
 FileCheck = Callable[[sqlite3.Connection, Path], None]
@@ -247,6 +251,52 @@ def _backup(conn: sqlite3.Connection, target: Path) -> None:
     os.replace(partial, target)
 
 
+class SqliteTx:
+    """``Tx`` on a sqlite3 connection (JSON columns are text here)."""
+
+    q: Queries = sqlite_queries
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def one(self, sql: str, params: Params | None = None) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self._conn.execute(sql, params or {}).fetchone()
+        return row
+
+    def all(self, sql: str, params: Params | None = None) -> list[sqlite3.Row]:
+        return self._conn.execute(sql, params or {}).fetchall()
+
+    def run(self, sql: str, params: Params | None = None) -> int:
+        return self._conn.execute(sql, params or {}).rowcount
+
+    def many(self, sql: str, rows: Iterable[Params]) -> None:
+        self._conn.executemany(sql, rows)
+
+    def loads(self, value: Any) -> Any:
+        return json.loads(value)
+
+    def dumps(self, value: object) -> str:
+        return json.dumps(value)
+
+    def array(self, ids: list[int]) -> str:
+        return json.dumps(ids)
+
+
+class SqliteEngine:
+    """``Engine`` on a ``Connection``: runs behaviours in the caller's thread."""
+
+    q: Queries = sqlite_queries
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def read(self, fn: Callable[[Tx], T]) -> T:
+        return self._conn.read(lambda conn: fn(SqliteTx(conn)))
+
+    def write(self, fn: Callable[[Tx], T]) -> T:
+        return self._conn.write(lambda conn: fn(SqliteTx(conn)))
+
+
 class Database:
     """A ``Connection`` used from asyncio: each call runs whole in the connection's
     own worker thread, one hop per unit of work, so no transaction is ever open
@@ -255,7 +305,7 @@ class Database:
     """
 
     def __init__(self, conn: Connection, worker: ThreadPoolExecutor) -> None:
-        self._conn = conn
+        self.connection = conn  # use it only through call(), in the worker thread
         self._worker = worker
         self.path = conn.path
 
@@ -264,6 +314,11 @@ class Database:
         cls, path: Path, *, synchronous: str = "FULL", busy_timeout_ms: int = 5000, check: FileCheck | None = None
     ) -> Database:
         """``Connection.open`` in a new worker thread; raises as it does."""
+        # Imported here, not above: a one-shot command uses Connection alone, and
+        # these two bring logging, queues and the event loop with them.
+        import asyncio
+        from concurrent.futures import ThreadPoolExecutor
+
         worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vigil-sqlite")
         opening = functools.partial(
             Connection.open, path, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms, check=check
@@ -277,22 +332,24 @@ class Database:
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(*args, **kwargs)`` in the connection's thread: one hop."""
+        import asyncio
+
         return await asyncio.get_running_loop().run_in_executor(self._worker, functools.partial(fn, *args, **kwargs))
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """``Connection.read`` in the connection's thread."""
-        return await self.call(self._conn.read, fn)
+        return await self.call(self.connection.read, fn)
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """``Connection.write`` in the connection's thread."""
-        return await self.call(self._conn.write, fn)
+        return await self.call(self.connection.write, fn)
 
     async def backup(self, target: Path) -> None:
         """``Connection.backup`` in the connection's thread."""
-        await self.call(self._conn.backup, target)
+        await self.call(self.connection.backup, target)
 
     async def close(self) -> None:
-        await self.call(self._conn.close)
+        await self.call(self.connection.close)
         self._worker.shutdown(wait=False)
 
 

@@ -1,45 +1,54 @@
-"""The SQL of the SQLite store, named after the ``SqliteStore`` methods that run it.
+"""The SQL of the SQLite store, named after the store methods that run it.
 
-Kept apart from ``sqlite.py`` so that the store's logic and its queries each stay
-short; ``vigil.store.sqlite`` re-exports every name here. Parameters are named
+The shared behaviours (``vigil.store.tasks`` …) run these by name through
+``Tx.q``; ``postgres_queries`` has the same names with the same named parameters
 (``:now`` is the clock's epoch ms); nothing here reads the SQL clock.
 """
 
 from __future__ import annotations
 
-from vigil.models import MAX_PRIORITY, MIN_PRIORITY
-from vigil.store import CostGroup
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Claim, TaskStatus
+from vigil.store import CostGroup, sqlite_retention
+from vigil.store.rows import row_to_note
+
+if TYPE_CHECKING:
+    from vigil.store.transaction import PruneQueries, Tx
 
 _PRIORITIES = range(MIN_PRIORITY, MAX_PRIORITY + 1)
+
+prune: PruneQueries = sqlite_retention  # the SQL of Store.prune
 
 # A new task, deduplicated in the insert itself: an ``open`` key conflicts through
 # ux_tasks_open_key, an ``ever`` key through ux_tasks_ever_key or the NOT EXISTS over
 # every earlier row or the keys of pruned tasks (retired_keys). DO NOTHING has no
 # target on purpose: those indexes are the only unique constraints on tasks, and
 # NOT NULL / CHECK failures still raise.
-# Parameters are positional (``sqlite._task_params`` builds them): binding by name
-# looks every name up per row, a third of the cost of a deduplicated batch row; and
-# the ``open`` scope, by far the common one, needs no NOT EXISTS, so it is a plain
-# VALUES insert. ?1 subject, ?2 description, ?3 skills, ?4 priority, ?5 source,
-# ?6 source_key, ?7 parent_id, ?8 scheduled_for, ?9 now, ?10 actor, ?11 max_retries,
-# ?12 requires_approval.
+# The ``open`` scope, by far the common one, needs no NOT EXISTS, so it is a plain
+# VALUES insert.
 _ADD_TASK_COLUMNS = """
 INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
                    parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
                    status, approval)"""
-_ADD_TASK_STATUS = """CASE WHEN ?12 THEN 'blocked' ELSE 'pending' END, CASE WHEN ?12 THEN 'pending' END"""
+_ADD_TASK_VALUES = """:subject, :description, :skills, :priority, :source, :source_key, :dedup, :parent_id,
+       :scheduled_for, :now, :now, :actor, :max_retries,
+       CASE WHEN :approval THEN 'blocked' ELSE 'pending' END, CASE WHEN :approval THEN 'pending' END"""
 SQL_ADD_TASK = f"""{_ADD_TASK_COLUMNS}
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'open', ?7, ?8, ?9, ?9, ?10, ?11, {_ADD_TASK_STATUS})
+VALUES ({_ADD_TASK_VALUES})
 ON CONFLICT DO NOTHING
 RETURNING id
 """
 SQL_ADD_TASK_EVER = f"""{_ADD_TASK_COLUMNS}
-SELECT ?1, ?2, ?3, ?4, ?5, ?6, 'ever', ?7, ?8, ?9, ?9, ?10, ?11, {_ADD_TASK_STATUS}
-WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE source_key = ?6)
-  AND NOT EXISTS (SELECT 1 FROM retired_keys WHERE source_key = ?6)
+SELECT {_ADD_TASK_VALUES}
+WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE source_key = :source_key)
+  AND NOT EXISTS (SELECT 1 FROM retired_keys WHERE source_key = :source_key)
 ON CONFLICT DO NOTHING
 RETURNING id
 """
+
+SQL_ADD_DEP = "INSERT INTO task_deps (task_id, depends_on) VALUES (:task_id, :depends_on) ON CONFLICT DO NOTHING"
 
 # The task a dedup hit names: the open holder (ux_tasks_open_key), else the newest
 # task that used the key (ix_tasks_key, already in id order). One row; its id is NULL
@@ -47,9 +56,9 @@ RETURNING id
 # thousands of finished tasks behind it.
 SQL_HOLDER_OF_KEY = """
 SELECT coalesce(
-    (SELECT id FROM tasks WHERE source_key = ?1 AND status IN ('pending', 'active', 'blocked')),
-    (SELECT id FROM tasks WHERE source_key = ?1 ORDER BY id DESC LIMIT 1)
-)
+    (SELECT id FROM tasks WHERE source_key = :key AND status IN ('pending', 'active', 'blocked')),
+    (SELECT id FROM tasks WHERE source_key = :key ORDER BY id DESC LIMIT 1)
+) AS id
 """
 
 
@@ -81,6 +90,14 @@ SQL_CLAIM = _claim(MAX_PRIORITY)
 # claim_next(max_priority=p): only tasks at least that urgent (priority ≤ p).
 SQL_CLAIM_UP_TO = {p: _claim(p) for p in _PRIORITIES}
 
+SQL_SET_RUN_PROCESS = "UPDATE runs SET pid = :pid, pgid = :pgid, proc_start = :proc_start WHERE id = :id"
+SQL_RENEW_LEASE = """
+UPDATE tasks SET lease_until = :lease_until WHERE id = :id AND claimed_by = :worker RETURNING cancel_requested
+"""
+SQL_ACTIVE_TASKS = "SELECT * FROM tasks WHERE status = 'active' ORDER BY id"
+# SQLite's writers are serialised by BEGIN IMMEDIATE: no row lock to take.
+SQL_GET_RUN_FOR_UPDATE = "SELECT * FROM runs WHERE id = :id"
+
 SQL_OPEN_RUN = """
 INSERT INTO runs (task_id, attempt, started_at, executor, claimed_by)
 VALUES (:task_id, (SELECT count(*) + 1 FROM runs WHERE task_id = :task_id), :now, :executor, :worker)
@@ -88,7 +105,7 @@ RETURNING id, attempt
 """
 
 SQL_NEXT_DUE_AT = (
-    "SELECT min(m) FROM ("
+    "SELECT min(m) AS m FROM ("
     + " UNION ALL ".join(
         f"SELECT min(scheduled_for) AS m FROM tasks WHERE status = 'pending' AND waiting_on = 0 AND priority = {p}"
         for p in _PRIORITIES
@@ -100,6 +117,61 @@ SQL_NEXT_DUE_AT = (
 # for: ix_tasks_status_id walks each status down from :before_id, and SQLite stops each
 # walk after :limit rows, so a million finished tasks are never sorted.
 SQL_LIST_TASKS = "SELECT * FROM tasks WHERE status IN ({statuses}) AND id < :before_id ORDER BY id DESC LIMIT :limit"
+
+
+def _literals(statuses: Collection[TaskStatus]) -> str:
+    """Statuses as SQL literals (each a ``TaskStatus``, so safe)."""
+    return ",".join(f"'{TaskStatus(s).value}'" for s in sorted(set(statuses)))
+
+
+def list_tasks_sql(statuses: Collection[TaskStatus]) -> str:
+    """``SQL_LIST_TASKS`` for these statuses."""
+    return SQL_LIST_TASKS.format(statuses=_literals(statuses))
+
+
+def search_tasks_sql(statuses: Collection[TaskStatus]) -> str:
+    """``SQL_SEARCH_TASKS`` for these statuses."""
+    return SQL_SEARCH_TASKS.format(statuses=_literals(statuses))
+
+
+SQL_GET_TASK = "SELECT * FROM tasks WHERE id = :id"
+SQL_LIST_RUNS = "SELECT * FROM runs WHERE task_id = :id ORDER BY attempt"
+SQL_LIST_EVENTS = "SELECT * FROM task_events WHERE task_id = :id ORDER BY id"
+SQL_DEPENDENCIES = "SELECT depends_on FROM task_deps WHERE task_id = :id ORDER BY depends_on"
+SQL_ADD_NOTE = "INSERT INTO notes (task_id, at, author, text) VALUES (:id, :now, :author, :text) RETURNING *"
+
+SQL_CANCEL = """
+UPDATE tasks SET status = CASE WHEN status = 'active' THEN status ELSE 'canceled' END,
+       cancel_requested = CASE WHEN status = 'active' THEN 1 ELSE cancel_requested END,
+       completed_at = CASE WHEN status = 'active' THEN completed_at ELSE :now END,
+       updated_at = :now, updated_by = :actor
+WHERE id = :id AND status IN ('pending', 'blocked', 'active') RETURNING *
+"""
+
+SQL_SET_PRIORITY = """
+UPDATE tasks SET priority = :priority, updated_at = :now, updated_by = :actor
+WHERE id = :id AND status IN ('pending', 'blocked') RETURNING *
+"""
+
+SQL_DEFER = """
+UPDATE tasks SET scheduled_for = :until, updated_at = :now, updated_by = :actor
+WHERE id = :id AND status IN ('pending', 'blocked') RETURNING *
+"""
+
+# A task that needed approval needs it again: it goes back to waiting for it.
+SQL_RETRY = """
+UPDATE tasks SET status = CASE WHEN approval IS NULL THEN 'pending' ELSE 'blocked' END,
+       approval = CASE WHEN approval IS NULL THEN NULL ELSE 'pending' END,
+       scheduled_for = :now, attempt_count = 0,
+       completed_at = NULL, cancel_requested = 0, updated_at = :now, updated_by = :actor
+WHERE id = :id AND status IN ('failed', 'canceled') RETURNING *
+"""
+
+SQL_CLOSE_TASK = """
+UPDATE tasks SET status = :status, result_summary = :summary, updated_at = :now, updated_by = :actor,
+       completed_at = CASE WHEN :status = 'blocked' THEN NULL ELSE :now END
+WHERE id = :id AND status IN ('pending', 'active', 'blocked') RETURNING *
+"""
 
 # Kept by triggers in the same transaction as every status change: no count(*).
 SQL_COUNT_BY_STATUS = "SELECT status, n FROM status_counts"
@@ -178,10 +250,10 @@ WHERE id = :task_id AND status = 'active' AND claimed_by IS :worker
 # the primary key downwards and stops at LIMIT matches (no sort of every finished row).
 SQL_SEARCH_TASKS = """
 SELECT * FROM tasks
-WHERE +status IN :statuses AND id < ?
-  AND (subject LIKE ? ESCAPE '\\' OR description LIKE ? ESCAPE '\\'
-       OR source LIKE ? ESCAPE '\\' OR coalesce(result_summary, '') LIKE ? ESCAPE '\\')
-ORDER BY id DESC LIMIT ?
+WHERE +status IN ({statuses}) AND id < :before_id
+  AND (subject LIKE :pattern ESCAPE '\\' OR description LIKE :pattern ESCAPE '\\'
+       OR source LIKE :pattern ESCAPE '\\' OR coalesce(result_summary, '') LIKE :pattern ESCAPE '\\')
+ORDER BY id DESC LIMIT :limit
 """
 
 _COST_COLUMNS = """count(*) AS runs, count(DISTINCT r.task_id) AS tasks,
@@ -262,7 +334,7 @@ def _rollup(group: CostGroup) -> str:
     GROUP BY key ORDER BY {order}"""
 
 
-SQL_COST_ROLLUP = {group: _rollup(group) for group in CostGroup}
+SQL_COST_ROLLUP: dict[CostGroup, str] = {group: _rollup(group) for group in CostGroup}
 
 SQL_RECORD_SENSOR_RUN = """
 INSERT INTO sensor_state (name, last_run_at, last_duration_ms, last_status, last_error,
@@ -290,20 +362,30 @@ WITH RECURSIVE chain(id, depth) AS (
     SELECT t.parent_id, c.depth + 1 FROM tasks t JOIN chain c ON t.id = c.id
     WHERE t.parent_id IS NOT NULL AND c.depth <= :max_depth
 )
-SELECT max(depth) FROM chain
+SELECT max(depth) AS depth FROM chain
 """
 
 # Both counts stop at :cap rows (ix_tasks_parent, ix_tasks_source_created).
-SQL_COUNT_CHILDREN = "SELECT count(*) FROM (SELECT 1 FROM tasks WHERE parent_id = :parent_id LIMIT :cap)"
+SQL_COUNT_CHILDREN = "SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE parent_id = :parent_id LIMIT :cap)"
 SQL_COUNT_SOURCE_SINCE = """
-SELECT count(*) FROM (SELECT 1 FROM tasks WHERE source = :source AND created_at > :since LIMIT :cap)
+SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE source = :source AND created_at > :since LIMIT :cap)
+"""
+# BEGIN IMMEDIATE already serialises every writer: nothing to lock for a count.
+SQL_LOCK_COUNT: str | None = None
+# A refused insert, counted in loop state in the refusing transaction.
+SQL_RECORD_REFUSAL = """
+INSERT INTO loop_state (key, value)
+VALUES (:key, json_object('total', 1, 'last_at', :now, 'last_source', :source, 'last_reason', :reason))
+ON CONFLICT (key) DO UPDATE SET
+    value = json_set(excluded.value, '$.total', coalesce(json_extract(loop_state.value, '$.total'), 0) + 1)
 """
 
 # Pruned tasks' spend is in the archive, by hour or folded day (one counts whole, as
 # in SQL_COST_ROLLUP: for a budget that errs on the side of spend).
 SQL_SPEND_SINCE = """
-SELECT (SELECT total(cost_usd) FROM runs WHERE finished_at >= ?1)
-     + (SELECT total(cost_usd) FROM cost_archive WHERE start_ms > ?1 - 86400000 AND start_ms + span_ms > ?1)
+SELECT (SELECT total(cost_usd) FROM runs WHERE finished_at >= :since)
+     + (SELECT total(cost_usd) FROM cost_archive WHERE start_ms > :since - 86400000 AND start_ms + span_ms > :since)
+     AS spent
 """
 
 SQL_APPROVE = """
@@ -338,18 +420,24 @@ WHERE id = :task_id AND status = 'active' AND claimed_by = :worker AND {_CLAIM_R
 RETURNING *
 """
 
-SQL_LOOP_VALUE = "SELECT value FROM loop_state WHERE key = ?"
+SQL_SENSOR_STATES = "SELECT * FROM sensor_state ORDER BY name"
+SQL_SENSOR_STATE = "SELECT * FROM sensor_state WHERE name = :name"
+SQL_SET_SENSOR_ENABLED = """
+INSERT INTO sensor_state (name, enabled) VALUES (:name, :enabled)
+ON CONFLICT (name) DO UPDATE SET enabled = excluded.enabled
+"""
+SQL_LOOP_VALUE = "SELECT value FROM loop_state WHERE key = :key"
 SQL_LOOP_VALUES = "SELECT key, value FROM loop_state"
-SQL_LIST_NOTES = "SELECT * FROM notes WHERE task_id = ? ORDER BY id"
+SQL_LIST_NOTES = "SELECT * FROM notes WHERE task_id = :id ORDER BY id"
 SQL_SET_LOOP_VALUE = """
-INSERT INTO loop_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value
+INSERT INTO loop_state (key, value) VALUES (:key, :value) ON CONFLICT (key) DO UPDATE SET value = excluded.value
 """
 
 # The source of the root of a task's parent chain ("sensor:feeds" for a follow-up of
 # a follow-up of a feeds task); the chain is short, one primary-key seek per step.
 SQL_ORIGIN_OF = """
 WITH RECURSIVE up(id, parent_id, source, depth) AS (
-    SELECT id, parent_id, source, 0 FROM tasks WHERE id = ?
+    SELECT id, parent_id, source, 0 FROM tasks WHERE id = :id
     UNION ALL
     SELECT t.id, t.parent_id, t.source, up.depth + 1 FROM tasks t JOIN up ON t.id = up.parent_id
 )
@@ -368,3 +456,28 @@ UPDATE tasks SET status = CASE WHEN cancel_requested THEN 'canceled' ELSE 'pendi
 WHERE id = :task_id AND status = 'active' AND claimed_by = :worker AND {_CLAIM_RUN_OPEN}
 RETURNING *
 """
+
+
+def claim(tx: Tx, params: dict[str, Any]) -> Claim | None:
+    """Claim the most urgent due task (``SQL_CLAIM_UP_TO``), open its run and read
+    its notes: three statements in the caller's ``BEGIN IMMEDIATE`` transaction."""
+    from vigil.store.tasks import task_of
+
+    row = tx.one(SQL_CLAIM_UP_TO[params["max_priority"]], params)
+    if row is None:
+        return None
+    task = task_of(tx, row)
+    run = tx.one(SQL_OPEN_RUN, {**params, "task_id": task.id})
+    assert run is not None
+    notes = tuple(row_to_note(r) for r in tx.all(SQL_LIST_NOTES, {"id": task.id}))
+    return Claim(task=task, run_id=int(run["id"]), attempt=int(run["attempt"]), notes=notes)
+
+
+def replace_loop_value(tx: Tx, key: str, expected: object, value: object) -> bool:
+    """Write ``value`` only over ``expected``, compared as Python values (JSON text
+    may differ in spacing or key order); BEGIN IMMEDIATE makes it atomic."""
+    row = tx.one(SQL_LOOP_VALUE, {"key": key})
+    if (None if row is None else tx.loads(row["value"])) != expected:
+        return False
+    tx.run(SQL_SET_LOOP_VALUE, {"key": key, "value": tx.dumps(value)})
+    return True

@@ -1,37 +1,23 @@
-"""Retention on the SQLite store: ``prune`` and the SQL it runs.
+"""The SQL of ``Store.prune`` on SQLite (``pruning`` runs it, as ``tx.q.prune``).
 
-A prune walks the tasks in id order in bounded batches, each batch one short
-``BEGIN IMMEDIATE`` transaction: pick the prunable tasks among the next ids, fold
-their runs into ``cost_archive``, retire their source keys, delete them (runs,
-events, notes and dependency rows follow by ``ON DELETE CASCADE``). The walk stops
-at the first task created after the cutoff: ids grow with creation time, and a task
-last updated before the cutoff was created before it, so nothing past that point
-can qualify. A parent or dependency the batch freed, if the walk already passed it,
-is looked at again (in the same batch while it has room, else in the next).
-Then what pruned tasks leave behind is kept bounded (``sqlite_archive``).
+Each batch is one ``BEGIN IMMEDIATE`` transaction. ``:ids`` is a JSON array
+(``Tx.array``). After the tasks, what pruned tasks leave behind is kept bounded:
+
+* **Fold.** Hour rows of ``cost_archive`` from UTC days that ended before the fold
+  line become one row per UTC day and group (skills, source, model, sensor). Every
+  sum adds up; a day row's ``tasks_hour`` is its ``tasks_day`` (a task counts once in
+  the one key a folded day has).
+* **Drop old costs.** Archive rows that ended at or before ``[retention]
+  keep_costs`` are deleted.
+* **Drop old keys.** Retired keys retired before ``[retention] keep_keys`` are
+  deleted; an ``ever`` add may then use such a key again.
+
+Each step works in batches of at most ``batch_size`` rows, one ``BEGIN IMMEDIATE``
+transaction each (the writer lock serialises two prunes, so a batch's rows are
+folded once); a batch that finds fewer rows than that ends the step.
 """
 
 from __future__ import annotations
-
-import json
-import sqlite3
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from functools import partial
-
-from vigil.models import PruneResult
-from vigil.store.pruning import (
-    COUNTED,
-    Phase,
-    PruneTally,
-    archive_phase,
-    check_prune_limits,
-    preview_params,
-    run_phases,
-)
-from vigil.store.sqlite_archive import SQL_ARCHIVE_PREVIEW, archive_steps
-from vigil.store.sqlite_base import SqliteBase
-from vigil.store.sqlite_db import Database
 
 _FINISHED = "('completed', 'failed', 'canceled')"
 
@@ -100,21 +86,21 @@ ON CONFLICT (start_ms, span_ms, skills, source, model, sensor) DO UPDATE SET
 
 _IDS = "(SELECT value FROM json_each(:ids))"
 
-# What the doomed tasks take with them, counted before the delete cascades.
+# What the doomed tasks take with them, counted before the delete cascades; their
+# transcripts; the parents and dependencies they free (each may be free to go once
+# they are). JSON arrays.
 SQL_PRUNE_COUNTS = f"""
 SELECT (SELECT count(*) FROM runs WHERE task_id IN {_IDS}) AS runs,
        (SELECT count(*) FROM task_events WHERE task_id IN {_IDS}) AS events,
        (SELECT count(*) FROM notes WHERE task_id IN {_IDS}) AS notes,
-       (SELECT count(*) FROM task_deps WHERE task_id IN {_IDS} OR depends_on IN {_IDS}) AS dependencies
-"""
-SQL_PRUNE_TRANSCRIPTS = f"""
-SELECT transcript_path FROM runs WHERE task_id IN {_IDS} AND transcript_path IS NOT NULL ORDER BY id
-"""
-# Parents and dependencies of the doomed tasks: each may be free to go once they are.
-SQL_PRUNE_FREED = f"""
-SELECT parent_id FROM tasks WHERE id IN {_IDS} AND parent_id IS NOT NULL
-UNION
-SELECT depends_on FROM task_deps WHERE task_id IN {_IDS}
+       (SELECT count(*) FROM task_deps WHERE task_id IN {_IDS} OR depends_on IN {_IDS}) AS dependencies,
+       (SELECT json_group_array(transcript_path) FROM (
+           SELECT transcript_path FROM runs WHERE task_id IN {_IDS} AND transcript_path IS NOT NULL ORDER BY id
+       )) AS transcripts,
+       (SELECT json_group_array(id) FROM (
+           SELECT parent_id AS id FROM tasks WHERE id IN {_IDS} AND parent_id IS NOT NULL
+           UNION SELECT depends_on FROM task_deps WHERE task_id IN {_IDS}
+       )) AS freed
 """
 # A key retired again (an ``open`` key many tasks used) keeps its latest retirement.
 SQL_RETIRE_KEYS = f"""
@@ -155,158 +141,52 @@ SELECT (SELECT count(*) FROM doomed) AS tasks,
             ORDER BY id)) AS transcripts
 """
 
+_KEY = "start_ms, span_ms, skills, source, model, sensor"
 
-class RetentionMethods(SqliteBase):
-    """``Store.prune`` (mixed into ``SqliteStore``)."""
+# The oldest hour rows before the fold line, in primary-key order (the same rows for
+# both statements of a batch: nothing else writes between them).
+_PICK_HOURS = """
+SELECT * FROM cost_archive WHERE span_ms = 3600000 AND start_ms < :before
+ORDER BY start_ms, skills, source, model, sensor LIMIT :limit
+"""
 
-    async def prune(
-        self,
-        *,
-        finished_before_ms: int,
-        events_before_ms: int | None = None,
-        batch_size: int = 200,
-        max_batches: int | None = None,
-        dry_run: bool = False,
-        fold_before_ms: int | None = None,
-        costs_before_ms: int | None = None,
-        keys_before_ms: int | None = None,
-    ) -> PruneResult:
-        check_prune_limits(batch_size, max_batches)
-        archive = (fold_before_ms, costs_before_ms, keys_before_ms)
-        if dry_run:
-            return await self._preview(finished_before_ms, events_before_ms, archive)
-        tally = PruneTally(finished_before_ms, batch_size, now=self._clock.now_ms())
+SQL_FOLD_HOURS = f"""
+WITH picked AS ({_PICK_HOURS})
+INSERT INTO cost_archive ({_KEY}, runs, tasks_last, tasks_hour, tasks_day, tasks_model, cost_usd,
+                          api_cost_usd, tokens_in, tokens_out, cache_read_tokens, cache_write_tokens)
+SELECT (start_ms / 86400000) * 86400000 AS day_ms, 86400000, skills, source, model, sensor, sum(runs),
+       sum(tasks_last), sum(tasks_day), sum(tasks_day), sum(tasks_model), total(cost_usd), total(api_cost_usd),
+       sum(tokens_in), sum(tokens_out), sum(cache_read_tokens), sum(cache_write_tokens)
+FROM picked WHERE true
+GROUP BY day_ms, skills, source, model, sensor
+ON CONFLICT ({_KEY}) DO UPDATE SET
+    runs = runs + excluded.runs, tasks_last = tasks_last + excluded.tasks_last,
+    tasks_hour = tasks_hour + excluded.tasks_hour, tasks_day = tasks_day + excluded.tasks_day,
+    tasks_model = tasks_model + excluded.tasks_model, cost_usd = cost_usd + excluded.cost_usd,
+    api_cost_usd = api_cost_usd + excluded.api_cost_usd, tokens_in = tokens_in + excluded.tokens_in,
+    tokens_out = tokens_out + excluded.tokens_out,
+    cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+    cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens
+"""
+SQL_DELETE_FOLDED = f"DELETE FROM cost_archive WHERE ({_KEY}) IN (SELECT {_KEY} FROM ({_PICK_HOURS}))"
 
-        async def task_batch() -> None:
-            moved_on = await self._db.write(self._task_batch(tally))
-            moved_on()
+# Rows that ended at or before :before (no row starts less than an hour before its end).
+SQL_DROP_COSTS = f"""
+DELETE FROM cost_archive WHERE ({_KEY}) IN (
+    SELECT {_KEY} FROM cost_archive WHERE start_ms <= :before - 3600000 AND start_ms + span_ms <= :before
+    ORDER BY start_ms LIMIT :limit)
+"""
+SQL_DROP_KEYS = """
+DELETE FROM retired_keys WHERE source_key IN (
+    SELECT source_key FROM retired_keys WHERE retired_at < :before ORDER BY retired_at LIMIT :limit)
+"""
 
-        phases = [Phase(tally.walking, task_batch)]
-        if events_before_ms is not None:
-            events = _EventWalk(events_before_ms, batch_size)
+# Dry run: the rows each step would take as the archive is now.
+SQL_ARCHIVE_PREVIEW = """
+SELECT (SELECT count(*) FROM cost_archive WHERE span_ms = 3600000 AND start_ms < :fold_before) AS folded,
+       (SELECT count(*) FROM cost_archive
+        WHERE start_ms <= :costs_before - 3600000 AND start_ms + span_ms <= :costs_before) AS costs,
+       (SELECT count(*) FROM retired_keys WHERE retired_at < :keys_before) AS keys
+"""
 
-            async def event_batch() -> None:
-                tally.counts["events"] += await events.run(self._db)
-
-            phases.append(Phase(lambda: not events.done, event_batch))
-        for step in archive_steps(*archive):
-            phases.append(archive_phase(tally, step.name, partial(self._db.write, step.batch(batch_size))))
-        return await run_phases(tally, phases, max_batches)
-
-    def _task_batch(self, tally: PruneTally) -> Callable[[sqlite3.Connection], Callable[[], None]]:
-        """One batch: at most ``batch_size`` tasks looked at and deleted. Returns
-        how to move the tally on, applied only once the transaction committed (a
-        batch retried after SQLITE_BUSY starts over from the same place)."""
-
-        def body(conn: sqlite3.Connection) -> Callable[[], None]:
-            after, walked_all = tally.after, tally.walked_all
-            queue = sorted(tally.recheck)[: tally.batch_size]
-            rest = set(tally.recheck) - set(queue)
-            if not walked_all and len(queue) < tally.batch_size:
-                limit = tally.batch_size - len(queue)
-                rows = conn.execute(SQL_PRUNE_WALK, {"after": after, "limit": limit}).fetchall()
-                walked_all = len(rows) < limit
-                for row in rows:
-                    if row["created_at"] >= tally.cutoff:
-                        walked_all = True
-                        break
-                    queue.append(int(row["id"]))
-                    after = int(row["id"])
-            counts = dict.fromkeys(COUNTED, 0)
-            transcripts: list[str] = []
-            room = tally.batch_size
-            while queue:
-                prunable = _ids(conn, SQL_PRUNABLE, {"ids": json.dumps(queue), "cutoff": tally.cutoff})
-                if not prunable:
-                    break  # what is not prunable now is freed again by whatever holds it
-                doomed = prunable[:room]
-                rest.update(prunable[room:])
-                freed = _delete(conn, doomed, counts, transcripts, tally.now)
-                room -= len(doomed)
-                # a freed task the walk has not reached yet will be met by the walk
-                queue = sorted(i for i in freed if i <= after and i not in doomed)
-                if room == 0:
-                    rest.update(queue)
-                    break
-
-            def commit() -> None:
-                tally.after, tally.walked_all, tally.recheck = after, walked_all, rest
-                tally.add(counts, transcripts)
-
-            return commit
-
-        return body
-
-    async def _preview(
-        self, finished_before_ms: int, events_before_ms: int | None, archive: tuple[int | None, int | None, int | None]
-    ) -> PruneResult:
-        params = {"cutoff": finished_before_ms, "events_cutoff": events_before_ms or 0}
-
-        def body(conn: sqlite3.Connection) -> PruneResult:
-            kept = conn.execute(SQL_ARCHIVE_PREVIEW, preview_params(*archive)).fetchone()
-            row = conn.execute(SQL_PRUNE_PREVIEW, params).fetchone()
-            return PruneResult(
-                tasks=int(row["tasks"]),
-                runs=int(row["runs"]),
-                events=int(row["events"]) + int(row["old_events"]),
-                notes=int(row["notes"]),
-                dependencies=int(row["dependencies"]),
-                transcripts=tuple(str(p) for p in json.loads(row["transcripts"])),
-                folded=int(kept["folded"]),
-                costs=int(kept["costs"]),
-                keys=int(kept["keys"]),
-            )
-
-        return await self._db.read(body)
-
-
-def _ids(conn: sqlite3.Connection, sql: str, params: Mapping[str, object]) -> list[int]:
-    return [int(r[0]) for r in conn.execute(sql, params)]
-
-
-def _delete(
-    conn: sqlite3.Connection, doomed: list[int], counts: dict[str, int], transcripts: list[str], now_ms: int
-) -> set[int]:
-    """Archive, count and delete ``doomed`` (their keys retired at ``now_ms``);
-    returns the ids they freed (their parents and dependencies, which may now be
-    prunable)."""
-    ids = {"ids": json.dumps(doomed)}
-    conn.execute(SQL_ARCHIVE_RUNS, ids)
-    row = conn.execute(SQL_PRUNE_COUNTS, ids).fetchone()
-    for name in ("runs", "events", "notes", "dependencies"):
-        counts[name] += int(row[name])
-    transcripts.extend(str(r[0]) for r in conn.execute(SQL_PRUNE_TRANSCRIPTS, ids))
-    freed = set(_ids(conn, SQL_PRUNE_FREED, ids))
-    conn.execute(SQL_RETIRE_KEYS, {**ids, "now": now_ms})
-    conn.execute(SQL_PRUNE_TASKS, ids)
-    counts["tasks"] += len(doomed)
-    return freed
-
-
-@dataclass
-class _EventWalk:
-    """Old audit rows of the tasks that stay, deleted in id order: ``at`` grows
-    with the id, so the walk ends at the first row at or after the cutoff."""
-
-    cutoff: int
-    batch_size: int
-    after: int = 0
-    done: bool = False
-
-    async def run(self, db: Database) -> int:
-        """One batch in its own transaction; returns the rows deleted."""
-
-        def body(conn: sqlite3.Connection) -> tuple[int, bool, int]:
-            rows = conn.execute(SQL_EVENTS_WALK, {"after": self.after, "limit": self.batch_size}).fetchall()
-            old: list[int] = []
-            done = len(rows) < self.batch_size
-            for row in rows:
-                if row["at"] >= self.cutoff:
-                    done = True
-                    break
-                old.append(int(row["id"]))
-            conn.execute(SQL_DELETE_EVENTS, {"ids": json.dumps(old)})
-            return (old[-1] if old else self.after), done, len(old)
-
-        self.after, self.done, deleted = await db.write(body)
-        return deleted
+FOLD_HOURS: tuple[str, ...] = (SQL_FOLD_HOURS, SQL_DELETE_FOLDED)

@@ -1,8 +1,10 @@
 """Flood limits (``[limits]``), checked inside the transaction that inserts a task.
 
-Because the check and the insert share one ``BEGIN IMMEDIATE`` transaction, several
-processes inserting at once can never pass a limit together: the second one counts
-the first one's rows. Three limits, each 0 to disable:
+Because the check and the insert share one transaction, several processes inserting
+at once can never pass a limit together: the second one counts the first one's rows
+(SQLite's ``BEGIN IMMEDIATE`` serialises writers; on PostgreSQL each count first takes
+a transaction-scoped advisory lock on its parent or source). Three limits, each 0 to
+disable:
 
 * ``max_depth``: how deep a follow-up may sit in its parent chain (a task without a
   parent is depth 0, its follow-up depth 1);
@@ -17,20 +19,13 @@ in the same transaction, and the caller reports it (``FloodLimited`` for one tas
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from dataclasses import dataclass
+from typing import Any
 
 from vigil.clock import MS_PER_DAY
 from vigil.config import LimitsSettings
 from vigil.models import REJECTED_INSERTS_KEY, NewTask
-from vigil.store.sqlite_queries import (
-    SQL_COUNT_CHILDREN,
-    SQL_COUNT_SOURCE_SINCE,
-    SQL_FOLLOW_UP_DEPTH,
-    SQL_LOOP_VALUE,
-    SQL_SET_LOOP_VALUE,
-)
+from vigil.store.transaction import Tx
 
 UNLIMITED_SOURCES = frozenset({"human"})
 
@@ -56,12 +51,22 @@ class FloodGate:
     def _source_cap(self, source: str) -> int:
         return self._limits.per_source.get(source, self._limits.max_per_source_per_day)
 
-    def check(self, conn: sqlite3.Connection, new: NewTask) -> Refusal | None:
+    @staticmethod
+    def _count(tx: Tx, lock_name: str, sql: str, params: dict[str, Any]) -> int:
+        if tx.q.SQL_LOCK_COUNT is not None:
+            tx.run(tx.q.SQL_LOCK_COUNT, {"name": lock_name})
+        row = tx.one(sql, params)
+        assert row is not None
+        return int(row["n"])
+
+    def check(self, tx: Tx, new: NewTask) -> Refusal | None:
         """The limit ``new`` would break, or None when it may be added."""
         limits = self._limits
         if new.parent_id is not None and limits.max_depth:
             params = {"parent_id": new.parent_id, "max_depth": limits.max_depth}
-            depth = int(conn.execute(SQL_FOLLOW_UP_DEPTH, params).fetchone()[0])
+            row = tx.one(tx.q.SQL_FOLLOW_UP_DEPTH, params)
+            assert row is not None
+            depth = int(row["depth"])
             if depth > limits.max_depth:
                 return Refusal(
                     f"follow-up of task #{new.parent_id} would be nested deeper than "
@@ -70,7 +75,9 @@ class FloodGate:
         if new.parent_id is not None and limits.max_children:
             if new.parent_id not in self._children:
                 params = {"parent_id": new.parent_id, "cap": limits.max_children}
-                self._children[new.parent_id] = int(conn.execute(SQL_COUNT_CHILDREN, params).fetchone()[0])
+                self._children[new.parent_id] = self._count(
+                    tx, f"parent:{new.parent_id}", tx.q.SQL_COUNT_CHILDREN, params
+                )
             if self._children[new.parent_id] >= limits.max_children:
                 return Refusal(
                     f"task #{new.parent_id} already has {limits.max_children} follow-ups "
@@ -80,8 +87,8 @@ class FloodGate:
         if cap and new.source not in UNLIMITED_SOURCES:
             if new.source not in self._per_source:
                 window = {"source": new.source, "since": self._now_ms - MS_PER_DAY, "cap": cap}
-                row = conn.execute(SQL_COUNT_SOURCE_SINCE, window).fetchone()
-                self._per_source[new.source] = int(row[0])
+                count = self._count(tx, f"source:{new.source}", tx.q.SQL_COUNT_SOURCE_SINCE, window)
+                self._per_source[new.source] = count
             if self._per_source[new.source] >= cap:
                 return Refusal(f"source {new.source!r} already added {cap} tasks in the last 24 h ([limits] cap {cap})")
         return None
@@ -93,10 +100,8 @@ class FloodGate:
         if new.source in self._per_source:
             self._per_source[new.source] += 1
 
-    def record(self, conn: sqlite3.Connection, new: NewTask, refusal: Refusal) -> None:
+    def record(self, tx: Tx, new: NewTask, refusal: Refusal) -> None:
         """Count a refusal in loop state, in the caller's transaction."""
         self.refused += 1
-        row = conn.execute(SQL_LOOP_VALUE, (REJECTED_INSERTS_KEY,)).fetchone()
-        total = int(json.loads(row[0]).get("total", 0)) if row is not None else 0
-        value = {"total": total + 1, "last_at": self._now_ms, "last_source": new.source, "last_reason": refusal.reason}
-        conn.execute(SQL_SET_LOOP_VALUE, (REJECTED_INSERTS_KEY, json.dumps(value)))
+        params = {"key": REJECTED_INSERTS_KEY, "now": self._now_ms, "source": new.source, "reason": refusal.reason}
+        tx.run(tx.q.SQL_RECORD_REFUSAL, params)

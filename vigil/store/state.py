@@ -1,0 +1,122 @@
+"""Sensor state and the loop's key/value state, written once for every backend.
+
+Blocking, like ``tasks.Tasks``; the async stores run each call whole in their
+worker thread (``AsyncState``). The conditional write of a loop value is each
+backend's own (``replace_loop_value`` in its queries module). The guarantees are
+those of the ``vigil.store.Store`` protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from vigil.clock import Clock
+from vigil.config import LimitsSettings
+from vigil.faults import crash_point
+from vigil.models import BatchResult, NewTask, SensorRun, SensorState
+from vigil.store.rows import Row, sensor_state_from_row
+from vigil.store.tasks import insert_batch
+from vigil.store.threaded import Hopping
+from vigil.store.transaction import Engine, Tx
+
+
+def _sensor_state(tx: Tx, row: Row) -> SensorState:
+    return sensor_state_from_row(row, dict(tx.loads(row["state"])))
+
+
+class State:
+    """The sensor-state and loop-state methods of ``Store``, blocking."""
+
+    def __init__(
+        self, engine: Engine, clock: Clock, default_max_retries: int, limits: LimitsSettings | None = None
+    ) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._default_max_retries = default_max_retries
+        self._limits = limits
+
+    def sensor_states(self) -> list[SensorState]:
+        return self._engine.read(lambda tx: [_sensor_state(tx, r) for r in tx.all(tx.q.SQL_SENSOR_STATES)])
+
+    def sensor_state(self, name: str) -> SensorState | None:
+        def body(tx: Tx) -> SensorState | None:
+            row = tx.one(tx.q.SQL_SENSOR_STATE, {"name": name})
+            return None if row is None else _sensor_state(tx, row)
+
+        return self._engine.read(body)
+
+    def record_sensor_run(
+        self, name: str, run: SensorRun, tasks: Sequence[NewTask], state: Mapping[str, object] | None
+    ) -> BatchResult:
+        now = self._clock.now_ms()
+        actor = f"sensor:{name}"
+
+        def body(tx: Tx) -> BatchResult:
+            batch = insert_batch(tx, tasks, now, actor, max_retries=self._default_max_retries, limits=self._limits)
+            params = {
+                "name": name,
+                "started_at": run.started_at,
+                "duration_ms": run.duration_ms,
+                "status": run.status,
+                "error": run.error,
+                "failures": run.consecutive_failures,
+                "created": len(batch.created_ids),
+                "ignored": batch.ignored,
+                "dropped": run.dropped,
+                "rejected": batch.rejected,
+                "next_due_at": run.next_due_at,
+                "state": None if state is None else tx.dumps(dict(state)),
+            }
+            tx.run(tx.q.SQL_RECORD_SENSOR_RUN, params)
+            crash_point("sensor-batch")
+            return batch
+
+        return self._engine.write(body)
+
+    def set_sensor_enabled(self, name: str, enabled: bool) -> None:
+        params = {"name": name, "enabled": int(enabled)}
+        self._engine.write(lambda tx: tx.run(tx.q.SQL_SET_SENSOR_ENABLED, params))
+
+    def loop_values(self) -> dict[str, object]:
+        def body(tx: Tx) -> dict[str, object]:
+            return {str(r["key"]): tx.loads(r["value"]) for r in tx.all(tx.q.SQL_LOOP_VALUES)}
+
+        return self._engine.read(body)
+
+    def set_loop_values(self, values: Mapping[str, object]) -> None:
+        def body(tx: Tx) -> None:
+            tx.many(tx.q.SQL_SET_LOOP_VALUE, [{"key": k, "value": tx.dumps(v)} for k, v in values.items()])
+
+        self._engine.write(body)
+
+    def replace_loop_value(self, key: str, expected: object, value: object) -> bool:
+        return self._engine.write(lambda tx: tx.q.replace_loop_value(tx, key, expected, value))
+
+
+class AsyncState(Hopping):
+    """The sensor-state and loop-state methods of ``Store`` (see its docstrings)."""
+
+    state: State
+
+    async def sensor_states(self) -> list[SensorState]:
+        return await self._hop(self.state.sensor_states)
+
+    async def sensor_state(self, name: str) -> SensorState | None:
+        return await self._hop(self.state.sensor_state, name)
+
+    async def record_sensor_run(
+        self, name: str, run: SensorRun, tasks: Sequence[NewTask], state: Mapping[str, object] | None
+    ) -> BatchResult:
+        return await self._hop(self.state.record_sensor_run, name, run, tasks, state)
+
+    async def set_sensor_enabled(self, name: str, enabled: bool) -> None:
+        await self._hop(self.state.set_sensor_enabled, name, enabled)
+
+    async def loop_values(self) -> dict[str, object]:
+        return await self._hop(self.state.loop_values)
+
+    async def set_loop_values(self, values: Mapping[str, object]) -> None:
+        await self._hop(self.state.set_loop_values, values)
+
+    async def replace_loop_value(self, key: str, expected: object, value: object) -> bool:
+        return await self._hop(self.state.replace_loop_value, key, expected, value)
