@@ -8,7 +8,6 @@ bad input, 1 for a failed operation); a traceback reaching a user is a bug.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -77,6 +76,8 @@ def with_store(ctx: click.Context, work: Callable[[Any, Any], Awaitable[T]]) -> 
     """Open the home's store, run ``work(store, settings)`` in one ``asyncio.run``."""
     settings = settings_for(ctx)
 
+    import asyncio
+
     async def main() -> T:
         from vigil.store import open_store
 
@@ -87,6 +88,15 @@ def with_store(ctx: click.Context, work: Callable[[Any, Any], Awaitable[T]]) -> 
             await store.close()
 
     return asyncio.run(main())
+
+
+def with_tasks(ctx: click.Context, work: Callable[[Any], T]) -> T:
+    """Run ``work(tasks)`` on the home's store's blocking task methods
+    (``vigil.store.tasks.Tasks``): on SQLite no event loop and no thread."""
+    from vigil.store import task_desk
+
+    with task_desk(settings_for(ctx)) as tasks:
+        return work(tasks)
 
 
 @click.group(cls=VigilGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -137,7 +147,7 @@ def task_add(ctx: click.Context, /, subject: str, **opts: Any) -> None:
     """Add a task. Prints its id and whether it was created or already existed."""
     from vigil.commands import add_task
 
-    result, task = with_store(ctx, lambda store, settings: add_task(store, subject, opts, actor()))
+    result, task = with_tasks(ctx, lambda tasks: add_task(tasks, subject, opts, actor()))
     if opts["as_json"]:
         from vigil.render import dumps, task_json
 
@@ -161,7 +171,7 @@ def task_list(ctx: click.Context, status: str, limit: int, as_json: bool) -> Non
     from vigil.commands import list_tasks
     from vigil.render import dumps, task_json, task_table
 
-    tasks, now = with_store(ctx, lambda store, settings: list_tasks(store, status, limit))
+    tasks, now = with_tasks(ctx, lambda desk: list_tasks(desk, status, limit))
     click.echo(dumps([task_json(t) for t in tasks]) if as_json else task_table(tasks, now))
 
 
@@ -173,7 +183,7 @@ def task_show(ctx: click.Context, task_id: int, as_json: bool) -> None:
     """Show every field of a task, its runs, notes and audit trail."""
     from vigil.commands import show_task
 
-    click.echo(with_store(ctx, lambda store, settings: show_task(store, task_id, as_json)))
+    click.echo(with_tasks(ctx, lambda tasks: show_task(tasks, task_id, as_json)))
 
 
 @task.command("prio")
@@ -185,7 +195,7 @@ def task_prio(ctx: click.Context, task_id: int, priority: str) -> None:
     from vigil.commands import parse_priority
 
     value = parse_priority(priority)
-    t = with_store(ctx, lambda store, settings: store.set_priority(task_id, value, actor=actor()))
+    t = with_tasks(ctx, lambda tasks: tasks.set_priority(task_id, value, actor=actor()))
     click.echo(f"task #{t.id} priority {t.priority}")
 
 
@@ -198,7 +208,7 @@ def task_defer(ctx: click.Context, task_id: int, when: str) -> None:
     from vigil.clock import iso_utc
     from vigil.commands import defer_task
 
-    t = with_store(ctx, lambda store, settings: defer_task(store, task_id, when, actor()))
+    t = with_tasks(ctx, lambda tasks: defer_task(tasks, task_id, when, actor()))
     click.echo(f"task #{t.id} due {iso_utc(t.scheduled_for)}")
 
 
@@ -207,7 +217,7 @@ def task_defer(ctx: click.Context, task_id: int, when: str) -> None:
 @click.pass_context
 def task_cancel(ctx: click.Context, task_id: int) -> None:
     """Cancel a task; an active task gets a cancel request the dispatcher honours."""
-    t = with_store(ctx, lambda store, settings: store.cancel(task_id, actor=actor()))
+    t = with_tasks(ctx, lambda tasks: tasks.cancel(task_id, actor=actor()))
     if t.cancel_requested and t.status == "active":
         click.echo(f"task #{t.id} is running: cancel requested")
     else:
@@ -219,7 +229,7 @@ def task_cancel(ctx: click.Context, task_id: int) -> None:
 @click.pass_context
 def task_retry(ctx: click.Context, task_id: int) -> None:
     """Put a failed or canceled task back in the queue (its history is kept)."""
-    t = with_store(ctx, lambda store, settings: store.retry(task_id, actor=actor()))
+    t = with_tasks(ctx, lambda tasks: tasks.retry(task_id, actor=actor()))
     click.echo(f"task #{t.id} pending again")
 
 
@@ -229,7 +239,7 @@ def task_retry(ctx: click.Context, task_id: int) -> None:
 @click.pass_context
 def task_note(ctx: click.Context, task_id: int, text: str) -> None:
     """Attach a progress note to a task."""
-    n = with_store(ctx, lambda store, settings: store.add_note(task_id, text, author=actor()))
+    n = with_tasks(ctx, lambda tasks: tasks.add_note(task_id, text, author=actor()))
     click.echo(f"note added to task #{n.task_id}")
 
 
@@ -244,7 +254,7 @@ def task_close(ctx: click.Context, task_id: int, status: str, summary: str) -> N
 
     if not summary.strip():
         raise InputError("--summary must not be empty")
-    t = with_store(ctx, lambda store, settings: store.close_task(task_id, TaskStatus(status), summary, actor=actor()))
+    t = with_tasks(ctx, lambda tasks: tasks.close_task(task_id, TaskStatus(status), summary, actor=actor()))
     click.echo(f"task #{t.id} {t.status}")
 
 
@@ -272,6 +282,8 @@ def doctor(ctx: click.Context) -> None:
     from vigil.doctor import run_checks
 
     state: CliState = ctx.find_object(CliState)  # type: ignore[assignment]
+    import asyncio
+
     ok = asyncio.run(run_checks(state.home_arg, click.echo))
     sys.exit(0 if ok else 1)
 
@@ -360,6 +372,8 @@ def store_migrate(ctx: click.Context, target: str) -> None:
         if line is not None:
             click.echo(line)
 
+    import asyncio
+
     copies = asyncio.run(migrate_home(settings, url, progress, now_ms=SystemClock().now_ms()))
     click.echo(summary(copies, mask_password(url)))
 
@@ -444,6 +458,8 @@ def dispatch_once(ctx: click.Context) -> None:
 
     settings = settings_for(ctx)
     configure_logging(settings)
+    import asyncio
+
     task, closed = asyncio.run(run_next(settings))
     if task is None:
         click.echo(f"not claiming: {closed}" if closed else "no task is due")
@@ -535,7 +551,7 @@ def resume_command(ctx: click.Context) -> None:
 def task_approve(ctx: click.Context, task_id: int) -> None:
     """Approve a task that waits for approval: it becomes pending and runs when due."""
     _person_only("approve a task")
-    t = with_store(ctx, lambda store, settings: store.approve(task_id, actor=actor()))
+    t = with_tasks(ctx, lambda tasks: tasks.approve(task_id, actor=actor()))
     click.echo(f"task #{t.id} approved; pending")
 
 
@@ -548,7 +564,7 @@ def task_reject(ctx: click.Context, task_id: int, reason: str) -> None:
     _person_only("reject a task")
     if not reason.strip():
         raise InputError("--reason must not be empty")
-    t = with_store(ctx, lambda store, settings: store.reject(task_id, reason, actor=actor()))
+    t = with_tasks(ctx, lambda tasks: tasks.reject(task_id, reason, actor=actor()))
     click.echo(f"task #{t.id} rejected; canceled")
 
 
@@ -577,6 +593,8 @@ def alerts_test(ctx: click.Context) -> None:
     _quiet_alert_log()
     hook = AlertHook(settings.alerts, settings.home)
     event = make_event("test", "test alert from vigil alerts test", SystemClock().now_ms())
+    import asyncio
+
     if not asyncio.run(hook.send(event)):
         fail(hook.last_error or "the alert hook failed", 1)
     click.echo(f"test alert sent to {settings.alerts.command[0]}")

@@ -1,5 +1,7 @@
 """What the task commands do, apart from parsing and printing (kept out of the
-CLI module so the agent-facing behaviour is testable without click).
+CLI module so the agent-facing behaviour is testable without click). The task
+commands are blocking (``vigil.store.tasks.Tasks``): a one-shot command needs no
+event loop.
 
 Rendering and the budget are imported inside the commands that use them: every
 ``vigil task add`` imports this module, and start-up time is paid per command.
@@ -29,6 +31,7 @@ from vigil.store import CostGroup, Store
 
 if TYPE_CHECKING:
     from vigil.config import BudgetSettings, Settings
+    from vigil.store.tasks import Tasks
 
 
 def parse_priority(text: str) -> int:
@@ -108,35 +111,35 @@ def new_task_from_options(subject: str, opts: Mapping[str, Any], now_ms: int) ->
     )
 
 
-async def add_task(store: Store, subject: str, opts: Mapping[str, Any], actor: str) -> tuple[AddResult, Task | None]:
+def add_task(tasks: Tasks, subject: str, opts: Mapping[str, Any], actor: str) -> tuple[AddResult, Task | None]:
     new = new_task_from_options(subject, opts, SystemClock().now_ms())
-    result = await store.add_task(new, actor=actor)
-    task = None if result.task_id is None else await store.get_task(result.task_id)
+    result = tasks.add_task(new, actor=actor)
+    task = None if result.task_id is None else tasks.get_task(result.task_id)
     return result, task
 
 
-async def list_tasks(store: Store, status_text: str, limit: int) -> tuple[list[Task], int]:
+def list_tasks(tasks: Tasks, status_text: str, limit: int) -> tuple[list[Task], int]:
     """Open tasks in queue order by default; else the newest with those statuses."""
     statuses = parse_statuses(status_text)
     now = SystemClock().now_ms()
     if not statuses:
-        return (await store.queue(limit=limit))[:limit], now
+        return tasks.queue(limit=limit)[:limit], now
     if set(statuses) <= OPEN_STATUSES:
-        queue = await store.queue(limit=limit)
+        queue = tasks.queue(limit=limit)
         return [t for t in queue if t.status in statuses][:limit], now
-    return await store.list_tasks(statuses=statuses, limit=limit), now
+    return tasks.list_tasks(statuses=statuses, limit=limit), now
 
 
-async def show_task(store: Store, task_id: int, as_json: bool) -> str:
+def show_task(tasks: Tasks, task_id: int, as_json: bool) -> str:
     from vigil.render import dumps, event_json, note_json, run_json, task_details, task_json
 
-    task = await store.get_task(task_id)
-    runs = await store.list_runs(task_id)
-    notes = await store.list_notes(task_id)
-    deps = await store.dependencies(task_id)
+    task = tasks.get_task(task_id)
+    runs = tasks.list_runs(task_id)
+    notes = tasks.list_notes(task_id)
+    deps = tasks.dependencies(task_id)
     if not as_json:
         return task_details(task, runs, notes, deps)
-    events = await store.list_events(task_id)
+    events = tasks.list_events(task_id)
     return dumps(
         {
             **task_json(task),
@@ -148,9 +151,9 @@ async def show_task(store: Store, task_id: int, as_json: bool) -> str:
     )
 
 
-async def defer_task(store: Store, task_id: int, when: str, actor: str) -> Task:
+def defer_task(tasks: Tasks, task_id: int, when: str, actor: str) -> Task:
     until = parse_when_ms(when, SystemClock().now_ms())
-    return await store.defer(task_id, until, actor=actor)
+    return tasks.defer(task_id, until, actor=actor)
 
 
 async def cost_report(store: Store, since: str, by: str, as_json: bool, budget: BudgetSettings | None = None) -> str:
