@@ -157,7 +157,7 @@ def _convert(spec: SensorSpec, index: int, item: Any) -> StoreTask:
         priority=priority,
         skills=tuple(skills),
         source=f"sensor:{spec.name}",
-        source_key=f"{spec.name}:{item.key}",
+        source_key=spec.source_key(item.key),
         dedup=dedup,
         scheduled_for=when,
     )
