@@ -235,17 +235,24 @@ def task_note(ctx: click.Context, task_id: int, text: str) -> None:
 
 @task.command("close")
 @click.argument("task_id", type=int)
-@click.option("--status", required=True, type=click.Choice(["completed", "failed", "blocked"]))
+@click.option("--status", required=True, type=click.Choice(["completed", "failed", "blocked", "pending"]))
 @click.option("--summary", required=True, help="What was done, or why not.")
+@click.option("--at", "at", metavar="WHEN", help="With --status pending: try again at WHEN (ISO 8601).")
+@click.option("--in", "in_", metavar="DURATION", help="With --status pending: try again after this long, e.g. 1h.")
 @click.pass_context
-def task_close(ctx: click.Context, task_id: int, status: str, summary: str) -> None:
-    """Close a task (used by the agent for its own task)."""
-    from vigil.models import TaskStatus
+def task_close(ctx: click.Context, /, task_id: int, **opts: Any) -> None:
+    """Close a task (used by the agent for its own task). --status pending with --in
+    or --at asks for a later retry of a running task: its attempt counts, and with
+    no retry left (max_retries) it fails instead."""
+    from vigil.clock import iso_utc
+    from vigil.commands import close_task
 
-    if not summary.strip():
-        raise InputError("--summary must not be empty")
-    t = with_store(ctx, lambda store, settings: store.close_task(task_id, TaskStatus(status), summary, actor=actor()))
-    click.echo(f"task #{t.id} {t.status}")
+    t = with_store(ctx, lambda store, settings: close_task(store, task_id, opts, actor()))
+    if opts["status"] == "pending" and t.status == "pending":
+        retry = f"retry {t.attempt_count + 1} of {t.max_retries + 1}"
+        click.echo(f"task #{t.id} pending: {retry} due {iso_utc(t.scheduled_for)}")
+    else:
+        click.echo(f"task #{t.id} {t.status}" + (f": {t.result_summary}" if opts["status"] != t.status else ""))
 
 
 # --- reports and maintenance ---------------------------------------------------------

@@ -148,6 +148,25 @@ async def show_task(store: Store, task_id: int, as_json: bool) -> str:
     )
 
 
+async def close_task(store: Store, task_id: int, opts: Mapping[str, Any], actor: str) -> Task:
+    """``vigil task close``: completed, failed or blocked; or ``pending`` with ``--in``
+    / ``--at``, the running task asking for a later retry (``Store.request_retry``)."""
+    status, summary, at, in_ = opts["status"], opts["summary"], opts.get("at"), opts.get("in_")
+    if not summary.strip():
+        raise InputError("--summary must not be empty")
+    if status != "pending":
+        if at or in_:
+            raise InputError("--at and --in go with --status pending (a later retry)")
+        return await store.close_task(task_id, TaskStatus(status), summary, actor=actor)
+    if bool(at) == bool(in_):
+        raise InputError("--status pending needs --in or --at (when to try again), not both")
+    now = SystemClock().now_ms()
+    retry_at = parse_when_ms(at, now) if at else now + parse_duration_ms(in_ or "")
+    if retry_at < now:
+        raise InputError("--at: the retry time is in the past")
+    return await store.request_retry(task_id, retry_at, summary, actor=actor)
+
+
 async def defer_task(store: Store, task_id: int, when: str, actor: str) -> Task:
     until = parse_when_ms(when, SystemClock().now_ms())
     return await store.defer(task_id, until, actor=actor)

@@ -205,6 +205,16 @@ class Store(Protocol):
         dispatcher still records the run; its status is then kept."""
         ...
 
+    async def request_retry(self, task_id: int, retry_at: int, summary: str, *, actor: str) -> Task:
+        """An active task asks to be tried again at ``retry_at`` (epoch ms): pending,
+        due then, its attempt counted (the claim counted it), the summary kept; with
+        no retry left (``attempt_count > max_retries``) it fails for good instead,
+        its summary "gave up after N attempts: …". The claim stays so the dispatcher
+        still records the run; the status is then kept. One conditional ``UPDATE``,
+        audited as a ``status`` event. Raises ``InvalidTransition`` for a task that
+        is not active or whose cancel was requested, ``TaskNotFound``."""
+        ...
+
     async def approve(self, task_id: int, *, actor: str) -> Task:
         """A task awaiting approval (blocked, approval pending) → pending, approval
         ``approved``; audited as an ``approval`` event. Raises ``InvalidTransition``

@@ -72,6 +72,7 @@ from vigil.store.postgres_queries import (
     SQL_NEXT_DUE_AT,
     SQL_QUEUE,
     SQL_REJECT,
+    SQL_REQUEST_RETRY,
     SQL_RETRY,
     SQL_SEARCH_TASKS,
     SQL_SET_PRIORITY,
@@ -298,6 +299,19 @@ class PostgresStore(DispatchMethods, StateMethods, RetentionMethods):
             summary=summary,
             actor=actor,
         )
+
+    async def request_retry(self, task_id: int, retry_at: int, summary: str, *, actor: str) -> Task:
+        params = {"id": task_id, "retry_at": retry_at, "summary": summary, "now": self._clock.now_ms(), "actor": actor}
+
+        async def body(conn: Conn) -> Task:
+            row = await fetch_one(conn, SQL_REQUEST_RETRY, params)
+            if row is None:
+                current = await require_task(conn, task_id)
+                status = "active with a cancel requested" if current["cancel_requested"] else current["status"]
+                raise InvalidTransition(task_id, status, "ask for a retry (only a running task can)")
+            return row_to_task(row)
+
+        return await self._db.write(body)
 
     async def add_note(self, task_id: int, text: str, *, author: str) -> Note:
         if not text.strip():

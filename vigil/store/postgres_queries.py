@@ -388,3 +388,19 @@ SQL_COUNT_SOURCE_SINCE = """
 SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE source = %(source)s AND created_at > %(since)s
                            LIMIT %(cap)s) AS x
 """
+
+# An active task asks for a later retry (Store.request_retry). With no retry left it
+# fails for good, as the dispatcher's own retries do; a requested cancel wins (the
+# row does not match, and the dispatcher ends the run).
+SQL_REQUEST_RETRY = """
+UPDATE tasks SET status = CASE WHEN attempt_count > max_retries THEN 'failed' ELSE 'pending' END,
+       scheduled_for = CASE WHEN attempt_count > max_retries THEN scheduled_for ELSE %(retry_at)s END,
+       completed_at = CASE WHEN attempt_count > max_retries THEN %(now)s::bigint END,
+       result_summary = CASE WHEN attempt_count > max_retries
+           THEN 'gave up after ' || attempt_count
+                || CASE WHEN attempt_count = 1 THEN ' attempt: ' ELSE ' attempts: ' END || %(summary)s::text
+           ELSE %(summary)s::text END,
+       updated_at = %(now)s::bigint, updated_by = %(actor)s
+WHERE id = %(id)s AND status = 'active' AND cancel_requested = 0
+RETURNING *
+"""

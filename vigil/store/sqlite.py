@@ -50,6 +50,7 @@ from vigil.store.sqlite_queries import (
     SQL_NEXT_DUE_AT,
     SQL_QUEUE,
     SQL_REJECT,
+    SQL_REQUEST_RETRY,
     SQL_SEARCH_TASKS,
 )
 from vigil.store.sqlite_retention import RetentionMethods
@@ -309,6 +310,19 @@ class SqliteStore(DispatchMethods, StateMethods, RetentionMethods):
                WHERE id = :id AND status IN :allowed RETURNING *""",
             {"status": str(status), "summary": summary, "actor": actor},
         )
+
+    async def request_retry(self, task_id: int, retry_at: int, summary: str, *, actor: str) -> Task:
+        params = {"id": task_id, "retry_at": retry_at, "summary": summary, "now": self._clock.now_ms(), "actor": actor}
+
+        def body(conn: sqlite3.Connection) -> Task:
+            row = conn.execute(SQL_REQUEST_RETRY, params).fetchone()
+            if row is None:
+                current = require_task(conn, task_id)
+                status = "active with a cancel requested" if current["cancel_requested"] else current["status"]
+                raise InvalidTransition(task_id, status, "ask for a retry (only a running task can)")
+            return row_to_task(row)
+
+        return await self._db.write(body)
 
     async def add_note(self, task_id: int, text: str, *, author: str) -> Note:
         if not text.strip():

@@ -368,3 +368,19 @@ UPDATE tasks SET status = CASE WHEN cancel_requested THEN 'canceled' ELSE 'pendi
 WHERE id = :task_id AND status = 'active' AND claimed_by = :worker AND {_CLAIM_RUN_OPEN}
 RETURNING *
 """
+
+# An active task asks for a later retry (Store.request_retry). With no retry left it
+# fails for good, as the dispatcher's own retries do; a requested cancel wins (the
+# row does not match, and the dispatcher ends the run).
+SQL_REQUEST_RETRY = """
+UPDATE tasks SET status = CASE WHEN attempt_count > max_retries THEN 'failed' ELSE 'pending' END,
+       scheduled_for = CASE WHEN attempt_count > max_retries THEN scheduled_for ELSE :retry_at END,
+       completed_at = CASE WHEN attempt_count > max_retries THEN :now END,
+       result_summary = CASE WHEN attempt_count > max_retries
+           THEN 'gave up after ' || attempt_count
+                || CASE WHEN attempt_count = 1 THEN ' attempt: ' ELSE ' attempts: ' END || :summary
+           ELSE :summary END,
+       updated_at = :now, updated_by = :actor
+WHERE id = :id AND status = 'active' AND cancel_requested = 0
+RETURNING *
+"""
