@@ -101,10 +101,11 @@ def main(ctx: click.Context, home: str | None) -> None:
 @main.command()
 @click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
 def init(directory: Path) -> None:
-    """Make DIRECTORY a new home: vigil.toml (dry-run executor), skills/, logs/."""
+    """Make DIRECTORY a new home: vigil.toml (dry-run executor, history kept 90 days,
+    a $10 daily budget), skills/, logs/."""
     from vigil.home import init_home
 
-    for path in init_home(directory):
+    for path in init_home(directory, safe_defaults=True):
         click.echo(f"created {path}")
     click.echo(f"next: vigil --home {directory} task add 'my first task'")
 
@@ -121,7 +122,8 @@ def task() -> None:
 @click.argument("subject")
 @click.option("-d", "--description", default="", help="Longer text for the agent.")
 @click.option("-p", "--priority", default="5", help="1 (most urgent) to 9; default 5.")
-@click.option("--skills", default="", help="Skill names, comma-separated.")
+@click.option("--skills", default="", help="Skill names, comma-separated (each must exist in the home's skills/).")
+@click.option("--model", default=None, help="Agent model for this task (default: its skill's, else the executor's).")
 @click.option("--at", "at", metavar="WHEN", help="Due time, ISO 8601 (UTC unless a zone is given).")
 @click.option("--in", "in_", metavar="DURATION", help="Due after this long, e.g. 30m, 2h.")
 @click.option("--key", "source_key", help="Source key: a second task with the same key is not created.")
@@ -137,7 +139,7 @@ def task_add(ctx: click.Context, /, subject: str, **opts: Any) -> None:
     """Add a task. Prints its id and whether it was created or already existed."""
     from vigil.commands import add_task
 
-    result, task = with_store(ctx, lambda store, settings: add_task(store, subject, opts, actor()))
+    result, task = with_store(ctx, lambda store, settings: add_task(store, subject, opts, actor(), settings.skills_dir))
     if opts["as_json"]:
         from vigil.render import dumps, task_json
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vigil.clock import SystemClock
 from vigil.durations import parse_duration_ms, parse_when_ms
 from vigil.errors import InputError, SkillError
+from vigil.home import check_skills_exist
 from vigil.models import (
     MAX_PRIORITY,
     MIN_PRIORITY,
@@ -62,8 +64,21 @@ def _parse_ids(text: str, option: str) -> tuple[int, ...]:
     return ids
 
 
-def new_task_from_options(subject: str, opts: Mapping[str, Any], now_ms: int) -> NewTask:
-    """Validate ``vigil task add`` options into a ``NewTask``; raises ``InputError``."""
+def _model(value: object) -> str | None:
+    """``--model``: a model name as the agent CLI takes it (no spaces); None: not set."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text or any(c.isspace() for c in text) or len(text) > 200:
+        raise InputError(f"--model: expected a model name such as claude-sonnet-4-5, got {value!r}")
+    return text
+
+
+def new_task_from_options(
+    subject: str, opts: Mapping[str, Any], now_ms: int, skills_dir: Path | None = None
+) -> NewTask:
+    """Validate ``vigil task add`` options into a ``NewTask``; raises ``InputError``.
+    With ``skills_dir`` (the home's ``skills/``) each skill must exist there."""
     if not subject.strip():
         raise InputError("subject must not be empty")
     if opts.get("at") and opts.get("in_"):
@@ -83,6 +98,8 @@ def new_task_from_options(subject: str, opts: Mapping[str, Any], now_ms: int) ->
         problem = skill_name_problem(name)
         if problem is not None:
             raise SkillError(problem)
+    if skills_dir is not None:
+        check_skills_exist(skills_dir, skills)
     parent = opts.get("parent")
     source = opts.get("source")
     in_run = os.environ.get("VIGIL_TASK_ID")
@@ -105,11 +122,14 @@ def new_task_from_options(subject: str, opts: Mapping[str, Any], now_ms: int) ->
         depends_on=_parse_ids(opts.get("depends_on") or "", "--depends-on"),
         max_retries=opts.get("max_retries"),
         requires_approval=bool(opts.get("requires_approval")),
+        model=_model(opts.get("model")),
     )
 
 
-async def add_task(store: Store, subject: str, opts: Mapping[str, Any], actor: str) -> tuple[AddResult, Task | None]:
-    new = new_task_from_options(subject, opts, SystemClock().now_ms())
+async def add_task(
+    store: Store, subject: str, opts: Mapping[str, Any], actor: str, skills_dir: Path | None = None
+) -> tuple[AddResult, Task | None]:
+    new = new_task_from_options(subject, opts, SystemClock().now_ms(), skills_dir)
     result = await store.add_task(new, actor=actor)
     task = None if result.task_id is None else await store.get_task(result.task_id)
     return result, task
