@@ -260,6 +260,49 @@ def task_close(ctx: click.Context, /, task_id: int, **opts: Any) -> None:
 # --- reports and maintenance ---------------------------------------------------------
 
 
+@main.command("events")
+@click.option("--since", metavar="TIME", help="Only events at or after TIME: ISO 8601, or a duration ago (2h, 1d).")
+@click.option("--task", "task_id", type=int, metavar="ID", help="Only this task's events.")
+@click.option("--kind", "kinds", multiple=True, metavar="K", help="Only this kind (repeatable): created, status, …")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option("--follow", "-f", is_flag=True, help="Then print new events as they commit, until Ctrl-C.")
+@click.pass_context
+def events_command(ctx: click.Context, /, **opts: Any) -> None:
+    """The audit trail of every task, in order: who changed what, from → to."""
+    import json
+
+    from vigil.clock import SystemClock
+    from vigil.events import POSTGRES_LOOKBACK, EventFilter, parse_kinds, parse_since
+    from vigil.events import stream_events as stream
+    from vigil.render import event_line, event_record
+
+    since, as_json, follow = opts["since"], opts["as_json"], opts["follow"]
+    wanted = EventFilter(
+        since_ms=None if since is None else parse_since(since, SystemClock().now_ms()),
+        task_id=opts["task_id"],
+        kinds=parse_kinds(opts["kinds"]),
+    )
+
+    def emit(event: Any) -> None:
+        text = json.dumps(event_record(event), ensure_ascii=False) if as_json else event_line(event)
+        click.echo(text)  # flushed per line, so a follower's reader sees each at once
+
+    def work(store: Any, settings: Any) -> Awaitable[None]:
+        lookback = 0 if settings.store.url is None else POSTGRES_LOOKBACK
+        return stream(store, wanted, emit, follow=follow, lookback=lookback)
+
+    try:
+        with_store(ctx, work)
+    except KeyboardInterrupt:
+        sys.exit(0)  # Ctrl-C is how a follower ends: not an error
+    except BrokenPipeError:
+        # The reader went away (| head): stop quietly; point stdout at /dev/null so
+        # the interpreter's own flush at exit does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(0)
+
+
 @main.command()
 @click.option("--since", default="7d", show_default=True, help="Window, e.g. 24h, 7d, 30d.")
 @click.option(

@@ -154,9 +154,9 @@ async def show_task(store: Store, task_id: int, as_json: bool) -> str:
     runs = await store.list_runs(task_id)
     notes = await store.list_notes(task_id)
     deps = await store.dependencies(task_id)
-    if not as_json:
-        return task_details(task, runs, notes, deps)
     events = await store.list_events(task_id)
+    if not as_json:
+        return task_details(task, runs, notes, deps, events)
     return dumps(
         {
             **task_json(task),

@@ -156,6 +156,23 @@ class Store(Protocol):
         """The task's audit trail, oldest first."""
         ...
 
+    async def events_after(
+        self,
+        after_id: int,
+        *,
+        since_ms: int | None = None,
+        task_id: int | None = None,
+        kinds: Collection[str] = (),
+        limit: int = 500,
+    ) -> list[TaskEvent]:
+        """Audit rows of every task with ``id > after_id``, oldest first, at most
+        ``limit``: the event stream (``vigil events``). ``since_ms`` keeps rows at or
+        after that time, ``task_id`` one task's, ``kinds`` those kinds (empty: all).
+        One read. On PostgreSQL ids are handed out before commit, so a row may
+        appear below an id already read: a follower reads back a little (see
+        ``vigil.events``)."""
+        ...
+
     async def list_notes(self, task_id: int) -> list[Note]:
         """The task's notes, oldest first."""
         ...

@@ -65,6 +65,7 @@ from vigil.store.postgres_queries import (
     SQL_COUNT_BY_STATUS,
     SQL_DEFER,
     SQL_DEPENDENCIES,
+    SQL_EVENTS_AFTER,
     SQL_HOLDER_OF_KEY,
     SQL_LIST_EVENTS,
     SQL_LIST_NOTES,
@@ -219,6 +220,18 @@ class PostgresStore(DispatchMethods, StateMethods, RetentionMethods):
 
     async def list_events(self, task_id: int) -> list[TaskEvent]:
         return [row_to_task_event(r) for r in await self._rows(SQL_LIST_EVENTS, {"id": task_id})]
+
+    async def events_after(
+        self,
+        after_id: int,
+        *,
+        since_ms: int | None = None,
+        task_id: int | None = None,
+        kinds: Collection[str] = (),
+        limit: int = 500,
+    ) -> list[TaskEvent]:
+        params = {"after": after_id, "since": since_ms, "task": task_id, "kinds": list(kinds) or None, "limit": limit}
+        return [row_to_task_event(r) for r in await self._rows(SQL_EVENTS_AFTER, params)]
 
     async def list_notes(self, task_id: int) -> list[Note]:
         return [row_to_note(r) for r in await self._rows(SQL_LIST_NOTES, {"id": task_id})]

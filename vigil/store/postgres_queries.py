@@ -404,3 +404,13 @@ UPDATE tasks SET status = CASE WHEN attempt_count > max_retries THEN 'failed' EL
 WHERE id = %(id)s AND status = 'active' AND cancel_requested = 0
 RETURNING *
 """
+
+# The event stream (Store.events_after): a walk up the primary key from after, the
+# filters applied on the way; kinds NULL: every kind.
+SQL_EVENTS_AFTER = """
+SELECT * FROM task_events
+WHERE id > %(after)s::bigint AND (%(since)s::bigint IS NULL OR at >= %(since)s::bigint)
+  AND (%(task)s::bigint IS NULL OR task_id = %(task)s::bigint)
+  AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+ORDER BY id LIMIT %(limit)s
+"""

@@ -8,6 +8,7 @@ come from triggers (``sqlite_schema``), so they share the transaction of the cha
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -44,6 +45,7 @@ from vigil.store.sqlite_queries import (
     SQL_APPROVE,
     SQL_COST_ROLLUP,
     SQL_COUNT_BY_STATUS,
+    SQL_EVENTS_AFTER,
     SQL_HOLDER_OF_KEY,
     SQL_LIST_NOTES,
     SQL_LIST_TASKS,
@@ -182,6 +184,24 @@ class SqliteStore(DispatchMethods, StateMethods, RetentionMethods):
     async def list_events(self, task_id: int) -> list[TaskEvent]:
         sql = "SELECT * FROM task_events WHERE task_id = ? ORDER BY id"
         return await self._db.read(lambda conn: [row_to_task_event(r) for r in conn.execute(sql, (task_id,))])
+
+    async def events_after(
+        self,
+        after_id: int,
+        *,
+        since_ms: int | None = None,
+        task_id: int | None = None,
+        kinds: Collection[str] = (),
+        limit: int = 500,
+    ) -> list[TaskEvent]:
+        params = {
+            "after": after_id,
+            "since": since_ms,
+            "task": task_id,
+            "kinds": json.dumps(list(kinds)) if kinds else None,
+            "limit": limit,
+        }
+        return await self._db.read(lambda conn: [row_to_task_event(r) for r in conn.execute(SQL_EVENTS_AFTER, params)])
 
     async def list_notes(self, task_id: int) -> list[Note]:
         return await self._db.read(lambda conn: [row_to_note(r) for r in conn.execute(SQL_LIST_NOTES, (task_id,))])

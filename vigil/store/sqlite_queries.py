@@ -384,3 +384,12 @@ UPDATE tasks SET status = CASE WHEN attempt_count > max_retries THEN 'failed' EL
 WHERE id = :id AND status = 'active' AND cancel_requested = 0
 RETURNING *
 """
+
+# The event stream (Store.events_after): a walk up the primary key from :after, the
+# filters applied on the way; :kinds is a JSON array (NULL: every kind).
+SQL_EVENTS_AFTER = """
+SELECT * FROM task_events
+WHERE id > :after AND (:since IS NULL OR at >= :since) AND (:task IS NULL OR task_id = :task)
+  AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+ORDER BY id LIMIT :limit
+"""
