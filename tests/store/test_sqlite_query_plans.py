@@ -30,6 +30,7 @@ from vigil.store.sqlite_queries import (
     SQL_COUNT_BY_STATUS,
     SQL_COUNT_CHILDREN,
     SQL_COUNT_SOURCE_SINCE,
+    SQL_EVENTS_AFTER,
     SQL_FOLLOW_UP_DEPTH,
     SQL_HOLDER_OF_KEY,
     SQL_LIST_TASKS,
@@ -110,7 +111,7 @@ async def big_store(big_db: tuple[Path, int]) -> AsyncIterator[tuple[SqliteStore
 
 def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object] | Sequence[object]]]:
     # SQL_ADD_TASK's positional parameters, in the order its comment gives.
-    add = ("s", "", "[]", 5, "human", "entry-77", None, now, now, "human", 3, 0)
+    add = ("s", "", "[]", 5, "human", "entry-77", None, now, now, "human", 3, 0, None)
     one_status = SQL_LIST_TASKS.format(statuses=":s0")
     every_status = SQL_LIST_TASKS.format(statuses=",".join(f":s{i}" for i in range(len(TaskStatus))))
     return {
@@ -127,6 +128,10 @@ def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object] | Sequence[o
         "add_task dedup open": (SQL_ADD_TASK, add),
         "add_task dedup ever": (SQL_ADD_TASK_EVER, add),
         "holder of a key": (SQL_HOLDER_OF_KEY, ("entry-77",)),
+        "events after an id (vigil events)": (
+            SQL_EVENTS_AFTER,
+            {"after": FINISHED, "since": now - 3_600_000, "task": None, "kinds": '["status"]', "limit": 500},
+        ),
         "open runs (recovery)": (SQL_OPEN_RUNS, {}),
         "spend in the last day (budget)": (SQL_SPEND_SINCE, (now - MS_PER_DAY,)),
         "tasks of a source in the last hour (flood limit)": (
