@@ -178,8 +178,10 @@ async def close_task(store: Store, task_id: int, opts: Mapping[str, Any], actor:
         if at or in_:
             raise InputError("--at and --in go with --status pending (a later retry)")
         return await store.close_task(task_id, TaskStatus(status), summary, actor=actor)
-    if bool(at) == bool(in_):
-        raise InputError("--status pending needs --in or --at (when to try again), not both")
+    if at and in_:
+        raise InputError("give --at or --in, not both")
+    if not (at or in_):
+        raise InputError("--status pending needs --in or --at (when to try again)")
     now = SystemClock().now_ms()
     retry_at = parse_when_ms(at, now) if at else now + parse_duration_ms(in_ or "")
     if retry_at < now:

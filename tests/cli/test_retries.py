@@ -134,7 +134,7 @@ def test_close_as_pending_from_the_cli_says_when_and_refuses_what_it_cannot(home
         f"vigil: error: task #{task_id} is pending, cannot ask for a retry (only a running task can)"
     )
     for args, message in (
-        (("--status", "pending"), "--status pending needs --in or --at (when to try again), not both"),
+        (("--status", "pending"), "--status pending needs --in or --at (when to try again)"),
         (("--status", "pending", "--in", "1h", "--at", "2030-01-01T00:00:00Z"), "not both"),
         (("--status", "completed", "--in", "1h"), "--at and --in go with --status pending (a later retry)"),
         (("--status", "pending", "--at", "2001-01-01T00:00:00Z"), "--at: the retry time is in the past"),
