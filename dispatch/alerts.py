@@ -7,7 +7,9 @@ Every event is a JSON object with at least::
 
 plus fields of its kind (``gate``, ``task_id``, ``spent_usd`` …; see
 docs/guardrails.md). Kinds: ``gate_changed``, ``auth_failed``, ``budget_warning``,
-``task_failed``, ``dispatcher_stale``, ``sensor_stale`` and ``test``.
+``task_failed``, ``dispatcher_stale``, ``sensor_stale``, ``test``, and when
+``[alerts] task_events`` subscribes to them ``task_added`` and ``task_completed``
+(``dispatch.task_alerts``).
 
 The hook runs in its own process group with the home as working directory, the
 caller's environment plus ``VIGIL_HOME`` and ``VIGIL_ALERT_EVENT``, and a timeout
@@ -36,6 +38,8 @@ EVENT_KINDS = (
     "auth_failed",
     "budget_warning",
     "task_failed",
+    "task_added",
+    "task_completed",
     "dispatcher_stale",
     "sensor_stale",
     "test",

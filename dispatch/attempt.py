@@ -1,7 +1,8 @@
 """Preparing one attempt: the task's skills, its prompt and the executor's ``RunContext``.
 
 A skill may choose the executor, model, timeout and command of its tasks; the first
-skill in the task's list that sets one wins, else the configuration decides. The
+skill in the task's list that sets one wins, else the configuration decides. A
+model set on the task itself wins over both. The
 prompt gets the identity file, the skills, the parent chain, earlier attempts and
 notes (``dispatch.prompt``).
 """
@@ -100,7 +101,8 @@ class AttemptPreparer:
         skills = load_skills(self._skills_dir, task.skills)
         executor = next((s.executor for s in skills if s.executor), None) or settings.dispatch.executor
         default_model = {"claude": settings.claude.model, "codex": settings.codex.model}.get(executor)
-        model = next((s.model for s in skills if s.model), None) or default_model
+        # The task's own model (vigil task add --model) wins: it was chosen for this task.
+        model = task.model or next((s.model for s in skills if s.model), None) or default_model
         timeout_ms = next((s.timeout_ms for s in skills if s.timeout_ms), None) or settings.dispatch.timeout_ms
         command = next((s.command for s in skills if s.command), None)
         # The attempt number counts every run ever made: a first attempt has no history

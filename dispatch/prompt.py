@@ -116,6 +116,8 @@ _INSTRUCTIONS = "\n".join(
         '  `vigil task close $VIGIL_TASK_ID --status completed --summary "…"`',
         "  Use `--status failed` when it cannot be done, and `--status blocked` when it needs a",
         "  person or another task first; say why in the summary.",
+        "- If it cannot be done yet but may be later (a release not out, a service down), ask for a",
+        '  retry and end: `vigil task close $VIGIL_TASK_ID --status pending --in 1h --summary "why"`',
         "",
         "End your reply with a short final answer: what you did and what came of it.",
     ]

@@ -33,6 +33,7 @@ from dispatch.filecache import FileCache
 from vigil.config import EXECUTORS
 from vigil.durations import parse_duration_ms
 from vigil.errors import InputError, SkillError
+from vigil.home import skill_names
 from vigil.models import SKILL_NAME, skill_name_problem
 
 SKILL_FILE = "SKILL.md"
@@ -191,8 +192,4 @@ def load_skills(skills_dir: Path, names: Iterable[str]) -> list[Skill]:
 
 def list_skills(skills_dir: Path) -> list[str]:
     """Names of the folders in ``skills_dir`` that hold a SKILL.md, sorted."""
-    if not skills_dir.is_dir():
-        return []
-    return sorted(
-        entry.name for entry in skills_dir.iterdir() if NAME.fullmatch(entry.name) and (entry / SKILL_FILE).is_file()
-    )
+    return skill_names(skills_dir)

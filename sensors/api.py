@@ -28,8 +28,9 @@ class NewTask:
     """A task a sensor found.
 
     ``key`` is required and identifies what was found (an entry id, a commit, a file);
-    the runner stores it as the source key ``"<sensor name>:<key>"``, so the database
-    drops duplicates. ``priority``/``skills`` None mean the sensor entry's defaults
+    the runner stores it as the source key ``"<key_prefix>:<key>"`` (the prefix is the
+    sensor's name unless its entry sets ``key_prefix``), so the database drops
+    duplicates. ``priority``/``skills`` None mean the sensor entry's defaults
     (``priority`` and ``skills`` in vigil.toml, else 5 and none). ``scheduled_for`` is
     epoch ms (None: now). ``dedup`` ``open``: one open task per key; ``ever``: once.
     """

@@ -11,6 +11,7 @@ An entry has the common keys below; every other key is the sensor's own option::
     skills = ["triage"]        # default skills of its tasks
     enabled = true
     max_tasks_per_run = 100    # default: [sensor_defaults] max_tasks_per_run
+    key_prefix = "contacts"    # default: the name; "" shares the keys of `vigil task add --key`
     path = "inbox"             # … the sensor's own options
 
 A bad entry raises ``ConfigError`` naming it: ``vigil.toml: [[sensors]] #2 (name
@@ -40,6 +41,7 @@ from vigil.models import MAX_PRIORITY, MIN_PRIORITY
 
 COMMON_KEYS = frozenset(
     {"use", "name", "every", "cron", "timezone", "timeout", "priority", "skills", "enabled", "max_tasks_per_run"}
+    | {"key_prefix"}
 )
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -60,6 +62,15 @@ class SensorSpec:
     priority: int | None = None
     skills: tuple[str, ...] | None = None
     description: str = ""
+    # The key space its tasks' keys live in; None: the sensor's own name. Sensors
+    # with one prefix dedupe against each other; "" is the space of bare keys.
+    key_prefix: str | None = None
+
+    def source_key(self, key: str) -> str:
+        """The stored source key of a task this sensor returned with ``key``:
+        ``"<key_prefix>:<key>"``, or the bare key when the prefix is empty."""
+        prefix = self.name if self.key_prefix is None else self.key_prefix
+        return f"{prefix}:{key}" if prefix else key
 
 
 def load_sensor_specs(settings: Settings) -> list[SensorSpec]:
@@ -128,6 +139,7 @@ def _spec(raw: Mapping[str, Any], settings: Settings) -> SensorSpec:
         priority=_int(raw, "priority", None, MIN_PRIORITY, MAX_PRIORITY),
         skills=_skills(raw),
         description=meta.description,
+        key_prefix=_key_prefix(raw),
     )
 
 
@@ -197,6 +209,15 @@ def _bool(raw: Mapping[str, Any], key: str, default: bool) -> bool:
     value = raw.get(key, default)
     if not isinstance(value, bool):
         raise ValueError(f"{key}: expected true or false, got {value!r}")
+    return value
+
+
+def _key_prefix(raw: Mapping[str, Any]) -> str | None:
+    value = raw.get("key_prefix")
+    if value is None:
+        return None
+    if not isinstance(value, str) or (value and not _NAME.fullmatch(value)):
+        raise ValueError(f"key_prefix: expected \"\" or letters, digits, '_', '.', '-' (max 64), got {value!r}")
     return value
 
 

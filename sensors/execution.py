@@ -24,6 +24,7 @@ from sensors.api import HttpPool, NewTask, SensorContext
 from sensors.config import SensorSpec
 from sensors.timing import next_due
 from vigil.clock import Clock
+from vigil.home import missing_skills_problem
 from vigil.models import (
     DEFAULT_PRIORITY,
     MAX_PRIORITY,
@@ -127,6 +128,20 @@ def to_store_tasks(spec: SensorSpec, result: object) -> tuple[list[StoreTask], i
     return tasks, len(result) - len(kept)
 
 
+def _check_skills(tasks: Sequence[StoreTask], skills_dir: Path) -> None:
+    """Raise ``SensorFailed`` naming the first task whose skills are not all in the
+    home: queued, it would only fail at once; as the sensor's error, a person sees
+    the typo where it is (nothing of the run is stored)."""
+    checked: set[str] = set()
+    for task in tasks:
+        if set(task.skills) <= checked:
+            continue  # most runs repeat the entry's default skills: look them up once
+        problem = missing_skills_problem(skills_dir, task.skills)
+        if problem is not None:
+            raise SensorFailed(f"task with key {task.source_key!r}: {problem}")
+        checked.update(task.skills)
+
+
 def _convert(spec: SensorSpec, index: int, item: Any) -> StoreTask:
     if not isinstance(item, NewTask):
         raise SensorFailed(f"item {index} is {type(item).__name__}, expected sensors.NewTask")
@@ -157,7 +172,7 @@ def _convert(spec: SensorSpec, index: int, item: Any) -> StoreTask:
         priority=priority,
         skills=tuple(skills),
         source=f"sensor:{spec.name}",
-        source_key=f"{spec.name}:{item.key}",
+        source_key=spec.source_key(item.key),
         dedup=dedup,
         scheduled_for=when,
     )
@@ -191,6 +206,7 @@ async def execute(spec: SensorSpec, env: RunEnv, prev: SensorState | None) -> Se
         async with deadline:
             result = await spec.func(ctx)
         tasks, dropped = to_store_tasks(spec, result)
+        _check_skills(tasks, env.home / "skills")
         state = _json_copy(ctx.state)
     except TimeoutError as err:
         status = "timeout" if deadline.expired() else "error"

@@ -55,7 +55,8 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
-    """A fresh home made by `vigil init`'s code path."""
+    """A fresh home made by `vigil init`'s code path, without the safe defaults the
+    command adds ([retention], [budget]): tests that need them write their own."""
     path = tmp_path / "home"
     init_home(path)
     return path

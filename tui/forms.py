@@ -7,6 +7,7 @@ refuse exactly the same input; an error is shown in the form, which stays open.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
@@ -29,9 +30,10 @@ class NewTaskForm(ModalScreen[NewTask | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "submit", "Add")]
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, skills_dir: Path | None = None) -> None:
         super().__init__()
         self._clock = clock
+        self._skills_dir = skills_dir  # the home's skills/: a skill not there is refused
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -70,7 +72,7 @@ class NewTaskForm(ModalScreen[NewTask | None]):
             "source": "human",
         }
         # "at" takes a duration or a time: the same words `vigil task add --at` takes.
-        return new_task_from_options(self._value("subject"), options, self._clock.now_ms())
+        return new_task_from_options(self._value("subject"), options, self._clock.now_ms(), self._skills_dir)
 
     def action_submit(self) -> None:
         try:

@@ -236,7 +236,7 @@ class QueueScreen(LiveScreen):
         self.action_open()
 
     def action_new_task(self) -> None:
-        self.app.push_screen(NewTaskForm(self.ctx.clock), self._add_task)
+        self.app.push_screen(NewTaskForm(self.ctx.clock, self.ctx.settings.skills_dir), self._add_task)
 
     def _add_task(self, new: NewTask | None) -> None:
         if new is not None:

@@ -90,13 +90,14 @@ def with_store(ctx: click.Context, work: Callable[[Any, Any], Awaitable[T]]) -> 
     return asyncio.run(main())
 
 
-def with_tasks(ctx: click.Context, work: Callable[[Any], T]) -> T:
-    """Run ``work(tasks)`` on the home's store's blocking task methods
+def with_tasks(ctx: click.Context, work: Callable[[Any, Any], T]) -> T:
+    """Run ``work(tasks, settings)`` on the home's store's blocking task methods
     (``vigil.store.tasks.Tasks``): on SQLite no event loop and no thread."""
     from vigil.store import task_desk
 
-    with task_desk(settings_for(ctx)) as tasks:
-        return work(tasks)
+    settings = settings_for(ctx)
+    with task_desk(settings) as tasks:
+        return work(tasks, settings)
 
 
 @click.group(cls=VigilGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -111,10 +112,11 @@ def main(ctx: click.Context, home: str | None) -> None:
 @main.command()
 @click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
 def init(directory: Path) -> None:
-    """Make DIRECTORY a new home: vigil.toml (dry-run executor), skills/, logs/."""
+    """Make DIRECTORY a new home: vigil.toml (dry-run executor, history kept 90 days,
+    a $10 daily budget), skills/, logs/."""
     from vigil.home import init_home
 
-    for path in init_home(directory):
+    for path in init_home(directory, safe_defaults=True):
         click.echo(f"created {path}")
     click.echo(f"next: vigil --home {directory} task add 'my first task'")
 
@@ -131,7 +133,8 @@ def task() -> None:
 @click.argument("subject")
 @click.option("-d", "--description", default="", help="Longer text for the agent.")
 @click.option("-p", "--priority", default="5", help="1 (most urgent) to 9; default 5.")
-@click.option("--skills", default="", help="Skill names, comma-separated.")
+@click.option("--skills", default="", help="Skill names, comma-separated (each must exist in the home's skills/).")
+@click.option("--model", default=None, help="Agent model for this task (default: its skill's, else the executor's).")
 @click.option("--at", "at", metavar="WHEN", help="Due time, ISO 8601 (UTC unless a zone is given).")
 @click.option("--in", "in_", metavar="DURATION", help="Due after this long, e.g. 30m, 2h.")
 @click.option("--key", "source_key", help="Source key: a second task with the same key is not created.")
@@ -147,7 +150,7 @@ def task_add(ctx: click.Context, /, subject: str, **opts: Any) -> None:
     """Add a task. Prints its id and whether it was created or already existed."""
     from vigil.commands import add_task
 
-    result, task = with_tasks(ctx, lambda tasks: add_task(tasks, subject, opts, actor()))
+    result, task = with_tasks(ctx, lambda tasks, settings: add_task(tasks, subject, opts, actor(), settings.skills_dir))
     if opts["as_json"]:
         from vigil.render import dumps, task_json
 
@@ -171,7 +174,7 @@ def task_list(ctx: click.Context, status: str, limit: int, as_json: bool) -> Non
     from vigil.commands import list_tasks
     from vigil.render import dumps, task_json, task_table
 
-    tasks, now = with_tasks(ctx, lambda desk: list_tasks(desk, status, limit))
+    tasks, now = with_tasks(ctx, lambda desk, settings: list_tasks(desk, status, limit))
     click.echo(dumps([task_json(t) for t in tasks]) if as_json else task_table(tasks, now))
 
 
@@ -183,7 +186,7 @@ def task_show(ctx: click.Context, task_id: int, as_json: bool) -> None:
     """Show every field of a task, its runs, notes and audit trail."""
     from vigil.commands import show_task
 
-    click.echo(with_tasks(ctx, lambda tasks: show_task(tasks, task_id, as_json)))
+    click.echo(with_tasks(ctx, lambda tasks, settings: show_task(tasks, task_id, as_json)))
 
 
 @task.command("prio")
@@ -195,7 +198,7 @@ def task_prio(ctx: click.Context, task_id: int, priority: str) -> None:
     from vigil.commands import parse_priority
 
     value = parse_priority(priority)
-    t = with_tasks(ctx, lambda tasks: tasks.set_priority(task_id, value, actor=actor()))
+    t = with_tasks(ctx, lambda tasks, settings: tasks.set_priority(task_id, value, actor=actor()))
     click.echo(f"task #{t.id} priority {t.priority}")
 
 
@@ -208,7 +211,7 @@ def task_defer(ctx: click.Context, task_id: int, when: str) -> None:
     from vigil.clock import iso_utc
     from vigil.commands import defer_task
 
-    t = with_tasks(ctx, lambda tasks: defer_task(tasks, task_id, when, actor()))
+    t = with_tasks(ctx, lambda tasks, settings: defer_task(tasks, task_id, when, actor()))
     click.echo(f"task #{t.id} due {iso_utc(t.scheduled_for)}")
 
 
@@ -217,7 +220,7 @@ def task_defer(ctx: click.Context, task_id: int, when: str) -> None:
 @click.pass_context
 def task_cancel(ctx: click.Context, task_id: int) -> None:
     """Cancel a task; an active task gets a cancel request the dispatcher honours."""
-    t = with_tasks(ctx, lambda tasks: tasks.cancel(task_id, actor=actor()))
+    t = with_tasks(ctx, lambda tasks, settings: tasks.cancel(task_id, actor=actor()))
     if t.cancel_requested and t.status == "active":
         click.echo(f"task #{t.id} is running: cancel requested")
     else:
@@ -229,7 +232,7 @@ def task_cancel(ctx: click.Context, task_id: int) -> None:
 @click.pass_context
 def task_retry(ctx: click.Context, task_id: int) -> None:
     """Put a failed or canceled task back in the queue (its history is kept)."""
-    t = with_tasks(ctx, lambda tasks: tasks.retry(task_id, actor=actor()))
+    t = with_tasks(ctx, lambda tasks, settings: tasks.retry(task_id, actor=actor()))
     click.echo(f"task #{t.id} pending again")
 
 
@@ -239,26 +242,76 @@ def task_retry(ctx: click.Context, task_id: int) -> None:
 @click.pass_context
 def task_note(ctx: click.Context, task_id: int, text: str) -> None:
     """Attach a progress note to a task."""
-    n = with_tasks(ctx, lambda tasks: tasks.add_note(task_id, text, author=actor()))
+    n = with_tasks(ctx, lambda tasks, settings: tasks.add_note(task_id, text, author=actor()))
     click.echo(f"note added to task #{n.task_id}")
 
 
 @task.command("close")
 @click.argument("task_id", type=int)
-@click.option("--status", required=True, type=click.Choice(["completed", "failed", "blocked"]))
+@click.option("--status", required=True, type=click.Choice(["completed", "failed", "blocked", "pending"]))
 @click.option("--summary", required=True, help="What was done, or why not.")
+@click.option("--at", "at", metavar="WHEN", help="With --status pending: try again at WHEN (ISO 8601).")
+@click.option("--in", "in_", metavar="DURATION", help="With --status pending: try again after this long, e.g. 1h.")
 @click.pass_context
-def task_close(ctx: click.Context, task_id: int, status: str, summary: str) -> None:
-    """Close a task (used by the agent for its own task)."""
-    from vigil.models import TaskStatus
+def task_close(ctx: click.Context, /, task_id: int, **opts: Any) -> None:
+    """Close a task (used by the agent for its own task). --status pending with --in
+    or --at asks for a later retry of a running task: its attempt counts, and with
+    no retry left (max_retries) it fails instead."""
+    from vigil.clock import iso_utc
+    from vigil.commands import close_task
 
-    if not summary.strip():
-        raise InputError("--summary must not be empty")
-    t = with_tasks(ctx, lambda tasks: tasks.close_task(task_id, TaskStatus(status), summary, actor=actor()))
-    click.echo(f"task #{t.id} {t.status}")
+    t = with_tasks(ctx, lambda tasks, settings: close_task(tasks, task_id, opts, actor()))
+    if opts["status"] == "pending" and t.status == "pending":
+        retry = f"retry {t.attempt_count + 1} of {t.max_retries + 1}"
+        click.echo(f"task #{t.id} pending: {retry} due {iso_utc(t.scheduled_for)}")
+    else:
+        click.echo(f"task #{t.id} {t.status}" + (f": {t.result_summary}" if opts["status"] != t.status else ""))
 
 
 # --- reports and maintenance ---------------------------------------------------------
+
+
+@main.command("events")
+@click.option("--since", metavar="TIME", help="Only events at or after TIME: ISO 8601, or a duration ago (2h, 1d).")
+@click.option("--task", "task_id", type=int, metavar="ID", help="Only this task's events.")
+@click.option("--kind", "kinds", multiple=True, metavar="K", help="Only this kind (repeatable): created, status, …")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option("--follow", "-f", is_flag=True, help="Then print new events as they commit, until Ctrl-C.")
+@click.pass_context
+def events_command(ctx: click.Context, /, **opts: Any) -> None:
+    """The audit trail of every task, in order: who changed what, from → to."""
+    import json
+
+    from vigil.clock import SystemClock
+    from vigil.events import POSTGRES_LOOKBACK, EventFilter, parse_kinds, parse_since
+    from vigil.events import stream_events as stream
+    from vigil.render import event_line, event_record
+
+    since, as_json, follow = opts["since"], opts["as_json"], opts["follow"]
+    wanted = EventFilter(
+        since_ms=None if since is None else parse_since(since, SystemClock().now_ms()),
+        task_id=opts["task_id"],
+        kinds=parse_kinds(opts["kinds"]),
+    )
+
+    def emit(event: Any) -> None:
+        text = json.dumps(event_record(event), ensure_ascii=False) if as_json else event_line(event)
+        click.echo(text)  # flushed per line, so a follower's reader sees each at once
+
+    def work(store: Any, settings: Any) -> Awaitable[None]:
+        lookback = 0 if settings.store.url is None else POSTGRES_LOOKBACK
+        return stream(store, wanted, emit, follow=follow, lookback=lookback)
+
+    try:
+        with_store(ctx, work)
+    except KeyboardInterrupt:
+        sys.exit(0)  # Ctrl-C is how a follower ends: not an error
+    except BrokenPipeError:
+        # The reader went away (| head): stop quietly; point stdout at /dev/null so
+        # the interpreter's own flush at exit does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(0)
 
 
 @main.command()
@@ -551,7 +604,7 @@ def resume_command(ctx: click.Context) -> None:
 def task_approve(ctx: click.Context, task_id: int) -> None:
     """Approve a task that waits for approval: it becomes pending and runs when due."""
     _person_only("approve a task")
-    t = with_tasks(ctx, lambda tasks: tasks.approve(task_id, actor=actor()))
+    t = with_tasks(ctx, lambda tasks, settings: tasks.approve(task_id, actor=actor()))
     click.echo(f"task #{t.id} approved; pending")
 
 
@@ -564,7 +617,7 @@ def task_reject(ctx: click.Context, task_id: int, reason: str) -> None:
     _person_only("reject a task")
     if not reason.strip():
         raise InputError("--reason must not be empty")
-    t = with_tasks(ctx, lambda tasks: tasks.reject(task_id, reason, actor=actor()))
+    t = with_tasks(ctx, lambda tasks, settings: tasks.reject(task_id, reason, actor=actor()))
     click.echo(f"task #{t.id} rejected; canceled")
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vigil.clock import SystemClock
 from vigil.durations import parse_duration_ms, parse_when_ms
 from vigil.errors import InputError, SkillError
+from vigil.home import check_skills_exist
 from vigil.models import (
     MAX_PRIORITY,
     MIN_PRIORITY,
@@ -65,8 +67,21 @@ def _parse_ids(text: str, option: str) -> tuple[int, ...]:
     return ids
 
 
-def new_task_from_options(subject: str, opts: Mapping[str, Any], now_ms: int) -> NewTask:
-    """Validate ``vigil task add`` options into a ``NewTask``; raises ``InputError``."""
+def _model(value: object) -> str | None:
+    """``--model``: a model name as the agent CLI takes it (no spaces); None: not set."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text or any(c.isspace() for c in text) or len(text) > 200:
+        raise InputError(f"--model: expected a model name such as claude-sonnet-4-5, got {value!r}")
+    return text
+
+
+def new_task_from_options(
+    subject: str, opts: Mapping[str, Any], now_ms: int, skills_dir: Path | None = None
+) -> NewTask:
+    """Validate ``vigil task add`` options into a ``NewTask``; raises ``InputError``.
+    With ``skills_dir`` (the home's ``skills/``) each skill must exist there."""
     if not subject.strip():
         raise InputError("subject must not be empty")
     if opts.get("at") and opts.get("in_"):
@@ -86,6 +101,8 @@ def new_task_from_options(subject: str, opts: Mapping[str, Any], now_ms: int) ->
         problem = skill_name_problem(name)
         if problem is not None:
             raise SkillError(problem)
+    if skills_dir is not None:
+        check_skills_exist(skills_dir, skills)
     parent = opts.get("parent")
     source = opts.get("source")
     in_run = os.environ.get("VIGIL_TASK_ID")
@@ -108,11 +125,14 @@ def new_task_from_options(subject: str, opts: Mapping[str, Any], now_ms: int) ->
         depends_on=_parse_ids(opts.get("depends_on") or "", "--depends-on"),
         max_retries=opts.get("max_retries"),
         requires_approval=bool(opts.get("requires_approval")),
+        model=_model(opts.get("model")),
     )
 
 
-def add_task(tasks: Tasks, subject: str, opts: Mapping[str, Any], actor: str) -> tuple[AddResult, Task | None]:
-    new = new_task_from_options(subject, opts, SystemClock().now_ms())
+def add_task(
+    tasks: Tasks, subject: str, opts: Mapping[str, Any], actor: str, skills_dir: Path | None = None
+) -> tuple[AddResult, Task | None]:
+    new = new_task_from_options(subject, opts, SystemClock().now_ms(), skills_dir)
     result = tasks.add_task(new, actor=actor)
     task = None if result.task_id is None else tasks.get_task(result.task_id)
     return result, task
@@ -137,9 +157,9 @@ def show_task(tasks: Tasks, task_id: int, as_json: bool) -> str:
     runs = tasks.list_runs(task_id)
     notes = tasks.list_notes(task_id)
     deps = tasks.dependencies(task_id)
-    if not as_json:
-        return task_details(task, runs, notes, deps)
     events = tasks.list_events(task_id)
+    if not as_json:
+        return task_details(task, runs, notes, deps, events)
     return dumps(
         {
             **task_json(task),
@@ -149,6 +169,27 @@ def show_task(tasks: Tasks, task_id: int, as_json: bool) -> str:
             "events": [event_json(e) for e in events],
         }
     )
+
+
+def close_task(tasks: Tasks, task_id: int, opts: Mapping[str, Any], actor: str) -> Task:
+    """``vigil task close``: completed, failed or blocked; or ``pending`` with ``--in``
+    / ``--at``, the running task asking for a later retry (``Store.request_retry``)."""
+    status, summary, at, in_ = opts["status"], opts["summary"], opts.get("at"), opts.get("in_")
+    if not summary.strip():
+        raise InputError("--summary must not be empty")
+    if status != "pending":
+        if at or in_:
+            raise InputError("--at and --in go with --status pending (a later retry)")
+        return tasks.close_task(task_id, TaskStatus(status), summary, actor=actor)
+    if at and in_:
+        raise InputError("give --at or --in, not both")
+    if not (at or in_):
+        raise InputError("--status pending needs --in or --at (when to try again)")
+    now = SystemClock().now_ms()
+    retry_at = parse_when_ms(at, now) if at else now + parse_duration_ms(in_ or "")
+    if retry_at < now:
+        raise InputError("--at: the retry time is in the past")
+    return tasks.request_retry(task_id, retry_at, summary, actor=actor)
 
 
 def defer_task(tasks: Tasks, task_id: int, when: str, actor: str) -> Task:

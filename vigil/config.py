@@ -110,6 +110,12 @@ class AlertSettings:
     timeout_ms: int = 30_000
     stale_dispatcher_ms: int = 300_000  # a heartbeat older than this is a stale dispatcher
     stale_sensor_ms: int = 3_600_000  # a sensor overdue by this long is stale
+    # Task events the hook subscribes to (TASK_EVENT_ALERTS); empty: none. A task
+    # that failed for good is always sent (task_failed), subscribed or not.
+    task_events: tuple[str, ...] = ()
+
+
+TASK_EVENT_ALERTS = ("added", "completed")  # [alerts] task_events: what may be subscribed to
 
 
 @dataclass(frozen=True)
@@ -358,9 +364,19 @@ def _alerts(data: Mapping[str, Any], source: Path | None) -> AlertSettings:
         timeout_ms=section.duration_ms("timeout", defaults.timeout_ms),
         stale_dispatcher_ms=section.duration_ms("stale_dispatcher", defaults.stale_dispatcher_ms),
         stale_sensor_ms=section.duration_ms("stale_sensor", defaults.stale_sensor_ms),
+        task_events=_task_events(section),
     )
     section.done()
     return settings
+
+
+def _task_events(section: _Section) -> tuple[str, ...]:
+    value = section._get("task_events")
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(v in TASK_EVENT_ALERTS for v in value):
+        raise section._fail("task_events", f"a list of {' and '.join(repr(k) for k in TASK_EVENT_ALERTS)}")
+    return tuple(dict.fromkeys(value))
 
 
 def _limits(data: Mapping[str, Any], source: Path | None) -> LimitsSettings:

@@ -254,6 +254,7 @@ async def _dispatch(
     Returns True when the lane was lost, False on ``stop``."""
     from dispatch.recovery import recover_orphans
     from dispatch.standby import dispatch_in_lane
+    from dispatch.task_alerts import forward_task_events
     from dispatch.watchdog import watch
     from vigil.retention import keep_pruned
     from vigil.wal import keep_wal_small, wal_path_of
@@ -273,6 +274,8 @@ async def _dispatch(
     every_s = max(STALE_CHECK_MIN_S, real_seconds(clock, STALE_CHECK_MS))
     watchdog = asyncio.create_task(watch(store, settings, alerts, clock, stop, interval_s=every_s))
     helpers = [watchdog, asyncio.create_task(keep_pruned(store, settings, clock, stop))]
+    if lanes.lane == 0:  # one process sends them, however many lanes dispatch
+        helpers.append(asyncio.create_task(forward_task_events(store, settings, alerts, clock)))
     if settings.store.url is None:  # PostgreSQL has no WAL file of ours to keep small
         wal = wal_path_of(settings.store.path)
         helpers.append(asyncio.create_task(keep_wal_small(store, stop, wal_path=wal)))

@@ -119,6 +119,34 @@ def _executor(report: _Report, settings: Settings) -> None:
         report.ok("executor", f"{name} ({shutil.which(binary)})")
 
 
+def _guardrails(report: _Report, settings: Settings) -> None:
+    """What bounds a loop left alone: retention (disk) and the daily budget (spend).
+    Their absence is a warning, not a failure: a person may mean it."""
+    from vigil.durations import format_duration
+
+    def kept(ms: int | None) -> str:
+        if ms is None:
+            return "for ever"
+        return f"{ms // 86_400_000}d" if ms % 86_400_000 == 0 else format_duration(ms)
+
+    r = settings.retention
+    if r.keep_finished_ms is None:
+        report.warn("retention", "off: finished tasks are kept for ever (set [retention] keep_finished)")
+    else:
+        report.ok(
+            "retention",
+            f"finished tasks {kept(r.keep_finished_ms)}, events {kept(r.keep_events_ms)}, "
+            f"cost archive {kept(r.keep_costs_ms)}",
+        )
+    b = settings.budget
+    if b.daily_usd is None:
+        report.warn("budget", "no daily cap: spend is unbounded (set [budget] daily_usd)")
+    else:
+        warnings = ", ".join(f"{round(f * 100)}%" for f in b.warn_at) or "none"
+        urgent = f"priority ≤ {b.urgent_priority} still runs above it"
+        report.ok("budget", f"${b.daily_usd:.2f} per 24 h ({urgent}), warnings at {warnings}")
+
+
 async def run_checks(home_arg: str | None, echo: Echo) -> bool:
     """Run every check, printing one line each; True when nothing failed."""
     report = _Report(echo)
@@ -137,6 +165,7 @@ async def run_checks(home_arg: str | None, echo: Echo) -> bool:
     report.ok("config", str(settings.config_path or f"no {CONFIG_NAME}: defaults"))
     await _database(report, settings)
     _executor(report, settings)
+    _guardrails(report, settings)
     if not settings.skills_dir.is_dir():
         report.warn("skills", f"{settings.skills_dir} does not exist")
     else:

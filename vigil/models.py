@@ -83,7 +83,8 @@ class OutcomeKind(StrEnum):
 @dataclass(frozen=True, slots=True)
 class NewTask:
     """A task to be added. ``scheduled_for`` None means "now"; ``max_retries`` None
-    means the configured default; ``skills`` keep their order, a repeat dropped."""
+    means the configured default; ``skills`` keep their order, a repeat dropped;
+    ``model`` None means the skill's or the executor's model."""
 
     subject: str
     description: str = ""
@@ -97,6 +98,7 @@ class NewTask:
     depends_on: tuple[int, ...] = ()
     max_retries: int | None = None
     requires_approval: bool = False  # added as blocked until a person approves it
+    model: str | None = None  # the agent model for this task; wins over its skills' and the config's
 
     def __post_init__(self) -> None:
         # A skill named twice would load twice into the prompt and count each run

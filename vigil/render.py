@@ -80,6 +80,39 @@ def event_json(event: TaskEvent) -> dict[str, object]:
     }
 
 
+TIME_KINDS = frozenset({"scheduled"})  # audit kinds whose from/to are epoch ms: shown as ISO times
+
+
+def _value(event: TaskEvent, value: str | None) -> str | None:
+    if value is not None and event.kind in TIME_KINDS and value.lstrip("-").isdigit():
+        return iso_utc(int(value))
+    return value
+
+
+def event_record(event: TaskEvent) -> dict[str, object]:
+    """One event as JSON (stable field names; times ISO 8601 UTC)."""
+    return {
+        "id": event.id,
+        "task_id": event.task_id,
+        "at": iso_utc(event.at),
+        "actor": event.actor,
+        "kind": event.kind,
+        "from": _value(event, event.from_value),
+        "to": _value(event, event.to_value),
+        "detail": event.detail,
+    }
+
+
+def event_line(event: TaskEvent, *, with_task: bool = True) -> str:
+    """One event for people: ``<time>  #<task>  <kind>  <from> → <to>  by <actor>``
+    (without ``#<task>`` when the task is known from the context)."""
+    before, after = _value(event, event.from_value), _value(event, event.to_value)
+    change = f"{before} → {after}" if before is not None else (after or "")
+    detail = f"  ({' '.join(event.detail.split())})" if event.detail else ""
+    task = f"  #{event.task_id}" if with_task else ""
+    return f"{iso_utc(event.at)}{task}  {event.kind}  {change}  by {event.actor}{detail}"
+
+
 def note_json(note: Note) -> dict[str, object]:
     return {"at": iso_utc(note.at), "author": note.author, "text": note.text}
 
@@ -130,7 +163,9 @@ def task_table(tasks: Sequence[Task], now_ms: int) -> str:
     return "\n".join(lines)
 
 
-def task_details(task: Task, runs: Iterable[Run], notes: Iterable[Note], deps: Sequence[int]) -> str:
+def task_details(
+    task: Task, runs: Iterable[Run], notes: Iterable[Note], deps: Sequence[int], events: Iterable[TaskEvent] = ()
+) -> str:
     fields = task_json(task)
     width = max(len(k) for k in fields)
     lines = [f"{k:<{width}}  {v if v is not None else '-'}" for k, v in fields.items() if k != "result_detail"]
@@ -146,6 +181,9 @@ def task_details(task: Task, runs: Iterable[Run], notes: Iterable[Note], deps: S
     note_lines = [f"  [{iso_utc(n.at)}] {n.author}: {n.text}" for n in notes]
     if note_lines:
         lines += ["notes:", *note_lines]
+    event_lines = [f"  {event_line(e, with_task=False)}" for e in events]
+    if event_lines:
+        lines += ["events:", *event_lines]
     if task.result_detail:
         lines += ["result:", task.result_detail]
     return "\n".join(lines)

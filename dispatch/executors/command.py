@@ -9,7 +9,9 @@ that is a JSON object says more::
 
     {"status": "completed" | "failed", "summary": "...", "detail": "...", "cost_usd": 0.0}
 
-A non-zero exit is a failure whatever that line says.
+A non-zero exit is a failure whatever that line says, except exit code 75
+(``EX_TEMPFAIL`` in sysexits.h, "try again later"): a transient outcome, retried
+with back-off while attempts remain (docs/running.md, *Retries*).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dispatch.executors.transcript import Transcript
 from vigil.models import Outcome, OutcomeKind, Task
 
 KEEP_STDOUT_CHARS = 4 * DETAIL_MAX_CHARS  # in memory; the transcript keeps everything
+EX_TEMPFAIL = 75  # sysexits.h: a temporary failure, worth a retry
 
 
 def task_json(task: Task, ctx: RunContext) -> dict[str, Any]:
@@ -144,9 +147,10 @@ class CommandExecutor:
         kind = OutcomeKind.SUCCESS
         error = None
         if result.exit_code != 0:
-            kind = OutcomeKind.FAILED
+            kind = OutcomeKind.TRANSIENT if result.exit_code == EX_TEMPFAIL else OutcomeKind.FAILED
             tail = result.stderr.strip().splitlines()[-1:] or [""]
-            error = f"exited with code {result.exit_code}" + (f": {tail[0]}" if tail[0] else "")
+            tempfail = " (EX_TEMPFAIL: temporary failure)" if result.exit_code == EX_TEMPFAIL else ""
+            error = f"exited with code {result.exit_code}{tempfail}" + (f": {tail[0]}" if tail[0] else "")
         elif status == "failed":
             kind = OutcomeKind.FAILED
             error = _str(report.get("summary")) or "the command reported failure"

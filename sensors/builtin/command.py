@@ -15,7 +15,9 @@ Each stdout line is one JSON object::
 skipped. A malformed line (not JSON, not an object, missing key or subject, a field
 of the wrong type) is reported in the run's error text with its line number, and
 the good lines are kept. A non-zero exit status fails the run (nothing is stored);
-the last line of stderr is the error text. ``VIGIL_HOME`` and ``VIGIL_SENSOR`` are
+the last line of stderr is the error text. Exit status 75 (``EX_TEMPFAIL``,
+sysexits.h) says the failure is temporary: the run fails the same way, counted and
+backed off like any failure, and the error says so. ``VIGIL_HOME`` and ``VIGIL_SENSOR`` are
 set for the program, and its state JSON is passed as ``VIGIL_SENSOR_STATE``.
 """
 
@@ -36,6 +38,7 @@ from vigil.models import DedupScope
 
 FIELDS = {"key", "subject", "description", "priority", "skills", "scheduled_for", "dedup"}
 MAX_STDERR_BYTES = 64 * 1024
+EX_TEMPFAIL = 75  # sysexits.h: a temporary failure, retried on the back-off schedule
 
 
 @dataclass(frozen=True)
@@ -149,7 +152,8 @@ async def command(ctx: SensorContext) -> list[NewTask]:
             await kill_group(proc)
     if code != 0:
         lines = err.decode(errors="replace").strip().splitlines()
-        raise CommandFailed(f"exited with status {code}" + (f": {lines[-1]}" if lines else ""))
+        tempfail = " (EX_TEMPFAIL: temporary failure, retried with back-off)" if code == EX_TEMPFAIL else ""
+        raise CommandFailed(f"exited with status {code}{tempfail}" + (f": {lines[-1]}" if lines else ""))
     tasks = []
     bad = []
     for number, line in enumerate(out.decode(errors="replace").splitlines(), start=1):

@@ -25,6 +25,13 @@ def show(vigil: VigilRunner, task_id: int) -> dict[str, object]:
     return result
 
 
+def make_skills(home: Path, *names: str) -> None:
+    """A task's skills must exist in the home: ``skills/<name>/SKILL.md``."""
+    for name in names:
+        (home / "skills" / name).mkdir(parents=True, exist_ok=True)
+        (home / "skills" / name / "SKILL.md").write_text(f"---\ndescription: {name}\n---\nDo {name}.\n")
+
+
 def claim_and_finish(home: Path, outcome: Outcome | None, status: TaskStatus = TaskStatus.COMPLETED) -> int:
     """Act as a dispatcher on the same file: claim the next task, optionally finish it."""
 
@@ -66,7 +73,8 @@ def test_add_prints_id_and_reports_existing_key(vigil: VigilRunner) -> None:
     assert data["task"]["subject"] == "Check the inbox"
 
 
-def test_add_with_every_option(vigil: VigilRunner) -> None:
+def test_add_with_every_option(home: Path, vigil: VigilRunner) -> None:
+    make_skills(home, "web", "triage")
     parent = add(vigil, "parent")
     dep = add(vigil, "dependency")
     child = add(
@@ -247,6 +255,7 @@ def test_follow_up_from_inside_a_run_records_provenance(vigil: VigilRunner) -> N
 
 
 def test_stats_groups_costs(home: Path, vigil: VigilRunner) -> None:
+    make_skills(home, "web")
     add(vigil, "costly", "--skills", "web", "--source", "sensor:feed")
     claim_and_finish(home, Outcome(OutcomeKind.SUCCESS, cost_usd=1.5, tokens_in=100, tokens_out=20, model="m1"))
     for by, key in (("day", None), ("skill", "web"), ("source", "sensor:feed"), ("model", "m1")):

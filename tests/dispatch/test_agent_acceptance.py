@@ -84,7 +84,12 @@ def test_a_command_skill_runs_from_the_home(home: Path, vigil: VigilRunner) -> N
 
 
 def test_an_unknown_skill_fails_the_task_clearly(home: Path, vigil: VigilRunner) -> None:
+    # `task add` refuses an unknown skill; one removed after the task was added is
+    # found when the task runs.
+    (home / "skills" / "no-such-skill").mkdir()
+    (home / "skills" / "no-such-skill" / "SKILL.md").write_text("---\ndescription: gone soon\n---\nx\n")
     vigil("task", "add", "x", "--skills", "no-such-skill", check=True)
+    shutil.rmtree(home / "skills" / "no-such-skill")
     assert vigil("dispatch", "once").returncode == 0
     shown = json.loads(vigil("task", "show", "1", "--json", check=True).stdout)
     assert shown["status"] == "failed"

@@ -31,6 +31,13 @@ def settings(tmp_path: Path) -> Settings:
     )
 
 
+def make_skills(home: Path, *names: str) -> None:
+    """Skills the sensors' tasks name must exist in the home: ``skills/<name>/SKILL.md``."""
+    for name in names:
+        (home / "skills" / name).mkdir(parents=True, exist_ok=True)
+        (home / "skills" / name / "SKILL.md").write_text(f"---\ndescription: {name}\n---\nDo {name}.\n")
+
+
 @pytest.fixture
 def make_spec() -> SpecFactory:
     def make(

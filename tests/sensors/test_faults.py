@@ -11,7 +11,7 @@ import pytest
 
 from sensors.api import NewTask, SensorContext
 from sensors.runner import SensorRunner
-from tests.sensors.conftest import RunnerFactory, SpecFactory
+from tests.sensors.conftest import RunnerFactory, SpecFactory, make_skills
 from vigil.clock import ManualClock
 from vigil.config import LimitsSettings, Settings
 from vigil.models import SensorState
@@ -163,8 +163,10 @@ async def test_state_is_saved_only_with_the_tasks_of_its_run(
 
 
 async def test_source_and_key_are_namespaced_and_entry_defaults_apply(
-    store: SqliteStore, make_spec: SpecFactory, make_runner: RunnerFactory
+    store: SqliteStore, make_spec: SpecFactory, make_runner: RunnerFactory, settings: Settings
 ) -> None:
+    make_skills(settings.home, "triage", "a")
+
     async def finds(ctx: SensorContext) -> list[NewTask]:
         return [NewTask(key="x", subject="defaults"), NewTask(key="y", subject="own", priority=1, skills=("a",))]
 

@@ -13,7 +13,7 @@ from sensors.api import NewTask, SensorContext
 from sensors.builtin.command import command
 from sensors.builtin.git import git
 from sensors.execution import SensorReport
-from tests.sensors.conftest import RunnerFactory, SpecFactory
+from tests.sensors.conftest import RunnerFactory, SpecFactory, make_skills
 from vigil.store.sqlite import SqliteStore
 
 
@@ -138,6 +138,7 @@ print(json.dumps(["a", "list"]))
 print(json.dumps({"key": "env", "subject": "sensor " + os.environ["VIGIL_SENSOR"], "dedup": "ever"}))
 """,
     )
+    make_skills(tmp_path, "ops")  # the home is tmp_path; a task's skills must exist in it
     report = await run(make_runner, make_spec, command, command=argv)
     assert (report.status, report.created) == ("ok", 2)
     assert report.error == (

@@ -30,6 +30,7 @@ from vigil.store.sqlite_queries import (
     SQL_COUNT_BY_STATUS,
     SQL_COUNT_CHILDREN,
     SQL_COUNT_SOURCE_SINCE,
+    SQL_EVENTS_AFTER,
     SQL_FOLLOW_UP_DEPTH,
     SQL_HOLDER_OF_KEY,
     SQL_LIST_TASKS,
@@ -123,6 +124,7 @@ def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object] | Sequence[o
         "actor": "human",
         "max_retries": 3,
         "approval": False,
+        "model": None,
     }
     one_status = SQL_LIST_TASKS.format(statuses=":s0")
     every_status = SQL_LIST_TASKS.format(statuses=",".join(f":s{i}" for i in range(len(TaskStatus))))
@@ -140,6 +142,10 @@ def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object] | Sequence[o
         "add_task dedup open": (SQL_ADD_TASK, add),
         "add_task dedup ever": (SQL_ADD_TASK_EVER, add),
         "holder of a key": (SQL_HOLDER_OF_KEY, {"key": "entry-77"}),
+        "events after an id (vigil events)": (
+            SQL_EVENTS_AFTER,
+            {"after": FINISHED, "since": now - 3_600_000, "task": None, "kinds": '["status"]', "limit": 500},
+        ),
         "open runs (recovery)": (SQL_OPEN_RUNS, {}),
         "spend in the last day (budget)": (SQL_SPEND_SINCE, {"since": now - MS_PER_DAY}),
         "tasks of a source in the last hour (flood limit)": (

@@ -10,6 +10,7 @@ from tests.tui.helpers import notes, queue, shown_ids, table
 from tui.dialogs import ConfirmDialog
 from tui.forms import DeferForm, NewTaskForm
 from vigil.clock import ManualClock
+from vigil.config import Settings
 from vigil.models import TaskStatus
 from vigil.store import Store
 
@@ -144,7 +145,12 @@ async def test_retry_refused_when_someone_retried_it_first(make_app: AppFactory,
         await wait_for(lambda: f"#{task_id} still pending, not retried" in notes(app), "refusal")
 
 
-async def test_new_task_form_validates_then_adds(make_app: AppFactory, db: Store, clock: ManualClock) -> None:
+async def test_new_task_form_validates_then_adds(
+    make_app: AppFactory, db: Store, clock: ManualClock, settings: Settings
+) -> None:
+    for name in ("web", "git"):  # a task's skills must exist in the home
+        (settings.skills_dir / name).mkdir(parents=True)
+        (settings.skills_dir / name / "SKILL.md").write_text(f"---\ndescription: {name}\n---\n{name}\n")
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(lambda: queue(app).loads >= 1, "first load")

@@ -201,6 +201,23 @@ class TaskReader(Protocol):
         """The task's audit trail, oldest first."""
         ...
 
+    async def events_after(
+        self,
+        after_id: int,
+        *,
+        since_ms: int | None = None,
+        task_id: int | None = None,
+        kinds: Collection[str] = (),
+        limit: int = 500,
+    ) -> list[TaskEvent]:
+        """Audit rows of every task with ``id > after_id``, oldest first, at most
+        ``limit``: the event stream (``vigil events``). ``since_ms`` keeps rows at or
+        after that time, ``task_id`` one task's, ``kinds`` those kinds (empty: all).
+        One read. On PostgreSQL ids are handed out before commit, so a row may
+        appear below an id already read: a follower reads back a little (see
+        ``vigil.events``)."""
+        ...
+
     async def list_notes(self, task_id: int) -> list[Note]:
         """The task's notes, oldest first."""
         ...
@@ -251,6 +268,16 @@ class TaskChanges(Protocol):
         """Close an open task as completed, failed or blocked with a summary (the
         agent closing its own task). An active task keeps its claim so the
         dispatcher still records the run; its status is then kept."""
+        ...
+
+    async def request_retry(self, task_id: int, retry_at: int, summary: str, *, actor: str) -> Task:
+        """An active task asks to be tried again at ``retry_at`` (epoch ms): pending,
+        due then, its attempt counted (the claim counted it), the summary kept; with
+        no retry left (``attempt_count > max_retries``) it fails for good instead,
+        its summary "gave up after N attempts: …". The claim stays so the dispatcher
+        still records the run; the status is then kept. One conditional ``UPDATE``,
+        audited as a ``status`` event. Raises ``InvalidTransition`` for a task that
+        is not active or whose cancel was requested, ``TaskNotFound``."""
         ...
 
     async def approve(self, task_id: int, *, actor: str) -> Task:

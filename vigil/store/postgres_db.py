@@ -28,7 +28,7 @@ import random
 import re
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -236,8 +236,8 @@ class PgTx:
     def dumps(self, value: object) -> Jsonb:
         return Jsonb(value)
 
-    def array(self, ids: list[int]) -> list[int]:
-        return ids
+    def array(self, values: Sequence[object]) -> list[object]:
+        return list(values)
 
 
 class PgEngine:

@@ -35,12 +35,12 @@ _OPEN = "('pending', 'active', 'blocked')"
 _ADD_TASK_COLUMNS = """
 INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
                    parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
-                   status, approval)"""
+                   status, approval, model)"""
 _ADD_TASK_VALUES = """%(subject)s::text, %(description)s::text, %(skills)s::jsonb, %(priority)s::int,
        %(source)s::text, %(source_key)s::text, %(dedup)s::text, %(parent_id)s::bigint,
        %(scheduled_for)s::bigint, %(now)s::bigint, %(now)s::bigint, %(actor)s::text, %(max_retries)s::int,
        CASE WHEN %(approval)s::bool THEN 'blocked' ELSE 'pending' END,
-       CASE WHEN %(approval)s::bool THEN 'pending' END"""
+       CASE WHEN %(approval)s::bool THEN 'pending' END, %(model)s::text"""
 SQL_ADD_TASK = f"""{_ADD_TASK_COLUMNS}
 VALUES ({_ADD_TASK_VALUES})
 ON CONFLICT DO NOTHING
@@ -381,6 +381,32 @@ SQL_COUNT_CHILDREN = (
 SQL_COUNT_SOURCE_SINCE = """
 SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE source = %(source)s AND created_at > %(since)s
                            LIMIT %(cap)s) AS x
+"""
+
+# An active task asks for a later retry (Store.request_retry). With no retry left it
+# fails for good, as the dispatcher's own retries do; a requested cancel wins (the
+# row does not match, and the dispatcher ends the run).
+SQL_REQUEST_RETRY = """
+UPDATE tasks SET status = CASE WHEN attempt_count > max_retries THEN 'failed' ELSE 'pending' END,
+       scheduled_for = CASE WHEN attempt_count > max_retries THEN scheduled_for ELSE %(retry_at)s END,
+       completed_at = CASE WHEN attempt_count > max_retries THEN %(now)s::bigint END,
+       result_summary = CASE WHEN attempt_count > max_retries
+           THEN 'gave up after ' || attempt_count
+                || CASE WHEN attempt_count = 1 THEN ' attempt: ' ELSE ' attempts: ' END || %(summary)s::text
+           ELSE %(summary)s::text END,
+       updated_at = %(now)s::bigint, updated_by = %(actor)s
+WHERE id = %(id)s AND status = 'active' AND cancel_requested = 0
+RETURNING *
+"""
+
+# The event stream (Store.events_after): a walk up the primary key from after, the
+# filters applied on the way; kinds NULL: every kind.
+SQL_EVENTS_AFTER = """
+SELECT * FROM task_events
+WHERE id > %(after)s::bigint AND (%(since)s::bigint IS NULL OR at >= %(since)s::bigint)
+  AND (%(task)s::bigint IS NULL OR task_id = %(task)s::bigint)
+  AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))
+ORDER BY id LIMIT %(limit)s
 """
 
 

@@ -23,7 +23,7 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -278,8 +278,8 @@ class SqliteTx:
     def dumps(self, value: object) -> str:
         return json.dumps(value)
 
-    def array(self, ids: list[int]) -> str:
-        return json.dumps(ids)
+    def array(self, values: Sequence[object]) -> str:
+        return json.dumps(list(values))
 
 
 class SqliteEngine:

@@ -31,10 +31,10 @@ prune: PruneQueries = sqlite_retention  # the SQL of Store.prune
 _ADD_TASK_COLUMNS = """
 INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
                    parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
-                   status, approval)"""
+                   status, approval, model)"""
 _ADD_TASK_VALUES = """:subject, :description, :skills, :priority, :source, :source_key, :dedup, :parent_id,
        :scheduled_for, :now, :now, :actor, :max_retries,
-       CASE WHEN :approval THEN 'blocked' ELSE 'pending' END, CASE WHEN :approval THEN 'pending' END"""
+       CASE WHEN :approval THEN 'blocked' ELSE 'pending' END, CASE WHEN :approval THEN 'pending' END, :model"""
 SQL_ADD_TASK = f"""{_ADD_TASK_COLUMNS}
 VALUES ({_ADD_TASK_VALUES})
 ON CONFLICT DO NOTHING
@@ -481,3 +481,29 @@ def replace_loop_value(tx: Tx, key: str, expected: object, value: object) -> boo
         return False
     tx.run(SQL_SET_LOOP_VALUE, {"key": key, "value": tx.dumps(value)})
     return True
+
+
+# An active task asks for a later retry (Store.request_retry). With no retry left it
+# fails for good, as the dispatcher's own retries do; a requested cancel wins (the
+# row does not match, and the dispatcher ends the run).
+SQL_REQUEST_RETRY = """
+UPDATE tasks SET status = CASE WHEN attempt_count > max_retries THEN 'failed' ELSE 'pending' END,
+       scheduled_for = CASE WHEN attempt_count > max_retries THEN scheduled_for ELSE :retry_at END,
+       completed_at = CASE WHEN attempt_count > max_retries THEN :now END,
+       result_summary = CASE WHEN attempt_count > max_retries
+           THEN 'gave up after ' || attempt_count
+                || CASE WHEN attempt_count = 1 THEN ' attempt: ' ELSE ' attempts: ' END || :summary
+           ELSE :summary END,
+       updated_at = :now, updated_by = :actor
+WHERE id = :id AND status = 'active' AND cancel_requested = 0
+RETURNING *
+"""
+
+# The event stream (Store.events_after): a walk up the primary key from :after, the
+# filters applied on the way; :kinds is a JSON array (NULL: every kind).
+SQL_EVENTS_AFTER = """
+SELECT * FROM task_events
+WHERE id > :after AND (:since IS NULL OR at >= :since) AND (:task IS NULL OR task_id = :task)
+  AND (:kinds IS NULL OR kind IN (SELECT value FROM json_each(:kinds)))
+ORDER BY id LIMIT :limit
+"""

@@ -86,6 +86,7 @@ def insert_task(
         "actor": actor,
         "max_retries": max_retries if new.max_retries is None else new.max_retries,
         "approval": new.requires_approval,
+        "model": new.model,
     }
     sql = tx.q.SQL_ADD_TASK if new.dedup is DedupScope.OPEN else tx.q.SQL_ADD_TASK_EVER
     refusal = None if flood is None else flood.check(tx, new)
@@ -224,6 +225,27 @@ class Tasks:
             lambda tx: [row_to_task_event(r) for r in tx.all(tx.q.SQL_LIST_EVENTS, {"id": task_id})]
         )
 
+    def events_after(
+        self,
+        after_id: int,
+        *,
+        since_ms: int | None = None,
+        task_id: int | None = None,
+        kinds: Collection[str] = (),
+        limit: int = 500,
+    ) -> list[TaskEvent]:
+        def body(tx: Tx) -> list[TaskEvent]:
+            params = {
+                "after": after_id,
+                "since": since_ms,
+                "task": task_id,
+                "kinds": tx.array(list(kinds)) if kinds else None,
+                "limit": limit,
+            }
+            return [row_to_task_event(r) for r in tx.all(tx.q.SQL_EVENTS_AFTER, params)]
+
+        return self._engine.read(body)
+
     def list_notes(self, task_id: int) -> list[Note]:
         return self._engine.read(lambda tx: [row_to_note(r) for r in tx.all(tx.q.SQL_LIST_NOTES, {"id": task_id})])
 
@@ -286,6 +308,19 @@ class Tasks:
             raise InputError(f"a task can be closed as completed, failed or blocked, not {status}")
         sql = self._engine.q.SQL_CLOSE_TASK
         return self._change(task_id, f"close it as {status}", sql, status=str(status), summary=summary, actor=actor)
+
+    def request_retry(self, task_id: int, retry_at: int, summary: str, *, actor: str) -> Task:
+        params = {"id": task_id, "retry_at": retry_at, "summary": summary, "now": self._clock.now_ms(), "actor": actor}
+
+        def body(tx: Tx) -> Task:
+            row = tx.one(tx.q.SQL_REQUEST_RETRY, params)
+            if row is None:
+                current = require_task(tx, task_id)
+                status = "active with a cancel requested" if current["cancel_requested"] else current["status"]
+                raise InvalidTransition(task_id, status, "ask for a retry (only a running task can)")
+            return task_of(tx, row)
+
+        return self._engine.write(body)
 
     def add_note(self, task_id: int, text: str, *, author: str) -> Note:
         if not text.strip():

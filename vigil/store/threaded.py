@@ -83,6 +83,18 @@ class AsyncTasks(Hopping):
     async def list_events(self, task_id: int) -> list[TaskEvent]:
         return await self._hop(self.tasks.list_events, task_id)
 
+    async def events_after(
+        self,
+        after_id: int,
+        *,
+        since_ms: int | None = None,
+        task_id: int | None = None,
+        kinds: Collection[str] = (),
+        limit: int = 500,
+    ) -> list[TaskEvent]:
+        events_after = self.tasks.events_after
+        return await self._hop(events_after, after_id, since_ms=since_ms, task_id=task_id, kinds=kinds, limit=limit)
+
     async def list_notes(self, task_id: int) -> list[Note]:
         return await self._hop(self.tasks.list_notes, task_id)
 
@@ -106,6 +118,9 @@ class AsyncTasks(Hopping):
 
     async def close_task(self, task_id: int, status: TaskStatus, summary: str, *, actor: str) -> Task:
         return await self._hop(self.tasks.close_task, task_id, status, summary, actor=actor)
+
+    async def request_retry(self, task_id: int, retry_at: int, summary: str, *, actor: str) -> Task:
+        return await self._hop(self.tasks.request_retry, task_id, retry_at, summary, actor=actor)
 
     async def add_note(self, task_id: int, text: str, *, author: str) -> Note:
         return await self._hop(self.tasks.add_note, task_id, text, author=author)

@@ -74,6 +74,8 @@ class Queries(Protocol):
     SQL_COUNT_BY_STATUS: str
     SQL_NEXT_DUE_AT: str
     SQL_SEARCH_TASKS: str
+    SQL_EVENTS_AFTER: str
+    SQL_REQUEST_RETRY: str
     SQL_COST_ROLLUP: dict[CostGroup, str]
     SQL_FOLLOW_UP_DEPTH: str
     SQL_COUNT_CHILDREN: str
@@ -154,9 +156,9 @@ class Tx(Protocol):
         """A Python value as the parameter of a JSON column."""
         ...
 
-    def array(self, ids: list[int]) -> Any:
-        """A list of ids as the parameter of ``… IN :ids`` (a JSON array on SQLite,
-        an array on PostgreSQL)."""
+    def array(self, values: Sequence[object]) -> Any:
+        """A list (ids, kinds) as the parameter of ``… IN :ids`` (a JSON array on
+        SQLite, an array on PostgreSQL)."""
         ...
 
 
