@@ -55,18 +55,19 @@ async def test_every_tui_query_is_bounded(big_settings: Settings) -> None:
         history = "SELECT * FROM tasks WHERE status IN (:a, :b, :c) AND id < :before ORDER BY id DESC LIMIT :n"
         finished = {"a": "completed", "b": "failed", "c": "canceled", "before": 2**62, "n": HISTORY_PAGE}
         search = search_tasks_sql([TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELED])
+        search_params = {"before_id": 2**62, "pattern": "%x%", "limit": HISTORY_PAGE}
         queries: dict[str, tuple[str, Mapping[str, object]]] = {
             "queue": (SQL_QUEUE, {"now": NOW_MS, "limit": LIVE_LIMIT}),
             "next due": (SQL_NEXT_DUE_AT, {}),
             "history page": (history, finished),
-            "history search": (search, {"before_id": 2**62, "pattern": "%x%", "limit": HISTORY_PAGE}),
+            "history search": (search, search_params),
             "hourly cost": (SQL_COST_ROLLUP[CostGroup.HOUR], {"since": NOW_MS}),
             "daily cost": (SQL_COST_ROLLUP[CostGroup.DAY], {"since": NOW_MS}),
         }
         for name, (sql, params) in queries.items():
             plan = await store.explain(sql, params)
             assert full_scans(plan) == [], f"{name} scans a table: {plan}"
-        search_plan = await store.explain(search, {})
+        search_plan = await store.explain(search, search_params)
         assert any("PRIMARY KEY" in line for line in search_plan)  # walks ids downwards, stops at LIMIT
     finally:
         await store.close()

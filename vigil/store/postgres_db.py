@@ -39,7 +39,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from vigil.errors import DuplicateOpenTask, InputError, StoreBusy, StoreError, VigilError
-from vigil.store import postgres_queries
+from vigil.store import portable, postgres_queries
 from vigil.store.postgres_schema import CHANGES_CHANNEL, migrate
 from vigil.store.transaction import Params, Queries, Tx
 
@@ -207,6 +207,16 @@ class Changes:
         await self._drop_session()
 
 
+def dialect(sql: str) -> str:
+    """A ``portable`` statement in psycopg's style: ``:name`` becomes ``%(name)s``
+    (a ``::`` cast is left alone), a literal ``%`` becomes ``%%``."""
+    return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql.replace("%", "%%"))
+
+
+# Each portable statement, rewritten once; PostgreSQL's own pass through unchanged.
+_DIALECT = {sql: dialect(sql) for name, sql in vars(portable).items() if name.startswith("SQL_")}
+
+
 class PgTx:
     """``Tx`` on a blocking psycopg session (``jsonb`` arrives as Python values)."""
 
@@ -216,19 +226,19 @@ class PgTx:
         self._conn = conn
 
     def one(self, sql: str, params: Params | None = None) -> Row | None:
-        return self._conn.execute(sql, params).fetchone()
+        return self._conn.execute(_DIALECT.get(sql, sql), params).fetchone()
 
     def all(self, sql: str, params: Params | None = None) -> list[Row]:
-        return self._conn.execute(sql, params).fetchall()
+        return self._conn.execute(_DIALECT.get(sql, sql), params).fetchall()
 
     def run(self, sql: str, params: Params | None = None) -> int:
-        return self._conn.execute(sql, params).rowcount
+        return self._conn.execute(_DIALECT.get(sql, sql), params).rowcount
 
     def many(self, sql: str, rows: Iterable[Params]) -> None:
         batch = list(rows)
         if batch:
             with self._conn.cursor() as cur:
-                cur.executemany(sql, batch)
+                cur.executemany(_DIALECT.get(sql, sql), batch)
 
     def loads(self, value: Any) -> Any:
         return value

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from vigil.models import Claim, Note, TaskStatus
 from vigil.store import postgres_retention
+from vigil.store.portable import *  # noqa: F403 -- the statements both backends share
 
 # The roll-ups live in postgres_costs; re-exported here, where Queries looks for them.
 from vigil.store.postgres_costs import SQL_COST_ROLLUP as SQL_COST_ROLLUP  # noqa: PLC0414
@@ -54,15 +55,6 @@ ON CONFLICT DO NOTHING
 RETURNING id
 """
 
-SQL_ADD_DEP = "INSERT INTO task_deps (task_id, depends_on) VALUES (%(task_id)s, %(depends_on)s) ON CONFLICT DO NOTHING"
-
-# The task a dedup hit names: the open holder, else the newest task that used the key.
-SQL_HOLDER_OF_KEY = f"""
-SELECT coalesce(
-    (SELECT id FROM tasks WHERE source_key = %(key)s AND status IN {_OPEN}),
-    (SELECT id FROM tasks WHERE source_key = %(key)s ORDER BY id DESC LIMIT 1)
-) AS id
-"""
 
 # The most urgent due task: one index seek (ix_tasks_claim) per priority level, most
 # urgent level first, stopping at the first level that has a due task; so neither
@@ -162,114 +154,13 @@ UNION ALL
  LIMIT %(limit)s)
 """
 
-SQL_GET_TASK = "SELECT * FROM tasks WHERE id = %(id)s"
-SQL_LIST_RUNS = "SELECT * FROM runs WHERE task_id = %(id)s ORDER BY attempt"
-SQL_LIST_EVENTS = "SELECT * FROM task_events WHERE task_id = %(id)s ORDER BY id"
-SQL_LIST_NOTES = "SELECT * FROM notes WHERE task_id = %(id)s ORDER BY id"
-SQL_DEPENDENCIES = "SELECT depends_on FROM task_deps WHERE task_id = %(id)s ORDER BY depends_on"
-SQL_ADD_NOTE = """
-INSERT INTO notes (task_id, at, author, text) VALUES (%(id)s, %(now)s, %(author)s, %(text)s) RETURNING *
-"""
-
-SQL_CANCEL = """
-UPDATE tasks SET status = CASE WHEN status = 'active' THEN status ELSE 'canceled' END,
-       cancel_requested = CASE WHEN status = 'active' THEN 1 ELSE cancel_requested END,
-       completed_at = CASE WHEN status = 'active' THEN completed_at ELSE %(now)s END,
-       updated_at = %(now)s, updated_by = %(actor)s
-WHERE id = %(id)s AND status IN ('pending', 'blocked', 'active') RETURNING *
-"""
-
-SQL_SET_PRIORITY = """
-UPDATE tasks SET priority = %(priority)s, updated_at = %(now)s, updated_by = %(actor)s
-WHERE id = %(id)s AND status IN ('pending', 'blocked') RETURNING *
-"""
-
-SQL_DEFER = """
-UPDATE tasks SET scheduled_for = %(until)s, updated_at = %(now)s, updated_by = %(actor)s
-WHERE id = %(id)s AND status IN ('pending', 'blocked') RETURNING *
-"""
-
-# A task that needed approval needs it again: it goes back to waiting for it.
-SQL_RETRY = """
-UPDATE tasks SET status = CASE WHEN approval IS NULL THEN 'pending' ELSE 'blocked' END,
-       approval = CASE WHEN approval IS NULL THEN NULL ELSE 'pending' END,
-       scheduled_for = %(now)s, attempt_count = 0,
-       completed_at = NULL, cancel_requested = 0, updated_at = %(now)s, updated_by = %(actor)s
-WHERE id = %(id)s AND status IN ('failed', 'canceled') RETURNING *
-"""
-
-SQL_CLOSE_TASK = """
-UPDATE tasks SET status = %(status)s, result_summary = %(summary)s, updated_at = %(now)s,
-       updated_by = %(actor)s,
-       completed_at = CASE WHEN %(status)s = 'blocked' THEN NULL ELSE %(now)s END
-WHERE id = %(id)s AND status IN ('pending', 'active', 'blocked') RETURNING *
-"""
-
-SQL_APPROVE = """
-UPDATE tasks SET status = 'pending', approval = 'approved', updated_at = %(now)s, updated_by = %(actor)s
-WHERE id = %(id)s AND status = 'blocked' AND approval = 'pending'
-RETURNING *
-"""
-
-SQL_REJECT = """
-UPDATE tasks SET status = 'canceled', approval = 'rejected', completed_at = %(now)s,
-       result_summary = %(summary)s, updated_at = %(now)s, updated_by = %(actor)s
-WHERE id = %(id)s AND status = 'blocked' AND approval = 'pending'
-RETURNING *
-"""
 
 # --- dispatching --------------------------------------------------------------------
 
-SQL_SET_RUN_PROCESS = "UPDATE runs SET pid = %(pid)s, pgid = %(pgid)s, proc_start = %(proc_start)s WHERE id = %(id)s"
-
-SQL_RENEW_LEASE = """
-UPDATE tasks SET lease_until = %(lease_until)s WHERE id = %(id)s AND claimed_by = %(worker)s
-RETURNING cancel_requested
-"""
-
-# Only an open run: a replayed claim must not overwrite its record or count costs twice.
-SQL_RECORD_RUN = """
-UPDATE runs SET finished_at = %(now)s, outcome = %(outcome)s, error = %(error)s,
-       exit_code = %(exit_code)s, cost_usd = %(cost_usd)s, api_cost_usd = %(api_cost_usd)s,
-       tokens_in = %(tokens_in)s, tokens_out = %(tokens_out)s,
-       cache_read_tokens = %(cache_read_tokens)s, cache_write_tokens = %(cache_write_tokens)s,
-       model = %(model)s, session_id = %(session_id)s, transcript_path = %(transcript_path)s
-WHERE id = %(run_id)s AND finished_at IS NULL
-"""
-
-_ADD_COSTS = """cost_usd = cost_usd + %(cost_usd)s, api_cost_usd = api_cost_usd + %(api_cost_usd)s,
-       tokens_in = tokens_in + %(tokens_in)s, tokens_out = tokens_out + %(tokens_out)s,
-       model = coalesce(%(model)s, model)"""
-SQL_ADD_COSTS = f"UPDATE tasks SET {_ADD_COSTS}, updated_at = %(now)s WHERE id = %(task_id)s"
-
-# Adds the run's costs too: one statement for the common case.
-SQL_FINISH = f"""
-UPDATE tasks SET status = %(status)s, completed_at = %(now)s, updated_at = %(now)s,
-       updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
-       result_summary = %(summary)s, result_detail = %(detail)s, {_ADD_COSTS}
-WHERE id = %(task_id)s AND status = 'active' AND claimed_by = %(worker)s
-RETURNING *
-"""
-
-SQL_RELEASE_CLOSED = """
-UPDATE tasks SET claimed_by = NULL, lease_until = NULL WHERE id = %(task_id)s AND claimed_by = %(worker)s
-"""
-
-# A cancel requested while the attempt ran wins over the retry.
-SQL_REQUEUE = """
-UPDATE tasks SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'pending' END,
-       scheduled_for = CASE WHEN cancel_requested = 1 THEN scheduled_for ELSE %(retry_at)s END,
-       completed_at = CASE WHEN cancel_requested = 1 THEN %(now)s ELSE completed_at END,
-       updated_at = %(now)s, updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
-       attempt_count = attempt_count - %(give_back)s, result_summary = %(summary)s
-WHERE id = %(task_id)s AND status = 'active' AND claimed_by = %(worker)s
-RETURNING *
-"""
 
 SQL_OPEN_RUNS = "SELECT * FROM runs WHERE finished_at IS NULL ORDER BY id"
 # Locked: two dispatchers recovering the same dead run settle it once.
 SQL_GET_RUN_FOR_UPDATE = "SELECT * FROM runs WHERE id = %(id)s FOR UPDATE"
-SQL_ACTIVE_TASKS = "SELECT * FROM tasks WHERE status = 'active' ORDER BY id"
 
 SQL_RECOVER = """
 UPDATE tasks SET status = %(status)s,
@@ -280,42 +171,10 @@ UPDATE tasks SET status = %(status)s,
 WHERE id = %(task_id)s AND status = 'active' AND claimed_by IS NOT DISTINCT FROM %(worker)s::text
 """
 
-SQL_DROP_OPEN_RUN = "DELETE FROM runs WHERE id = %(run_id)s AND task_id = %(task_id)s AND finished_at IS NULL"
-_CLAIM_RUN_OPEN = "EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s AND task_id = %(task_id)s AND finished_at IS NULL)"
-
-SQL_HOLD_FOR_APPROVAL = f"""
-UPDATE tasks SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'blocked' END,
-       approval = CASE WHEN cancel_requested = 1 THEN approval ELSE 'pending' END,
-       completed_at = CASE WHEN cancel_requested = 1 THEN %(now)s ELSE completed_at END,
-       attempt_count = attempt_count - 1,
-       claimed_by = NULL, lease_until = NULL, updated_at = %(now)s, updated_by = 'dispatcher'
-WHERE id = %(task_id)s AND status = 'active' AND claimed_by = %(worker)s AND {_CLAIM_RUN_OPEN}
-RETURNING *
-"""
-
-SQL_RELEASE_UNRUN = f"""
-UPDATE tasks SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'pending' END,
-       scheduled_for = CASE WHEN cancel_requested = 1 THEN scheduled_for ELSE %(retry_at)s END,
-       completed_at = CASE WHEN cancel_requested = 1 THEN %(now)s ELSE completed_at END,
-       attempt_count = attempt_count - 1,
-       claimed_by = NULL, lease_until = NULL, updated_at = %(now)s, updated_by = 'dispatcher'
-WHERE id = %(task_id)s AND status = 'active' AND claimed_by = %(worker)s AND {_CLAIM_RUN_OPEN}
-RETURNING *
-"""
-
-SQL_ORIGIN_OF = """
-WITH RECURSIVE up(id, parent_id, source, depth) AS (
-    SELECT id, parent_id, source, 0 FROM tasks WHERE id = %(id)s
-    UNION ALL
-    SELECT t.id, t.parent_id, t.source, up.depth + 1 FROM tasks t JOIN up ON t.id = up.parent_id
-)
-SELECT source FROM up ORDER BY depth DESC LIMIT 1
-"""
 
 # --- sensors and loop state ---------------------------------------------------------------
 
 SQL_SENSOR_STATES = 'SELECT * FROM sensor_state ORDER BY name COLLATE "C"'
-SQL_SENSOR_STATE = "SELECT * FROM sensor_state WHERE name = %(name)s"
 
 SQL_RECORD_SENSOR_RUN = """
 INSERT INTO sensor_state (name, last_run_at, last_duration_ms, last_status, last_error,
@@ -332,15 +191,7 @@ ON CONFLICT (name) DO UPDATE SET
     next_due_at = excluded.next_due_at, state = coalesce(%(state)s::jsonb, sensor_state.state)
 """
 
-SQL_SET_SENSOR_ENABLED = """
-INSERT INTO sensor_state (name, enabled) VALUES (%(name)s, %(enabled)s)
-ON CONFLICT (name) DO UPDATE SET enabled = excluded.enabled
-"""
 
-SQL_LOOP_VALUES = "SELECT key, value FROM loop_state"
-SQL_SET_LOOP_VALUE = """
-INSERT INTO loop_state (key, value) VALUES (%(key)s, %(value)s) ON CONFLICT (key) DO UPDATE SET value = excluded.value
-"""
 # Written only over the expected value (compared as JSON), in the one statement.
 SQL_REPLACE_LOOP_VALUE = """
 UPDATE loop_state SET value = %(value)s::jsonb WHERE key = %(key)s AND value = %(expected)s::jsonb RETURNING 1
