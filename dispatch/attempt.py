@@ -15,7 +15,7 @@ from dispatch.executors import RunContext
 from dispatch.filecache import FileCache
 from dispatch.prompt import build_prompt
 from dispatch.skills import load_skills
-from vigil.config import Settings
+from vigil.config import EXECUTORS, Settings
 from vigil.errors import TaskNotFound
 from vigil.models import Claim, Task
 from vigil.redaction import Redactor
@@ -73,9 +73,12 @@ class AttemptPreparer:
         self._identity = FileCache(_as_text, max_files=1)
         self._runs_dir = transcripts_dir(settings)
         self._runs_dir_made = False
-        self._env = base_env(settings)
+        # Read once: the environment as the dispatcher started (per executor, as
+        # each gets its own CLI's variables).
+        self._envs = {name: base_env(settings, executor=name) for name in EXECUTORS}
         # the agent can only print the secrets it was given
-        self._redactor = Redactor.from_env(self._env, settings.dispatch.pass_env)
+        every = {k: v for env in self._envs.values() for k, v in env.items()}
+        self._redactor = Redactor.from_env(every, settings.dispatch.pass_env)
 
     def _identity_text(self) -> str | None:
         """The home's identity file's text; None when it has none. Raises
@@ -131,7 +134,7 @@ class AttemptPreparer:
             prompt=prompt,
             timeout_s=timeout_ms / 1000,
             transcript_path=self._runs_dir / transcript_name(task.id, claim.attempt),
-            env=with_run_ids(self._env, task.id, run_id),
+            env=with_run_ids(self._envs.get(executor, self._envs["dry-run"]), task.id, run_id),
             model=model,
             command=command,
             on_process_start=on_process_start,

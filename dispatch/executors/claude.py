@@ -2,7 +2,9 @@
 
 argv = ``[executors.claude] command`` + ``--print --verbose --output-format
 stream-json`` + ``--model M`` (the task's model: skill, else config) +
-``--max-budget-usd N`` (if configured) + ``extra_args``. The prompt goes on stdin,
+``--max-budget-usd N`` (if configured) + ``--permission-mode M`` + one
+``--allowedTools T`` / ``--disallowedTools T`` per rule + ``--add-dir D`` per
+folder + ``extra_args``. The prompt goes on stdin,
 never into argv. The stream is parsed as it arrives (``claude_stream``) and copied
 whole into the run's transcript.
 
@@ -14,6 +16,7 @@ recomputed from those tokens and ``[prices]``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from dispatch.executors import DEFAULT_GRACE_S, RunContext
 from dispatch.executors.answer import detail_of, summary_of
@@ -28,13 +31,21 @@ from vigil.models import Outcome, OutcomeKind, Task
 STREAM_FLAGS = ("--print", "--verbose", "--output-format", "stream-json")
 
 
-def claude_argv(cli: AgentCliSettings, model: str | None) -> list[str]:
-    """The full argv for one run (the prompt is not in it)."""
+def claude_argv(cli: AgentCliSettings, model: str | None, home: Path) -> list[str]:
+    """The full argv for one run (the prompt is not in it). Each rule and folder
+    gets its own flag: the CLI's list options would swallow what follows them."""
     argv = [*cli.command, *STREAM_FLAGS]
     if model:
         argv += ["--model", model]
     if cli.max_budget_usd is not None:
         argv += ["--max-budget-usd", f"{cli.max_budget_usd:g}"]
+    argv += ["--permission-mode", cli.permission_mode]
+    for rule in cli.allowed_tools:
+        argv += ["--allowedTools", rule]
+    for rule in cli.disallowed_tools:
+        argv += ["--disallowedTools", rule]
+    for folder in cli.add_dirs:
+        argv += ["--add-dir", str((home / Path(folder).expanduser()).resolve())]
     return argv + list(cli.extra_args)
 
 
@@ -55,7 +66,7 @@ class ClaudeExecutor:
 
     async def run(self, task: Task, ctx: RunContext) -> Outcome:
         model = ctx.model or self.settings.claude.model
-        argv = claude_argv(self.settings.claude, model)
+        argv = claude_argv(self.settings.claude, model, ctx.home)
         stream = ClaudeStream()
         result = await run_agent_cli(self.name, argv, ctx, self.grace_s, stream.feed)
         return self._outcome(stream, result, ctx, model)

@@ -24,6 +24,7 @@ from tests.dispatch.agent_support import (
     recorded,
 )
 from vigil.config import Settings
+from vigil.errors import ConfigError
 from vigil.models import Outcome, OutcomeKind
 
 RESET_MS = 1_767_225_600 * 1000
@@ -72,6 +73,7 @@ async def test_success_reports_cost_tokens_of_every_model_and_the_answer(home: P
     assert seen["argv"][4:] == [
         "--print", "--verbose", "--output-format", "stream-json",
         "--model", "claude-opus-4-6", "--max-budget-usd", "2.5",
+        "--permission-mode", "acceptEdits", "--allowedTools", "Bash(vigil task:*)",
     ]  # fmt: skip
     assert seen["cwd"] == str(home)
     assert started.calls == [(seen["pid"], seen["pid"], started.calls[0][2])]
@@ -205,8 +207,9 @@ async def test_model_falls_back_to_config_and_extra_args_come_last(home: Path) -
     settings = agent_settings(
         home, executors={"claude": {"command": ["claude"], "model": "claude-sonnet-4-5", "extra_args": ["--x"]}}
     )
-    assert claude_argv(settings.claude, None) == [
-        "claude", "--print", "--verbose", "--output-format", "stream-json", "--x",
+    assert claude_argv(settings.claude, None, home) == [
+        "claude", "--print", "--verbose", "--output-format", "stream-json",
+        "--permission-mode", "acceptEdits", "--allowedTools", "Bash(vigil task:*)", "--x",
     ]  # fmt: skip
     record = home / "r.json"
     settings = claude_settings(home, "success", "--record", str(record), model="claude-sonnet-4-5")
@@ -246,3 +249,25 @@ async def test_shell_syntax_in_task_text_reaches_the_agent_verbatim_and_runs_not
         assert not (home / name).exists()
         assert not Path(os.getcwd(), name).exists()
     assert all(subject not in arg for arg in recorded(record)["argv"])
+
+
+def test_permission_keys_become_one_flag_per_rule_and_folder(home: Path) -> None:
+    claude = {
+        "command": ["claude"],
+        "permission_mode": "dontAsk",
+        "allowed_tools": ["Bash(vigil task:*)", "Bash(git log:*)"],
+        "disallowed_tools": ["WebFetch"],
+        "add_dirs": ["repo", "/srv/data"],
+    }
+    settings = agent_settings(home, executors={"claude": claude})
+    assert claude_argv(settings.claude, None, home)[5:] == [
+        "--permission-mode", "dontAsk",
+        "--allowedTools", "Bash(vigil task:*)", "--allowedTools", "Bash(git log:*)",
+        "--disallowedTools", "WebFetch",
+        "--add-dir", str((home / "repo").resolve()), "--add-dir", "/srv/data",
+    ]  # fmt: skip
+
+
+def test_an_unknown_permission_mode_is_a_config_error(home: Path) -> None:
+    with pytest.raises(ConfigError, match=r"executors\.claude.*permission_mode"):
+        agent_settings(home, executors={"claude": {"permission_mode": "yolo"}})
