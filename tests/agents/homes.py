@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,3 +97,46 @@ class ClaudeHome:
     def transcript(self, run: sqlite3.Row) -> list[dict[str, Any]]:
         lines = Path(run["transcript_path"]).read_text().splitlines()
         return [json.loads(line) for line in lines if line.startswith("{")]
+
+    def status(self) -> dict[str, Any]:
+        proc = self.vigil("status", "--json")
+        assert proc.returncode == 0, proc.stderr
+        parsed: dict[str, Any] = json.loads(proc.stdout)
+        return parsed
+
+    def gate(self) -> dict[str, Any]:
+        gate: dict[str, Any] = self.status()["gate"]
+        return gate
+
+    def start(self, *args: str, **extra_env: str) -> subprocess.Popen[str]:
+        """``vigil ARGS`` in the background (stop it with ``stop``)."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "vigil", "--home", str(self.path), *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env(**extra_env),
+        )
+
+    @staticmethod
+    def stop(proc: subprocess.Popen[str]) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+    @staticmethod
+    def wait_for(check: Callable[[], Any], timeout_s: float = 60) -> Any:
+        """The first true value of ``check()``, polled; fails after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            value = check()
+            if value:
+                return value
+            time.sleep(0.2)
+        raise AssertionError(f"not within {timeout_s}s: {check}")
