@@ -51,8 +51,9 @@ class ClaudeHome:
         init_home(home)
         lines = ["[dispatch]", 'executor = "claude"']
         lines += [f"{key} = {toml_value(value)}" for key, value in (dispatch or {}).items()]
-        lines += ["", "[executors.claude]", f"command = {toml_value([str(claude_path())])}"]
-        lines += [f"{key} = {toml_value(value)}" for key, value in (claude or {}).items()]
+        claude = {"command": [str(claude_path())], **(claude or {})}
+        lines += ["", "[executors.claude]"]
+        lines += [f"{key} = {toml_value(value)}" for key, value in claude.items()]
         (home / "vigil.toml").write_text("\n".join(lines) + "\n")
         config_dir = tmp_path / "operator"
         config_dir.mkdir()
@@ -66,11 +67,15 @@ class ClaudeHome:
         return env
 
     def vigil(self, *args: str, timeout: float = 90, **extra_env: str) -> subprocess.CompletedProcess[str]:
+        return self.vigil_with_env(*args, env=self.env(**extra_env), timeout=timeout)
+
+    def vigil_with_env(self, *args: str, env: dict[str, str], timeout: float = 90) -> subprocess.CompletedProcess[str]:
+        """``vigil ARGS`` with exactly ``env`` as the operator's environment."""
         return subprocess.run(
             [sys.executable, "-m", "vigil", "--home", str(self.path), *args],
             capture_output=True,
             text=True,
-            env=self.env(**extra_env),
+            env=env,
             timeout=timeout,
             check=False,
         )
