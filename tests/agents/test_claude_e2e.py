@@ -18,7 +18,7 @@ import pytest
 from tests.agents.anthropic_api import anthropic_server
 from tests.agents.clis import needs_claude
 from tests.agents.homes import ClaudeHome
-from tests.agents.model_server import Slow, Text, ToolCall, Usage, rate_limited, server_error, unauthorized
+from tests.agents.model_server import Cut, Slow, Text, ToolCall, Usage, rate_limited, server_error, unauthorized
 
 pytestmark = needs_claude
 
@@ -266,3 +266,30 @@ def test_the_agent_works_in_the_tasks_working_directory(tmp_path: Path) -> None:
         if isinstance(block, dict) and block.get("type") == "tool_result"
     ]
     assert str(repo.resolve()) in json.dumps(results)
+
+
+def test_no_key_and_no_login_is_auth(tmp_path: Path) -> None:
+    with anthropic_server() as api:
+        home = ClaudeHome.make(tmp_path, api.server.url)
+        task_id = home.add_task("Anything")
+        env = home.env()
+        del env["ANTHROPIC_API_KEY"]
+        proc = home.vigil_with_env("dispatch", "once", env=env)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "auth"
+    assert "Not logged in" in run["error"]
+    assert home.task(task_id)["status"] == "pending"
+
+
+def test_a_stream_cut_off_is_transient(tmp_path: Path) -> None:
+    with anthropic_server() as api:
+        home = ClaudeHome.make(tmp_path, api.server.url)
+        task_id = home.add_task("Anything")
+        api.script.set([Cut()] * 5)
+        proc = home.vigil("dispatch", "once")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "transient"
+    assert "API Error" in run["error"]
+    assert (home.task(task_id)["status"], home.task(task_id)["attempt_count"]) == ("pending", 1)
