@@ -126,16 +126,26 @@ def test_a_refused_key_gives_the_task_back_and_gates_the_loop_at_the_first_retry
         proc = home.vigil("dispatch", "once", CLAUDE_CODE_MAX_RETRIES="10")
         gate = home.gate()
         calls = len(api.conversation())
+        task = home.task(task_id)
+        # the key is fixed, a person resumes: the same task runs again and completes
+        api.script.set([Text("Done after all.")])
+        gated = home.vigil("dispatch", "once")
+        assert home.vigil("resume").returncode == 0
+        again = home.vigil("dispatch", "once")
     assert proc.returncode == 0, proc.stderr
-    task = home.task(task_id)
     assert (task["status"], task["attempt_count"]) == ("pending", 0)
-    (run,) = home.runs(task_id)
-    assert run["outcome"] == "auth"
-    assert "HTTP 401 authentication_failed" in run["error"]
+    first, second = home.runs(task_id)
+    assert first["outcome"] == "auth"
+    assert "HTTP 401 authentication_failed" in first["error"]
     assert calls <= 2
     assert gate["state"] == "gated"
     assert gate["until"] is None  # a person must act
     assert "resume" in gate["reason"]
+    assert gated.returncode == 3  # nothing is claimed past the gate
+    assert again.returncode == 0, again.stderr
+    assert second["outcome"] == "success"
+    task = home.task(task_id)
+    assert (task["status"], task["attempt_count"]) == ("completed", 1)
 
 
 def test_a_rate_limit_requeues_without_counting_and_gates_until_the_fallback(tmp_path: Path) -> None:
