@@ -109,6 +109,13 @@ def new_task_from_options(
         parent = int(in_run)
     if source is None:
         source = f"task:{in_run}" if in_run else "human"
+    workdir = None
+    if opts.get("workdir"):
+        # refused now if missing: the person sees it, not a failed run later
+        folder = Path(opts["workdir"]).expanduser().resolve()
+        if not folder.is_dir():
+            raise InputError(f"--workdir {opts['workdir']}: no such folder")
+        workdir = str(folder)
     return NewTask(
         subject=subject,
         description=opts.get("description") or "",
@@ -123,6 +130,7 @@ def new_task_from_options(
         max_retries=opts.get("max_retries"),
         requires_approval=bool(opts.get("requires_approval")),
         model=_model(opts.get("model")),
+        workdir=workdir,
     )
 
 

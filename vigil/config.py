@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +44,31 @@ class StoreSettings:
         return str(self.path) if self.url is None else mask_password(self.url)
 
 
+# Claude Code's permission modes (2.1.197). bypassPermissions is refused as root.
+CLAUDE_PERMISSION_MODES = ("default", "acceptEdits", "auto", "dontAsk", "plan", "bypassPermissions")
+# What the prompt asks the agent to run: `vigil task note|add|close <literal id> …`.
+CLAUDE_ALLOWED_TOOLS = ("Bash(vigil task:*)",)
+
+
 @dataclass(frozen=True)
 class AgentCliSettings:
-    """How to start one agent CLI. ``command`` is the argv prefix."""
+    """How to start one agent CLI. ``command`` is the argv prefix.
+
+    ``permission_mode``, ``allowed_tools``, ``disallowed_tools`` and ``add_dirs``
+    are Claude Code's (``[executors.claude]``); ``add_dirs`` are folders, relative
+    ones to the home.
+    """
 
     command: tuple[str, ...]
     model: str | None = None
     max_budget_usd: float | None = None
     extra_args: tuple[str, ...] = ()
+    # "default": nothing beyond reading and the allow rules; edits are an operator's
+    # choice (acceptEdits), since the working directory is the home by default
+    permission_mode: str = "default"
+    allowed_tools: tuple[str, ...] = CLAUDE_ALLOWED_TOOLS
+    disallowed_tools: tuple[str, ...] = ()
+    add_dirs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,6 +96,7 @@ class DispatchSettings:
     lanes: int = 1  # dispatchers that may run a task at once, across every host (1-MAX_LANES)
     identity: str = "IDENTITY.md"
     pass_env: tuple[str, ...] = ()  # extra environment variables handed to the agent
+    workdir: Path | None = None  # the agents' working directory (absolute); None = the home
 
 
 @dataclass(frozen=True)
@@ -320,6 +338,14 @@ def _agent_cli(data: Mapping[str, Any], name: str, source: Path | None) -> Agent
         max_budget_usd=section.opt_float("max_budget_usd"),
         extra_args=section.argv("extra_args", ()),
     )
+    if name == "claude":
+        settings = replace(
+            settings,
+            permission_mode=section.choice("permission_mode", settings.permission_mode, CLAUDE_PERMISSION_MODES),
+            allowed_tools=section.argv("allowed_tools", settings.allowed_tools),
+            disallowed_tools=section.argv("disallowed_tools", ()),
+            add_dirs=section.argv("add_dirs", ()),
+        )
     section.done()
     return settings
 
@@ -424,6 +450,17 @@ def _store_url(section: _Section, source: Path | None, env: Mapping[str, str]) -
     return check_store_url(from_file, f"{source}: [store] url" if source else "[store] url")
 
 
+def _workdir(section: _Section, home: Path) -> Path | None:
+    """``[dispatch] workdir``: a folder, relative to the home (``~`` expanded);
+    None when unset. Whether it exists is checked when a task runs."""
+    value = section.opt_str("workdir")
+    if value is None:
+        return None
+    if not value.strip():
+        raise section._fail("workdir", "a folder (absolute, or relative to the home)")
+    return (home / Path(value).expanduser()).resolve()
+
+
 def settings_from_mapping(
     data: Mapping[str, Any], home: Path, source: Path | None, env: Mapping[str, str] | None = None
 ) -> Settings:
@@ -460,6 +497,7 @@ def settings_from_mapping(
         lanes=_lanes(d, defaults.lanes),
         identity=d.str_("identity", defaults.identity),
         pass_env=d.argv("pass_env", ()),
+        workdir=_workdir(d, home),
     )
     d.done()
 

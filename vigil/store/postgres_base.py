@@ -56,6 +56,7 @@ def task_params(new: NewTask, now: int, actor: str, default_max_retries: int) ->
         "max_retries": default_max_retries if new.max_retries is None else new.max_retries,
         "approval": new.requires_approval,
         "model": new.model,
+        "workdir": new.workdir,
     }
 
 
