@@ -179,8 +179,9 @@ def _render(exchange: Exchange, reply: Reply, model: str) -> None:
 
 def codex_config(codex_home: Path, base_url: str, *, model: str = "gpt-5-codex") -> None:
     """Write ``codex_home/config.toml``: Codex talks only to the local server (through
-    a provider of its own, as Codex ignores ``OPENAI_BASE_URL``) with the key from
-    ``OPENAI_API_KEY``, and retries a failed request or stream once, not for minutes."""
+        a provider of its own, as Codex ignores ``OPENAI_BASE_URL``) with the key from
+        ``OPENAI_API_KEY``, and tries a failed request once more (one "Reconnecting... 1/1"),
+    not for minutes."""
     codex_home.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(
         f'model = "{model}"\n'
@@ -191,7 +192,7 @@ def codex_config(codex_home: Path, base_url: str, *, model: str = "gpt-5-codex")
         f'base_url = "{base_url}/v1"\n'
         'env_key = "OPENAI_API_KEY"\n'
         'wire_api = "responses"\n'
-        "request_max_retries = 1\n"
+        "request_max_retries = 0\n"
         "stream_max_retries = 1\n"
         "stream_idle_timeout_ms = 20000\n"
     )

@@ -3,14 +3,18 @@ each way a run can end leaves in the store."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from tests.agents.clis import needs_codex
 from tests.agents.codex_home import PRICES, TEST_KEY, CodexHome
-from tests.agents.model_server import Text, Usage
-from tests.agents.openai_api import openai_server, shell
+from tests.agents.model_server import Cut, Reply, Slow, Text, Usage
+from tests.agents.openai_api import openai_server, server_error, shell, unauthorized, usage_limit
 
 pytestmark = needs_codex
 
@@ -80,3 +84,118 @@ def test_the_agent_notes_and_closes_its_task_from_inside_its_sandbox(tmp_path: P
     assert [e["actor"] for e in closed] == ["agent"]
     (run,) = home.runs(task_id)
     assert run["outcome"] == "success", run["error"]
+
+
+def test_a_refused_key_is_an_auth_failure_with_the_status(tmp_path: Path) -> None:
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url)
+        task_id = home.add_task("Say hello")
+        api.script.add(unauthorized(), unauthorized())
+        proc = home.vigil("dispatch", "once")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "auth"
+    assert "401 Unauthorized" in run["error"]
+    assert not run["error"].startswith("Reconnecting")
+
+
+def test_a_usage_limit_waits_for_the_reset_codex_names_without_counting_the_attempt(tmp_path: Path) -> None:
+    reset_s = int(time.time()) + 2 * 3600
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url)
+        task_id = home.add_task("Say hello")
+        api.script.add(usage_limit(reset_s))
+        proc = home.vigil("dispatch", "once")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "usage_limited"
+    # Codex prints the reset as a time of day ("try again at 3:46 PM."), to the minute
+    clock = datetime.fromtimestamp(reset_s).strftime("%-I:%M %p")
+    assert f"try again at {clock}" in run["error"]
+    task = home.task(task_id)
+    assert task["status"] == "pending"
+    assert task["attempt_count"] == 0
+    assert reset_s * 1000 - 60_000 <= task["scheduled_for"] <= reset_s * 1000
+
+
+@pytest.mark.parametrize(
+    ("replies", "error"),
+    [
+        ((server_error(), server_error()), "high demand"),
+        ((Cut(), Cut()), "stream disconnected before completion"),
+    ],
+    ids=["5xx", "cut-stream"],
+)
+def test_server_trouble_after_codex_own_retry_is_transient(
+    tmp_path: Path, replies: tuple[Reply, ...], error: str
+) -> None:
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url)
+        task_id = home.add_task("Say hello")
+        api.script.add(*replies)
+        proc = home.vigil("dispatch", "once")
+        served = api.script.served
+    assert proc.returncode == 0, proc.stderr
+    assert served == 2  # the request and Codex's one retry
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "transient"
+    assert error in run["error"]
+    assert not run["error"].startswith("Reconnecting")
+    retries = [line for line in home.transcript(run) if str(line.get("message", "")).startswith("Reconnecting")]
+    assert retries, "Codex's own retry is in the transcript"
+    task = home.task(task_id)
+    assert task["status"] == "pending"  # retried later, with backoff
+    assert task["attempt_count"] == 1
+
+
+def test_an_unknown_flag_is_a_refusal_with_codex_own_error_line(tmp_path: Path) -> None:
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url, codex={"extra_args": ["--no-such-flag"]})
+        task_id = home.add_task("Say hello")
+        proc = home.vigil("dispatch", "once")
+        asked = api.script.served
+    assert proc.returncode == 0, proc.stderr
+    assert asked == 0
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "refused"
+    assert run["error"].endswith("error: unexpected argument '--no-such-flag' found")
+    assert "WARNING" not in run["error"]
+
+
+def test_a_timeout_ends_codex_whole_process_group(tmp_path: Path) -> None:
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url, dispatch={"timeout": "3s"})
+        task_id = home.add_task("Say hello")
+        api.script.add(Slow(30, Text("too late")))
+        proc = home.vigil("dispatch", "once")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "timeout"
+    assert run["pgid"]
+    with pytest.raises(ProcessLookupError):
+        os.killpg(run["pgid"], 0)
+
+
+def test_vigil_run_hands_tasks_to_codex_until_stopped(tmp_path: Path) -> None:
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url)
+        first = home.add_task("First")
+        second = home.add_task("Second")
+        api.script.add(
+            shell(f"vigil task close {first} --status completed --summary 'first done'"),
+            Text("First done."),
+            shell(f"vigil task close {second} --status completed --summary 'second done'"),
+            Text("Second done."),
+        )
+        loop = home.start("run")
+        try:
+            deadline = time.monotonic() + 60  # a safety net, not a measurement
+            while home.task(second)["status"] != "completed" and time.monotonic() < deadline:
+                assert loop.poll() is None, loop.communicate()
+                time.sleep(0.2)
+        finally:
+            loop.send_signal(signal.SIGTERM)
+            _, stderr = loop.communicate(timeout=30)
+    assert loop.returncode == 0, stderr
+    assert [home.task(t)["result_summary"] for t in (first, second)] == ["first done", "second done"]
+    assert [run["outcome"] for t in (first, second) for run in home.runs(t)] == ["success", "success"]
