@@ -2,7 +2,9 @@
 
 Each check prints one line (``ok``, ``warn`` or ``FAIL``); the command fails if any
 check failed. It never creates or modifies an SQLite database; on PostgreSQL it
-opens the store as every command does (an empty database gets the schema).
+opens the store as every command does (an empty database gets the schema). Checks
+that run the agent CLI itself live with the executors (``dispatch.cli_checks``)
+and are handed in by the CLI as ``agent_checks``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
+from typing import Literal
 
 from vigil.config import CONFIG_NAME, Settings, load_settings
 from vigil.errors import VigilError
@@ -22,6 +25,9 @@ from vigil.store.sqlite import SqliteStore
 from vigil.store.sqlite_schema import SCHEMA_VERSION
 
 Echo = Callable[[str], None]
+Finding = tuple[Literal["ok", "warn", "fail"], str, str]
+"""One check's result: level, what was checked, what was found (and what to do)."""
+AgentChecks = Callable[[Settings], list[Finding]]
 
 
 class _Report:
@@ -119,8 +125,9 @@ def _executor(report: _Report, settings: Settings) -> None:
         report.ok("executor", f"{name} ({shutil.which(binary)})")
 
 
-async def run_checks(home_arg: str | None, echo: Echo) -> bool:
-    """Run every check, printing one line each; True when nothing failed."""
+async def run_checks(home_arg: str | None, echo: Echo, agent_checks: AgentChecks | None = None) -> bool:
+    """Run every check, printing one line each; True when nothing failed.
+    ``agent_checks`` (None: none) check the configured agent CLI."""
     report = _Report(echo)
     _versions(report)
     try:
@@ -137,6 +144,8 @@ async def run_checks(home_arg: str | None, echo: Echo) -> bool:
     report.ok("config", str(settings.config_path or f"no {CONFIG_NAME}: defaults"))
     await _database(report, settings)
     _executor(report, settings)
+    for level, what, detail in agent_checks(settings) if agent_checks is not None else []:
+        {"ok": report.ok, "warn": report.warn, "fail": report.fail}[level](what, detail)
     if not settings.skills_dir.is_dir():
         report.warn("skills", f"{settings.skills_dir} does not exist")
     else:
