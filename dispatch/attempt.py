@@ -1,7 +1,9 @@
 """Preparing one attempt: the task's skills, its prompt and the executor's ``RunContext``.
 
-A skill may choose the executor, model, timeout and command of its tasks; the first
-skill in the task's list that sets one wins, else the configuration decides. The
+A skill may choose the executor, model, timeout, command and working directory of
+its tasks; the first skill in the task's list that sets one wins, else the
+configuration decides. The working directory is the task's own (``vigil task add
+--workdir``) before any skill's, then ``[dispatch] workdir``, else the home. The
 prompt gets the identity file, the skills, the parent chain, earlier attempts and
 notes (``dispatch.prompt``).
 """
@@ -14,7 +16,7 @@ from dispatch.environment import base_env, with_run_ids
 from dispatch.executors import RunContext
 from dispatch.filecache import FileCache
 from dispatch.prompt import build_prompt
-from dispatch.skills import load_skills
+from dispatch.skills import Skill, load_skills
 from vigil.config import EXECUTORS, Settings
 from vigil.errors import TaskNotFound
 from vigil.models import Claim, Task
@@ -51,6 +53,16 @@ async def _parents(store: Store, task: Task) -> list[Task]:
         parents.append(parent)
         parent_id = parent.parent_id
     return parents
+
+
+def workdir_of(task: Task, skills: list[Skill], settings: Settings) -> Path | None:
+    """The agent's working directory: the task's, the first skill's that names one
+    (relative to the home, ``~`` expanded), ``[dispatch] workdir``; None: the home.
+    Whether it exists is checked when the process starts."""
+    chosen = task.workdir or next((s.workdir for s in skills if s.workdir), None)
+    if chosen is None:
+        return settings.dispatch.workdir
+    return (settings.home / Path(chosen).expanduser()).resolve()
 
 
 def _as_text(path: Path, text: str) -> str:
@@ -106,6 +118,7 @@ class AttemptPreparer:
         model = next((s.model for s in skills if s.model), None) or default_model
         timeout_ms = next((s.timeout_ms for s in skills if s.timeout_ms), None) or settings.dispatch.timeout_ms
         command = next((s.command for s in skills if s.command), None)
+        workdir = workdir_of(task, skills, settings)
         # The attempt number counts every run ever made: a first attempt has no history
         # to read (one thread hop saved per task). The notes came with the claim.
         previous_runs = (
@@ -139,5 +152,6 @@ class AttemptPreparer:
             command=command,
             on_process_start=on_process_start,
             redactor=self._redactor,
+            workdir=workdir,
         )
         return executor, ctx

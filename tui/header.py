@@ -48,6 +48,8 @@ def dispatcher_text(
         line.append(f"#{heartbeat.task_id}", style="bold")
         if heartbeat.task_started_at is not None:
             line.append(f" for {format_duration(now_ms - heartbeat.task_started_at)}")
+        if heartbeat.note:
+            line.append(f"  {heartbeat.note}", style="yellow")
     else:
         line.append("○ idle", style="cyan")
         if next_due_at is not None:

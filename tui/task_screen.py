@@ -59,6 +59,8 @@ def runs_table(runs: tuple[Run, ...]) -> Table:
             Text(run.model or "—"),
             Text(one_line(run.error or "", 60), style="red"),
         )
+        for denial in run.permission_denials:  # tool calls the agent CLI refused
+            table.add_row("", "", "", "", "", "", "", Text(f"denied: {one_line(denial, 60)}", style="yellow"))
     return table
 
 

@@ -131,6 +131,7 @@ def task() -> None:
 @click.option("--depends-on", "depends_on", default="", help="Task ids that must complete first.")
 @click.option("--max-retries", type=click.IntRange(min=0), help="Retries after the first attempt.")
 @click.option("--requires-approval", is_flag=True, help="Wait (blocked) until a person runs vigil task approve.")
+@click.option("--workdir", metavar="DIR", help="Folder the agent works in (default: the skill's, or the home).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def task_add(ctx: click.Context, /, subject: str, **opts: Any) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vigil.clock import SystemClock
@@ -92,6 +93,13 @@ def new_task_from_options(subject: str, opts: Mapping[str, Any], now_ms: int) ->
         parent = int(in_run)
     if source is None:
         source = f"task:{in_run}" if in_run else "human"
+    workdir = None
+    if opts.get("workdir"):
+        # refused now if missing: the person sees it, not a failed run later
+        folder = Path(opts["workdir"]).expanduser().resolve()
+        if not folder.is_dir():
+            raise InputError(f"--workdir {opts['workdir']}: no such folder")
+        workdir = str(folder)
     return NewTask(
         subject=subject,
         description=opts.get("description") or "",
@@ -105,6 +113,7 @@ def new_task_from_options(subject: str, opts: Mapping[str, Any], now_ms: int) ->
         depends_on=_parse_ids(opts.get("depends_on") or "", "--depends-on"),
         max_retries=opts.get("max_retries"),
         requires_approval=bool(opts.get("requires_approval")),
+        workdir=workdir,
     )
 
 

@@ -136,14 +136,26 @@ async def test_process_start_is_recorded_on_the_run(db: SqliteStore, make_dispat
 
 async def test_failure_fails_without_a_retry(db: SqliteStore, make_dispatcher: MakeDispatcher) -> None:
     await db.add_task(NewTask("t"))
-    dispatcher, _ = make_dispatcher(returning(Outcome(OutcomeKind.AUTH, summary="not logged in", error="401")))
+    dispatcher, _ = make_dispatcher(returning(Outcome(OutcomeKind.FAILED, summary="cannot be done", error="no")))
 
     task = await dispatcher.run_once()
 
     assert task is not None
     assert task.status is TaskStatus.FAILED
-    assert task.result_summary == "not logged in"
+    assert task.result_summary == "cannot be done"
     assert await dispatcher.run_once() is None
+    assert [r.outcome for r in await db.list_runs(task.id)] == ["failed"]
+
+
+async def test_an_auth_failure_gives_the_task_back_uncounted(db: SqliteStore, make_dispatcher: MakeDispatcher) -> None:
+    await db.add_task(NewTask("t"))
+    dispatcher, _ = make_dispatcher(returning(Outcome(OutcomeKind.AUTH, summary="not logged in", error="401")))
+
+    task = await dispatcher.run_once()
+
+    assert task is not None
+    assert task.status is TaskStatus.PENDING
+    assert task.attempt_count == 0
     assert [r.outcome for r in await db.list_runs(task.id)] == ["auth"]
 
 

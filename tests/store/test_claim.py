@@ -154,3 +154,19 @@ def test_claim_order_equals_sorting_the_due_tasks(
                 await store.close()
 
     asyncio.run(run())
+
+
+async def test_a_runs_permission_denials_are_kept_in_order(store: Store) -> None:
+    first = await store.add_task(new("denied"))
+    second = await store.add_task(new("allowed"))
+    denied = ("Bash: vigil task close 1 --status completed", 'Write: {"file_path": "/etc/x"}')
+    c = await claim(store)
+    await store.finish(c, Outcome(OutcomeKind.REFUSED, permission_denials=denied), TaskStatus.FAILED, worker="w1")
+    c2 = await claim(store)
+    await store.finish(c2, Outcome(OutcomeKind.SUCCESS), TaskStatus.COMPLETED, worker="w1")
+    assert first.task_id is not None
+    assert second.task_id is not None
+    [run] = await store.list_runs(first.task_id)
+    assert run.permission_denials == denied
+    [run2] = await store.list_runs(second.task_id)
+    assert run2.permission_denials == ()

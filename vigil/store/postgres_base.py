@@ -55,6 +55,7 @@ def task_params(new: NewTask, now: int, actor: str, default_max_retries: int) ->
         "actor": actor,
         "max_retries": default_max_retries if new.max_retries is None else new.max_retries,
         "approval": new.requires_approval,
+        "workdir": new.workdir,
     }
 
 

@@ -22,12 +22,12 @@ _OPEN = "('pending', 'active', 'blocked')"
 _ADD_TASK_COLUMNS = """
 INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
                    parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
-                   status, approval)"""
+                   status, approval, workdir)"""
 _ADD_TASK_VALUES = """%(subject)s::text, %(description)s::text, %(skills)s::jsonb, %(priority)s::int,
        %(source)s::text, %(source_key)s::text, %(dedup)s::text, %(parent_id)s::bigint,
        %(scheduled_for)s::bigint, %(now)s::bigint, %(now)s::bigint, %(actor)s::text, %(max_retries)s::int,
        CASE WHEN %(approval)s::bool THEN 'blocked' ELSE 'pending' END,
-       CASE WHEN %(approval)s::bool THEN 'pending' END"""
+       CASE WHEN %(approval)s::bool THEN 'pending' END, %(workdir)s::text"""
 SQL_ADD_TASK = f"""{_ADD_TASK_COLUMNS}
 VALUES ({_ADD_TASK_VALUES})
 ON CONFLICT DO NOTHING
@@ -218,7 +218,8 @@ WITH recorded AS (
            exit_code = %(exit_code)s, cost_usd = %(cost_usd)s, api_cost_usd = %(api_cost_usd)s,
            tokens_in = %(tokens_in)s, tokens_out = %(tokens_out)s,
            cache_read_tokens = %(cache_read_tokens)s, cache_write_tokens = %(cache_write_tokens)s,
-           model = %(model)s, session_id = %(session_id)s, transcript_path = %(transcript_path)s
+           model = %(model)s, session_id = %(session_id)s, transcript_path = %(transcript_path)s,
+           permission_denials = %(permission_denials)s
     WHERE id = %(run_id)s AND finished_at IS NULL
     RETURNING task_id
 )
@@ -240,7 +241,8 @@ WITH recorded AS (
            exit_code = %(exit_code)s, cost_usd = %(cost_usd)s, api_cost_usd = %(api_cost_usd)s,
            tokens_in = %(tokens_in)s, tokens_out = %(tokens_out)s,
            cache_read_tokens = %(cache_read_tokens)s, cache_write_tokens = %(cache_write_tokens)s,
-           model = %(model)s, session_id = %(session_id)s, transcript_path = %(transcript_path)s
+           model = %(model)s, session_id = %(session_id)s, transcript_path = %(transcript_path)s,
+           permission_denials = %(permission_denials)s
     WHERE id = %(run_id)s AND finished_at IS NULL
     RETURNING task_id
 )

@@ -43,6 +43,7 @@ def task_params(new: NewTask, now: int, actor: str, default_max_retries: int) ->
         actor,
         default_max_retries if new.max_retries is None else new.max_retries,
         int(new.requires_approval),
+        new.workdir,
     )
 
 

@@ -22,19 +22,19 @@ _PRIORITIES = range(MIN_PRIORITY, MAX_PRIORITY + 1)
 # the ``open`` scope, by far the common one, needs no NOT EXISTS, so it is a plain
 # VALUES insert. ?1 subject, ?2 description, ?3 skills, ?4 priority, ?5 source,
 # ?6 source_key, ?7 parent_id, ?8 scheduled_for, ?9 now, ?10 actor, ?11 max_retries,
-# ?12 requires_approval.
+# ?12 requires_approval, ?13 workdir.
 _ADD_TASK_COLUMNS = """
 INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
                    parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
-                   status, approval)"""
+                   status, approval, workdir)"""
 _ADD_TASK_STATUS = """CASE WHEN ?12 THEN 'blocked' ELSE 'pending' END, CASE WHEN ?12 THEN 'pending' END"""
 SQL_ADD_TASK = f"""{_ADD_TASK_COLUMNS}
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'open', ?7, ?8, ?9, ?9, ?10, ?11, {_ADD_TASK_STATUS})
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'open', ?7, ?8, ?9, ?9, ?10, ?11, {_ADD_TASK_STATUS}, ?13)
 ON CONFLICT DO NOTHING
 RETURNING id
 """
 SQL_ADD_TASK_EVER = f"""{_ADD_TASK_COLUMNS}
-SELECT ?1, ?2, ?3, ?4, ?5, ?6, 'ever', ?7, ?8, ?9, ?9, ?10, ?11, {_ADD_TASK_STATUS}
+SELECT ?1, ?2, ?3, ?4, ?5, ?6, 'ever', ?7, ?8, ?9, ?9, ?10, ?11, {_ADD_TASK_STATUS}, ?13
 WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE source_key = ?6)
   AND NOT EXISTS (SELECT 1 FROM retired_keys WHERE source_key = ?6)
 ON CONFLICT DO NOTHING
@@ -121,7 +121,7 @@ UPDATE runs SET finished_at = :now, outcome = :outcome, error = :error, exit_cod
        cost_usd = :cost_usd, api_cost_usd = :api_cost_usd, tokens_in = :tokens_in,
        tokens_out = :tokens_out, cache_read_tokens = :cache_read_tokens,
        cache_write_tokens = :cache_write_tokens, model = :model, session_id = :session_id,
-       transcript_path = :transcript_path
+       transcript_path = :transcript_path, permission_denials = :permission_denials
 WHERE id = :run_id AND finished_at IS NULL
 """
 
