@@ -21,14 +21,11 @@ waits forever. A PostgreSQL store needs the network anyway.
 
 The stream is read by ``codex_stream`` (tokens, answer, Codex's own API retries as
 live progress notes, the outcome). Codex reports no dollar cost, so ``cost_usd``
-and ``api_cost_usd`` are both computed from the ``[prices]`` table. A ``command``
-that cannot be started is a refusal (every task would meet it), not a failure of
-the task.
+and ``api_cost_usd`` are both computed from the ``[prices]`` table.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -102,8 +99,6 @@ class CodexExecutor:
         early = ended_early(result, ctx.timeout_s, transcript_path)
         retry_at = None
         if early is not None:
-            if result.spawn_error is not None:
-                return dataclasses.replace(early, kind=OutcomeKind.REFUSED)
             kind, error, summary = early.kind, early.error, early.summary
         else:
             verdict = classify(stream, result.exit_code, result.stderr, self.now_ms())

@@ -3,6 +3,7 @@ each way a run can end leaves in the store."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -160,6 +161,14 @@ def test_an_unknown_flag_is_a_refusal_with_codex_own_error_line(tmp_path: Path) 
     assert run["outcome"] == "refused"
     assert run["error"].endswith("error: unexpected argument '--no-such-flag' found")
     assert "WARNING" not in run["error"]
+    # the task did nothing wrong: it is given back, and the loop waits for a person
+    task = home.task(task_id)
+    assert task["status"] == "pending"
+    assert task["attempt_count"] == 0
+    status = json.loads(home.vigil("status", "--json").stdout)
+    assert status["gate"]["state"] != "running"
+    assert status["gate"]["until"] is None
+    assert home.vigil("dispatch", "once").returncode == 3  # nothing runs while gated
 
 
 def test_a_timeout_ends_codex_whole_process_group(tmp_path: Path) -> None:
@@ -199,3 +208,59 @@ def test_vigil_run_hands_tasks_to_codex_until_stopped(tmp_path: Path) -> None:
     assert loop.returncode == 0, stderr
     assert [home.task(t)["result_summary"] for t in (first, second)] == ["first done", "second done"]
     assert [run["outcome"] for t in (first, second) for run in home.runs(t)] == ["success", "success"]
+
+
+def test_codex_own_retry_shows_in_vigil_status_while_it_happens(tmp_path: Path) -> None:
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url)
+        task_id = home.add_task("Say hello")
+        # a 5xx, Codex says "Reconnecting... 1/1 (…)" and asks again; that answer is slow
+        api.script.add(server_error(), Slow(6, Text("Recovered.")))
+        loop = home.start("run")
+        seen: list[object] = []
+        try:
+            deadline = time.monotonic() + 60  # a safety net, not a measurement
+            while home.task(task_id)["status"] != "completed" and time.monotonic() < deadline:
+                assert loop.poll() is None, loop.communicate()
+                running = json.loads(home.vigil("status", "--json").stdout)["dispatcher"]["task"]
+                if running is not None and running["note"] is not None:
+                    seen.append(running["note"])
+                time.sleep(0.2)
+        finally:
+            loop.send_signal(signal.SIGTERM)
+            _, stderr = loop.communicate(timeout=30)
+    assert loop.returncode == 0, stderr
+    assert seen, "the retry never showed in vigil status"
+    assert str(seen[0]).startswith("API retry 1/1: ")
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "success"
+    assert run["error"] is None  # the retry was not the run's error
+    assert home.task(task_id)["result_summary"] == "Recovered."
+
+
+def test_in_another_working_directory_the_agent_writes_there_and_still_reports_back(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url)
+        # the test's folders are all under /tmp, which the sandbox lets the agent
+        # write by default: without that, only the working directory and what Vigil
+        # adds (the database's folder) are writable
+        config = home.config_dir / "config.toml"
+        config.write_text(
+            config.read_text() + "[sandbox_workspace_write]\nexclude_slash_tmp = true\nexclude_tmpdir_env_var = true\n"
+        )
+        task_id = home.add_task("Write the report", "--workdir", str(repo))
+        api.script.add(
+            shell(f"pwd > where.txt && vigil task note {task_id} 'report written'"),
+            Text("Written."),
+        )
+        proc = home.vigil("dispatch", "once")
+        (output,) = api.tool_outputs()
+    assert proc.returncode == 0, proc.stderr
+    assert "Process exited with code 0" in output, output
+    # the sandbox let it write in its working directory and in the home's database
+    assert (repo / "where.txt").read_text().strip() == str(repo)
+    assert not (home.path / "where.txt").exists()
+    notes = home.rows("SELECT author, text FROM notes WHERE task_id = ?", task_id)
+    assert [(n["author"], n["text"]) for n in notes] == [("agent", "report written")]
