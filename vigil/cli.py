@@ -269,12 +269,12 @@ def stats(ctx: click.Context, since: str, by: str, as_json: bool) -> None:
 @main.command()
 @click.pass_context
 def doctor(ctx: click.Context) -> None:
-    """Check the home, config, database and versions."""
-    from dispatch.cli_checks import agent_cli_findings
+    """Check the home, config, database, the loop's gate, versions and the agent CLI."""
+    from dispatch.readiness import agent_findings
     from vigil.doctor import run_checks
 
     state: CliState = ctx.find_object(CliState)  # type: ignore[assignment]
-    ok = asyncio.run(run_checks(state.home_arg, click.echo, agent_cli_findings))
+    ok = asyncio.run(run_checks(state.home_arg, click.echo, agent_findings))
     sys.exit(0 if ok else 1)
 
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,8 +51,9 @@ class ClaudeHome:
         init_home(home)
         lines = ["[dispatch]", 'executor = "claude"']
         lines += [f"{key} = {toml_value(value)}" for key, value in (dispatch or {}).items()]
-        lines += ["", "[executors.claude]", f"command = {toml_value([str(claude_path())])}"]
-        lines += [f"{key} = {toml_value(value)}" for key, value in (claude or {}).items()]
+        claude = {"command": [str(claude_path())], **(claude or {})}
+        lines += ["", "[executors.claude]"]
+        lines += [f"{key} = {toml_value(value)}" for key, value in claude.items()]
         (home / "vigil.toml").write_text("\n".join(lines) + "\n")
         config_dir = tmp_path / "operator"
         config_dir.mkdir()
@@ -63,11 +67,15 @@ class ClaudeHome:
         return env
 
     def vigil(self, *args: str, timeout: float = 90, **extra_env: str) -> subprocess.CompletedProcess[str]:
+        return self.vigil_with_env(*args, env=self.env(**extra_env), timeout=timeout)
+
+    def vigil_with_env(self, *args: str, env: dict[str, str], timeout: float = 90) -> subprocess.CompletedProcess[str]:
+        """``vigil ARGS`` with exactly ``env`` as the operator's environment."""
         return subprocess.run(
             [sys.executable, "-m", "vigil", "--home", str(self.path), *args],
             capture_output=True,
             text=True,
-            env=self.env(**extra_env),
+            env=env,
             timeout=timeout,
             check=False,
         )
@@ -94,3 +102,46 @@ class ClaudeHome:
     def transcript(self, run: sqlite3.Row) -> list[dict[str, Any]]:
         lines = Path(run["transcript_path"]).read_text().splitlines()
         return [json.loads(line) for line in lines if line.startswith("{")]
+
+    def status(self) -> dict[str, Any]:
+        proc = self.vigil("status", "--json")
+        assert proc.returncode == 0, proc.stderr
+        parsed: dict[str, Any] = json.loads(proc.stdout)
+        return parsed
+
+    def gate(self) -> dict[str, Any]:
+        gate: dict[str, Any] = self.status()["gate"]
+        return gate
+
+    def start(self, *args: str, **extra_env: str) -> subprocess.Popen[str]:
+        """``vigil ARGS`` in the background (stop it with ``stop``)."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "vigil", "--home", str(self.path), *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env(**extra_env),
+        )
+
+    @staticmethod
+    def stop(proc: subprocess.Popen[str]) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+    @staticmethod
+    def wait_for(check: Callable[[], Any], timeout_s: float = 60) -> Any:
+        """The first true value of ``check()``, polled; fails after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            value = check()
+            if value:
+                return value
+            time.sleep(0.2)
+        raise AssertionError(f"not within {timeout_s}s: {check}")
