@@ -267,7 +267,8 @@ def _without_result(stream: ClaudeStream, exit_code: int | None, stderr: str) ->
     detail = f"no result line (exit code {exit_code})" + (f": {said}" if said else "")
     if _AUTH_TEXT.search(stderr):
         return Verdict(OutcomeKind.AUTH, "not logged in: " + detail)
-    if not stream.started and exit_code not in (0, None) and said:
+    # an exit of its own accord (not a signal: 128+n or negative) before starting
+    if not stream.started and exit_code is not None and 0 < exit_code < 128 and said:
         return Verdict(OutcomeKind.REFUSED, f"the CLI refused to start (exit code {exit_code}): {said}")
     return Verdict(OutcomeKind.TRANSIENT, "crashed: " + detail)
 

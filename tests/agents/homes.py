@@ -10,6 +10,7 @@ to the agent by itself.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -23,7 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from tests.agents.clis import claude_env, claude_path
+from vigil.clock import SystemClock
+from vigil.gate import GATE_KEY, LoopGate, gate_json
 from vigil.home import init_home
+from vigil.models import NewTask
+from vigil.store.sqlite import SqliteStore
 
 
 def toml_value(value: Any) -> str:
@@ -81,9 +86,23 @@ class ClaudeHome:
         )
 
     def add_task(self, subject: str, *args: str) -> int:
-        proc = self.vigil("task", "add", subject, *args)
-        assert proc.returncode == 0, proc.stderr
-        return int(proc.stdout.strip().split()[-1].lstrip("#"))
+        """Add a task: through ``vigil task add ARGS`` when there are options, else
+        straight into the store (a second saved per test)."""
+        if args:
+            proc = self.vigil("task", "add", subject, *args)
+            assert proc.returncode == 0, proc.stderr
+            return int(proc.stdout.strip().split()[-1].lstrip("#"))
+
+        async def add() -> int | None:
+            store = await SqliteStore.open(self.path / "data" / "vigil.db")
+            try:
+                return (await store.add_task(NewTask(subject))).task_id
+            finally:
+                await store.close()
+
+        task_id = asyncio.run(add())
+        assert task_id is not None
+        return task_id
 
     def rows(self, sql: str, *params: Any) -> list[sqlite3.Row]:
         conn = sqlite3.connect(self.path / "data" / "vigil.db")
@@ -110,8 +129,10 @@ class ClaudeHome:
         return parsed
 
     def gate(self) -> dict[str, Any]:
-        gate: dict[str, Any] = self.status()["gate"]
-        return gate
+        """The gate as ``vigil status --json`` shows it, read from the file."""
+        rows = self.rows("SELECT value FROM loop_state WHERE key = ?", GATE_KEY)
+        raw = json.loads(rows[0]["value"]) if rows else None
+        return gate_json(LoopGate.from_json(raw), SystemClock().now_ms())
 
     def start(self, *args: str, **extra_env: str) -> subprocess.Popen[str]:
         """``vigil ARGS`` in the background (stop it with ``stop``)."""

@@ -101,6 +101,9 @@ def rate_limited(reset_epoch_s: int, retry_after_s: int = 1) -> HttpError:
             ("anthropic-ratelimit-requests-reset", reset),
             ("anthropic-ratelimit-unified-status", "rejected"),
             ("anthropic-ratelimit-unified-reset", str(reset_epoch_s)),
+            ("anthropic-ratelimit-unified-representative-claim", "five_hour"),
+            ("anthropic-ratelimit-unified-5h-status", "rejected"),
+            ("anthropic-ratelimit-unified-5h-reset", str(reset_epoch_s)),
         ),
     )
 

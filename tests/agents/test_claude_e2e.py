@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -126,16 +127,26 @@ def test_a_refused_key_gives_the_task_back_and_gates_the_loop_at_the_first_retry
         proc = home.vigil("dispatch", "once", CLAUDE_CODE_MAX_RETRIES="10")
         gate = home.gate()
         calls = len(api.conversation())
+        task = home.task(task_id)
+        # the key is fixed, a person resumes: the same task runs again and completes
+        api.script.set([Text("Done after all.")])
+        gated = home.vigil("dispatch", "once")
+        assert home.vigil("resume").returncode == 0
+        again = home.vigil("dispatch", "once")
     assert proc.returncode == 0, proc.stderr
-    task = home.task(task_id)
     assert (task["status"], task["attempt_count"]) == ("pending", 0)
-    (run,) = home.runs(task_id)
-    assert run["outcome"] == "auth"
-    assert "HTTP 401 authentication_failed" in run["error"]
+    first, second = home.runs(task_id)
+    assert first["outcome"] == "auth"
+    assert "HTTP 401 authentication_failed" in first["error"]
     assert calls <= 2
     assert gate["state"] == "gated"
     assert gate["until"] is None  # a person must act
     assert "resume" in gate["reason"]
+    assert gated.returncode == 3  # nothing is claimed past the gate
+    assert again.returncode == 0, again.stderr
+    assert second["outcome"] == "success"
+    task = home.task(task_id)
+    assert (task["status"], task["attempt_count"]) == ("completed", 1)
 
 
 def test_a_rate_limit_requeues_without_counting_and_gates_until_the_fallback(tmp_path: Path) -> None:
@@ -156,6 +167,28 @@ def test_a_rate_limit_requeues_without_counting_and_gates_until_the_fallback(tmp
     assert task["scheduled_for"] - run["finished_at"] == pytest.approx(2 * 3_600_000, abs=5_000)
     assert gate["state"] == "gated"
     assert gate["until_in_s"] == pytest.approx(7200, abs=10)
+
+
+def test_a_subscriptions_usage_limit_waits_for_its_reset_time(tmp_path: Path) -> None:
+    reset_s = int(time.time()) + 3 * 3600
+    with anthropic_server() as api:
+        home = ClaudeHome.make(tmp_path, api.server.url)
+        task_id = home.add_task("Anything")
+        api.script.set([rate_limited(reset_epoch_s=reset_s)] * 5)
+        # a subscription's token instead of an API key: Claude Code reads the
+        # limit's headers, says when it resets, and does not retry
+        env = home.env(CLAUDE_CODE_OAUTH_TOKEN="sk-ant-oat01-test-token")
+        del env["ANTHROPIC_API_KEY"]
+        proc = home.vigil_with_env("dispatch", "once", env=env)
+        gate = home.gate()
+    assert proc.returncode == 0, proc.stderr
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "usage_limited"
+    assert "You've hit your session limit" in run["error"]
+    task = home.task(task_id)
+    assert (task["status"], task["attempt_count"], task["scheduled_for"]) == ("pending", 0, reset_s * 1000)
+    assert gate["state"] == "gated"
+    assert gate["until"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(reset_s))
 
 
 def test_overload_ends_transient_with_the_retries_visible_while_they_happen(tmp_path: Path) -> None:

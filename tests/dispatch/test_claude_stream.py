@@ -144,3 +144,8 @@ def test_an_api_error_without_a_status_is_transient() -> None:
     assert kind(stream(INIT, result(is_error=True, api_error_status=None, result=text)), exit_code=1) == (
         OutcomeKind.TRANSIENT
     )
+
+
+def test_a_kill_before_the_init_line_is_a_crash_not_a_refusal() -> None:
+    assert kind(stream(), exit_code=137, stderr="Killed") == OutcomeKind.TRANSIENT
+    assert kind(stream(), exit_code=-9, stderr="something") == OutcomeKind.TRANSIENT

@@ -110,7 +110,7 @@ async def big_store(big_db: tuple[Path, int]) -> AsyncIterator[tuple[SqliteStore
 
 def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object] | Sequence[object]]]:
     # SQL_ADD_TASK's positional parameters, in the order its comment gives.
-    add = ("s", "", "[]", 5, "human", "entry-77", None, now, now, "human", 3, 0)
+    add = ("s", "", "[]", 5, "human", "entry-77", None, now, now, "human", 3, 0, None)
     one_status = SQL_LIST_TASKS.format(statuses=":s0")
     every_status = SQL_LIST_TASKS.format(statuses=",".join(f":s{i}" for i in range(len(TaskStatus))))
     return {
