@@ -10,8 +10,6 @@ must hand to the agent by itself.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,13 +56,3 @@ class CodexHome(ClaudeHome):
         env.update({"CODEX_HOME": str(self.config_dir), "OPENAI_API_KEY": TEST_KEY})
         env.update(extra)
         return env
-
-    def start(self, *args: str, **extra_env: str) -> subprocess.Popen[str]:
-        """A long-running ``vigil`` (``run``) in the background; the caller stops it."""
-        return subprocess.Popen(
-            [sys.executable, "-m", "vigil", "--home", str(self.path), *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=self.env(**extra_env),
-        )
