@@ -110,6 +110,21 @@ class Dispatcher:
         await self._heartbeat.beat("stopped")
 
     # --- the step ------------------------------------------------------------------
+    def _progress_writer(self, claim: Claim) -> ProgressNoted:
+        """The run's ``on_progress``: the note goes into the heartbeat, written at
+        once (in the background: the executor's line reader must not wait on the
+        database), where ``vigil status`` and the TUI show it."""
+
+        def on_progress(note: str | None) -> None:
+            if note == self._heartbeat.note:
+                return
+            self._heartbeat.note = note
+            write = asyncio.ensure_future(self._heartbeat.beat("running", claim, periodic=True))
+            self._note_writes.add(write)
+            write.add_done_callback(self._note_writes.discard)
+
+        return on_progress
+
     async def run_once(self, stop: asyncio.Event | None = None) -> Task | None:
         """Claim the most urgent due task, run it, record it. Returns the task as
         recorded (finished, requeued or held for approval), or None when nothing was
@@ -192,21 +207,6 @@ class Dispatcher:
             except VigilError as err:
                 log.error("guard could not record task #%d's outcome: %s", recorded.id, err)
         return recorded, next_claim
-
-    def _progress_writer(self, claim: Claim) -> ProgressNoted:
-        """The run's ``on_progress``: the note goes into the heartbeat, written at
-        once (in the background: the executor's line reader must not wait on the
-        database), where ``vigil status`` and the TUI show it."""
-
-        def on_progress(note: str | None) -> None:
-            if note == self._heartbeat.note:
-                return
-            self._heartbeat.note = note
-            write = asyncio.ensure_future(self._heartbeat.beat("running", claim, periodic=True))
-            self._note_writes.add(write)
-            write.add_done_callback(self._note_writes.discard)
-
-        return on_progress
 
     async def _run(self, executor: Executor, task: Task, ctx: RunContext, claim: Claim) -> tuple[Outcome, bool]:
         """Run the executor and watch over it: heartbeat, cancel requests, graceful

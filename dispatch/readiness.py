@@ -62,7 +62,7 @@ def _claude_settings(settings: Settings) -> list[Finding]:
             Finding(
                 "fail",
                 "claude",
-                "permission_mode bypassPermissions is refused as root; use acceptEdits (the default) "
+                "permission_mode bypassPermissions is refused as root; use default or acceptEdits "
                 "with allowed_tools, or run vigil as another user",
             )
         )

@@ -70,7 +70,9 @@ class AgentCliSettings:
     model: str | None = None
     max_budget_usd: float | None = None
     extra_args: tuple[str, ...] = ()
-    permission_mode: str = "acceptEdits"
+    # "default": nothing beyond reading and the allow rules; edits are an operator's
+    # choice (acceptEdits), since the working directory is the home by default
+    permission_mode: str = "default"
     allowed_tools: tuple[str, ...] = CLAUDE_ALLOWED_TOOLS
     disallowed_tools: tuple[str, ...] = ()
     add_dirs: tuple[str, ...] = ()

@@ -326,3 +326,26 @@ def test_a_stream_cut_off_is_transient(tmp_path: Path) -> None:
     assert run["outcome"] == "transient"
     assert "API Error" in run["error"]
     assert (home.task(task_id)["status"], home.task(task_id)["attempt_count"]) == ("pending", 1)
+
+
+@pytest.mark.parametrize(("mode", "written"), [("default", False), ("acceptEdits", True)])
+def test_permission_mode_decides_whether_the_agent_may_edit_its_working_directory(
+    tmp_path: Path, mode: str, written: bool
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    target = repo / "NOTES.md"
+    with anthropic_server() as api:
+        home = ClaudeHome.make(
+            tmp_path, api.server.url, dispatch={"workdir": str(repo)}, claude={"permission_mode": mode}
+        )
+        task_id = home.add_task("Write notes")
+        api.script.add(ToolCall("Write", {"file_path": str(target), "content": "hello\n"}), Text("Wrote them."))
+        proc = home.vigil("dispatch", "once")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "success"
+    assert target.exists() is written
+    denials = json.loads(run["permission_denials"]) if run["permission_denials"] else []
+    assert bool(denials) is not written
+    assert all(d.startswith("Write: ") for d in denials)

@@ -73,7 +73,7 @@ async def test_success_reports_cost_tokens_of_every_model_and_the_answer(home: P
     assert seen["argv"][4:] == [
         "--print", "--verbose", "--output-format", "stream-json",
         "--model", "claude-opus-4-6", "--max-budget-usd", "2.5",
-        "--permission-mode", "acceptEdits", "--allowedTools", "Bash(vigil task:*)",
+        "--permission-mode", "default", "--allowedTools", "Bash(vigil task:*)",
     ]  # fmt: skip
     assert seen["cwd"] == str(home)
     assert started.calls == [(seen["pid"], seen["pid"], started.calls[0][2])]
@@ -209,7 +209,7 @@ async def test_model_falls_back_to_config_and_extra_args_come_last(home: Path) -
     )
     assert claude_argv(settings.claude, None, home) == [
         "claude", "--print", "--verbose", "--output-format", "stream-json",
-        "--permission-mode", "acceptEdits", "--allowedTools", "Bash(vigil task:*)", "--x",
+        "--permission-mode", "default", "--allowedTools", "Bash(vigil task:*)", "--x",
     ]  # fmt: skip
     record = home / "r.json"
     settings = claude_settings(home, "success", "--record", str(record), model="claude-sonnet-4-5")
