@@ -7,7 +7,7 @@ For Claude Code: that the command starts (``--version``); that it is logged in
 make it refuse to start (``bypassPermissions`` as root) or refuse the agent's
 report-back (no allow rule for ``vigil task``); that the working directory exists;
 and which secret-looking variables are set here but would not reach the agent.
-Each problem says what to do.
+Each problem says what to do. Codex's checks are in ``dispatch.codex_readiness``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from dispatch.codex_readiness import codex_findings
 from dispatch.environment import base_env
 from vigil.config import Settings
 from vigil.doctor import Finding
@@ -136,4 +137,6 @@ async def agent_findings(settings: Settings) -> list[Finding]:
     here (their command is checked by ``vigil doctor`` itself)."""
     if settings.dispatch.executor == "claude":
         return await claude_findings(settings)
+    if settings.dispatch.executor == "codex":
+        return await codex_findings(settings, _run)
     return []

@@ -48,6 +48,10 @@ class StoreSettings:
 CLAUDE_PERMISSION_MODES = ("default", "acceptEdits", "auto", "dontAsk", "plan", "bypassPermissions")
 # What the prompt asks the agent to run: `vigil task note|add|close <literal id> …`.
 CLAUDE_ALLOWED_TOOLS = ("Bash(vigil task:*)",)
+# Codex's sandbox modes (0.171.0). workspace-write: the agent may write in its
+# working directory, in add_dirs and in the database's folder, so that its own
+# `vigil task …` calls can commit.
+CODEX_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,9 @@ class AgentCliSettings:
     ``permission_mode``, ``allowed_tools``, ``disallowed_tools`` and ``add_dirs``
     are Claude Code's (``[executors.claude]``); ``add_dirs`` are folders, relative
     ones to the home.
+
+    ``sandbox`` is Codex's (``[executors.codex]``), which also reads ``add_dirs``
+    (more folders its sandbox lets the agent write).
     """
 
     command: tuple[str, ...]
@@ -69,6 +76,7 @@ class AgentCliSettings:
     allowed_tools: tuple[str, ...] = CLAUDE_ALLOWED_TOOLS
     disallowed_tools: tuple[str, ...] = ()
     add_dirs: tuple[str, ...] = ()
+    sandbox: str = "workspace-write"
 
 
 @dataclass(frozen=True)
@@ -344,6 +352,12 @@ def _agent_cli(data: Mapping[str, Any], name: str, source: Path | None) -> Agent
             permission_mode=section.choice("permission_mode", settings.permission_mode, CLAUDE_PERMISSION_MODES),
             allowed_tools=section.argv("allowed_tools", settings.allowed_tools),
             disallowed_tools=section.argv("disallowed_tools", ()),
+            add_dirs=section.argv("add_dirs", ()),
+        )
+    if name == "codex":
+        settings = replace(
+            settings,
+            sandbox=section.choice("sandbox", settings.sandbox, CODEX_SANDBOXES),
             add_dirs=section.argv("add_dirs", ()),
         )
     section.done()
