@@ -23,4 +23,5 @@ class Context:
     settings: Settings
     readonly: bool = False
     loop_label: str = ""  # how the loop runs: "background process (pid N)" or elsewhere
+    loop_paused: bool = False  # the loop's gate is closed (paused or gated): L resumes
     banner: str = ""  # a problem with the database, shown on every screen ("" = none)

@@ -15,10 +15,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from tui.cells import money, one_line, tokens
 from tui.context import Context
+from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
 from tui.snapshot import CostSnapshot, load_costs
 from vigil.budget import BudgetUse, budget_line
@@ -82,8 +83,8 @@ def day_chart(rows: tuple[CostRow, ...]) -> Text:
 class CostsScreen(LiveScreen):
     TITLE = "Costs"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("left_square_bracket", "window(-1)", "Shorter", key_display="["),
-        Binding("right_square_bracket", "window(1)", "Longer", key_display="]"),
+        Binding("left_square_bracket", "window(-1)", "Shorter", key_display="[", tooltip="a shorter window"),
+        Binding("right_square_bracket", "window(1)", "Longer", key_display="]", tooltip="a longer window"),
     ]
 
     def __init__(self, ctx: Context) -> None:
@@ -99,7 +100,7 @@ class CostsScreen(LiveScreen):
             yield Static(id="skill")
             yield Static(id="source")
             yield Static(id="model")
-        yield Footer()
+        yield KeyBar(self.ctx)
 
     async def load(self) -> CostSnapshot:
         return await load_costs(self.ctx.store, self.ctx.clock.now_ms(), self.days, self.ctx.settings.budget)

@@ -14,10 +14,11 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from tui.cells import STATUS_STYLE, money, one_line, relative
 from tui.context import Context
+from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
 from tui.safety import guarded
 from tui.snapshot import HISTORY_PAGE, load_history_page
@@ -28,11 +29,11 @@ from vigil.models import Task
 class HistoryScreen(LiveScreen):
     TITLE = "History"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "search", "Search", key_display="/"),
-        Binding("m", "more", "More"),
-        Binding("r", "retry", "Retry"),
-        Binding("enter", "open", "Open", show=False),
-        Binding("escape", "clear", "Clear", show=False),
+        Binding("slash", "search", "Search", key_display="/", tooltip="search subject, description, source, result"),
+        Binding("m", "more", "More", tooltip="load the next page of older tasks"),
+        Binding("r", "retry", "Retry", tooltip="run a failed or canceled task again"),
+        Binding("enter", "open", "Open", show=False, tooltip="open the task screen"),
+        Binding("escape", "clear", "Clear", show=False, tooltip="clear the search"),
     ]
 
     def __init__(self, ctx: Context) -> None:
@@ -46,7 +47,7 @@ class HistoryScreen(LiveScreen):
         yield Input(id="search", placeholder="search finished tasks (enter)")
         yield DataTable[Text](id="history", cursor_type="row", zebra_stripes=True)
         yield Static(id="status")
-        yield Footer()
+        yield KeyBar(self.ctx)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

@@ -14,7 +14,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from tui.cells import one_line
 from tui.context import Context
@@ -23,6 +23,7 @@ from tui.dialogs import ConfirmDialog, preview
 from tui.filters import TaskFilter, parse_filter
 from tui.forms import DeferForm, NewTaskForm, ReasonForm
 from tui.header import STALE_AFTER_MS, STATUS_KEYS, StatusHeader
+from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
 from tui.queue_table import QueueTable
 from tui.safety import guarded
@@ -40,23 +41,23 @@ class QueueScreen(LiveScreen):
     TITLE = "Queue"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("n", "new_task", "New"),
-        Binding("plus,equals_sign", "raise", "+Prio", key_display="+"),
-        Binding("minus", "lower", "-Prio", key_display="-"),
-        Binding("d", "defer", "Defer"),
-        Binding("x", "cancel", "Cancel"),
-        Binding("r", "retry", "Retry"),
-        Binding("space", "mark", "Mark"),
-        Binding("enter", "open", "Open", show=False),
-        Binding("slash", "filter", "Filter", key_display="/"),
-        Binding("p", "pause", "Pause"),
-        # After the everyday keys, so an 80-column footer still shows those; reject is
-        # in the help and the palette (and named in the approve confirmation).
-        Binding("a", "approve", "Approve"),
-        Binding("R", "reject", "Reject", show=False),
-        Binding("f", "follow", "Follow", show=False),
-        Binding("i", "toggle_detail", "Detail", show=False),
-        Binding("escape", "clear", "Clear", show=False),
+        Binding("n", "new_task", "New", tooltip="new task: a form checked as `vigil task add` checks it"),
+        Binding("plus,equals_sign", "raise", "Raise", key_display="+", tooltip="more urgent (a lower number)"),
+        Binding("minus", "lower", "Lower", key_display="-", tooltip="less urgent (a higher number)"),
+        Binding("d", "defer", "Defer", tooltip="run later: 1 hour … 1 week, or a duration or time"),
+        Binding("x", "cancel", "Cancel", tooltip="cancel, after a confirmation (a running task is asked to stop)"),
+        Binding("r", "retry", "Retry", tooltip="run a failed or canceled task again"),
+        Binding("space", "mark", "Mark", tooltip="mark the row; the task keys then act on every marked task"),
+        Binding("enter", "open", "Open", show=False, tooltip="open the task screen"),
+        Binding("slash", "filter", "Filter", key_display="/", tooltip="filter as you type (words, status:, pri<3 …)"),
+        Binding("p", "freeze", "Freeze", tooltip="freeze this view (not the loop: that is L); changes are counted"),
+        # After the everyday keys: the footer drops keys from the end when it is narrow;
+        # reject is in the help and the palette (and named in the approve confirmation).
+        Binding("a", "approve", "Approve", tooltip="approve a task that waits for approval"),
+        Binding("R", "reject", "Reject", show=False, tooltip="reject a task that waits for approval, with a reason"),
+        Binding("f", "follow", "Follow", show=False, tooltip="keep the cursor on the running task"),
+        Binding("i", "toggle_detail", "Detail", show=False, tooltip="show or hide the detail pane"),
+        Binding("escape", "clear", "Clear", show=False, tooltip="close the filter, else clear marks, else the filter"),
         *[
             Binding(key, f"filter_status('{status}')", f"Only {status}", show=False)
             for status, key in STATUS_KEYS.items()
@@ -82,7 +83,7 @@ class QueueScreen(LiveScreen):
         with Horizontal(id="main"):
             yield QueueTable(id="queue")
             yield DetailPane(id="detail")
-        yield Footer()
+        yield KeyBar(self.ctx)
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
@@ -131,8 +132,9 @@ class QueueScreen(LiveScreen):
     def paused_changed(self) -> None:
         badge = Text()
         if self.live_paused:
-            badge.append(" PAUSED ", style="bold black on yellow")
-            badge.append(f" {self.changes_waiting} changes waiting", style="yellow")
+            badge.append(" FROZEN ", style="bold black on cyan")
+            waiting = self.changes_waiting
+            badge.append(f" {waiting} {'change' if waiting == 1 else 'changes'} waiting (p)", style="cyan")
         self.query_one(StatusHeader).set_badges(badge)
 
     @on(QueueTable.Highlighted)
@@ -201,7 +203,7 @@ class QueueScreen(LiveScreen):
             self.table.action_cursor_down()
             self.refresh_bindings()
 
-    def action_pause(self) -> None:
+    def action_freeze(self) -> None:
         self.live_paused = not self.live_paused
         waiting, self.changes_waiting = self.changes_waiting, 0
         self.paused_changed()

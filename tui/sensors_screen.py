@@ -16,10 +16,11 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from tui.cells import one_line, relative
 from tui.context import Context
+from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
 from tui.safety import guarded
 from tui.snapshot import load_sensors
@@ -83,8 +84,8 @@ def is_stale(state: SensorState, now_ms: int) -> bool:
 class SensorsScreen(LiveScreen):
     TITLE = "Sensors"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("r", "run_now", "Run now"),
-        Binding("e", "toggle_enabled", "Enable/disable"),
+        Binding("r", "run_now", "Run now", tooltip="run the sensor now, as `vigil sensors run NAME`"),
+        Binding("e", "toggle_enabled", "Enable/disable", tooltip="enable or disable the sensor"),
     ]
 
     def __init__(self, ctx: Context) -> None:
@@ -96,7 +97,7 @@ class SensorsScreen(LiveScreen):
         yield Static(Text("Sensors", style="bold"))
         yield DataTable[Text](id="sensors", cursor_type="row", zebra_stripes=True)
         yield Static(id="error")
-        yield Footer()
+        yield KeyBar(self.ctx)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

@@ -15,7 +15,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Markdown, Static
+from textual.widgets import Markdown, Static
 
 from dispatch.attempt import transcript_path
 from tui.cells import money, one_line
@@ -23,6 +23,7 @@ from tui.context import Context
 from tui.detail import field_table
 from tui.dialogs import ConfirmDialog, preview
 from tui.forms import DeferForm, ReasonForm
+from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
 from tui.safety import guarded
 from tui.snapshot import TaskDetail, load_task
@@ -75,14 +76,14 @@ def read_tail(path: Path) -> str:
 class TaskScreen(LiveScreen):
     TITLE = "Task"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,backspace,q", "back", "Back"),
-        Binding("plus,equals_sign", "raise", "+Prio", key_display="+"),
-        Binding("minus", "lower", "-Prio", key_display="-"),
-        Binding("d", "defer", "Defer"),
-        Binding("x", "cancel", "Cancel"),
-        Binding("r", "retry", "Retry"),
-        Binding("a", "approve", "Approve"),
-        Binding("R", "reject", "Reject", show=False),
+        Binding("escape,backspace,q", "back", "Back", tooltip="back to the screen below"),
+        Binding("plus,equals_sign", "raise", "Raise", key_display="+", tooltip="more urgent (a lower number)"),
+        Binding("minus", "lower", "Lower", key_display="-", tooltip="less urgent (a higher number)"),
+        Binding("d", "defer", "Defer", tooltip="run later: 1 hour … 1 week, or a duration or time"),
+        Binding("x", "cancel", "Cancel", tooltip="cancel, after a confirmation (a running task is asked to stop)"),
+        Binding("r", "retry", "Retry", tooltip="run a failed or canceled task again"),
+        Binding("a", "approve", "Approve", tooltip="approve a task that waits for approval"),
+        Binding("R", "reject", "Reject", show=False, tooltip="reject a task that waits for approval, with a reason"),
     ]
 
     def __init__(self, ctx: Context, task_id: int) -> None:
@@ -107,7 +108,7 @@ class TaskScreen(LiveScreen):
             yield Static(Text("events", style="bold underline"))
             yield Static(id="events")
             yield Static(id="transcript")
-        yield Footer()
+        yield KeyBar(self.ctx)
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self._tail)

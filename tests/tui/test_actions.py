@@ -208,21 +208,22 @@ async def test_bulk_raise_reports_each_refusal(make_app: AppFactory, db: Store) 
         assert (await db.get_task(b)).priority == 4
 
 
-async def test_pause_shows_badge_and_counts_waiting_changes(make_app: AppFactory, db: Store) -> None:
+async def test_freeze_shows_badge_and_counts_waiting_changes(make_app: AppFactory, db: Store) -> None:
     await add(db, "first")
     app = make_app()
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(lambda: len(shown_ids(app)) == 1, "row")
         await pilot.press("p")
         header = str(app.screen.query_one("#badges").render())
-        assert "PAUSED" in header
+        assert "FROZEN" in header
         await add(db, "second")
         await wait_for(lambda: queue(app).changes_waiting >= 1, "change counted")
         assert len(shown_ids(app)) == 1
-        assert "changes waiting" in str(app.screen.query_one("#badges").render())
+        waiting = queue(app).changes_waiting  # "1 change", "2 changes": counted in words
+        assert f"{waiting} change{'' if waiting == 1 else 's'} waiting" in str(app.screen.query_one("#badges").render())
         await pilot.press("p")
         await wait_for(lambda: len(shown_ids(app)) == 2, "resumed and loaded")
-        assert "PAUSED" not in str(app.screen.query_one("#badges").render())
+        assert "FROZEN" not in str(app.screen.query_one("#badges").render())
 
 
 async def test_follow_moves_the_cursor_to_the_active_task(make_app: AppFactory, db: Store) -> None:

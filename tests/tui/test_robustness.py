@@ -238,7 +238,7 @@ async def test_a_failing_key_handler_is_shown_and_the_app_keeps_running(
         await wait_for(lambda: any("handler bug" in n for n in notes(app)), "error shown")
         assert app.is_running
         await pilot.press("p")  # other keys still work
-        assert "PAUSED" in str(queue(app).query_one("#badges").render())
+        assert "FROZEN" in str(queue(app).query_one("#badges").render())
 
 
 def test_gate_shows_until_it_lifts_itself() -> None:

@@ -191,9 +191,9 @@ async def test_help_lists_keys_and_palette_offers_actions(make_app: AppFactory, 
         await wait_for(lambda: isinstance(app.screen, HelpScreen), "help")
         await pilot.press("escape")
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for words in ("New", "+Prio", "-Prio", "Defer", "Cancel", "Mark", "Filter", "Pause"):
+        for words in ("New", "Raise", "Lower", "Defer", "Cancel", "Mark", "Filter", "Freeze"):
             assert any(t.startswith(words) for t in titles), words
-        raise_cmd = next(c for c in app.get_system_commands(app.screen) if c.title.startswith("+Prio"))
+        raise_cmd = next(c for c in app.get_system_commands(app.screen) if c.title.startswith("Raise"))
         raise_cmd.callback()
         await wait_for(lambda: table(app).tasks[shown_ids(app)[0]].priority == 4, "palette ran +")
 

@@ -102,3 +102,26 @@ def test_history_screen(snap_compare: Compare, snap_app: VigilApp) -> None:
 
 def test_costs_screen(snap_compare: Compare, snap_app: VigilApp, tmp_path: Path) -> None:
     assert snap_compare(snap_app, terminal_size=(110, 30), run_before=loaded("CostsScreen", "5"))
+
+
+# The footer (Help and Quit always at its end), the help and the palette, at the
+# smallest supported terminal and a large one.
+SIZES = pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
+
+
+def test_queue_screen_at_160x45(snap_compare: Compare, snap_app: VigilApp) -> None:
+    assert snap_compare(snap_app, terminal_size=(160, 45), run_before=loaded("QueueScreen"))
+
+
+@SIZES
+def test_help(snap_compare: Compare, snap_app: VigilApp, size: tuple[int, int]) -> None:
+    assert snap_compare(snap_app, terminal_size=size, run_before=loaded("HelpScreen", "question_mark"))
+
+
+@SIZES
+def test_palette(snap_compare: Compare, snap_app: VigilApp, size: tuple[int, int]) -> None:
+    async def typed(pilot: Pilot[Any]) -> None:
+        await loaded("CommandPalette", "ctrl+p", *"de")(pilot)
+        await pilot.pause(0.3)  # the palette searches in a worker
+
+    assert snap_compare(snap_app, terminal_size=size, run_before=typed)
