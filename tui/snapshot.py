@@ -32,6 +32,7 @@ from vigil.store import CostGroup, Store
 
 LIVE_LIMIT = 500  # rows in the live queue table; more are counted, not shown
 HISTORY_PAGE = 100
+ACTIVE_LIMIT = 20  # running tasks read for the header (one per lane)
 HOUR_MS = 3_600_000
 
 
@@ -55,6 +56,7 @@ class QueueSnapshot:
     tokens_today: int = 0
     hourly_cost: tuple[float, ...] = field(default_factory=lambda: (0.0,) * 24)
     limited: bool = False  # more rows matched than the table shows
+    active: tuple[Task, ...] = ()  # the running tasks, from the tasks table (newest first)
 
 
 def start_of_day(now_ms: int) -> int:
@@ -74,7 +76,7 @@ def next_to_run(tasks: tuple[Task, ...], now_ms: int) -> int | None:
 
 
 async def load_queue(store: Store, flt: TaskFilter, now_ms: int) -> QueueSnapshot:
-    """One refresh of the queue screen (six bounded queries)."""
+    """One refresh of the queue screen (seven bounded queries)."""
     if flt.wants_finished:
         rows = await store.list_tasks(statuses=flt.statuses, limit=LIVE_LIMIT)
         ordered = tuple(rows)
@@ -92,6 +94,9 @@ async def load_queue(store: Store, flt: TaskFilter, now_ms: int) -> QueueSnapsho
     today = start_of_day(now_ms)
     today_rows = await store.cost_rollup(since_ms=today, by=CostGroup.DAY)
     open_count = sum(n for status, n in counts.items() if status not in FINISHED_STATUSES)
+    # The header names the running task from the tasks table (a claim is seen at the
+    # next probe), not from the heartbeat, which lags by up to a heartbeat.
+    active = await store.list_tasks(statuses=(TaskStatus.ACTIVE,), limit=ACTIVE_LIMIT)
     return QueueSnapshot(
         taken_at=now_ms,
         tasks=shown,
@@ -104,6 +109,7 @@ async def load_queue(store: Store, flt: TaskFilter, now_ms: int) -> QueueSnapsho
         tokens_today=sum(r.tokens_in + r.tokens_out for r in today_rows),
         hourly_cost=hourly,
         limited=len(ordered) >= LIVE_LIMIT and (flt.wants_finished or open_count > LIVE_LIMIT),
+        active=tuple(active),
     )
 
 
