@@ -129,9 +129,9 @@ class QueueScreen(LiveScreen):
         header.tick(now)
         self.table.tick(now)
 
-    def paused_changed(self) -> None:
+    def frozen_changed(self) -> None:
         badge = Text()
-        if self.live_paused:
+        if self.frozen:
             badge.append(" FROZEN ", style="bold black on cyan")
             waiting = self.changes_waiting
             badge.append(f" {waiting} {'change' if waiting == 1 else 'changes'} waiting (p)", style="cyan")
@@ -180,7 +180,7 @@ class QueueScreen(LiveScreen):
 
     def set_filter(self, flt: TaskFilter) -> None:
         self.filter = flt
-        self.reload()
+        self.reload(even_frozen=True)
 
     def action_filter_status(self, status: str) -> None:
         self.set_filter(self.filter.with_status(TaskStatus(status)))
@@ -204,11 +204,11 @@ class QueueScreen(LiveScreen):
             self.refresh_bindings()
 
     def action_freeze(self) -> None:
-        self.live_paused = not self.live_paused
+        self.frozen = not self.frozen
         waiting, self.changes_waiting = self.changes_waiting, 0
-        self.paused_changed()
-        if not self.live_paused and waiting:
-            self.reload()
+        self.frozen_changed()
+        if not self.frozen and waiting:
+            self.reload()  # thawed: catch up on what was counted
 
     def action_follow(self) -> None:
         self.following = not self.following
