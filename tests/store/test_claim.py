@@ -154,3 +154,15 @@ def test_claim_order_equals_sorting_the_due_tasks(
                 await store.close()
 
     asyncio.run(run())
+
+
+async def test_set_executor_records_it_on_the_run_and_the_active_task(store: Store) -> None:
+    added = await store.add_task(new("a command skill's task"))
+    claimed = await store.claim_next(worker="w1", lease_ms=1000, executor="dry-run")
+    assert claimed is not None
+    await store.set_executor(claimed, "command")
+    assert (await store.get_task(claimed.task.id)).executor == "command"
+    (run,) = await store.list_runs(added.task_id or 0)
+    assert run.executor == "command"
+    finished = await store.finish(claimed, success(), TaskStatus.COMPLETED, worker="w1")
+    assert finished.executor == "command"
