@@ -69,7 +69,7 @@ def group_of(node: DOMNode, screen: Screen[object], binding: Binding) -> str:
         return "View" if name in VIEW_ACTIONS else "Task"
     if node is screen.app and "." not in name:
         return APP_GROUPS.get(name, "App")
-    return "Table and text"
+    return "View" if name in VIEW_ACTIONS else "Table and text"  # a widget's: g/G jump
 
 
 def screen_keys(screen: Screen[object]) -> list[KeyInfo]:

@@ -14,9 +14,11 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.events import Resize
 from textual.widgets import Input, Static
 
-from tui.cells import one_line
+from tui.cells import COLUMNS, one_line
+from tui.columns import needed
 from tui.context import Context
 from tui.detail import DetailPane
 from tui.dialogs import ConfirmDialog, preview
@@ -32,6 +34,9 @@ from tui.steering import Action, applies, apply_many, summarize
 from vigil.errors import InputError
 from vigil.models import NewTask, Task, TaskStatus
 
+DETAIL_PERCENT = 40  # the pane's width (DetailPane's CSS), and at least DETAIL_MIN cells
+DETAIL_MIN = 30
+DETAIL_SUBJECT_MIN = 24  # beside the pane, the table keeps at least this much subject
 WRITE_ACTIONS = frozenset({"new_task", "raise", "lower", "defer", "cancel", "retry", "approve", "reject"})
 TASK_ACTIONS = {"raise": Action.RAISE, "lower": Action.LOWER, "defer": Action.DEFER, "cancel": Action.CANCEL}
 TASK_ACTIONS |= {"retry": Action.RETRY, "approve": Action.APPROVE, "reject": Action.REJECT}
@@ -70,6 +75,7 @@ class QueueScreen(LiveScreen):
         self.following = False
         self.snapshot: QueueSnapshot | None = None
         self._select_after_load: int | None = None  # a task just added: highlight it
+        self._detail_chosen: bool | None = None  # i shows or hides the pane; None: by width
 
     def compose(self) -> ComposeResult:
         yield Banner()
@@ -87,10 +93,19 @@ class QueueScreen(LiveScreen):
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
-        # The table needs ~100 columns; below 130 the detail pane starts hidden (i shows it).
-        self.query_one(DetailPane).display = self.app.size.width >= 130
+        self._fit_detail(self.app.size.width)
         self.set_interval(1.0, self.tick)
         self.query_one(QueueTable).focus()
+
+    def on_resize(self, event: Resize) -> None:
+        self._fit_detail(event.size.width)
+
+    def _fit_detail(self, width: int) -> None:
+        """Show the detail pane only where the table still fits beside it (its
+        required columns, with a readable subject), until ``i`` decides."""
+        if self._detail_chosen is None:
+            pane = max(DETAIL_MIN, width * DETAIL_PERCENT // 100)
+            self.query_one(DetailPane).display = width - pane >= needed(COLUMNS, DETAIL_SUBJECT_MIN)
 
     # --- data -----------------------------------------------------------------------
     @property
@@ -224,7 +239,7 @@ class QueueScreen(LiveScreen):
 
     def action_toggle_detail(self) -> None:
         detail = self.query_one(DetailPane)
-        detail.display = not detail.display
+        detail.display = self._detail_chosen = not detail.display
 
     def action_open(self) -> None:
         from tui.task_screen import TaskScreen

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey
+
 from tests.tui.conftest import AppFactory, add, wait_for
-from tests.tui.helpers import queue, shown_ids, table
+from tests.tui.helpers import cell, queue, shown_ids, table
+from tui.detail import DetailPane
 from tui.dialogs import HelpScreen
 from tui.forms import DeferForm
+from tui.history_screen import HistoryScreen
+from vigil.models import TaskStatus
 from vigil.store import Store
 
 
@@ -36,3 +42,53 @@ async def test_a_frozen_view_stays_frozen_through_dialogs_and_own_writes(make_ap
         await pilot.press("p")
         await wait_for(lambda: len(shown_ids(app)) == 2, "thawed and caught up")
         assert table(app).tasks[first].priority == 4
+
+
+async def test_columns_fit_the_width_and_shrink_again(make_app: AppFactory, db: Store) -> None:
+    for n in range(3):
+        await add(db, f"task {n} " + "with a long subject " * 8, source="sensor:github-notifications")
+    app = make_app()
+    async with app.run_test(size=(160, 30)) as pilot:
+        await wait_for(lambda: len(shown_ids(app)) == 3, "rows")
+        grid = table(app)
+        pane = queue(app).query_one(DetailPane)
+        assert pane.display
+        await pilot.pause()
+        assert {"status", "source"} <= set(grid.column_keys)
+        assert grid.virtual_size.width <= grid.size.width  # nothing behind a horizontal scrollbar
+        wide = grid.columns[ColumnKey("subject")].width
+        await pilot.resize_terminal(80, 24)
+        await wait_for(lambda: not pane.display, "the pane goes when the table would not fit beside it")
+        await pilot.pause()
+        assert {"status", "source"} <= set(grid.column_keys)
+        assert grid.virtual_size.width <= grid.size.width
+        assert grid.columns[ColumnKey("subject")].width < wide
+        assert cell(app, shown_ids(app)[0], "subject").startswith("task 0 with a long")
+
+
+async def test_history_keeps_status_source_and_time_at_80_columns_and_shows_errors(
+    make_app: AppFactory, db: Store
+) -> None:
+    failed = await add(db, "renew the certificate", source="sensor:certs")
+    await db.close_task(failed, TaskStatus.FAILED, "permission denied", actor="agent")
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        await wait_for(lambda: isinstance(app.screen, HistoryScreen) and bool(app.screen.rows), "history")
+        grid = app.screen.query_one(DataTable)
+        keys = [c.key.value for c in grid.ordered_columns]
+        assert {"id", "status", "subject", "source", "finished"} <= set(keys)
+        await pilot.resize_terminal(120, 24)
+        await wait_for(lambda: "result" in [c.key.value for c in grid.ordered_columns], "room for the error")
+        assert grid.get_cell(str(failed), "result").plain == "permission denied"
+
+
+async def test_g_and_end_jump_to_the_last_row_and_home_and_g_to_the_first(make_app: AppFactory, db: Store) -> None:
+    for n in range(30):
+        await add(db, f"t{n}")
+    app = make_app()
+    async with app.run_test(size=(100, 24)) as pilot:
+        await wait_for(lambda: len(shown_ids(app)) == 30, "rows")
+        for key, row in (("G", 29), ("g", 0), ("end", 29), ("home", 0)):
+            await pilot.press(key)
+            assert table(app).cursor_row == row, key
