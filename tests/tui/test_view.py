@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from textual.widgets import DataTable
+from textual.widgets import Button, DataTable, Input
 from textual.widgets.data_table import ColumnKey
 
 from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import cell, queue, shown_ids, table
 from tui.detail import DetailPane
 from tui.dialogs import HelpScreen
-from tui.forms import DeferForm
+from tui.forms import DeferForm, NewTaskForm
 from tui.history_screen import HistoryScreen
+from vigil.clock import ManualClock
 from vigil.models import TaskStatus
 from vigil.store import Store
 
@@ -92,3 +93,47 @@ async def test_g_and_end_jump_to_the_last_row_and_home_and_g_to_the_first(make_a
         for key, row in (("G", 29), ("g", 0), ("end", 29), ("home", 0)):
             await pilot.press(key)
             assert table(app).cursor_row == row, key
+
+
+async def test_defer_starts_on_the_presets_and_says_what_it_accepts(
+    make_app: AppFactory, db: Store, clock: ManualClock
+) -> None:
+    a = await add(db, "a")
+    b = await add(db, "b")
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(lambda: shown_ids(app) == [a, b], "rows")
+        await pilot.press("d")
+        await wait_for(lambda: isinstance(app.screen, DeferForm), "defer dialog")
+        assert isinstance(app.screen.focused, Button)
+        assert app.screen.focused.id == "preset-1h"
+        await pilot.press("right", "enter")  # the second preset: 4 hours
+        await wait_for(lambda: table(app).tasks[a].scheduled_for == clock.now_ms() + 4 * 3_600_000, "deferred 4h")
+        await wait_for(lambda: table(app).current_id == a, "cursor stays on a")
+        await pilot.press("up", "d")
+        await wait_for(lambda: isinstance(app.screen, DeferForm), "defer dialog")
+        form = app.screen
+        await pilot.click("#when")
+        await pilot.press("enter")  # nothing typed
+        error = str(form.query_one("#error").render())
+        assert "a duration from now (90s, 30m" in error
+        assert "ISO 8601" in error
+        await pilot.press(*"tomorrow", "enter")
+        assert "invalid time 'tomorrow': expected a duration from now" in str(form.query_one("#error").render())
+        assert app.screen is form
+
+
+async def test_new_task_due_field_takes_what_the_cli_takes(make_app: AppFactory, db: Store) -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await wait_for(lambda: queue(app).loads >= 1, "loaded")
+        await pilot.press("n")
+        await wait_for(lambda: isinstance(app.screen, NewTaskForm), "form")
+        form = app.screen
+        form.query_one("#subject", Input).value = "x"
+        form.query_one("#due", Input).value = "tomorrow"
+        await pilot.press("ctrl+s")
+        assert "expected a duration from now (90s, 30m, 2h, 1d" in str(form.query_one("#error").render())
+        form.query_one("#due", Input).value = "1d"
+        await pilot.press("ctrl+s")
+        await wait_for(lambda: len(shown_ids(app)) == 1, "added")
