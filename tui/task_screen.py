@@ -91,6 +91,7 @@ class TaskScreen(LiveScreen):
         self.task_id = task_id
         self.detail: TaskDetail | None = None
         self._tail_key: tuple[str, int] | None = None
+        self._shown: dict[str, str] = {}  # Markdown text shown, by selector
 
     def compose(self) -> ComposeResult:
         yield Banner()
@@ -111,7 +112,20 @@ class TaskScreen(LiveScreen):
         yield KeyBar(self.ctx)
 
     def on_mount(self) -> None:
+        # Anchored but released: the page opens at the top; once the reader goes to
+        # the bottom (End), it stays there as the transcript grows, until they
+        # scroll up again.
+        scroll = self.query_one(VerticalScroll)
+        scroll.anchor()
+        scroll.release_anchor()
         self.set_interval(1.0, self._tail)
+
+    def _markdown(self, selector: str, text: str) -> None:
+        """Re-render only on change: a re-rendered Markdown shrinks for a moment,
+        which moved the reader's place on every reload (after a dialog closed)."""
+        if self._shown.get(selector) != text:
+            self._shown[selector] = text
+            self.query_one(selector, Markdown).update(text)
 
     async def load(self) -> TaskDetail | None:
         try:
@@ -134,9 +148,9 @@ class TaskScreen(LiveScreen):
         if detail.depends_on:
             fields.add_row("depends on", Text(", ".join(f"#{d}" for d in detail.depends_on)))
         self.query_one("#fields", Static).update(fields)
-        self.query_one("#description", Markdown).update(task.description or "*(none)*")
+        self._markdown("#description", task.description or "*(none)*")
         result = "\n\n".join(part for part in (task.result_summary, task.result_detail) if part)
-        self.query_one("#result", Markdown).update(result or "*(none yet)*")
+        self._markdown("#result", result or "*(none yet)*")
         self.query_one("#runs", Static).update(runs_table(detail.runs) if detail.runs else Text("none", style="dim"))
         notes = Text()
         for note in detail.notes:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from textual.containers import VerticalScroll
 from textual.widgets import Button, DataTable, Input
 from textual.widgets.data_table import ColumnKey
 
+from dispatch.attempt import transcript_path
 from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import cell, queue, shown_ids, table
 from tui.detail import DetailPane
-from tui.dialogs import HelpScreen
+from tui.dialogs import ConfirmDialog, HelpScreen
 from tui.forms import DeferForm, NewTaskForm
 from tui.history_screen import HistoryScreen
+from tui.task_screen import TaskScreen
 from vigil.clock import ManualClock
+from vigil.config import Settings
 from vigil.models import TaskStatus
 from vigil.store import Store
 
@@ -137,3 +141,38 @@ async def test_new_task_due_field_takes_what_the_cli_takes(make_app: AppFactory,
         form.query_one("#due", Input).value = "1d"
         await pilot.press("ctrl+s")
         await wait_for(lambda: len(shown_ids(app)) == 1, "added")
+
+
+async def test_the_live_transcript_follows_new_output_and_dialogs_keep_the_place(
+    make_app: AppFactory, db: Store, settings: Settings
+) -> None:
+    task_id = await add(db, "talks a lot")
+    claim = await db.claim_next(worker="d", lease_ms=600_000)
+    assert claim is not None
+    path = transcript_path(settings, task_id, claim.attempt)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"line {n}\n" for n in range(30)))
+    app = make_app()
+    async with app.run_test(size=(100, 24)) as pilot:
+        await wait_for(lambda: shown_ids(app) == [task_id], "row")
+        await pilot.press("enter")
+        await wait_for(lambda: isinstance(app.screen, TaskScreen) and app.screen.loads >= 1, "task screen")
+        scroll = app.screen.query_one(VerticalScroll)
+        await wait_for(lambda: "line 29" in str(app.screen.query_one("#transcript").render()), "transcript")
+        await pilot.press("end")
+        await wait_for(lambda: scroll.scroll_y == scroll.max_scroll_y > 0, "at the bottom")
+        bottom = scroll.max_scroll_y
+        with path.open("a") as out:
+            out.write("".join(f"more {n}\n" for n in range(10)))
+        await wait_for(lambda: "more 9" in str(app.screen.query_one("#transcript").render()), "new output shown")
+        await pilot.pause(0.2)
+        assert scroll.scroll_y == scroll.max_scroll_y  # still at the (new) bottom
+        scroll.scroll_to(y=bottom // 2, animate=False, immediate=True)
+        await pilot.pause()
+        middle = scroll.scroll_y
+        await pilot.press("x")
+        await wait_for(lambda: isinstance(app.screen, ConfirmDialog), "cancel dialog")
+        await pilot.press("n")
+        await wait_for(lambda: isinstance(app.screen, TaskScreen) and app.screen.loads >= 2, "back, reloaded")
+        await pilot.pause(0.2)
+        assert scroll.scroll_y == middle
