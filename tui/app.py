@@ -35,6 +35,7 @@ from tui.queue_screen import QueueScreen
 from tui.safety import guard_handlers, guarded
 from tui.sensors_screen import SensorsScreen
 from tui.steering import ACTOR
+from tui.times import Times
 from tui.watcher import DatabaseWatcher
 from vigil.clock import Clock
 from vigil.config import Settings
@@ -58,6 +59,7 @@ class VigilApp(App[str]):
         Binding("3", "show('history')", "History", show=False, tooltip="History screen: finished tasks"),
         Binding("4", "show('sensors')", "Sensors", show=False, tooltip="Sensors screen"),
         Binding("5", "show('costs')", "Costs", show=False, tooltip="Costs screen: spend per day, skill, model"),
+        Binding("z", "toggle_utc", "UTC/local", show=False, tooltip="show times in UTC, or in local time again"),
         Binding("L", "loop_gate", "Pause loop", tooltip="Pause the loop, or resume it when paused or gated"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Help: every key of this screen"),
         Binding("ctrl+q", "quit_app", "Quit", priority=True, tooltip="Quit (asks first if it started the loop)"),
@@ -89,7 +91,8 @@ class VigilApp(App[str]):
 
     async def on_mount(self) -> None:
         store = await self.opener()
-        self.ctx = Context(store=store, clock=self.clock, settings=self.settings, readonly=self.readonly)
+        times = Times(self.settings.tui.timezone)
+        self.ctx = Context(store=store, clock=self.clock, settings=self.settings, readonly=self.readonly, times=times)
         file = self.settings.store.path if self.settings.store.url is None else None
         self.watcher = DatabaseWatcher(store, file, self.opener)
         await self.watcher.probe()  # the first load comes from showing the screen, not the probe
@@ -186,6 +189,14 @@ class VigilApp(App[str]):
     def action_show_task(self) -> None:
         self.action_show("queue")
         self.queue_screen.action_open()
+
+    def action_toggle_utc(self) -> None:
+        times = self.ctx.times
+        times.utc = not times.utc
+        self.notify("times in UTC (z: local time)" if times.utc else "times in local time (z: UTC)", markup=False)
+        for screen in self.screen_stack:
+            if isinstance(screen, LiveScreen) and screen.is_attached:
+                screen.times_changed()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(screen_keys(self.screen), now_labels(self.ctx)))

@@ -90,6 +90,7 @@ class CostsScreen(LiveScreen):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx, name="costs")
         self.days = 7
+        self.costs: CostSnapshot | None = None  # what is shown (None: not loaded yet)
 
     def compose(self) -> ComposeResult:
         yield Banner()
@@ -103,15 +104,18 @@ class CostsScreen(LiveScreen):
         yield KeyBar(self.ctx)
 
     async def load(self) -> CostSnapshot:
-        return await load_costs(self.ctx.store, self.ctx.clock.now_ms(), self.days, self.ctx.settings.budget)
+        ctx = self.ctx
+        return await load_costs(ctx.store, ctx.clock.now_ms(), self.days, ctx.settings.budget, ctx.times)
 
     def apply(self, data: Any) -> None:
         costs: CostSnapshot = data
+        self.costs = costs
         total = sum(r.cost_usd for r in costs.by_day)
         used = sum(r.tokens_in + r.tokens_out for r in costs.by_day)
         runs = sum(r.runs for r in costs.by_day)
         summary = Text(f"last {self.days} day{'s' if self.days > 1 else ''}: ", style="bold")
-        summary.append(f"{money(total)} · {tokens(used)} tokens · {runs} runs   ([ and ] change the window)")
+        summary.append(f"{money(total)} · {tokens(used)} tokens · {runs} run{'' if runs == 1 else 's'}")
+        summary.append("   ([ and ] change the window)")
         self.query_one("#budget", Static).update(budget_text(costs.budget, self.ctx.settings.budget.urgent_priority))
         self.query_one("#summary", Static).update(summary)
         self.query_one("#chart", Static).update(day_chart(costs.by_day))

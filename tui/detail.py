@@ -14,18 +14,18 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from tui.cells import STATUS_STYLE, money, relative
-from vigil.clock import iso_utc
+from tui.times import Times
 from vigil.models import Task
 
 
-def field_table(task: Task, now_ms: int) -> Table:
-    """Label/value rows for a task; values are plain ``Text``."""
+def field_table(task: Task, now_ms: int, times: Times) -> Table:
+    """Label/value rows for a task; values are plain ``Text``; times as ``times`` shows them."""
     table = Table.grid(padding=(0, 1))
     table.add_column(style="dim", no_wrap=True)
     table.add_column(overflow="fold")
 
     def when(ms: int | None) -> Text:
-        return Text("—" if ms is None else f"{iso_utc(ms)} ({relative(ms, now_ms)})")
+        return Text("—" if ms is None else f"{times.at(ms)} ({relative(ms, now_ms)})")
 
     rows: list[tuple[str, Text]] = [
         ("status", Text(str(task.status) + (" (cancel requested)" if task.cancel_requested else ""))),
@@ -51,10 +51,10 @@ def field_table(task: Task, now_ms: int) -> Table:
     return table
 
 
-def task_summary(task: Task, now_ms: int) -> RenderableType:
+def task_summary(task: Task, now_ms: int, times: Times) -> RenderableType:
     title = Text(f"#{task.id} ", style="bold")
     title.append(task.subject, style=f"bold {STATUS_STYLE[task.status]}".strip())
-    parts: list[RenderableType] = [title, field_table(task, now_ms)]
+    parts: list[RenderableType] = [title, field_table(task, now_ms, times)]
     if task.description:
         parts += [Text("description", style="dim underline"), Text(task.description)]
     if task.result_summary:
@@ -69,8 +69,9 @@ class DetailPane(VerticalScroll):
     DetailPane { width: 40%; min-width: 30; border-left: solid $primary; padding: 0 1; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, times: Times, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.times = times
         self.shown: Task | None = None
         self._body = Static()
 
@@ -82,4 +83,4 @@ class DetailPane(VerticalScroll):
         if task is None:
             self._body.update(Text("no task highlighted", style="dim"))
         else:
-            self._body.update(task_summary(task, now_ms))
+            self._body.update(task_summary(task, now_ms, self.times))

@@ -34,7 +34,7 @@ VIEW_ACTIONS = frozenset(
         "window",
     }
 )
-APP_GROUPS = {"show": "Screens", "show_task": "Screens", "loop_gate": "Loop"}
+APP_GROUPS = {"show": "Screens", "show_task": "Screens", "loop_gate": "Loop", "toggle_utc": "View"}
 
 
 @dataclass(frozen=True)

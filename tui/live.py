@@ -97,6 +97,11 @@ class LiveScreen(Screen[None]):
         if event.state is WorkerState.ERROR and event.worker.error is not None:
             report(self, event.worker.error, f"refreshing {self.title or 'the screen'}")
 
+    def times_changed(self) -> None:
+        """``z`` switched between local time and UTC: show the times again. By
+        default a reload (a frozen view is frozen in its rows, not its clock)."""
+        self.reload(even_frozen=True)
+
     def show_banner(self) -> None:
         """Show ``ctx.banner`` in this screen's ``Banner`` (if it has one)."""
         for banner in self.query(Banner):

@@ -88,7 +88,7 @@ class QueueScreen(LiveScreen):
         yield Static(id="filter-note")
         with Horizontal(id="main"):
             yield QueueTable(id="queue")
-            yield DetailPane(id="detail")
+            yield DetailPane(self.ctx.times, id="detail")
         yield KeyBar(self.ctx)
 
     def on_mount(self) -> None:
@@ -107,13 +107,19 @@ class QueueScreen(LiveScreen):
             pane = max(DETAIL_MIN, width * DETAIL_PERCENT // 100)
             self.query_one(DetailPane).display = width - pane >= needed(COLUMNS, DETAIL_SUBJECT_MIN)
 
+    def times_changed(self) -> None:
+        """Only the detail pane shows clock times; re-show it (no query, so a frozen
+        view stays frozen); "today" follows at the next refresh."""
+        self.query_one(DetailPane).show(self.table.current, self.ctx.clock.now_ms())
+
     # --- data -----------------------------------------------------------------------
     @property
     def table(self) -> QueueTable:
         return self.query_one(QueueTable)
 
     async def load(self) -> QueueSnapshot:
-        return await load_queue(self.ctx.store, self.filter, self.ctx.clock.now_ms())
+        now = self.ctx.clock.now_ms()
+        return await load_queue(self.ctx.store, self.filter, now, today_ms=self.ctx.times.start_of_day(now))
 
     def apply(self, data: Any) -> None:
         snapshot: QueueSnapshot = data

@@ -8,10 +8,11 @@ trigger-kept ``status_counts`` table. ``now_ms`` comes from the app's clock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from tui.filters import TaskFilter
+from tui.times import Times
 from vigil.budget import BudgetUse, budget_use
 from vigil.clock import MS_PER_DAY
 from vigil.config import BudgetSettings
@@ -75,8 +76,9 @@ def next_to_run(tasks: tuple[Task, ...], now_ms: int) -> int | None:
     return None
 
 
-async def load_queue(store: Store, flt: TaskFilter, now_ms: int) -> QueueSnapshot:
-    """One refresh of the queue screen (seven bounded queries)."""
+async def load_queue(store: Store, flt: TaskFilter, now_ms: int, *, today_ms: int | None = None) -> QueueSnapshot:
+    """One refresh of the queue screen (seven bounded queries). ``today_ms``: the
+    start of the day whose spend the header shows (None: the UTC day)."""
     if flt.wants_finished:
         rows = await store.list_tasks(statuses=flt.statuses, limit=LIVE_LIMIT)
         ordered = tuple(rows)
@@ -91,7 +93,7 @@ async def load_queue(store: Store, flt: TaskFilter, now_ms: int) -> QueueSnapsho
     hourly = tuple(
         by_hour[key].cost_usd if (key := hour_key(first_hour + i * HOUR_MS)) in by_hour else 0.0 for i in range(24)
     )
-    today = start_of_day(now_ms)
+    today = start_of_day(now_ms) if today_ms is None else today_ms
     today_rows = await store.cost_rollup(since_ms=today, by=CostGroup.DAY)
     open_count = sum(n for status, n in counts.items() if status not in FINISHED_STATUSES)
     # The header names the running task from the tasks table (a claim is seen at the
@@ -163,11 +165,40 @@ class CostSnapshot:
     budget: BudgetUse
 
 
-async def load_costs(store: Store, now_ms: int, days: int, budget: BudgetSettings) -> CostSnapshot:
-    since = start_of_day(now_ms) - (days - 1) * MS_PER_DAY
+def days_of(hours: list[CostRow], times: Times) -> tuple[CostRow, ...]:
+    """Hourly rows (UTC ``YYYY-MM-DDTHH`` keys) summed into the days of the zone
+    ``times`` shows: the store groups days by UTC. An hour counts whole in the day
+    it starts in (a zone half an hour off UTC is off by that much), and ``tasks`` is
+    summed over hours (a task whose runs span hours counts in each)."""
+    days: dict[str, CostRow] = {}
+    for row in hours:
+        start = datetime.strptime(row.key, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+        key = times.day(int(start.timestamp() * 1000))
+        old = days.get(key)
+        if old is None:
+            days[key] = replace(row, key=key)
+            continue
+        days[key] = CostRow(
+            key,
+            old.runs + row.runs,
+            old.tasks + row.tasks,
+            old.cost_usd + row.cost_usd,
+            old.api_cost_usd + row.api_cost_usd,
+            old.tokens_in + row.tokens_in,
+            old.tokens_out + row.tokens_out,
+            old.cache_read_tokens + row.cache_read_tokens,
+            old.cache_write_tokens + row.cache_write_tokens,
+        )
+    return tuple(days[key] for key in sorted(days))
+
+
+async def load_costs(store: Store, now_ms: int, days: int, budget: BudgetSettings, times: Times) -> CostSnapshot:
+    """The window is ``days`` days of the zone ``times`` shows, today included."""
+    since = times.start_of_day(now_ms - (days - 1) * MS_PER_DAY)
+    hours = await store.cost_rollup(since_ms=since, by=CostGroup.HOUR)
     return CostSnapshot(
         since_ms=since,
-        by_day=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.DAY)),
+        by_day=days_of(hours, times),
         by_skill=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.SKILL)),
         by_source=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.SOURCE)),
         by_model=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.MODEL)),

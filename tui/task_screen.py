@@ -28,7 +28,7 @@ from tui.live import Banner, LiveScreen
 from tui.safety import guarded
 from tui.snapshot import TaskDetail, load_task
 from tui.steering import Action, applies, apply_many, summarize
-from vigil.clock import iso_utc
+from tui.times import Times
 from vigil.durations import format_duration
 from vigil.errors import TaskNotFound
 from vigil.models import Run, Task, TaskStatus
@@ -46,14 +46,14 @@ TAIL_LINES = 40
 TAIL_BYTES = 64_000
 
 
-def runs_table(runs: tuple[Run, ...]) -> Table:
+def runs_table(runs: tuple[Run, ...], times: Times) -> Table:
     table = Table("#", "outcome", "started", "duration", "cost", "tokens in/out", "model", "error", box=None)
     for run in runs:
         duration = "running" if run.finished_at is None else format_duration(run.finished_at - run.started_at)
         table.add_row(
             str(run.attempt),
             Text(run.outcome or "—"),
-            iso_utc(run.started_at) or "",
+            times.at(run.started_at),
             duration,
             money(run.cost_usd),
             f"{run.tokens_in}/{run.tokens_out}",
@@ -144,22 +144,24 @@ class TaskScreen(LiveScreen):
         title = Text(f"#{task.id} ", style="bold")
         title.append(task.subject, style="bold")
         self.query_one("#title", Static).update(title)
-        fields = field_table(task, now)
+        fields = field_table(task, now, self.ctx.times)
         if detail.depends_on:
             fields.add_row("depends on", Text(", ".join(f"#{d}" for d in detail.depends_on)))
         self.query_one("#fields", Static).update(fields)
         self._markdown("#description", task.description or "*(none)*")
         result = "\n\n".join(part for part in (task.result_summary, task.result_detail) if part)
         self._markdown("#result", result or "*(none yet)*")
-        self.query_one("#runs", Static).update(runs_table(detail.runs) if detail.runs else Text("none", style="dim"))
+        self.query_one("#runs", Static).update(
+            runs_table(detail.runs, self.ctx.times) if detail.runs else Text("none", style="dim")
+        )
         notes = Text()
         for note in detail.notes:
-            notes.append(f"{iso_utc(note.at)} {note.author}: ", style="dim")
+            notes.append(f"{self.ctx.times.at(note.at)} {note.author}: ", style="dim")
             notes.append(note.text + "\n")
         self.query_one("#notes", Static).update(notes or Text("none", style="dim"))
         events = Text()
         for event in detail.events:
-            events.append(f"{iso_utc(event.at)} {event.actor} {event.kind} ", style="dim")
+            events.append(f"{self.ctx.times.at(event.at)} {event.actor} {event.kind} ", style="dim")
             events.append(f"{event.from_value or ''} → {event.to_value or ''}\n")
         self.query_one("#events", Static).update(events)
         self._tail_key = None
@@ -195,6 +197,10 @@ class TaskScreen(LiveScreen):
             widget = self.query_one("#transcript", Static)
             widget.display = True
             widget.update(Text("live transcript\n", style="bold underline") + Text(text))
+
+    def times_changed(self) -> None:
+        if self.detail is not None:
+            self.apply(self.detail)  # the times are formatted in apply; no query
 
     def action_back(self) -> None:
         self.app.pop_screen()

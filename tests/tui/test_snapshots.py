@@ -18,7 +18,7 @@ from textual.widgets import Input
 
 from tui.app import VigilApp
 from vigil.clock import ManualClock
-from vigil.config import Settings
+from vigil.config import Settings, load_settings
 from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, NewTask, Outcome, OutcomeKind, TaskStatus
 from vigil.store import open_store
 
@@ -58,6 +58,10 @@ async def _seed(settings: Settings, clock: ManualClock) -> None:
 
 @pytest.fixture
 def snap_app(settings: Settings) -> VigilApp:
+    # A fixed zone, so that local times and days do not depend on the machine.
+    with (settings.home / "vigil.toml").open("a") as toml:
+        toml.write('\n[tui]\ntimezone = "America/New_York"\n')
+    settings = load_settings(settings.home)
     clock = ManualClock(FROZEN_MS)
     asyncio.run(_seed(settings, clock))
     clock.set(FROZEN_MS)

@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
 from textual.containers import VerticalScroll
-from textual.widgets import Button, DataTable, Input
+from textual.widgets import Button, DataTable, Input, Static
 from textual.widgets.data_table import ColumnKey
 
 from dispatch.attempt import transcript_path
 from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import cell, queue, shown_ids, table
+from tui.app import VigilApp
+from tui.costs_screen import CostsScreen
 from tui.detail import DetailPane
 from tui.dialogs import ConfirmDialog, HelpScreen
 from tui.forms import DeferForm, NewTaskForm
 from tui.history_screen import HistoryScreen
 from tui.task_screen import TaskScreen
 from vigil.clock import ManualClock
-from vigil.config import Settings
-from vigil.models import TaskStatus
-from vigil.store import Store
+from vigil.config import Settings, load_settings, settings_from_mapping
+from vigil.errors import ConfigError
+from vigil.models import NewTask, Outcome, OutcomeKind, TaskStatus
+from vigil.store import Store, open_store
 
 
 async def test_a_frozen_view_stays_frozen_through_dialogs_and_own_writes(make_app: AppFactory, db: Store) -> None:
@@ -176,3 +184,63 @@ async def test_the_live_transcript_follows_new_output_and_dialogs_keep_the_place
         await wait_for(lambda: isinstance(app.screen, TaskScreen) and app.screen.loads >= 2, "back, reloaded")
         await pilot.pause(0.2)
         assert scroll.scroll_y == middle
+
+
+async def test_times_are_local_and_z_switches_to_utc(home: Path, clock: ManualClock) -> None:
+    with (home / "vigil.toml").open("a") as toml:
+        toml.write('\n[tui]\ntimezone = "Asia/Tokyo"\n')
+    settings = load_settings(home)
+    clock.set(1_767_225_600_000 + 20 * 3_600_000)  # 2026-01-01T20:00Z, 05:00 on the 2nd in Tokyo
+    store = await open_store(settings, clock)
+    task_id = (await store.add_task(NewTask("when?"))).task_id
+    await store.close()
+    app = VigilApp(settings, opener=lambda: open_store(settings, clock), clock=clock, probe_interval_s=0.05)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(lambda: shown_ids(app) == [task_id], "row")
+        await pilot.press("enter")
+        await wait_for(lambda: isinstance(app.screen, TaskScreen) and app.screen.loads >= 1, "task screen")
+        fields = app.screen.query_one("#fields", Static)
+        assert "2026-01-02 05:00:00 JST" in plain(fields)
+        await pilot.press("z")
+        await wait_for(lambda: "2026-01-01T20:00:00Z" in plain(fields), "UTC")
+        await pilot.press("z")
+        await wait_for(lambda: "JST" in plain(fields), "local again")
+
+
+async def test_costs_are_grouped_by_local_day(home: Path, clock: ManualClock) -> None:
+    with (home / "vigil.toml").open("a") as toml:
+        toml.write('\n[tui]\ntimezone = "Asia/Tokyo"\n')
+    settings = load_settings(home)
+    store = await open_store(settings, clock)
+    day = 1_767_225_600_000  # 2026-01-01T00:00Z
+    for at, usd in ((day + 10 * 3_600_000, 1.0), (day + 16 * 3_600_000, 2.0)):  # 19:00 and 01:00+1 in Tokyo
+        clock.set(at)
+        await store.add_task(NewTask(f"spend {usd}"))
+        claim = await store.claim_next(worker="w", lease_ms=60_000)
+        assert claim is not None
+        await store.finish(claim, Outcome(OutcomeKind.SUCCESS, cost_usd=usd), TaskStatus.COMPLETED, worker="w")
+    await store.close()
+    clock.set(day + 20 * 3_600_000)
+    app = VigilApp(settings, opener=lambda: open_store(settings, clock), clock=clock, probe_interval_s=0.05)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(lambda: queue(app).loads >= 1, "queue loaded")
+        assert "today $2.00" in plain(queue(app).query_one("#spend", Static))  # the header's today is Tokyo's
+        await pilot.press("5")
+        await wait_for(lambda: isinstance(app.screen, CostsScreen) and app.screen.costs is not None, "costs")
+        screen = app.screen
+        assert isinstance(screen, CostsScreen)
+        assert screen.costs is not None
+        assert [(r.key, r.cost_usd) for r in screen.costs.by_day] == [("2026-01-01", 1.0), ("2026-01-02", 2.0)]
+
+
+def plain(widget: Static) -> str:
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()
+
+
+def test_tui_timezone_must_be_a_known_zone(tmp_path: Path) -> None:
+    assert settings_from_mapping({"tui": {"timezone": "Europe/Paris"}}, tmp_path, None).tui.timezone == "Europe/Paris"
+    assert settings_from_mapping({}, tmp_path, None).tui.timezone is None
+    with pytest.raises(ConfigError, match=r"\[tui\] timezone: expected an IANA time zone"):
+        settings_from_mapping({"tui": {"timezone": "Mars/Olympus"}}, tmp_path, None)
