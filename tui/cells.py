@@ -11,7 +11,7 @@ from rich.text import Text
 
 from tui.columns import Column
 from vigil.durations import format_duration
-from vigil.models import Task, TaskStatus
+from vigil.models import FINISHED_STATUSES, Task, TaskStatus
 
 SUBJECT_CELLS = 120
 
@@ -97,13 +97,15 @@ def coarse_age(ms: int) -> str:
 def task_cells(task: Task, now_ms: int, *, is_next: bool, marked: bool) -> dict[str, Text]:
     """Every column's cell for one task, keyed like ``COLUMNS``."""
     later = is_later(task, now_ms)
-    dim = "dim" if later or task.status is TaskStatus.BLOCKED else ""
+    dim = "dim" if later or task.status in FINISHED_STATUSES or task.status is TaskStatus.BLOCKED else ""
+    # Glyphs that common terminal fonts (DejaVu Sans Mono) have: the clock and the
+    # hourglass used before showed as boxes there.
     if is_next:
         marker = Text("▶", style="bold green")
     elif later:
-        marker = Text("⏲", style="cyan")
+        marker = Text("◷", style="cyan")
     elif task.waiting_on:
-        marker = Text("⧗", style="yellow")
+        marker = Text("◌", style="yellow")
     else:
         marker = Text(" ")
     status = str(task.status) + (" ✗" if task.cancel_requested else "")  # ✗: asked to cancel

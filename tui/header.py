@@ -62,7 +62,7 @@ def dispatcher_text(
         else:
             line.append(", nothing due")
     if gate is not None and not gate.is_open(now_ms):  # paused, or gated and not yet lifted
-        line.append(f"  ⏸ loop {gate.state}", style="bold yellow")
+        line.append(f"  ‖ loop {gate.state}", style="bold yellow")
         if gate.reason:
             line.append(f": {gate.reason}", style="yellow")
         if gate.until is not None:

@@ -86,6 +86,7 @@ class QueueScreen(LiveScreen):
         yield header
         yield Input(id="filter", placeholder="filter: words status:failed source:sensor:inbox skill:web pri<3")
         yield Static(id="filter-note")
+        yield Static(id="empty")
         with Horizontal(id="main"):
             yield QueueTable(id="queue")
             yield DetailPane(self.ctx.times, id="detail")
@@ -129,7 +130,8 @@ class QueueScreen(LiveScreen):
         header.loop_label = self.ctx.loop_label
         header.selected = self.filter.statuses
         header.show(snapshot, now)
-        self.table.reconcile(snapshot.tasks, now, snapshot.next_id)
+        self.table.reconcile(snapshot.tasks + snapshot.recent, now, snapshot.next_id)
+        self._show_empty(snapshot)
         if self._select_after_load is not None and self.table.select_id(self._select_after_load):
             self._select_after_load = None
         elif self.following:
@@ -141,6 +143,31 @@ class QueueScreen(LiveScreen):
             note.append(f"  filter: {self.filter.text}  ({len(snapshot.tasks)} shown, esc clears)", style="dim")
         self.query_one("#filter-note", Static).update(note)
         self.query_one("#filter-note", Static).display = bool(note.plain)
+
+    def _show_empty(self, snapshot: QueueSnapshot) -> None:
+        """Under the table, when nothing is open: what to do next (and that what
+        just finished is the dimmed rows)."""
+        empty = self.query_one("#empty", Static)
+        empty.display = not snapshot.tasks and self.filter.is_empty
+        if not empty.display:
+            return
+        text = Text("Nothing is open.", style="bold")
+        if snapshot.recent:
+            text.append(" The dimmed rows finished in the last few minutes.")
+        text.append("\nPress n to add a task")
+        if self._inbox:
+            text.append(f", or drop a text file in {self._inbox}/")
+        text.append(". `vigil run` (or `vigil tui --with-loop`) works through the queue;")
+        text.append(" 3 shows everything that finished.")
+        empty.update(text)
+
+    @property
+    def _inbox(self) -> str | None:
+        """The folder of the home's inbox sensor, if it has one (from vigil.toml)."""
+        for entry in self.ctx.settings.sensors:
+            if entry.get("use") == "inbox":
+                return str(entry.get("path", "inbox"))
+        return None
 
     @guarded("updating times")
     def tick(self) -> None:

@@ -34,6 +34,9 @@ from vigil.store import CostGroup, Store
 LIVE_LIMIT = 500  # rows in the live queue table; more are counted, not shown
 HISTORY_PAGE = 100
 ACTIVE_LIMIT = 20  # running tasks read for the header (one per lane)
+RECENT_MS = 10 * 60_000  # a task that finished this recently stays in the live table, dimmed
+RECENT_LIMIT = 5
+RAN_STATUSES = (TaskStatus.COMPLETED, TaskStatus.FAILED)
 HOUR_MS = 3_600_000
 
 
@@ -58,6 +61,7 @@ class QueueSnapshot:
     hourly_cost: tuple[float, ...] = field(default_factory=lambda: (0.0,) * 24)
     limited: bool = False  # more rows matched than the table shows
     active: tuple[Task, ...] = ()  # the running tasks, from the tasks table (newest first)
+    recent: tuple[Task, ...] = ()  # completed or failed in the last RECENT_MS (unfiltered view only)
 
 
 def start_of_day(now_ms: int) -> int:
@@ -77,7 +81,7 @@ def next_to_run(tasks: tuple[Task, ...], now_ms: int) -> int | None:
 
 
 async def load_queue(store: Store, flt: TaskFilter, now_ms: int, *, today_ms: int | None = None) -> QueueSnapshot:
-    """One refresh of the queue screen (seven bounded queries). ``today_ms``: the
+    """One refresh of the queue screen (eight bounded queries). ``today_ms``: the
     start of the day whose spend the header shows (None: the UTC day)."""
     if flt.wants_finished:
         rows = await store.list_tasks(statuses=flt.statuses, limit=LIVE_LIMIT)
@@ -99,6 +103,13 @@ async def load_queue(store: Store, flt: TaskFilter, now_ms: int, *, today_ms: in
     # The header names the running task from the tasks table (a claim is seen at the
     # next probe), not from the heartbeat, which lags by up to a heartbeat.
     active = await store.list_tasks(statuses=(TaskStatus.ACTIVE,), limit=ACTIVE_LIMIT)
+    # What just ran stays in view for a while, so a queue that empties within seconds
+    # (a new home, dry-run) does not look as if nothing happened. (A canceled task
+    # goes at once: a person did that, and saw it.)
+    recent: tuple[Task, ...] = ()
+    if flt.is_empty:
+        finished = await store.list_tasks(statuses=RAN_STATUSES, limit=RECENT_LIMIT)
+        recent = tuple(t for t in finished if t.completed_at is not None and now_ms - t.completed_at <= RECENT_MS)
     return QueueSnapshot(
         taken_at=now_ms,
         tasks=shown,
@@ -112,6 +123,7 @@ async def load_queue(store: Store, flt: TaskFilter, now_ms: int, *, today_ms: in
         hourly_cost=hourly,
         limited=len(ordered) >= LIVE_LIMIT and (flt.wants_finished or open_count > LIVE_LIMIT),
         active=tuple(active),
+        recent=recent,
     )
 
 

@@ -9,6 +9,7 @@ from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import notes, queue, shown_ids, table
 from tui.dialogs import ConfirmDialog
 from tui.forms import DeferForm, NewTaskForm
+from tui.snapshot import RECENT_MS
 from vigil.clock import ManualClock
 from vigil.models import TaskStatus
 from vigil.store import Store
@@ -118,9 +119,12 @@ async def test_cancel_of_a_running_task_requests_it(make_app: AppFactory, db: St
         assert (task.status, task.cancel_requested) == (TaskStatus.ACTIVE, True)
 
 
-async def test_retry_of_a_failed_task_from_the_failed_filter(make_app: AppFactory, db: Store) -> None:
+async def test_retry_of_a_failed_task_from_the_failed_filter(
+    make_app: AppFactory, db: Store, clock: ManualClock
+) -> None:
     task_id = await add(db, "will fail")
     await db.close_task(task_id, TaskStatus.FAILED, "broke", actor="agent")
+    clock.advance(RECENT_MS + 60_000)  # failed a while ago: no longer kept in the live table
     app = make_app()
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(lambda: queue(app).loads >= 1, "first load")
@@ -265,10 +269,11 @@ async def test_keys_that_do_not_apply_are_dimmed(make_app: AppFactory, db: Store
         assert state["retry"] is False  # a pending task cannot be retried: shown dimmed
 
 
-async def test_clicking_a_status_count_filters_by_it(make_app: AppFactory, db: Store) -> None:
+async def test_clicking_a_status_count_filters_by_it(make_app: AppFactory, db: Store, clock: ManualClock) -> None:
     await add(db, "pending one")
     failed = await add(db, "failed one")
     await db.close_task(failed, TaskStatus.FAILED, "no", actor="agent")
+    clock.advance(RECENT_MS + 60_000)  # failed a while ago: no longer kept in the live table
     app = make_app()
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(lambda: len(shown_ids(app)) == 1, "pending row")

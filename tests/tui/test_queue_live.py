@@ -48,7 +48,7 @@ async def test_rows_are_in_dispatch_order_with_next_and_later_marked(
         expected = [t.id for t in await db.queue()]
         assert shown_ids(app) == expected == [high, mid, low, later]
         assert cell(app, high, "next") == "▶"
-        assert cell(app, later, "next") == "⏲"
+        assert cell(app, later, "next") == "◷"
         assert cell(app, later, "when").startswith("due in")
         assert cell(app, mid, "next") == " "
 

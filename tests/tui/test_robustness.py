@@ -255,4 +255,4 @@ def test_gate_shows_until_it_lifts_itself() -> None:
     assert "gated: usage limit (until in 10m)" in dispatcher_text(beat, gated, None, now).plain
     lifted = LoopGate(GateState.GATED, "usage limit", until=now - 1)
     assert "gated" not in dispatcher_text(beat, lifted, None, now).plain
-    assert "⏸" not in dispatcher_text(beat, LoopGate(), None, now).plain
+    assert "‖" not in dispatcher_text(beat, LoopGate(), None, now).plain

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Button, DataTable, Input, Static
 from textual.widgets.data_table import ColumnKey
 
+import tui
 from dispatch.attempt import transcript_path
 from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import cell, queue, shown_ids, table
@@ -244,3 +247,45 @@ def test_tui_timezone_must_be_a_known_zone(tmp_path: Path) -> None:
     assert settings_from_mapping({}, tmp_path, None).tui.timezone is None
     with pytest.raises(ConfigError, match=r"\[tui\] timezone: expected an IANA time zone"):
         settings_from_mapping({"tui": {"timezone": "Mars/Olympus"}}, tmp_path, None)
+
+
+async def test_a_new_home_says_what_to_do_and_keeps_what_just_finished_in_view(
+    make_app: AppFactory, db: Store, clock: ManualClock
+) -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 30)):
+        await wait_for(lambda: queue(app).loads >= 1, "loaded")
+        empty = queue(app).query_one("#empty", Static)
+        assert empty.display
+        assert "Press n to add a task" in plain(empty)
+        assert "vigil run" in plain(empty)
+        task_id = await add(db, "done in a second")
+        await wait_for(lambda: shown_ids(app) == [task_id], "row")
+        assert not empty.display
+        claim = await db.claim_next(worker="w", lease_ms=60_000)
+        assert claim is not None
+        await db.finish(claim, Outcome(OutcomeKind.SUCCESS), TaskStatus.COMPLETED, worker="w")
+        await wait_for(lambda: table(app).tasks[task_id].status is TaskStatus.COMPLETED, "finished, still shown")
+        assert "dim" in str(table(app).get_cell(str(task_id), "subject").style)
+        assert empty.display
+        assert "The dimmed rows finished in the last few minutes" in plain(empty)
+        clock.advance(11 * 60_000)
+        await add(db, "later work")  # any change refreshes; the finished one has aged out
+        await wait_for(lambda: task_id not in shown_ids(app), "gone after a while")
+
+
+def test_every_glyph_the_tui_draws_is_in_dejavu_sans_mono() -> None:
+    """A glyph the terminal's font lacks shows as a box (⏲ and ⧗ did)."""
+    font = Path("/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf")
+    if not font.exists() or shutil.which("fc-list") is None:
+        pytest.skip("DejaVu Sans Mono or fc-list is not installed")
+    source = "".join(p.read_text() for p in Path(tui.__file__).parent.glob("*.py"))
+    glyphs = sorted({ch for ch in source if ord(ch) > 0x2000 and ch not in "€"})
+    missing = []
+    for ch in glyphs:
+        found = subprocess.run(
+            ["fc-list", f":charset={ord(ch):04x}", "file"], capture_output=True, text=True, check=True
+        ).stdout
+        if str(font) not in found:
+            missing.append(ch)
+    assert missing == []
