@@ -76,6 +76,7 @@ class QueueScreen(LiveScreen):
         self.snapshot: QueueSnapshot | None = None
         self._select_after_load: int | None = None  # a task just added: highlight it
         self._detail_chosen: bool | None = None  # i shows or hides the pane; None: by width
+        self._filter_error = ""  # why the text in the filter box does not parse ("" = it does)
 
     def compose(self) -> ComposeResult:
         yield Banner()
@@ -132,14 +133,21 @@ class QueueScreen(LiveScreen):
         header.show(snapshot, now)
         self.table.reconcile(snapshot.tasks + snapshot.recent, now, snapshot.next_id)
         self._show_empty(snapshot)
+        self._show_badges()  # a marked task that left the table is no longer marked
         if self._select_after_load is not None and self.table.select_id(self._select_after_load):
             self._select_after_load = None
         elif self.following:
             self._follow_active()
+        self._show_filter_note()
+
+    def _show_filter_note(self) -> None:
+        snapshot = self.snapshot
         note = Text()
-        if snapshot.limited:
+        if snapshot is not None and snapshot.limited:
             note.append(f"showing the first {LIVE_LIMIT} rows; narrow with / to see others", style="yellow")
-        if not self.filter.is_empty:
+        if self._filter_error:
+            note.append(f"  {self._filter_error}", style="red")
+        if not self.filter.is_empty and snapshot is not None:
             note.append(f"  filter: {self.filter.text}  ({len(snapshot.tasks)} shown, esc clears)", style="dim")
         self.query_one("#filter-note", Static).update(note)
         self.query_one("#filter-note", Static).display = bool(note.plain)
@@ -178,11 +186,19 @@ class QueueScreen(LiveScreen):
         self.table.tick(now)
 
     def frozen_changed(self) -> None:
+        self._show_badges()
+
+    def _show_badges(self) -> None:
+        """Beside the loop line: the freeze and the count of marked rows."""
         badge = Text()
         if self.frozen:
             badge.append(" FROZEN ", style="bold black on cyan")
             waiting = self.changes_waiting
             badge.append(f" {waiting} {'change' if waiting == 1 else 'changes'} waiting (p)", style="cyan")
+        if self.table.marks:
+            badge.append("  " if badge else "")
+            badge.append(f" {len(self.table.marks)} marked ", style="bold black on magenta")
+            badge.append(" (esc clears)", style="magenta")
         self.query_one(StatusHeader).set_badges(badge)
 
     @on(QueueTable.Highlighted)
@@ -216,6 +232,22 @@ class QueueScreen(LiveScreen):
         box.value = self.filter.text
         box.focus()
 
+    @on(Input.Changed, "#filter")
+    def _filter_typed(self, event: Input.Changed) -> None:
+        """Filter as you type; text that does not parse yet (``pri<``) keeps the last
+        good filter and says why under the box."""
+        try:
+            flt = parse_filter(event.value)
+        except InputError as err:
+            self._filter_error = str(err)
+            self._show_filter_note()
+            return
+        self._filter_error = ""
+        if flt.text != self.filter.text:
+            self.set_filter(flt)
+        else:
+            self._show_filter_note()
+
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
         try:
@@ -237,9 +269,12 @@ class QueueScreen(LiveScreen):
         box = self.query_one("#filter", Input)
         if box.display:
             box.display = False
+            self._filter_error = ""  # the box is closed: the filter is the last good one
+            self._show_filter_note()
             self.table.focus()
         elif self.table.marks:
             self.table.clear_marks()
+            self._show_badges()
             self.refresh_bindings()
         elif not self.filter.is_empty:
             self.set_filter(TaskFilter())
@@ -249,6 +284,7 @@ class QueueScreen(LiveScreen):
         if current is not None:
             self.table.toggle_mark(current)
             self.table.action_cursor_down()
+            self._show_badges()
             self.refresh_bindings()
 
     def action_freeze(self) -> None:
@@ -392,4 +428,5 @@ class QueueScreen(LiveScreen):
         self.notify(message, severity="information" if ok else "warning", markup=False)
         if self.table.marks:
             self.table.clear_marks()
+            self._show_badges()
         self.reload()

@@ -81,6 +81,13 @@ def is_stale(state: SensorState, now_ms: int) -> bool:
     return overdue or state.consecutive_failures > 0
 
 
+def next_due_cell(state: SensorState, now_ms: int, style: str) -> Text:
+    """When the sensor runs next; a disabled one does not run, whatever was planned."""
+    if not state.enabled:
+        return Text("disabled", style="dim")
+    return Text(relative(state.next_due_at, now_ms) if state.next_due_at else "—", style=style)
+
+
 class SensorsScreen(LiveScreen):
     TITLE = "Sensors"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -123,7 +130,7 @@ class SensorsScreen(LiveScreen):
                 Text(plans.get(s.name, "—")),
                 Text(relative(s.last_run_at, now) if s.last_run_at else "never"),
                 Text(s.last_status or "—", style="red" if s.last_status in ("error", "timeout") else ""),
-                Text(relative(s.next_due_at, now) if s.next_due_at else "—", style=style),
+                next_due_cell(s, now, style),
                 Text(f"{s.created_last}/{s.ignored_last}"),
                 Text(str(s.consecutive_failures), style="red" if s.consecutive_failures else ""),
                 Text(one_line(s.last_error or "", 50), style="red"),

@@ -289,3 +289,33 @@ def test_every_glyph_the_tui_draws_is_in_dejavu_sans_mono() -> None:
         if str(font) not in found:
             missing.append(ch)
     assert missing == []
+
+
+async def test_the_filter_applies_as_you_type(make_app: AppFactory, db: Store) -> None:
+    deploy = await add(db, "deploy the web", priority=2)
+    await add(db, "tidy the wiki", priority=7)
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(lambda: len(shown_ids(app)) == 2, "rows")
+        await pilot.press("slash", *"depl")
+        await wait_for(lambda: shown_ids(app) == [deploy], "filtered without enter")
+        await pilot.press("space", *"pri<")  # not a filter yet: the last good one stays
+        note = queue(app).query_one("#filter-note", Static)
+        await wait_for(lambda: "priority must be a number" in plain(note), "why, under the box")
+        assert queue(app).filter.text == "depl pri"  # the last text that parsed (two words)
+        await pilot.press("3")
+        await wait_for(lambda: queue(app).filter.text == "depl pri<3", "the whole filter")
+        assert shown_ids(app) == [deploy]
+
+
+async def test_the_header_counts_the_marked_rows(make_app: AppFactory, db: Store) -> None:
+    for n in range(3):
+        await add(db, f"t{n}")
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(lambda: len(shown_ids(app)) == 3, "rows")
+        badges = queue(app).query_one("#badges", Static)
+        await pilot.press("space", "space")
+        assert "2 marked" in plain(badges)
+        await pilot.press("escape")
+        assert "marked" not in plain(badges)
