@@ -203,8 +203,18 @@ class QueueScreen(LiveScreen):
 
     @on(QueueTable.Highlighted)
     def _highlighted(self, event: QueueTable.Highlighted) -> None:
-        self.query_one(DetailPane).show(event.task, self.ctx.clock.now_ms())
+        task = event.task
+        self.query_one(DetailPane).show(task, self.ctx.clock.now_ms())
+        if task is not None and task.waiting_on:  # which tasks: one query, for this row only
+            self.run_worker(self._show_dependencies(task), group="deps", exclusive=True, exit_on_error=False)
         self.refresh_bindings()
+
+    @guarded("reading the dependencies")
+    async def _show_dependencies(self, task: Task) -> None:
+        depends_on = await self.ctx.store.dependencies(task.id)
+        pane = self.query_one(DetailPane)
+        if pane.shown is not None and pane.shown.id == task.id:  # still the highlighted one
+            pane.show(task, self.ctx.clock.now_ms(), depends_on)
 
     # --- which keys apply -------------------------------------------------------------
     def _targets(self) -> list[Task]:

@@ -144,9 +144,7 @@ class TaskScreen(LiveScreen):
         title = Text(f"#{task.id} ", style="bold")
         title.append(task.subject, style="bold")
         self.query_one("#title", Static).update(title)
-        fields = field_table(task, now, self.ctx.times)
-        if detail.depends_on:
-            fields.add_row("depends on", Text(", ".join(f"#{d}" for d in detail.depends_on)))
+        fields = field_table(task, now, self.ctx.times, detail.depends_on)
         self.query_one("#fields", Static).update(fields)
         self._markdown("#description", task.description or "*(none)*")
         result = "\n\n".join(part for part in (task.result_summary, task.result_detail) if part)

@@ -319,3 +319,14 @@ async def test_the_header_counts_the_marked_rows(make_app: AppFactory, db: Store
         assert "2 marked" in plain(badges)
         await pilot.press("escape")
         assert "marked" not in plain(badges)
+
+
+async def test_the_pane_names_the_dependencies_by_id(make_app: AppFactory, db: Store) -> None:
+    first = await add(db, "first", priority=1)
+    then = await add(db, "then", priority=1, depends_on=(first,))
+    app = make_app()
+    async with app.run_test(size=(160, 30)) as pilot:
+        await wait_for(lambda: shown_ids(app) == [first, then], "rows")
+        await pilot.press("down")
+        body = queue(app).query_one(DetailPane).query_one(Static)
+        await wait_for(lambda: f"#{first} (1 unfinished)" in plain(body), "the ids, not a count")
