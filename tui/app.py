@@ -31,10 +31,12 @@ from tui.keybar import KeyBar, now_labels
 from tui.keys import KeyInfo, screen_keys
 from tui.live import LiveScreen
 from tui.loop_process import BackgroundLoop
+from tui.loop_state import load_loop
 from tui.queue_screen import QueueScreen
 from tui.safety import guard_handlers, guarded
 from tui.sensors_screen import SensorsScreen
 from tui.steering import ACTOR
+from tui.tabs import LoopLine
 from tui.times import Times
 from tui.watcher import DatabaseWatcher
 from vigil.clock import Clock
@@ -153,9 +155,12 @@ class VigilApp(App[str]):
             self.data_changed()
 
     async def _read_loop_gate(self) -> None:
-        """Keep ``ctx.loop_paused`` true to the store (the ``L`` key's label says it)."""
-        gate = await read_gate(self.ctx.store)
-        paused = not gate.is_open(self.clock.now_ms())
+        """Keep ``ctx.loop`` (every screen's loop line) and ``ctx.loop_paused`` (the
+        ``L`` key's label) true to the store."""
+        self.ctx.loop = await load_loop(self.ctx.store)
+        for line in self.screen.query(LoopLine):
+            line.show_state()
+        paused = not self.ctx.loop.gate.is_open(self.clock.now_ms())
         if paused != self.ctx.loop_paused:
             self.ctx.loop_paused = paused
             for bar in self.screen.query(KeyBar):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from tui.loop_state import LoopState
 from tui.times import Times
 from vigil.clock import Clock
 from vigil.config import Settings
@@ -27,3 +28,4 @@ class Context:
     loop_paused: bool = False  # the loop's gate is closed (paused or gated): L resumes
     banner: str = ""  # a problem with the database, shown on every screen ("" = none)
     times: Times = field(default_factory=Times)  # local time or UTC (z switches)
+    loop: LoopState | None = None  # what the loop does, for the loop line (None: not read yet)

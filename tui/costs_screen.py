@@ -22,6 +22,7 @@ from tui.context import Context
 from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
 from tui.snapshot import CostSnapshot, load_costs
+from tui.tabs import LoopLine, TabBar
 from vigil.budget import BudgetUse, budget_line
 from vigil.models import CostRow
 
@@ -94,6 +95,8 @@ class CostsScreen(LiveScreen):
 
     def compose(self) -> ComposeResult:
         yield Banner()
+        yield TabBar("costs")
+        yield LoopLine(self.ctx)
         with VerticalScroll():
             yield Static(id="budget")
             yield Static(id="summary")

@@ -28,6 +28,7 @@ from tui.queue_table import JumpTable
 from tui.safety import guarded
 from tui.snapshot import HISTORY_PAGE, load_history_page
 from tui.steering import Action, applies, apply_many, summarize
+from tui.tabs import LoopLine, TabBar
 from vigil.models import Task, TaskStatus
 
 HISTORY_COLUMNS = (
@@ -79,6 +80,8 @@ class HistoryScreen(LiveScreen):
 
     def compose(self) -> ComposeResult:
         yield Banner()
+        yield TabBar("history")
+        yield LoopLine(self.ctx)
         yield Input(id="search", placeholder="search finished tasks (enter)")
         yield JumpTable(id="history", cursor_type="row", zebra_stripes=True)
         yield Static(id="status")

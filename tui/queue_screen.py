@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.events import Resize
-from textual.widgets import Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from tui.cells import COLUMNS, one_line
 from tui.columns import needed
@@ -27,10 +27,12 @@ from tui.forms import DeferForm, NewTaskForm, ReasonForm
 from tui.header import STALE_AFTER_MS, STATUS_KEYS, StatusHeader
 from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
+from tui.ordering import SortBy, clicked_sort, next_sort, sort_rows
 from tui.queue_table import QueueTable
 from tui.safety import guarded
 from tui.snapshot import LIVE_LIMIT, QueueSnapshot, load_queue
 from tui.steering import Action, applies, apply_many, summarize
+from tui.tabs import TabBar
 from vigil.errors import InputError
 from vigil.models import NewTask, Task, TaskStatus
 
@@ -62,6 +64,7 @@ class QueueScreen(LiveScreen):
         Binding("R", "reject", "Reject", show=False, tooltip="reject a task that waits for approval, with a reason"),
         Binding("f", "follow", "Follow", show=False, tooltip="keep the cursor on the running task"),
         Binding("i", "toggle_detail", "Detail", show=False, tooltip="show or hide the detail pane"),
+        Binding("s", "sort", "Sort", show=False, tooltip="sort by priority, age, subject, source, cost, or dispatch"),
         Binding("escape", "clear", "Clear", show=False, tooltip="close the filter, else clear marks, else the filter"),
         *[
             Binding(key, f"filter_status('{status}')", f"Only {status}", show=False)
@@ -77,9 +80,11 @@ class QueueScreen(LiveScreen):
         self._select_after_load: int | None = None  # a task just added: highlight it
         self._detail_chosen: bool | None = None  # i shows or hides the pane; None: by width
         self._filter_error = ""  # why the text in the filter box does not parse ("" = it does)
+        self.sort_by: SortBy | None = None  # None: the dispatcher's order
 
     def compose(self) -> ComposeResult:
         yield Banner()
+        yield TabBar("queue")
         header = StatusHeader()
         # The dispatcher writes a heartbeat every [dispatch] heartbeat; three missed
         # ones (and at least a minute) mean it is gone.
@@ -131,7 +136,7 @@ class QueueScreen(LiveScreen):
         header.loop_label = self.ctx.loop_label
         header.selected = self.filter.statuses
         header.show(snapshot, now)
-        self.table.reconcile(snapshot.tasks + snapshot.recent, now, snapshot.next_id)
+        self.table.reconcile(sort_rows(snapshot.tasks + snapshot.recent, self.sort_by), now, snapshot.next_id)
         self._show_empty(snapshot)
         self._show_badges()  # a marked task that left the table is no longer marked
         if self._select_after_load is not None and self.table.select_id(self._select_after_load):
@@ -147,6 +152,10 @@ class QueueScreen(LiveScreen):
             note.append(f"showing the first {LIVE_LIMIT} rows; narrow with / to see others", style="yellow")
         if self._filter_error:
             note.append(f"  {self._filter_error}", style="red")
+        if self.sort_by is not None:
+            column, descending = self.sort_by
+            order = "descending" if descending else "ascending"
+            note.append(f"  sorted by {column}, {order} (s: next; dispatch order after cost)", style="dim")
         if not self.filter.is_empty and snapshot is not None:
             note.append(f"  filter: {self.filter.text}  ({len(snapshot.tasks)} shown, esc clears)", style="dim")
         self.query_one("#filter-note", Static).update(note)
@@ -315,6 +324,19 @@ class QueueScreen(LiveScreen):
             if self.table.tasks[task_id].status is TaskStatus.ACTIVE:
                 self.table.select_id(task_id)
                 return
+
+    def action_sort(self) -> None:
+        self._sort(next_sort(self.sort_by))
+
+    @on(DataTable.HeaderSelected)
+    def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
+        self._sort(clicked_sort(self.sort_by, str(event.column_key.value)))
+
+    def _sort(self, sort_by: SortBy | None) -> None:
+        """Re-order what is shown (no query: a frozen view stays frozen)."""
+        self.sort_by = sort_by
+        if self.snapshot is not None:
+            self.apply(self.snapshot)
 
     def action_toggle_detail(self) -> None:
         detail = self.query_one(DetailPane)

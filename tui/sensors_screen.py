@@ -24,6 +24,7 @@ from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
 from tui.safety import guarded
 from tui.snapshot import load_sensors
+from tui.tabs import LoopLine, TabBar
 from vigil.models import SensorState
 
 STALE_GRACE_MS = 120_000
@@ -101,6 +102,8 @@ class SensorsScreen(LiveScreen):
 
     def compose(self) -> ComposeResult:
         yield Banner()
+        yield TabBar("sensors")
+        yield LoopLine(self.ctx)
         yield Static(Text("Sensors", style="bold"))
         yield DataTable[Text](id="sensors", cursor_type="row", zebra_stripes=True)
         yield Static(id="error")

@@ -28,6 +28,7 @@ from tui.live import Banner, LiveScreen
 from tui.safety import guarded
 from tui.snapshot import TaskDetail, load_task
 from tui.steering import Action, applies, apply_many, summarize
+from tui.tabs import LoopLine, TabBar
 from tui.times import Times
 from vigil.durations import format_duration
 from vigil.errors import TaskNotFound
@@ -95,6 +96,8 @@ class TaskScreen(LiveScreen):
 
     def compose(self) -> ComposeResult:
         yield Banner()
+        yield TabBar("task")
+        yield LoopLine(self.ctx)
         with VerticalScroll():
             yield Static(id="title")
             yield Static(id="fields")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Button, DataTable, Input, Static
 from textual.widgets.data_table import ColumnKey
@@ -23,6 +24,8 @@ from tui.detail import DetailPane
 from tui.dialogs import ConfirmDialog, HelpScreen
 from tui.forms import DeferForm, NewTaskForm
 from tui.history_screen import HistoryScreen
+from tui.live import LiveScreen
+from tui.tabs import LoopLine, TabBar
 from tui.task_screen import TaskScreen
 from vigil.clock import ManualClock
 from vigil.config import Settings, load_settings, settings_from_mapping
@@ -330,3 +333,43 @@ async def test_the_pane_names_the_dependencies_by_id(make_app: AppFactory, db: S
         await pilot.press("down")
         body = queue(app).query_one(DetailPane).query_one(Static)
         await wait_for(lambda: f"#{first} (1 unfinished)" in plain(body), "the ids, not a count")
+
+
+@pytest.mark.parametrize(
+    ("key", "label", "screen_type"), [("3", "3 History", HistoryScreen), ("5", "5 Costs", CostsScreen)]
+)
+async def test_every_screen_says_which_it_is_and_what_the_loop_does(
+    make_app: AppFactory, db: Store, key: str, label: str, screen_type: type[LiveScreen]
+) -> None:
+    running = await add(db, "running")
+    await db.claim_next(worker="w", lease_ms=600_000)
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(lambda: shown_ids(app) == [running], "row")
+        await pilot.press(key)
+        await wait_for(lambda: isinstance(app.screen, screen_type), label)
+        tabs = app.screen.query_one(TabBar).line
+        current = [span for span in tabs.spans if "reverse" in str(span.style)]
+        assert [tabs.plain[span.start : span.end].strip() for span in current] == [label]
+        line = app.screen.query_one(LoopLine)
+        await wait_for(lambda: f"#{running}" in plain(line), "the running task on this screen too")
+
+
+async def test_s_and_a_header_click_sort_by_a_column_and_s_returns_to_dispatch_order(
+    make_app: AppFactory, db: Store, clock: ManualClock
+) -> None:
+    zed = await add(db, "zed", priority=5)
+    alpha = await add(db, "alpha", priority=1, scheduled_for=clock.now_ms() + 3_600_000)  # later: after zed
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(lambda: shown_ids(app) == [zed, alpha], "dispatch order")
+        await pilot.press("s")
+        assert shown_ids(app) == [alpha, zed]  # by priority
+        assert queue(app).sort_by == ("pri", False)
+        queue(app).table.post_message(DataTable.HeaderSelected(table(app), ColumnKey("subject"), 6, Text("subject")))
+        await wait_for(lambda: queue(app).sort_by == ("subject", False), "sorted by the clicked column")
+        assert shown_ids(app) == [alpha, zed]
+        for _ in range(3):  # subject → source → cost → dispatch order
+            await pilot.press("s")
+        assert queue(app).sort_by is None
+        assert shown_ids(app) == [zed, alpha]
