@@ -10,7 +10,7 @@ Groups come in the order of ``GROUPS``: Vigil's own keys first, then the widgets
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from textual.binding import Binding
 from textual.dom import DOMNode
@@ -77,17 +77,23 @@ def screen_keys(screen: Screen[object]) -> list[KeyInfo]:
     focused widget's first, then the screen's, then the app's, each in the order its
     bindings are declared (``grouped`` sorts them for the help)."""
     app = screen.app
-    seen: set[tuple[int, str]] = set()
+    seen: dict[tuple[int, str], int] = {}  # (node, action) → index in keys
     keys: list[KeyInfo] = []
     for active in screen.active_bindings.values():
         binding = active.binding
-        if not binding.description or (id(active.node), binding.action) in seen:
+        if not binding.description:
             continue
-        seen.add((id(active.node), binding.action))
+        shown = app.get_key_display(binding)
+        if (id(active.node), binding.action) in seen:  # another key for the same action
+            n = seen[(id(active.node), binding.action)]
+            if shown not in keys[n].shown.split("/"):  # "+" and "=" both show as "+"
+                keys[n] = replace(keys[n], shown=f"{keys[n].shown}/{shown}")
+            continue
+        seen[(id(active.node), binding.action)] = len(keys)
         keys.append(
             KeyInfo(
                 key=binding.key,
-                shown=app.get_key_display(binding),
+                shown=shown,
                 action=binding.action,
                 label=binding.description,
                 help=binding.tooltip or binding.description,
