@@ -28,9 +28,10 @@ from tui.header import STALE_AFTER_MS, STATUS_KEYS, StatusHeader
 from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
 from tui.ordering import SortBy, clicked_sort, next_sort, sort_rows
+from tui.queue_notes import badges_text, empty_text, filter_note, inbox_folder
 from tui.queue_table import QueueTable
 from tui.safety import guarded
-from tui.snapshot import LIVE_LIMIT, QueueSnapshot, load_queue
+from tui.snapshot import QueueSnapshot, load_queue
 from tui.steering import Action, applies, apply_many, summarize
 from tui.tabs import TabBar
 from vigil.errors import InputError
@@ -146,45 +147,16 @@ class QueueScreen(LiveScreen):
         self._show_filter_note()
 
     def _show_filter_note(self) -> None:
-        snapshot = self.snapshot
-        note = Text()
-        if snapshot is not None and snapshot.limited:
-            note.append(f"showing the first {LIVE_LIMIT} rows; narrow with / to see others", style="yellow")
-        if self._filter_error:
-            note.append(f"  {self._filter_error}", style="red")
-        if self.sort_by is not None:
-            column, descending = self.sort_by
-            order = "descending" if descending else "ascending"
-            note.append(f"  sorted by {column}, {order} (s: next; dispatch order after cost)", style="dim")
-        if not self.filter.is_empty and snapshot is not None:
-            note.append(f"  filter: {self.filter.text}  ({len(snapshot.tasks)} shown, esc clears)", style="dim")
+        note = filter_note(self.snapshot, self.filter, self._filter_error, self.sort_by)
         self.query_one("#filter-note", Static).update(note)
         self.query_one("#filter-note", Static).display = bool(note.plain)
 
     def _show_empty(self, snapshot: QueueSnapshot) -> None:
-        """Under the table, when nothing is open: what to do next (and that what
-        just finished is the dimmed rows)."""
+        """Under the filter bar, when nothing is open: what to do next."""
         empty = self.query_one("#empty", Static)
         empty.display = not snapshot.tasks and self.filter.is_empty
-        if not empty.display:
-            return
-        text = Text("Nothing is open.", style="bold")
-        if snapshot.recent:
-            text.append(" The dimmed rows finished in the last few minutes.")
-        text.append("\nPress n to add a task")
-        if self._inbox:
-            text.append(f", or drop a text file in {self._inbox}/")
-        text.append(". `vigil run` (or `vigil tui --with-loop`) works through the queue;")
-        text.append(" 3 shows everything that finished.")
-        empty.update(text)
-
-    @property
-    def _inbox(self) -> str | None:
-        """The folder of the home's inbox sensor, if it has one (from vigil.toml)."""
-        for entry in self.ctx.settings.sensors:
-            if entry.get("use") == "inbox":
-                return str(entry.get("path", "inbox"))
-        return None
+        if empty.display:
+            empty.update(empty_text(bool(snapshot.recent), inbox_folder(self.ctx.settings.sensors)))
 
     @guarded("updating times")
     def tick(self) -> None:
@@ -199,16 +171,8 @@ class QueueScreen(LiveScreen):
 
     def _show_badges(self) -> None:
         """Beside the loop line: the freeze and the count of marked rows."""
-        badge = Text()
-        if self.frozen:
-            badge.append(" FROZEN ", style="bold black on cyan")
-            waiting = self.changes_waiting
-            badge.append(f" {waiting} {'change' if waiting == 1 else 'changes'} waiting (p)", style="cyan")
-        if self.table.marks:
-            badge.append("  " if badge else "")
-            badge.append(f" {len(self.table.marks)} marked ", style="bold black on magenta")
-            badge.append(" (esc clears)", style="magenta")
-        self.query_one(StatusHeader).set_badges(badge)
+        badges = badges_text(self.changes_waiting if self.frozen else None, len(self.table.marks))
+        self.query_one(StatusHeader).set_badges(badges)
 
     @on(QueueTable.Highlighted)
     def _highlighted(self, event: QueueTable.Highlighted) -> None:
