@@ -24,6 +24,7 @@ from tui.detail import DetailPane
 from tui.dialogs import ConfirmDialog, HelpScreen
 from tui.forms import DeferForm, NewTaskForm
 from tui.history_screen import HistoryScreen
+from tui.keybar import KeyBar
 from tui.live import LiveScreen
 from tui.tabs import LoopLine, TabBar
 from tui.task_screen import TaskScreen
@@ -373,3 +374,18 @@ async def test_s_and_a_header_click_sort_by_a_column_and_s_returns_to_dispatch_o
             await pilot.press("s")
         assert queue(app).sort_by is None
         assert shown_ids(app) == [zed, alpha]
+
+
+async def test_a_frozen_view_and_a_paused_loop_are_named_apart(make_app: AppFactory, db: Store) -> None:
+    await add(db, "x")
+    app = make_app()
+    async with app.run_test(size=(160, 30)) as pilot:
+        await wait_for(lambda: len(shown_ids(app)) == 1, "row")
+        await db.set_loop_values({"gate": {"state": "paused", "reason": "upgrade", "until": None}})
+        loop = queue(app).query_one("#loop", Static)
+        await wait_for(lambda: "loop paused: upgrade" in plain(loop), "the loop's pause")
+        await pilot.press("p")
+        header = plain(loop) + plain(queue(app).query_one("#badges", Static))
+        assert "FROZEN" in header
+        assert "PAUSED" not in header  # the view is frozen; only the loop is paused
+        await wait_for(lambda: "L Resume loop" in str(queue(app).query_one(KeyBar).render()), "L in the footer")
