@@ -87,7 +87,9 @@ class HelpScreen(ModalScreen[None]):
         keys = grouped(list(self._keys))
         # One key column width for every group, set by Vigil's keys ("shift+tab" wraps).
         width = max((len(k.shown) for k in keys if k.group != GROUPS[-1]), default=1)
-        label_width = max((len(self._labels.get(k.name, k.label)) for k in keys if k.group != GROUPS[-1]), default=1)
+        # Labels line up across groups up to 10 cells; a longer one ("Only completed")
+        # widens only its own group.
+        label_width = min(10, max((len(self._labels.get(k.name, k.label)) for k in keys), default=1))
         parts: list[RenderableType] = []
         for group in GROUPS:
             members = [k for k in keys if k.group == group]
