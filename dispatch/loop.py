@@ -183,6 +183,9 @@ class Dispatcher:
         try:
             executor_name, ctx = await self._preparer.prepare(claim)
             executor = self._executors(executor_name)
+            if executor_name != self._settings.dispatch.executor:
+                # The claim recorded the configured executor; a skill chose this one.
+                await self._store.set_executor(claim, executor_name)
         except InputError as err:  # an unknown skill, a bad skill file: the task's fault
             outcome, stopped = Outcome(OutcomeKind.FAILED, summary=str(err), error=str(err)), False
         except OSError as err:  # logs/ not writable, disk full: the machine's fault, retried

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from vigil.durations import parse_duration_ms
 from vigil.errors import ConfigError, InputError
@@ -174,6 +175,14 @@ class RetentionSettings:
 
 
 @dataclass(frozen=True)
+class TuiSettings:
+    """The dashboard (``[tui]``). ``timezone`` is an IANA zone name for the times it
+    shows; None: the machine's zone."""
+
+    timezone: str | None = None
+
+
+@dataclass(frozen=True)
 class Settings:
     home: Path
     config_path: Path | None
@@ -188,6 +197,7 @@ class Settings:
     alerts: AlertSettings = field(default_factory=AlertSettings)
     limits: LimitsSettings = field(default_factory=LimitsSettings)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
+    tui: TuiSettings = field(default_factory=TuiSettings)
 
     @property
     def skills_dir(self) -> Path:
@@ -453,6 +463,18 @@ def _retention(data: Mapping[str, Any], source: Path | None) -> RetentionSetting
     return settings
 
 
+def _tui(data: Mapping[str, Any], source: Path | None) -> TuiSettings:
+    section = _Section(_table(data, "tui", source), "tui", source)
+    zone = section.opt_str("timezone")
+    if zone is not None:
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise section._fail("timezone", "an IANA time zone such as 'Europe/Paris'") from None
+    section.done()
+    return TuiSettings(timezone=zone)
+
+
 def _store_url(section: _Section, source: Path | None, env: Mapping[str, str]) -> str | None:
     """``VIGIL_STORE_URL`` if set (it wins: the password can stay out of the file),
     else ``[store] url``; None means the SQLite file."""
@@ -481,7 +503,7 @@ def settings_from_mapping(
     """Build ``Settings`` from parsed TOML and ``env`` (None: the process environment,
     read for ``VIGIL_STORE_URL``); raises ``ConfigError``."""
     known = {"store", "dispatch", "executors", "prices", "sensor_defaults", "sensors", "budget", "alerts"}
-    known |= {"limits", "retention"}
+    known |= {"limits", "retention", "tui"}
     for key in data:
         if key not in known:
             raise ConfigError(f"{source}: unknown section or key {key!r}")
@@ -549,6 +571,7 @@ def settings_from_mapping(
         alerts=_alerts(data, source),
         limits=_limits(data, source),
         retention=_retention(data, source),
+        tui=_tui(data, source),
     )
 
 

@@ -170,3 +170,15 @@ async def test_a_runs_permission_denials_are_kept_in_order(store: Store) -> None
     assert run.permission_denials == denied
     [run2] = await store.list_runs(second.task_id)
     assert run2.permission_denials == ()
+
+
+async def test_set_executor_records_it_on_the_run_and_the_active_task(store: Store) -> None:
+    added = await store.add_task(new("a command skill's task"))
+    claimed = await store.claim_next(worker="w1", lease_ms=1000, executor="dry-run")
+    assert claimed is not None
+    await store.set_executor(claimed, "command")
+    assert (await store.get_task(claimed.task.id)).executor == "command"
+    (run,) = await store.list_runs(added.task_id or 0)
+    assert run.executor == "command"
+    finished = await store.finish(claimed, success(), TaskStatus.COMPLETED, worker="w1")
+    assert finished.executor == "command"

@@ -42,6 +42,7 @@ from vigil.store.postgres_queries import (
     SQL_RELEASE_UNRUN,
     SQL_RENEW_LEASE,
     SQL_REQUEUE,
+    SQL_SET_EXECUTOR,
     SQL_SET_RUN_PROCESS,
 )
 from vigil.store.postgres_rows import row_to_run, row_to_task
@@ -87,6 +88,10 @@ class DispatchMethods(PostgresBase):
     async def set_run_process(self, run_id: int, *, pid: int, pgid: int, proc_start: str | None) -> None:
         params = {"id": run_id, "pid": pid, "pgid": pgid, "proc_start": proc_start}
         await self._db.statement(lambda conn: conn.execute(SQL_SET_RUN_PROCESS, params))
+
+    async def set_executor(self, claim: Claim, executor: str) -> None:
+        params = {"executor": executor, "run_id": claim.run_id, "task_id": claim.task.id}
+        await self._db.statement(lambda conn: conn.execute(SQL_SET_EXECUTOR, params))
 
     async def renew_lease(self, task_id: int, *, worker: str, lease_until: int) -> bool:
         params = {"id": task_id, "worker": worker, "lease_until": lease_until}

@@ -205,6 +205,12 @@ RETURNING *
 
 SQL_SET_RUN_PROCESS = "UPDATE runs SET pid = %(pid)s, pgid = %(pgid)s, proc_start = %(proc_start)s WHERE id = %(id)s"
 
+# One statement, so one transaction: the run's and the (still active) task's executor.
+SQL_SET_EXECUTOR = """
+WITH run AS (UPDATE runs SET executor = %(executor)s WHERE id = %(run_id)s)
+UPDATE tasks SET executor = %(executor)s WHERE id = %(task_id)s AND status = 'active'
+"""
+
 SQL_RENEW_LEASE = """
 UPDATE tasks SET lease_until = %(lease_until)s WHERE id = %(id)s AND claimed_by = %(worker)s
 RETURNING cancel_requested

@@ -83,6 +83,13 @@ class DispatchMethods(SqliteBase):
             )
         )
 
+    async def set_executor(self, claim: Claim, executor: str) -> None:
+        def body(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE runs SET executor = ? WHERE id = ?", (executor, claim.run_id))
+            conn.execute("UPDATE tasks SET executor = ? WHERE id = ? AND status = 'active'", (executor, claim.task.id))
+
+        await self._db.write(body)
+
     async def renew_lease(self, task_id: int, *, worker: str, lease_until: int) -> bool:
         def body(conn: sqlite3.Connection) -> bool:
             row = conn.execute(
