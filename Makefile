@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test run lint bench clean
+.PHONY: test run lint bench clean agent-clis
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,22 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest
+
+# The real agent CLIs at the versions the tests pin, installed outside the tree
+# (AGENT_CLIS); without node/npm this says so and the real-agent tests skip.
+AGENT_CLIS ?= $(HOME)/.cache/vigil/agent-clis
+CLAUDE_VERSION := 2.1.197
+CODEX_VERSION := 0.171.0
+agent-clis:
+	@if ! command -v npm >/dev/null || ! command -v node >/dev/null; then \
+		echo "agent-clis: node/npm not found; the tests that run the real Claude Code and Codex CLIs will be skipped" >&2; \
+	elif [ "$$($(AGENT_CLIS)/node_modules/.bin/claude --version 2>/dev/null)" = "$(CLAUDE_VERSION) (Claude Code)" ] \
+		&& $(AGENT_CLIS)/node_modules/.bin/codex --version 2>/dev/null | grep -qx "codex-cli $(CODEX_VERSION)"; then \
+		echo "agent-clis: claude $(CLAUDE_VERSION) and codex $(CODEX_VERSION) already in $(AGENT_CLIS)"; \
+	else \
+		npm install --silent --no-audit --no-fund --prefix $(AGENT_CLIS) \
+			@anthropic-ai/claude-code@$(CLAUDE_VERSION) @openai/codex@$(CODEX_VERSION); \
+	fi
 
 # The main job on the repository's own home (dry-run executor, no network, no keys):
 # the dashboard, with the loop as its background process (quitting stops the loop).

@@ -1,8 +1,10 @@
 """Preparing one attempt: the task's skills, its prompt and the executor's ``RunContext``.
 
-A skill may choose the executor, model, timeout and command of its tasks; the first
-skill in the task's list that sets one wins, else the configuration decides. A
-model set on the task itself wins over both. The
+A skill may choose the executor, model, timeout, command and working directory of
+its tasks; the first skill in the task's list that sets one wins, else the
+configuration decides. A model set on the task itself wins over both, and so does
+the task's own working directory (``vigil task add --workdir``); without either,
+``[dispatch] workdir`` applies, else the home. The
 prompt gets the identity file, the skills, the parent chain, earlier attempts and
 notes (``dispatch.prompt``).
 """
@@ -15,8 +17,8 @@ from dispatch.environment import base_env, with_run_ids
 from dispatch.executors import RunContext
 from dispatch.filecache import FileCache
 from dispatch.prompt import build_prompt
-from dispatch.skills import load_skills
-from vigil.config import Settings
+from dispatch.skills import Skill, load_skills
+from vigil.config import EXECUTORS, Settings
 from vigil.errors import TaskNotFound
 from vigil.models import Claim, Task
 from vigil.redaction import Redactor
@@ -54,6 +56,16 @@ async def _parents(store: Store, task: Task) -> list[Task]:
     return parents
 
 
+def workdir_of(task: Task, skills: list[Skill], settings: Settings) -> Path | None:
+    """The agent's working directory: the task's, the first skill's that names one
+    (relative to the home, ``~`` expanded), ``[dispatch] workdir``; None: the home.
+    Whether it exists is checked when the process starts."""
+    chosen = task.workdir or next((s.workdir for s in skills if s.workdir), None)
+    if chosen is None:
+        return settings.dispatch.workdir
+    return (settings.home / Path(chosen).expanduser()).resolve()
+
+
 def _as_text(path: Path, text: str) -> str:
     """The identity file goes into the prompt as it is: nothing to parse."""
     return text
@@ -74,9 +86,12 @@ class AttemptPreparer:
         self._identity = FileCache(_as_text, max_files=1)
         self._runs_dir = transcripts_dir(settings)
         self._runs_dir_made = False
-        self._env = base_env(settings)
+        # Read once: the environment as the dispatcher started (per executor, as
+        # each gets its own CLI's variables).
+        self._envs = {name: base_env(settings, executor=name) for name in EXECUTORS}
         # the agent can only print the secrets it was given
-        self._redactor = Redactor.from_env(self._env, settings.dispatch.pass_env)
+        every = {k: v for env in self._envs.values() for k, v in env.items()}
+        self._redactor = Redactor.from_env(every, settings.dispatch.pass_env)
 
     def _identity_text(self) -> str | None:
         """The home's identity file's text; None when it has none. Raises
@@ -105,6 +120,7 @@ class AttemptPreparer:
         model = task.model or next((s.model for s in skills if s.model), None) or default_model
         timeout_ms = next((s.timeout_ms for s in skills if s.timeout_ms), None) or settings.dispatch.timeout_ms
         command = next((s.command for s in skills if s.command), None)
+        workdir = workdir_of(task, skills, settings)
         # The attempt number counts every run ever made: a first attempt has no history
         # to read (one thread hop saved per task). The notes came with the claim.
         previous_runs = (
@@ -133,10 +149,11 @@ class AttemptPreparer:
             prompt=prompt,
             timeout_s=timeout_ms / 1000,
             transcript_path=self._runs_dir / transcript_name(task.id, claim.attempt),
-            env=with_run_ids(self._env, task.id, run_id),
+            env=with_run_ids(self._envs.get(executor, self._envs["dry-run"]), task.id, run_id),
             model=model,
             command=command,
             on_process_start=on_process_start,
             redactor=self._redactor,
+            workdir=workdir,
         )
         return executor, ctx

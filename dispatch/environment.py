@@ -3,8 +3,12 @@
 The daemon's own environment may hold secrets meant for other programs; the agent
 gets only what it needs to run (PATH, HOME, locale, TMPDIR), the three ``VIGIL_*``
 variables that tell it where it is and which task it works on (and
-``VIGIL_STORE_URL`` when the loop's store comes from it), and the names an operator
-lists in ``[dispatch] pass_env`` (e.g. ``ANTHROPIC_API_KEY``).
+``VIGIL_STORE_URL`` when the loop's store comes from it), its own CLI's variables
+(``CLI_VARIABLES``: credentials, endpoint, config folder, the CLI's own switches;
+the cloud variables of Bedrock or Vertex only when the switch that uses them is
+set), the proxy and CA-bundle variables (``NETWORK_VARIABLES``), and the names an
+operator lists in ``[dispatch] pass_env``. The ``claude`` executor's process never
+sees ``OPENAI_API_KEY`` and the ``codex`` one never sees ``ANTHROPIC_API_KEY``.
 """
 
 from __future__ import annotations
@@ -13,12 +17,53 @@ import functools
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from vigil.config import STORE_URL_ENV, Settings
 
 BASE_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+NETWORK_VARIABLES = (
+    *(name for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY") for name in (proxy, proxy.lower())),
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+)
+
+
+@dataclass(frozen=True)
+class CliVariables:
+    """The variables one agent CLI reads: names with these ``prefixes``, the exact
+    ``names``, and the ``cloud`` ones only while one of ``cloud_switches`` is set."""
+
+    prefixes: tuple[str, ...]
+    names: tuple[str, ...] = ()
+    cloud_switches: tuple[str, ...] = ()
+    cloud: tuple[str, ...] = ()
+
+    def pick(self, origin: Mapping[str, str]) -> dict[str, str]:
+        picked = {k: v for k, v in origin.items() if k.startswith(self.prefixes) or k in self.names}
+        if any(origin.get(switch) for switch in self.cloud_switches):
+            picked.update({k: v for k, v in origin.items() if k.startswith(self.cloud)})
+        return picked
+
+
+CLI_VARIABLES = {
+    # ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL, ANTHROPIC_MODEL …;
+    # CLAUDE_CODE_OAUTH_TOKEN, CLAUDE_CODE_USE_BEDROCK / _VERTEX, CLAUDE_CONFIG_DIR …
+    "claude": CliVariables(
+        prefixes=("ANTHROPIC_", "CLAUDE_CODE_"),
+        names=("CLAUDE_CONFIG_DIR",),
+        cloud_switches=("CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"),
+        cloud=("AWS_", "CLOUD_ML_REGION", "VERTEX_REGION_", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_"),
+    ),
+    # OPENAI_API_KEY, OPENAI_BASE_URL …; CODEX_HOME …
+    "codex": CliVariables(prefixes=("OPENAI_", "CODEX_")),
+}
 
 
 @functools.cache
@@ -48,21 +93,29 @@ def agent_env(
     run_id: int,
     *,
     source: Mapping[str, str] | None = None,
+    executor: str | None = None,
 ) -> dict[str, str]:
     """The complete environment for one run's process: ``base_env`` and the ids.
 
     ``source`` is the environment to pick from (default: this process's).
     """
-    return with_run_ids(base_env(settings, source=source), task_id, run_id)
+    return with_run_ids(base_env(settings, source=source, executor=executor), task_id, run_id)
 
 
-def base_env(settings: Settings, *, source: Mapping[str, str] | None = None) -> dict[str, str]:
+def base_env(
+    settings: Settings, *, source: Mapping[str, str] | None = None, executor: str | None = None
+) -> dict[str, str]:
     """Everything of a run's environment but the task and run ids: the same for
-    every run of one dispatcher. A name in ``pass_env`` that is not set in
-    ``source`` (default: this process's environment) is left out, not set to empty.
+    every run of one dispatcher and executor. ``executor`` (``claude``, ``codex``;
+    None or another: none) says whose CLI variables to pass. A name in ``pass_env``
+    that is not set in ``source`` (default: this process's environment) is left out,
+    not set to empty.
     """
     origin = os.environ if source is None else source
     env = {name: origin[name] for name in BASE_NAMES if name in origin}
+    if executor in CLI_VARIABLES:
+        env.update(CLI_VARIABLES[executor].pick(origin))
+        env.update({name: origin[name] for name in NETWORK_VARIABLES if name in origin})
     env["PATH"] = _path_with_vigil(env.get("PATH", DEFAULT_PATH))
     # a UTF-8 locale keeps agent CLIs from mangling non-ASCII task text
     env.setdefault("LANG", "C.UTF-8")

@@ -14,6 +14,8 @@ recorded:
 * ``usage_limited`` → gated until the provider's reset (``retry_at``), or for
   ``[dispatch] usage_limit_fallback``; it then resumes by itself;
 * ``auth`` → gated until a person resumes (``vigil resume``);
+* ``refused`` (the agent CLI would not start: missing, a flag it rejects, refused
+  as root …) → gated until a person resumes, the reason saying what to change;
 * ``[limits] max_consecutive_failures`` failed attempts in a row → gated until a
   person resumes; a success or the gate itself resets the count (canceled and
   usage-limited attempts leave it alone: they say nothing about the work);
@@ -53,7 +55,7 @@ BUDGET_RECHECK_MS = 60_000  # over budget, how soon spend leaving the window is 
 SENSOR_RECHECK_MS = 3_600_000
 ACTOR = "guard"
 # Attempts that count as failures of the work itself. Not here: success (resets),
-# canceled (a person's choice), usage_limited and auth (they gate on their own),
+# canceled (a person's choice), usage_limited, auth and refused (they gate on their own),
 # interrupted (the dispatcher stopped).
 FAILURES = frozenset(
     {
@@ -136,6 +138,13 @@ class Guard:
             self._alerts.notify(make_event("auth_failed", message, now_ms, task_id=task.id, error=outcome.error))
             await self._trip(
                 f"auth failure ({outcome.error or 'no detail'}); fix credentials, then resume", None, now_ms
+            )
+        elif outcome.kind is OutcomeKind.REFUSED:
+            await self._trip(
+                f"the agent CLI refused to start ({outcome.error or 'no detail'}); "
+                "change its settings in vigil.toml, then resume",
+                None,
+                now_ms,
             )
         await self._count_failures(outcome, now_ms)
         if task.status is TaskStatus.FAILED:

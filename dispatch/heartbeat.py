@@ -35,6 +35,7 @@ class Heartbeat:
         self._since = clock.now_ms()
         self._state: str | None = None
         self._written_at = 0.0  # monotonic seconds
+        self.note: str | None = None  # the running agent's live note, written with each beat
 
     async def beat(self, state: str, claim: Claim | None = None, *, periodic: bool = False) -> None:
         """Record ``state`` (and ``claim``'s task while running). ``periodic`` beats
@@ -52,6 +53,7 @@ class Heartbeat:
             state=state,
             task_id=None if claim is None else claim.task.id,
             task_started_at=None if claim is None else claim.task.started_at,
+            note=self.note if state == "running" else None,
         )
         try:
             await self._store.set_loop_values({HEARTBEAT_KEY: value.to_json()})

@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 from dispatch.attempt import AttemptPreparer
-from dispatch.executors import Executor, RunContext
+from dispatch.executors import Executor, ProgressNoted, RunContext
 from dispatch.guard import GateDecision, Guard
 from dispatch.heartbeat import Heartbeat
 from dispatch.retry import RETRYABLE, Requeue, decide, gave_up
@@ -82,6 +82,7 @@ class Dispatcher:
         self._hurry = False
         self._stop_reason = "vigil was stopped"  # recorded on a task a stop interrupts
         self._heartbeat = Heartbeat(store, clock, worker_id)
+        self._note_writes: set[asyncio.Future[None]] = set()  # heartbeats carrying a live note
         self._preparer = AttemptPreparer(store, settings)
         self._closed_gate: GateDecision | None = None  # the guard's last "no", while it lasts
 
@@ -109,6 +110,21 @@ class Dispatcher:
         await self._heartbeat.beat("stopped")
 
     # --- the step ------------------------------------------------------------------
+    def _progress_writer(self, claim: Claim) -> ProgressNoted:
+        """The run's ``on_progress``: the note goes into the heartbeat, written at
+        once (in the background: the executor's line reader must not wait on the
+        database), where ``vigil status`` and the TUI show it."""
+
+        def on_progress(note: str | None) -> None:
+            if note == self._heartbeat.note:
+                return
+            self._heartbeat.note = note
+            write = asyncio.ensure_future(self._heartbeat.beat("running", claim, periodic=True))
+            self._note_writes.add(write)
+            write.add_done_callback(self._note_writes.discard)
+
+        return on_progress
+
     async def run_once(self, stop: asyncio.Event | None = None) -> Task | None:
         """Claim the most urgent due task, run it, record it. Returns the task as
         recorded (finished, requeued or held for approval), or None when nothing was
@@ -167,6 +183,9 @@ class Dispatcher:
         try:
             executor_name, ctx = await self._preparer.prepare(claim)
             executor = self._executors(executor_name)
+            if executor_name != self._settings.dispatch.executor:
+                # The claim recorded the configured executor; a skill chose this one.
+                await self._store.set_executor(claim, executor_name)
         except InputError as err:  # an unknown skill, a bad skill file: the task's fault
             outcome, stopped = Outcome(OutcomeKind.FAILED, summary=str(err), error=str(err)), False
         except OSError as err:  # logs/ not writable, disk full: the machine's fault, retried
@@ -174,7 +193,13 @@ class Dispatcher:
             log.error("task #%d: %s", task.id, text)
             outcome, stopped = Outcome(OutcomeKind.TRANSIENT, summary=text, error=text), False
         else:
+            ctx = replace(ctx, on_progress=self._progress_writer(claim))
             outcome, stopped = await self._run(executor, task, ctx, claim)
+            if self._note_writes:
+                await asyncio.gather(*self._note_writes)  # so that none lands after the clear
+            if self._heartbeat.note is not None:
+                self._heartbeat.note = None  # the run is over: so is its note
+                await self._heartbeat.beat("running", claim, periodic=True)
             # what the agent printed may hold a secret it was given
             outcome = ctx.redactor.outcome(outcome)
         recorded, next_claim = await self._record(claim, outcome, stopped=stopped, chain=chain)

@@ -102,26 +102,28 @@ def _runs_section(previous_runs: Sequence[Run]) -> list[str]:
     return lines
 
 
-# The same for every task: built once.
-_INSTRUCTIONS = "\n".join(
-    [
-        "# How to report back",
-        "",
-        "Use the `vigil` command; $VIGIL_TASK_ID holds this task's id and $VIGIL_HOME its home.",
-        "",
-        '- Report progress as you go: `vigil task note $VIGIL_TASK_ID "what you did, what you found"`',
-        '- Add follow-up work as new tasks: `vigil task add --parent $VIGIL_TASK_ID "subject"`',
-        "  (see `vigil task add --help` for description, priority and skills)",
-        "- When you are done, close the task yourself with a one-line summary:",
-        '  `vigil task close $VIGIL_TASK_ID --status completed --summary "…"`',
-        "  Use `--status failed` when it cannot be done, and `--status blocked` when it needs a",
-        "  person or another task first; say why in the summary.",
-        "- If it cannot be done yet but may be later (a release not out, a service down), ask for a",
-        '  retry and end: `vigil task close $VIGIL_TASK_ID --status pending --in 1h --summary "why"`',
-        "",
-        "End your reply with a short final answer: what you did and what came of it.",
-    ]
-)
+def _instructions(task_id: int) -> str:
+    """How to report back, with the task's id written out: an agent CLI's permission
+    checker refuses a command with a shell expansion such as ``$VIGIL_TASK_ID``."""
+    return "\n".join(
+        [
+            "# How to report back",
+            "",
+            f"Use the `vigil` command, exactly as written below: this task's id is {task_id}.",
+            "",
+            f'- Report progress as you go: `vigil task note {task_id} "what you did, what you found"`',
+            f'- Add follow-up work as new tasks: `vigil task add --parent {task_id} "subject"`',
+            "  (see `vigil task add --help` for description, priority and skills)",
+            "- When you are done, close the task yourself with a one-line summary:",
+            f'  `vigil task close {task_id} --status completed --summary "…"`',
+            "  Use `--status failed` when it cannot be done, and `--status blocked` when it needs a",
+            "  person or another task first; say why in the summary.",
+            "- If it cannot be done yet but may be later (a release not out, a service down), ask for a",
+            f'  retry and end: `vigil task close {task_id} --status pending --in 1h --summary "why"`',
+            "",
+            "End your reply with a short final answer: what you did and what came of it.",
+        ]
+    )
 
 
 def build_prompt(
@@ -147,4 +149,4 @@ def build_prompt(
     if previous_runs:
         sections.append(_runs_section(previous_runs))
     parts = ["\n".join(section).strip() for section in sections]
-    return "\n\n".join([*parts, _INSTRUCTIONS]) + "\n"
+    return "\n\n".join([*parts, _instructions(task.id)]) + "\n"

@@ -3,8 +3,11 @@
 The policy (docs/running.md, *Retries*):
 
 * ``success`` → completed; ``canceled`` → canceled;
-* ``failed``, ``auth``, ``budget``, ``turns``, ``context`` → failed: a retry would
-  spend money on the same result, a person should look;
+* ``failed``, ``budget``, ``turns``, ``context`` → failed: a retry would spend
+  money on the same result, a person should look;
+* ``auth``, ``refused`` → given back (pending, due now, the attempt not counted):
+  the credentials or the CLI's set-up are at fault, not the task; the guard gates
+  the loop until a person has fixed them and resumed it;
 * ``transient``, ``timeout``, ``interrupted`` → requeued after an exponential
   backoff with jitter while attempts remain (``attempt_count ≤ max_retries``), else
   failed;
@@ -23,13 +26,12 @@ from dataclasses import dataclass
 from vigil.config import DispatchSettings
 from vigil.models import Outcome, OutcomeKind, Task, TaskStatus
 
+GIVEN_BACK = frozenset({OutcomeKind.AUTH, OutcomeKind.REFUSED})
 RETRYABLE = frozenset({OutcomeKind.TRANSIENT, OutcomeKind.TIMEOUT, OutcomeKind.INTERRUPTED})
 FINAL = {
     OutcomeKind.SUCCESS: TaskStatus.COMPLETED,
     OutcomeKind.CANCELED: TaskStatus.CANCELED,
     OutcomeKind.FAILED: TaskStatus.FAILED,
-    OutcomeKind.AUTH: TaskStatus.FAILED,
-    OutcomeKind.REFUSED: TaskStatus.FAILED,
     OutcomeKind.BUDGET: TaskStatus.FAILED,
     OutcomeKind.TURNS: TaskStatus.FAILED,
     OutcomeKind.CONTEXT: TaskStatus.FAILED,
@@ -85,6 +87,8 @@ def decide(task: Task, outcome: Outcome, settings: DispatchSettings, now_ms: int
     if outcome.kind is OutcomeKind.USAGE_LIMITED:
         retry_at = outcome.retry_at if outcome.retry_at is not None else now_ms + settings.usage_limit_fallback_ms
         return Requeue(retry_at=max(retry_at, now_ms), count_attempt=False)
+    if outcome.kind in GIVEN_BACK:
+        return Requeue(retry_at=now_ms, count_attempt=False)
     if outcome.kind in RETRYABLE:
         if not attempts_left(task):
             return Finish(TaskStatus.FAILED)

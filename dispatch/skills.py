@@ -11,6 +11,7 @@ choose how its tasks run::
     timeout: 2m                     # optional: overrides [dispatch] timeout
     command: ["python3", "./check.py"]   # argv for the command executor
     requires_approval: false        # optional: a person approves each task first
+    workdir: ~/src/project          # optional: where the agent works (relative: to the home)
     ---
     The instructions, in markdown.
 
@@ -38,7 +39,9 @@ from vigil.models import SKILL_NAME, skill_name_problem
 
 SKILL_FILE = "SKILL.md"
 NAME = SKILL_NAME
-KNOWN_KEYS = frozenset({"name", "description", "executor", "model", "timeout", "command", "requires_approval"})
+KNOWN_KEYS = frozenset(
+    {"name", "description", "executor", "model", "timeout", "command", "requires_approval", "workdir"}
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class Skill:
     timeout_ms: int | None = None
     command: tuple[str, ...] | None = None
     requires_approval: bool = False
+    workdir: str | None = None  # as written; relative to the home
 
 
 def check_name(name: str) -> str:
@@ -170,6 +174,7 @@ def _parse_skill(path: Path, text: str) -> Skill:
         timeout_ms=_timeout_ms(data, path),
         command=command,
         requires_approval=approval,
+        workdir=_opt_str(data, "workdir", path),
     )
 
 

@@ -51,5 +51,6 @@ def run_tui(settings: Settings, *, readonly: bool = False, with_loop: bool = Fal
         grace_s = settings.dispatch.shutdown_grace_ms / 1000 + LOOP_STOP_MARGIN_S
         message = loop.stop(grace_s) if loop is not None else ""
     if loop is None:
-        return "the TUI closed; a loop running elsewhere (vigil run) keeps running"
+        # Whether a loop runs elsewhere is not known here: say only what this TUI did.
+        return "the TUI closed; it started no loop, so any `vigil run` elsewhere keeps running"
     return message

@@ -27,12 +27,17 @@ from tui.costs_screen import CostsScreen
 from tui.dialogs import ConfirmDialog, HelpScreen
 from tui.forms import ReasonForm
 from tui.history_screen import HistoryScreen
+from tui.keybar import KeyBar, now_labels
+from tui.keys import KeyInfo, screen_keys
 from tui.live import LiveScreen
 from tui.loop_process import BackgroundLoop
+from tui.loop_state import load_loop
 from tui.queue_screen import QueueScreen
 from tui.safety import guard_handlers, guarded
 from tui.sensors_screen import SensorsScreen
 from tui.steering import ACTOR
+from tui.tabs import LoopLine
+from tui.times import Times
 from tui.watcher import DatabaseWatcher
 from vigil.clock import Clock
 from vigil.config import Settings
@@ -51,14 +56,15 @@ class VigilApp(App[str]):
     CSS_PATH = "vigil.tcss"
     TITLE = "Vigil"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("1", "show('queue')", "Queue", show=False),
-        Binding("2", "show_task", "Task", show=False),
-        Binding("3", "show('history')", "History", show=False),
-        Binding("4", "show('sensors')", "Sensors", show=False),
-        Binding("5", "show('costs')", "Costs", show=False),
-        Binding("L", "loop_gate", "Pause/resume the loop", show=False),
-        Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("ctrl+q", "quit_app", "Quit", priority=True),
+        Binding("1", "show('queue')", "Queue", show=False, tooltip="Queue screen: open tasks in dispatch order"),
+        Binding("2", "show_task", "Task", show=False, tooltip="Task screen of the highlighted task"),
+        Binding("3", "show('history')", "History", show=False, tooltip="History screen: finished tasks"),
+        Binding("4", "show('sensors')", "Sensors", show=False, tooltip="Sensors screen"),
+        Binding("5", "show('costs')", "Costs", show=False, tooltip="Costs screen: spend per day, skill, model"),
+        Binding("z", "toggle_utc", "UTC/local", show=False, tooltip="show times in UTC, or in local time again"),
+        Binding("L", "loop_gate", "Pause loop", tooltip="Pause the loop, or resume it when paused or gated"),
+        Binding("question_mark", "help", "Help", key_display="?", tooltip="Help: every key of this screen"),
+        Binding("ctrl+q", "quit_app", "Quit", priority=True, tooltip="Quit (asks first if it started the loop)"),
     ]
 
     def __init__(
@@ -87,7 +93,8 @@ class VigilApp(App[str]):
 
     async def on_mount(self) -> None:
         store = await self.opener()
-        self.ctx = Context(store=store, clock=self.clock, settings=self.settings, readonly=self.readonly)
+        times = Times(self.settings.tui.timezone)
+        self.ctx = Context(store=store, clock=self.clock, settings=self.settings, readonly=self.readonly, times=times)
         file = self.settings.store.path if self.settings.store.url is None else None
         self.watcher = DatabaseWatcher(store, file, self.opener)
         await self.watcher.probe()  # the first load comes from showing the screen, not the probe
@@ -96,6 +103,7 @@ class VigilApp(App[str]):
         self.install_screen(SensorsScreen(self.ctx), "sensors")
         self.install_screen(CostsScreen(self.ctx), "costs")
         self._label_loop()
+        await self._read_loop_gate()
         await self.push_screen("queue")
         self.set_interval(self.probe_interval_s, self.probe)
         if self.loop is not None:
@@ -143,7 +151,20 @@ class VigilApp(App[str]):
             log.warning("database file replaced; reopened %s", self.ctx.settings.store.path)
         self.show_banner(result.problem or "")
         if result.changed:
+            await self._read_loop_gate()
             self.data_changed()
+
+    async def _read_loop_gate(self) -> None:
+        """Keep ``ctx.loop`` (every screen's loop line) and ``ctx.loop_paused`` (the
+        ``L`` key's label) true to the store."""
+        self.ctx.loop = await load_loop(self.ctx.store)
+        for line in self.screen.query(LoopLine):
+            line.show_state()
+        paused = not self.ctx.loop.gate.is_open(self.clock.now_ms())
+        if paused != self.ctx.loop_paused:
+            self.ctx.loop_paused = paused
+            for bar in self.screen.query(KeyBar):
+                bar.render_keys()
 
     def data_changed(self) -> None:
         screen = self.screen
@@ -174,30 +195,40 @@ class VigilApp(App[str]):
         self.action_show("queue")
         self.queue_screen.action_open()
 
-    def action_help(self) -> None:
-        rows = [(b.key_display or b.key, b.description) for _, b, enabled, _ in self._bindings_here() if enabled]
-        self.push_screen(HelpScreen(rows))
+    def action_toggle_utc(self) -> None:
+        times = self.ctx.times
+        times.utc = not times.utc
+        self.notify("times in UTC (z: local time)" if times.utc else "times in local time (z: UTC)", markup=False)
+        for screen in self.screen_stack:
+            if isinstance(screen, LiveScreen) and screen.is_attached:
+                screen.times_changed()
 
-    def _bindings_here(self) -> list[tuple[object, Binding, bool, str]]:
-        return [
-            (node, binding, enabled, tooltip)
-            for (node, binding, enabled, tooltip) in self.screen.active_bindings.values()
-            if binding.description
-        ]
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(screen_keys(self.screen), now_labels(self.ctx)))
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        seen = set()
-        for node, binding, enabled, _ in self._bindings_here():
-            if not enabled or binding.action in seen:
+        """Every Vigil action and screen of ``screen`` (the one the palette was opened
+        on), named with its key, then Textual's own commands but its Quit and Keys
+        (ours are in the list: quitting asks first when it started the loop)."""
+        labels = now_labels(self.ctx)
+        for key in screen_keys(screen):
+            if key.group == "Table and text":
                 continue
-            seen.add(binding.action)
-            action = binding.action
+            label = labels.get(key.name, key.label)
+            help_text = key.help if key.enabled else f"{key.help} (does not apply now)"
+            yield SystemCommand(f"{label} ({key.shown})", help_text, self._palette_runner(key, label))
+        for command in super().get_system_commands(screen):
+            if command.title not in ("Quit", "Keys"):
+                yield command
 
-            def run(node: object = node, action: str = action) -> None:
-                self.call_later(self.run_action, action, node)
+    def _palette_runner(self, key: KeyInfo, label: str) -> Callable[[], None]:
+        def run() -> None:
+            if key.enabled:
+                self.call_later(self.run_action, key.action, key.node)
+            else:
+                self.notify(f"{label} does not apply to the highlighted task", markup=False)
 
-            yield SystemCommand(f"{binding.description} ({binding.key_display or binding.key})", action, run)
+        return run
 
     # --- the loop gate (vigil pause / vigil resume) ------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -247,6 +278,7 @@ class VigilApp(App[str]):
                 self.notify("the loop was already running", markup=False)
             else:
                 self.notify(f"loop resumed (was {before.state}: {before.reason})", markup=False)
+        await self._read_loop_gate()
         if isinstance(self.screen, LiveScreen):
             self.screen.reload()  # our own commit does not move our data_version
 

@@ -1,17 +1,19 @@
 """Task fields → ``rich.text.Text`` cells. User text is never parsed as markup.
 
 Subjects are cut to ``SUBJECT_CELLS`` characters with newlines flattened, so a
-10,000-character subject costs one short cell; the detail pane shows all of it.
+10,000-character subject costs one short cell (the column then cuts it to its
+width with an ellipsis); the detail pane shows all of it.
 """
 
 from __future__ import annotations
 
 from rich.text import Text
 
+from tui.columns import Column
 from vigil.durations import format_duration
-from vigil.models import Task, TaskStatus
+from vigil.models import FINISHED_STATUSES, Task, TaskStatus
 
-SUBJECT_CELLS = 40
+SUBJECT_CELLS = 120
 
 STATUS_STYLE = {
     TaskStatus.PENDING: "",
@@ -22,26 +24,35 @@ STATUS_STYLE = {
     TaskStatus.CANCELED: "dim",
 }
 
-# Most telling first, so an 80-column terminal shows what matters without scrolling.
+# Most telling first; the subject (width 0) takes what is left, and the optional
+# columns at the end show only when there is room (tui.columns).
 COLUMNS = (
-    ("mark", " "),
-    ("next", " "),
-    ("id", "id"),
-    ("pri", "pri"),
-    ("status", "status"),
-    ("when", "due/age"),
-    ("subject", "subject"),
-    ("tries", "tries"),
-    ("cost", "cost"),
-    ("source", "source"),
-    ("skills", "skills"),
+    Column("mark", " ", 1),
+    Column("next", " ", 1),
+    Column("id", "id", 2),  # widened to the longest id in the table
+    Column("pri", "pri", 3),
+    Column("status", "status", 9),
+    Column("when", "due/age", 13),
+    Column("subject", "subject", 0),
+    Column("source", "source", 12),
+    Column("tries", "tries", 5, optional=True),
+    Column("cost", "cost", 7, optional=True),
+    Column("skills", "skills", 14, optional=True),
 )
+SUBJECT_MIN = 16
+SUBJECT_KEEP = 32  # optional columns show only while the subject keeps this much
+SUBJECT_MAX = 80
 
 
 def one_line(text: str, limit: int) -> str:
     """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def cut(text: str, style: str = "") -> Text:
+    """A one-line cell that a narrow column ends with an ellipsis."""
+    return Text(one_line(text, SUBJECT_CELLS), style=style, overflow="ellipsis", no_wrap=True)
 
 
 def relative(at_ms: int, now_ms: int) -> str:
@@ -86,25 +97,27 @@ def coarse_age(ms: int) -> str:
 def task_cells(task: Task, now_ms: int, *, is_next: bool, marked: bool) -> dict[str, Text]:
     """Every column's cell for one task, keyed like ``COLUMNS``."""
     later = is_later(task, now_ms)
-    dim = "dim" if later or task.status is TaskStatus.BLOCKED else ""
+    dim = "dim" if later or task.status in FINISHED_STATUSES or task.status is TaskStatus.BLOCKED else ""
+    # Glyphs that common terminal fonts (DejaVu Sans Mono) have: the clock and the
+    # hourglass used before showed as boxes there.
     if is_next:
         marker = Text("▶", style="bold green")
     elif later:
-        marker = Text("⏲", style="cyan")
+        marker = Text("◷", style="cyan")
     elif task.waiting_on:
-        marker = Text("⧗", style="yellow")
+        marker = Text("◌", style="yellow")
     else:
         marker = Text(" ")
-    status = str(task.status) + (" ✗req" if task.cancel_requested else "")
+    status = str(task.status) + (" ✗" if task.cancel_requested else "")  # ✗: asked to cancel
     return {
         "mark": Text("●" if marked else " ", style="bold magenta"),
         "next": marker,
         "id": Text(str(task.id), style="bold" if is_next else dim, justify="right"),
         "pri": Text(str(task.priority), style="bold red" if task.priority <= 2 else dim, justify="right"),
         "status": Text(status, style=STATUS_STYLE[task.status]),
-        "subject": Text(one_line(task.subject, SUBJECT_CELLS), style=dim),
-        "source": Text(one_line(task.source, 20), style="dim"),
-        "skills": Text(one_line(",".join(task.skills), 16), style="dim"),
+        "subject": cut(task.subject, dim),
+        "source": cut(task.source, "dim"),
+        "skills": cut(",".join(task.skills), "dim"),
         "tries": Text(f"{task.attempt_count}/{task.max_retries + 1}", justify="right"),
         "when": when_cell(task, now_ms),
         "cost": Text(f"${task.cost_usd:.2f}" if task.cost_usd else "", justify="right"),

@@ -7,8 +7,10 @@ reopened), so screens read ``ctx.store`` at each use instead of keeping it.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from tui.loop_state import LoopState
+from tui.times import Times
 from vigil.clock import Clock
 from vigil.config import Settings
 from vigil.store import Store
@@ -23,4 +25,7 @@ class Context:
     settings: Settings
     readonly: bool = False
     loop_label: str = ""  # how the loop runs: "background process (pid N)" or elsewhere
+    loop_paused: bool = False  # the loop's gate is closed (paused or gated): L resumes
     banner: str = ""  # a problem with the database, shown on every screen ("" = none)
+    times: Times = field(default_factory=Times)  # local time or UTC (z switches)
+    loop: LoopState | None = None  # what the loop does, for the loop line (None: not read yet)

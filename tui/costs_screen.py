@@ -15,12 +15,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from tui.cells import money, one_line, tokens
 from tui.context import Context
+from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
 from tui.snapshot import CostSnapshot, load_costs
+from tui.tabs import LoopLine, TabBar
 from vigil.budget import BudgetUse, budget_line
 from vigil.models import CostRow
 
@@ -82,16 +84,19 @@ def day_chart(rows: tuple[CostRow, ...]) -> Text:
 class CostsScreen(LiveScreen):
     TITLE = "Costs"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("left_square_bracket", "window(-1)", "Shorter", key_display="["),
-        Binding("right_square_bracket", "window(1)", "Longer", key_display="]"),
+        Binding("left_square_bracket", "window(-1)", "Shorter", key_display="[", tooltip="a shorter window"),
+        Binding("right_square_bracket", "window(1)", "Longer", key_display="]", tooltip="a longer window"),
     ]
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx, name="costs")
         self.days = 7
+        self.costs: CostSnapshot | None = None  # what is shown (None: not loaded yet)
 
     def compose(self) -> ComposeResult:
         yield Banner()
+        yield TabBar("costs")
+        yield LoopLine(self.ctx)
         with VerticalScroll():
             yield Static(id="budget")
             yield Static(id="summary")
@@ -99,18 +104,21 @@ class CostsScreen(LiveScreen):
             yield Static(id="skill")
             yield Static(id="source")
             yield Static(id="model")
-        yield Footer()
+        yield KeyBar(self.ctx)
 
     async def load(self) -> CostSnapshot:
-        return await load_costs(self.ctx.store, self.ctx.clock.now_ms(), self.days, self.ctx.settings.budget)
+        ctx = self.ctx
+        return await load_costs(ctx.store, ctx.clock.now_ms(), self.days, ctx.settings.budget, ctx.times)
 
     def apply(self, data: Any) -> None:
         costs: CostSnapshot = data
+        self.costs = costs
         total = sum(r.cost_usd for r in costs.by_day)
         used = sum(r.tokens_in + r.tokens_out for r in costs.by_day)
         runs = sum(r.runs for r in costs.by_day)
         summary = Text(f"last {self.days} day{'s' if self.days > 1 else ''}: ", style="bold")
-        summary.append(f"{money(total)} · {tokens(used)} tokens · {runs} runs   ([ and ] change the window)")
+        summary.append(f"{money(total)} · {tokens(used)} tokens · {runs} run{'' if runs == 1 else 's'}")
+        summary.append("   ([ and ] change the window)")
         self.query_one("#budget", Static).update(budget_text(costs.budget, self.ctx.settings.budget.urgent_priority))
         self.query_one("#summary", Static).update(summary)
         self.query_one("#chart", Static).update(day_chart(costs.by_day))

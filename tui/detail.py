@@ -6,6 +6,8 @@ adds runs, notes, events and the transcript.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -14,18 +16,29 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from tui.cells import STATUS_STYLE, money, relative
-from vigil.clock import iso_utc
+from tui.times import Times
 from vigil.models import Task
 
 
-def field_table(task: Task, now_ms: int) -> Table:
-    """Label/value rows for a task; values are plain ``Text``."""
+def depends_text(task: Task, depends_on: Sequence[int] | None) -> Text:
+    """``#3, #4 (1 unfinished)``; without the ids (not read yet) the count alone."""
+    unfinished = f"{task.waiting_on} unfinished" if task.waiting_on else "all finished"
+    if depends_on:
+        return Text(", ".join(f"#{d}" for d in depends_on) + f" ({unfinished})")
+    if task.waiting_on:
+        return Text(f"{task.waiting_on} unfinished {'dependency' if task.waiting_on == 1 else 'dependencies'}")
+    return Text("—")
+
+
+def field_table(task: Task, now_ms: int, times: Times, depends_on: Sequence[int] | None = None) -> Table:
+    """Label/value rows for a task; values are plain ``Text``; times as ``times`` shows
+    them. ``depends_on``: the ids of its dependencies (None: not read)."""
     table = Table.grid(padding=(0, 1))
     table.add_column(style="dim", no_wrap=True)
     table.add_column(overflow="fold")
 
     def when(ms: int | None) -> Text:
-        return Text("—" if ms is None else f"{iso_utc(ms)} ({relative(ms, now_ms)})")
+        return Text("—" if ms is None else f"{times.at(ms)} ({relative(ms, now_ms)})")
 
     rows: list[tuple[str, Text]] = [
         ("status", Text(str(task.status) + (" (cancel requested)" if task.cancel_requested else ""))),
@@ -34,7 +47,7 @@ def field_table(task: Task, now_ms: int) -> Table:
         ("source key", Text(task.source_key or "—")),
         ("skills", Text(", ".join(task.skills) or "—")),
         ("parent", Text(f"#{task.parent_id}" if task.parent_id else "—")),
-        ("waiting on", Text(f"{task.waiting_on} dependencies" if task.waiting_on else "—")),
+        ("depends on", depends_text(task, depends_on)),
         ("due", when(task.scheduled_for)),
         ("created", when(task.created_at)),
         ("started", when(task.started_at)),
@@ -51,10 +64,10 @@ def field_table(task: Task, now_ms: int) -> Table:
     return table
 
 
-def task_summary(task: Task, now_ms: int) -> RenderableType:
+def task_summary(task: Task, now_ms: int, times: Times, depends_on: Sequence[int] | None = None) -> RenderableType:
     title = Text(f"#{task.id} ", style="bold")
     title.append(task.subject, style=f"bold {STATUS_STYLE[task.status]}".strip())
-    parts: list[RenderableType] = [title, field_table(task, now_ms)]
+    parts: list[RenderableType] = [title, field_table(task, now_ms, times, depends_on)]
     if task.description:
         parts += [Text("description", style="dim underline"), Text(task.description)]
     if task.result_summary:
@@ -69,17 +82,19 @@ class DetailPane(VerticalScroll):
     DetailPane { width: 40%; min-width: 30; border-left: solid $primary; padding: 0 1; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, times: Times, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.times = times
         self.shown: Task | None = None
         self._body = Static()
 
     def compose(self) -> ComposeResult:
         yield self._body
 
-    def show(self, task: Task | None, now_ms: int) -> None:
+    def show(self, task: Task | None, now_ms: int, depends_on: Sequence[int] | None = None) -> None:
+        """``depends_on``: the task's dependency ids, once read (None: the count only)."""
         self.shown = task
         if task is None:
             self._body.update(Text("no task highlighted", style="dim"))
         else:
-            self._body.update(task_summary(task, now_ms))
+            self._body.update(task_summary(task, now_ms, self.times, depends_on))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual import on
@@ -15,6 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from tui.cells import one_line
+from tui.keys import GROUPS, KeyInfo, grouped
 from vigil.models import Task
 
 PREVIEW_ROWS = 20
@@ -70,24 +72,45 @@ class ConfirmDialog(ModalScreen[bool]):
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key of the screen below, with what it does."""
+    """Every key of the screen below, grouped (Vigil's groups first), each with what
+    it does; a key that does not apply to the highlighted row now is dimmed."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "close", "Close")]
 
-    def __init__(self, rows: Sequence[tuple[str, str]]) -> None:
+    def __init__(self, keys: Sequence[KeyInfo], labels: Mapping[str, str] | None = None) -> None:
+        """``labels`` overrides a key's label by action name (``L``: pause or resume)."""
         super().__init__()
-        self._rows = rows
+        self._keys = keys
+        self._labels = labels or {}
 
     def compose(self) -> ComposeResult:
-        table = Table.grid(padding=(0, 2))
-        table.add_column(style="bold")
-        for key, text in self._rows:
-            table.add_row(Text(key), Text(text))
+        keys = grouped(list(self._keys))
+        # One key column width for every group, set by Vigil's keys ("shift+tab" wraps).
+        width = max((len(k.shown) for k in keys if k.group != GROUPS[-1]), default=1)
+        # Labels line up across groups up to 10 cells; a longer one ("Only completed")
+        # widens only its own group.
+        label_width = min(10, max((len(self._labels.get(k.name, k.label)) for k in keys), default=1))
+        parts: list[RenderableType] = []
+        for group in GROUPS:
+            members = [k for k in keys if k.group == group]
+            if not members:
+                continue
+            table = Table.grid(padding=(0, 1))
+            table.add_column(width=width, justify="right", style="bold")
+            table.add_column(min_width=label_width, no_wrap=True, style="bold")
+            table.add_column(ratio=1)
+            for key in members:
+                dim = "" if key.enabled else "dim"
+                what = Text(key.help if key.help != key.label else "", style=dim)
+                if not key.enabled:
+                    what.append(" (not now)" if what else "(not now)", style="dim italic")
+                table.add_row(Text(key.shown, style=dim), Text(self._labels.get(key.name, key.label), style=dim), what)
+            parts += [Text(("\n" if parts else "") + group, style="bold underline"), table]
         with Vertical():
             yield Static(Text("Keys", style="bold"))
             with VerticalScroll():
-                yield Static(table)
-            yield Static(Text("escape closes this help; ctrl+p searches every action", style="dim"))
+                yield Static(Group(*parts))
+            yield Static(Text("escape closes this help; ctrl+p searches every action by name", style="dim"))
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -20,7 +20,7 @@ from textual.widgets import Button, Input, Label, Static
 
 from vigil.clock import Clock, iso_utc
 from vigil.commands import new_task_from_options
-from vigil.durations import parse_when_ms
+from vigil.durations import WHEN_FORMS, parse_when_ms
 from vigil.errors import InputError
 from vigil.models import NewTask
 
@@ -46,7 +46,7 @@ class NewTaskForm(ModalScreen[NewTask | None]):
             yield Input("5", id="priority")
             yield Label("Skills (comma-separated)")
             yield Input(id="skills")
-            yield Label("Due (empty: now; 30m, 2h, or 2026-12-01T09:00Z)")
+            yield Label("Due (empty: now; a duration 30m, 2h, 1d, or a time 2026-12-01T09:00Z)")
             yield Input(id="due")
             yield Label("Dedup key (optional: no second open task with this key)")
             yield Input(id="key")
@@ -102,9 +102,14 @@ DEFER_PRESETS = (("1h", "1 hour"), ("4h", "4 hours"), ("1d", "1 day"), ("1w", "1
 
 
 class DeferForm(ModalScreen[int | None]):
-    """Pick a preset or type a duration / ISO time → epoch ms."""
+    """Pick a preset (the first is focused) or type a duration / ISO time → epoch
+    ms, parsed as ``vigil task defer`` parses it."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("left", "focus_previous", "Previous", show=False),
+        Binding("right", "focus_next", "Next", show=False),
+    ]
 
     def __init__(self, clock: Clock, what: Text) -> None:
         super().__init__()
@@ -117,14 +122,25 @@ class DeferForm(ModalScreen[int | None]):
             with Horizontal():
                 for value, label in DEFER_PRESETS:
                     yield Button(label, id=f"preset-{value}")
-            yield Label("or until (duration like 90m, or 2026-12-01T09:00Z)")
+            yield Label("or until: a duration (90m, 2h, 1d) or a time (2026-12-01T09:00Z), then enter")
             yield Input(id="when")
             yield Static(id="error", classes="error")
+            yield Static(Text("← → or tab choose · enter defers · esc cancels"), classes="hint")
 
     def on_mount(self) -> None:
-        self.query_one("#when", Input).focus()
+        self.query_one(f"#preset-{DEFER_PRESETS[0][0]}", Button).focus()  # enter defers by an hour
+
+    def action_focus_previous(self) -> None:
+        self.focus_previous()
+
+    def action_focus_next(self) -> None:
+        self.focus_next()
 
     def _submit(self, text: str) -> None:
+        if not text.strip():
+            error = f"type {WHEN_FORMS}, or pick a preset"
+            self.query_one("#error", Static).update(Text(error))
+            return
         try:
             until = parse_when_ms(text, self._clock.now_ms())
         except InputError as err:

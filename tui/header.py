@@ -7,6 +7,8 @@ shown underlined) filters the table by that status.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -16,8 +18,9 @@ from tui.cells import money, relative, spark, tokens
 from tui.snapshot import QueueSnapshot
 from vigil.durations import format_duration
 from vigil.gate import LoopGate
-from vigil.models import DispatcherHeartbeat, TaskStatus
+from vigil.models import DispatcherHeartbeat, Task, TaskStatus
 
+MAX_RUNNING_SHOWN = 3  # lanes: the header names this many running tasks, then counts
 STALE_AFTER_MS = 60_000  # at least this old (and three heartbeats) means no dispatcher is alive
 STATUS_KEYS = {
     TaskStatus.ACTIVE: "A",
@@ -35,20 +38,26 @@ def dispatcher_text(
     next_due_at: int | None,
     now_ms: int,
     stale_after_ms: int = STALE_AFTER_MS,
+    *,
+    active: Sequence[Task] = (),
 ) -> Text:
-    """One line saying what the loop is doing, judged by the heartbeat's age."""
+    """One line saying what the loop is doing. Whether a dispatcher is alive is
+    judged by its heartbeat's age; which task runs comes from ``active`` (the tasks
+    table, read at every change), never from the heartbeat, which is written only
+    every heartbeat and so names a finished task for up to that long."""
     line = Text()
+    alive = heartbeat is not None and heartbeat.state != "stopped" and now_ms - heartbeat.heartbeat_at <= stale_after_ms
     if heartbeat is None:
         line.append("no dispatcher seen", style="bold red")
-    elif heartbeat.state == "stopped" or now_ms - heartbeat.heartbeat_at > stale_after_ms:
+    elif not alive:
         minutes = max(0, now_ms - heartbeat.heartbeat_at) // 60_000
         line.append(f"no dispatcher seen for {minutes} min", style="bold red")
-    elif heartbeat.state == "running" and heartbeat.task_id is not None:
-        line.append("● running ", style="bold green")
-        line.append(f"#{heartbeat.task_id}", style="bold")
-        if heartbeat.task_started_at is not None:
-            line.append(f" for {format_duration(now_ms - heartbeat.task_started_at)}")
-    else:
+    if active:
+        line.append_text(running_text(active, now_ms, alive=alive))
+        if alive and heartbeat is not None and heartbeat.note:
+            # the agent CLI's own retries, while they go on ("API retry 3/10, next in 9 s")
+            line.append(f"  {heartbeat.note}", style="yellow")
+    elif alive:
         line.append("○ idle", style="cyan")
         if next_due_at is not None:
             due = "now" if next_due_at <= now_ms else relative(next_due_at, now_ms)
@@ -56,11 +65,30 @@ def dispatcher_text(
         else:
             line.append(", nothing due")
     if gate is not None and not gate.is_open(now_ms):  # paused, or gated and not yet lifted
-        line.append(f"  ⏸ {gate.state}", style="bold yellow")
+        line.append(f"  ‖ loop {gate.state}", style="bold yellow")
         if gate.reason:
             line.append(f": {gate.reason}", style="yellow")
         if gate.until is not None:
             line.append(f" (until {relative(gate.until, now_ms)})", style="yellow")
+    return line
+
+
+def running_text(active: Sequence[Task], now_ms: int, *, alive: bool) -> Text:
+    """``● running #8 for 12s`` (several lanes: each task), or, with no live
+    dispatcher, which tasks are still marked active."""
+    line = Text()
+    if not alive:
+        line.append(", still marked active: ", style="red")
+        line.append(", ".join(f"#{t.id}" for t in active), style="red")
+        return line
+    line.append("● running ", style="bold green")
+    for n, task in enumerate(active[:MAX_RUNNING_SHOWN]):
+        line.append(", " if n else "")
+        line.append(f"#{task.id}", style="bold")
+        if task.started_at is not None:
+            line.append(f" for {format_duration(max(0, now_ms - task.started_at))}")
+    if len(active) > MAX_RUNNING_SHOWN:
+        line.append(f" and {len(active) - MAX_RUNNING_SHOWN} more")
     return line
 
 
@@ -121,7 +149,7 @@ class StatusHeader(Vertical):
             line = Text("loading…", style="dim")
         else:
             s = self.snapshot
-            line = dispatcher_text(s.heartbeat, s.gate, s.next_due_at, now_ms, self.stale_after_ms)
+            line = dispatcher_text(s.heartbeat, s.gate, s.next_due_at, now_ms, self.stale_after_ms, active=s.active)
         if self.loop_label:
             line.append(f"   loop: {self.loop_label}", style="dim")
         self._update("#loop", line)

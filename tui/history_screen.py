@@ -8,31 +8,67 @@ result (``Store.search_tasks``), paged the same way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.events import Resize
+from textual.widgets import DataTable, Input, Static
 
-from tui.cells import STATUS_STYLE, money, one_line, relative
+from tui.cells import STATUS_STYLE, cut, money, relative
+from tui.columns import Column, fit
 from tui.context import Context
+from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
+from tui.queue_table import JumpTable
 from tui.safety import guarded
 from tui.snapshot import HISTORY_PAGE, load_history_page
 from tui.steering import Action, applies, apply_many, summarize
-from vigil.models import Task
+from tui.tabs import LoopLine, TabBar
+from vigil.models import Task, TaskStatus
+
+HISTORY_COLUMNS = (
+    Column("id", "id", 2),
+    Column("status", "status", 9),
+    Column("pri", "pri", 3),
+    Column("subject", "subject", 0),
+    Column("source", "source", 12),
+    Column("finished", "finished", 9),
+    Column("result", "result / error", 24, optional=True),
+    Column("tries", "tries", 5, optional=True),
+    Column("cost", "cost", 7, optional=True),
+)
+
+
+def history_cells(task: Task, now_ms: int) -> dict[str, Text]:
+    """Every column's cell for one finished task, keyed like ``HISTORY_COLUMNS``;
+    ``result`` is the summary, in red for a failed task (its error)."""
+    failed = task.status is TaskStatus.FAILED
+    return {
+        "id": Text(str(task.id), justify="right"),
+        "status": Text(str(task.status), style=STATUS_STYLE[task.status]),
+        "pri": Text(str(task.priority), justify="right"),
+        "subject": cut(task.subject),
+        "source": cut(task.source, "dim"),
+        "finished": Text(relative(task.completed_at, now_ms) if task.completed_at else "—"),
+        "result": cut(task.result_summary or "", "red" if failed else "dim"),
+        "tries": Text(f"{task.attempt_count}/{task.max_retries + 1}", justify="right"),
+        "cost": Text(money(task.cost_usd) if task.cost_usd else "", justify="right"),
+    }
 
 
 class HistoryScreen(LiveScreen):
     TITLE = "History"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "search", "Search", key_display="/"),
-        Binding("m", "more", "More"),
-        Binding("r", "retry", "Retry"),
-        Binding("enter", "open", "Open", show=False),
-        Binding("escape", "clear", "Clear", show=False),
+        Binding("slash", "search", "Search", key_display="/", tooltip="search subject, description, source, result"),
+        Binding("m", "more", "More", tooltip="load the next page of older tasks"),
+        Binding("r", "retry", "Retry", tooltip="run a failed or canceled task again"),
+        Binding("enter", "open", "Open", show=False, tooltip="open the task screen"),
+        Binding("escape", "clear", "Clear", show=False, tooltip="clear the search"),
     ]
 
     def __init__(self, ctx: Context) -> None:
@@ -40,19 +76,40 @@ class HistoryScreen(LiveScreen):
         self.query_text = ""
         self.rows: list[Task] = []
         self.exhausted = False
+        self._layout: list[tuple[str, str, int]] = []
 
     def compose(self) -> ComposeResult:
         yield Banner()
+        yield TabBar("history")
+        yield LoopLine(self.ctx)
         yield Input(id="search", placeholder="search finished tasks (enter)")
-        yield DataTable[Text](id="history", cursor_type="row", zebra_stripes=True)
+        yield JumpTable(id="history", cursor_type="row", zebra_stripes=True)
         yield Static(id="status")
-        yield Footer()
+        yield KeyBar(self.ctx)
 
     def on_mount(self) -> None:
+        self.query_one(DataTable).focus()
+        self.relayout(self.app.size.width)
+
+    def on_resize(self, event: Resize) -> None:
+        self.relayout(event.size.width)
+
+    def relayout(self, width: int) -> None:
+        """Fit the columns to ``width`` (the subject takes what is left; result,
+        tries and cost show when there is room); rebuild the rows if they change."""
+        id_width = max(2, len(str(max((t.id for t in self.rows), default=0))))
+        columns = [replace(c, width=id_width) if c.key == "id" else c for c in HISTORY_COLUMNS]
+        layout = fit(columns, width, flex_min=16, flex_max=70, flex_keep=24)
+        if layout == self._layout:
+            return
+        self._layout = layout
         table = self.query_one(DataTable)
-        for key in ("id", "status", "pri", "subject", "source", "finished", "tries", "cost"):
-            table.add_column(key, key=key)
-        table.focus()
+        keep = table.cursor_row
+        table.clear(columns=True)
+        for key, label, cells in layout:
+            table.add_column(label, key=key, width=cells)
+        self._add_rows(self.rows)
+        table.move_cursor(row=min(keep, max(0, len(self.rows) - 1)), animate=False)
 
     async def load(self) -> tuple[Task, ...]:
         return await load_history_page(self.ctx.store, self.query_text, before_id=None)
@@ -69,22 +126,17 @@ class HistoryScreen(LiveScreen):
         self._append(first)
         table.move_cursor(row=min(keep, max(0, len(self.rows) - 1)), animate=False)
 
-    def _append(self, tasks: tuple[Task, ...]) -> None:
+    def _add_rows(self, tasks: Sequence[Task]) -> None:
         table = self.query_one(DataTable)
         now = self.ctx.clock.now_ms()
+        keys = [key for key, _, _ in self._layout]
         for task in tasks:
-            table.add_row(
-                Text(str(task.id), justify="right"),
-                Text(str(task.status), style=STATUS_STYLE[task.status]),
-                Text(str(task.priority)),
-                Text(one_line(task.subject, 60)),
-                Text(one_line(task.source, 20), style="dim"),
-                Text(relative(task.completed_at, now) if task.completed_at else "—"),
-                Text(f"{task.attempt_count}/{task.max_retries + 1}"),
-                Text(money(task.cost_usd) if task.cost_usd else ""),
-                key=str(task.id),
-            )
+            cells = history_cells(task, now)
+            table.add_row(*(cells[key] for key in keys), key=str(task.id))
+
+    def _append(self, tasks: tuple[Task, ...]) -> None:
         self.rows.extend(tasks)
+        self._add_rows(tasks)  # ids only shrink down the history: the first page sets their width
         self.exhausted = len(tasks) < HISTORY_PAGE
         more = "end of history" if self.exhausted else "m or ↓ at the bottom loads more"
         found = f"search {self.query_text!r}: " if self.query_text else ""

@@ -4,8 +4,9 @@ The app probes ``PRAGMA data_version`` and calls ``data_changed()`` on the scree
 in front; only then does the screen start a worker that runs its bounded
 ``load()`` and hands the result to ``apply()``. Loads run one at a time; a
 request during a load runs right after it. A result that arrives after the
-screen was closed or hidden is dropped. ``p`` pauses live updates: changes are
-counted, not loaded.
+screen was closed or hidden is dropped. ``p`` freezes the view: changes (other
+processes' and this TUI's own writes) are counted, not loaded, until it thaws;
+only a change of the view itself (a new filter) loads while frozen.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class LiveScreen(Screen[None]):
     def __init__(self, ctx: Context, *, name: str | None = None) -> None:
         super().__init__(name=name)
         self.ctx = ctx
-        self.live_paused = False
+        self.frozen = False
         self.changes_waiting = 0
         self.loads = 0  # results applied (tests wait on it)
         self._loading = False
@@ -53,21 +54,23 @@ class LiveScreen(Screen[None]):
         raise NotImplementedError
 
     def data_changed(self) -> None:
-        """Another process committed: reload, or count it while paused."""
-        if self.live_paused:
-            self.changes_waiting += 1
-            self.paused_changed()
-            return
+        """Another process committed: reload, or count it while frozen."""
         self.reload(discard_running=False)
 
-    def paused_changed(self) -> None:
-        """Hook: the pause state or the count of waiting changes moved."""
+    def frozen_changed(self) -> None:
+        """Hook: the freeze or the count of waiting changes moved."""
 
-    def reload(self, *, discard_running: bool = True) -> None:
-        """Load and show fresh data. One load runs at a time: a request that comes
-        while one runs is queued (never cancels it, so a slow screen under a stream
-        of commits still shows progress). ``discard_running`` (a filter or window
-        the person just changed) drops the result in flight instead of showing it."""
+    def reload(self, *, discard_running: bool = True, even_frozen: bool = False) -> None:
+        """Load and show fresh data; while frozen, count a change instead (unless
+        ``even_frozen``: the person changed the view itself). One load runs at a
+        time: a request that comes while one runs is queued (never cancels it, so a
+        slow screen under a stream of commits still shows progress).
+        ``discard_running`` (a filter or window the person just changed) drops the
+        result in flight instead of showing it."""
+        if self.frozen and not even_frozen:
+            self.changes_waiting += 1
+            self.frozen_changed()
+            return
         if self._loading:
             self._again = True
             self._discard = self._discard or discard_running
@@ -94,6 +97,11 @@ class LiveScreen(Screen[None]):
         if event.state is WorkerState.ERROR and event.worker.error is not None:
             report(self, event.worker.error, f"refreshing {self.title or 'the screen'}")
 
+    def times_changed(self) -> None:
+        """``z`` switched between local time and UTC: show the times again. By
+        default a reload (a frozen view is frozen in its rows, not its clock)."""
+        self.reload(even_frozen=True)
+
     def show_banner(self) -> None:
         """Show ``ctx.banner`` in this screen's ``Banner`` (if it has one)."""
         for banner in self.query(Banner):
@@ -102,4 +110,5 @@ class LiveScreen(Screen[None]):
 
     def on_screen_resume(self) -> None:
         self.show_banner()
-        self.reload()
+        if not self.frozen:  # a frozen view stays as it was when a dialog closes
+            self.reload()

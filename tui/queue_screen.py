@@ -14,23 +14,32 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.widgets import Footer, Input, Static
+from textual.events import Resize
+from textual.widgets import DataTable, Input, Static
 
-from tui.cells import one_line
+from tui.cells import COLUMNS, one_line
+from tui.columns import needed
 from tui.context import Context
 from tui.detail import DetailPane
 from tui.dialogs import ConfirmDialog, preview
 from tui.filters import TaskFilter, parse_filter
 from tui.forms import DeferForm, NewTaskForm, ReasonForm
 from tui.header import STALE_AFTER_MS, STATUS_KEYS, StatusHeader
+from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
+from tui.ordering import SortBy, clicked_sort, next_sort, sort_rows
+from tui.queue_notes import badges_text, empty_text, filter_note, inbox_folder
 from tui.queue_table import QueueTable
 from tui.safety import guarded
-from tui.snapshot import LIVE_LIMIT, QueueSnapshot, load_queue
+from tui.snapshot import QueueSnapshot, load_queue
 from tui.steering import Action, applies, apply_many, summarize
+from tui.tabs import TabBar
 from vigil.errors import InputError
 from vigil.models import NewTask, Task, TaskStatus
 
+DETAIL_PERCENT = 40  # the pane's width (DetailPane's CSS), and at least DETAIL_MIN cells
+DETAIL_MIN = 30
+DETAIL_SUBJECT_MIN = 24  # beside the pane, the table keeps at least this much subject
 WRITE_ACTIONS = frozenset({"new_task", "raise", "lower", "defer", "cancel", "retry", "approve", "reject"})
 TASK_ACTIONS = {"raise": Action.RAISE, "lower": Action.LOWER, "defer": Action.DEFER, "cancel": Action.CANCEL}
 TASK_ACTIONS |= {"retry": Action.RETRY, "approve": Action.APPROVE, "reject": Action.REJECT}
@@ -40,23 +49,24 @@ class QueueScreen(LiveScreen):
     TITLE = "Queue"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("n", "new_task", "New"),
-        Binding("plus,equals_sign", "raise", "+Prio", key_display="+"),
-        Binding("minus", "lower", "-Prio", key_display="-"),
-        Binding("d", "defer", "Defer"),
-        Binding("x", "cancel", "Cancel"),
-        Binding("r", "retry", "Retry"),
-        Binding("space", "mark", "Mark"),
-        Binding("enter", "open", "Open", show=False),
-        Binding("slash", "filter", "Filter", key_display="/"),
-        Binding("p", "pause", "Pause"),
-        # After the everyday keys, so an 80-column footer still shows those; reject is
-        # in the help and the palette (and named in the approve confirmation).
-        Binding("a", "approve", "Approve"),
-        Binding("R", "reject", "Reject", show=False),
-        Binding("f", "follow", "Follow", show=False),
-        Binding("i", "toggle_detail", "Detail", show=False),
-        Binding("escape", "clear", "Clear", show=False),
+        Binding("n", "new_task", "New", tooltip="new task: a form checked as `vigil task add` checks it"),
+        Binding("plus,equals_sign", "raise", "Raise", key_display="+", tooltip="more urgent (a lower number)"),
+        Binding("minus", "lower", "Lower", key_display="-", tooltip="less urgent (a higher number)"),
+        Binding("d", "defer", "Defer", tooltip="run later: 1 hour … 1 week, or a duration or time"),
+        Binding("x", "cancel", "Cancel", tooltip="cancel, after a confirmation (a running task is asked to stop)"),
+        Binding("r", "retry", "Retry", tooltip="run a failed or canceled task again"),
+        Binding("space", "mark", "Mark", tooltip="mark the row; the task keys then act on every marked task"),
+        Binding("enter", "open", "Open", show=False, tooltip="open the task screen"),
+        Binding("slash", "filter", "Filter", key_display="/", tooltip="filter as you type (words, status:, pri<3 …)"),
+        Binding("p", "freeze", "Freeze", tooltip="freeze this view (not the loop: that is L); changes are counted"),
+        # After the everyday keys: the footer drops keys from the end when it is narrow;
+        # reject is in the help and the palette (and named in the approve confirmation).
+        Binding("a", "approve", "Approve", tooltip="approve a task that waits for approval"),
+        Binding("R", "reject", "Reject", show=False, tooltip="reject a task that waits for approval, with a reason"),
+        Binding("f", "follow", "Follow", show=False, tooltip="keep the cursor on the running task"),
+        Binding("i", "toggle_detail", "Detail", show=False, tooltip="show or hide the detail pane"),
+        Binding("s", "sort", "Sort", show=False, tooltip="sort by priority, age, subject, source, cost, or dispatch"),
+        Binding("escape", "clear", "Clear", show=False, tooltip="close the filter, else clear marks, else the filter"),
         *[
             Binding(key, f"filter_status('{status}')", f"Only {status}", show=False)
             for status, key in STATUS_KEYS.items()
@@ -69,9 +79,13 @@ class QueueScreen(LiveScreen):
         self.following = False
         self.snapshot: QueueSnapshot | None = None
         self._select_after_load: int | None = None  # a task just added: highlight it
+        self._detail_chosen: bool | None = None  # i shows or hides the pane; None: by width
+        self._filter_error = ""  # why the text in the filter box does not parse ("" = it does)
+        self.sort_by: SortBy | None = None  # None: the dispatcher's order
 
     def compose(self) -> ComposeResult:
         yield Banner()
+        yield TabBar("queue")
         header = StatusHeader()
         # The dispatcher writes a heartbeat every [dispatch] heartbeat; three missed
         # ones (and at least a minute) mean it is gone.
@@ -79,17 +93,32 @@ class QueueScreen(LiveScreen):
         yield header
         yield Input(id="filter", placeholder="filter: words status:failed source:sensor:inbox skill:web pri<3")
         yield Static(id="filter-note")
+        yield Static(id="empty")
         with Horizontal(id="main"):
             yield QueueTable(id="queue")
-            yield DetailPane(id="detail")
-        yield Footer()
+            yield DetailPane(self.ctx.times, id="detail")
+        yield KeyBar(self.ctx)
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
-        # The table needs ~100 columns; below 130 the detail pane starts hidden (i shows it).
-        self.query_one(DetailPane).display = self.app.size.width >= 130
+        self._fit_detail(self.app.size.width)
         self.set_interval(1.0, self.tick)
         self.query_one(QueueTable).focus()
+
+    def on_resize(self, event: Resize) -> None:
+        self._fit_detail(event.size.width)
+
+    def _fit_detail(self, width: int) -> None:
+        """Show the detail pane only where the table still fits beside it (its
+        required columns, with a readable subject), until ``i`` decides."""
+        if self._detail_chosen is None:
+            pane = max(DETAIL_MIN, width * DETAIL_PERCENT // 100)
+            self.query_one(DetailPane).display = width - pane >= needed(COLUMNS, DETAIL_SUBJECT_MIN)
+
+    def times_changed(self) -> None:
+        """Only the detail pane shows clock times; re-show it (no query, so a frozen
+        view stays frozen); "today" follows at the next refresh."""
+        self.query_one(DetailPane).show(self.table.current, self.ctx.clock.now_ms())
 
     # --- data -----------------------------------------------------------------------
     @property
@@ -97,7 +126,8 @@ class QueueScreen(LiveScreen):
         return self.query_one(QueueTable)
 
     async def load(self) -> QueueSnapshot:
-        return await load_queue(self.ctx.store, self.filter, self.ctx.clock.now_ms())
+        now = self.ctx.clock.now_ms()
+        return await load_queue(self.ctx.store, self.filter, now, today_ms=self.ctx.times.start_of_day(now))
 
     def apply(self, data: Any) -> None:
         snapshot: QueueSnapshot = data
@@ -107,18 +137,26 @@ class QueueScreen(LiveScreen):
         header.loop_label = self.ctx.loop_label
         header.selected = self.filter.statuses
         header.show(snapshot, now)
-        self.table.reconcile(snapshot.tasks, now, snapshot.next_id)
+        self.table.reconcile(sort_rows(snapshot.tasks + snapshot.recent, self.sort_by), now, snapshot.next_id)
+        self._show_empty(snapshot)
+        self._show_badges()  # a marked task that left the table is no longer marked
         if self._select_after_load is not None and self.table.select_id(self._select_after_load):
             self._select_after_load = None
         elif self.following:
             self._follow_active()
-        note = Text()
-        if snapshot.limited:
-            note.append(f"showing the first {LIVE_LIMIT} rows; narrow with / to see others", style="yellow")
-        if not self.filter.is_empty:
-            note.append(f"  filter: {self.filter.text}  ({len(snapshot.tasks)} shown, esc clears)", style="dim")
+        self._show_filter_note()
+
+    def _show_filter_note(self) -> None:
+        note = filter_note(self.snapshot, self.filter, self._filter_error, self.sort_by)
         self.query_one("#filter-note", Static).update(note)
         self.query_one("#filter-note", Static).display = bool(note.plain)
+
+    def _show_empty(self, snapshot: QueueSnapshot) -> None:
+        """Under the filter bar, when nothing is open: what to do next."""
+        empty = self.query_one("#empty", Static)
+        empty.display = not snapshot.tasks and self.filter.is_empty
+        if empty.display:
+            empty.update(empty_text(bool(snapshot.recent), inbox_folder(self.ctx.settings.sensors)))
 
     @guarded("updating times")
     def tick(self) -> None:
@@ -128,17 +166,28 @@ class QueueScreen(LiveScreen):
         header.tick(now)
         self.table.tick(now)
 
-    def paused_changed(self) -> None:
-        badge = Text()
-        if self.live_paused:
-            badge.append(" PAUSED ", style="bold black on yellow")
-            badge.append(f" {self.changes_waiting} changes waiting", style="yellow")
-        self.query_one(StatusHeader).set_badges(badge)
+    def frozen_changed(self) -> None:
+        self._show_badges()
+
+    def _show_badges(self) -> None:
+        """Beside the loop line: the freeze and the count of marked rows."""
+        badges = badges_text(self.changes_waiting if self.frozen else None, len(self.table.marks))
+        self.query_one(StatusHeader).set_badges(badges)
 
     @on(QueueTable.Highlighted)
     def _highlighted(self, event: QueueTable.Highlighted) -> None:
-        self.query_one(DetailPane).show(event.task, self.ctx.clock.now_ms())
+        task = event.task
+        self.query_one(DetailPane).show(task, self.ctx.clock.now_ms())
+        if task is not None and task.waiting_on:  # which tasks: one query, for this row only
+            self.run_worker(self._show_dependencies(task), group="deps", exclusive=True, exit_on_error=False)
         self.refresh_bindings()
+
+    @guarded("reading the dependencies")
+    async def _show_dependencies(self, task: Task) -> None:
+        depends_on = await self.ctx.store.dependencies(task.id)
+        pane = self.query_one(DetailPane)
+        if pane.shown is not None and pane.shown.id == task.id:  # still the highlighted one
+            pane.show(task, self.ctx.clock.now_ms(), depends_on)
 
     # --- which keys apply -------------------------------------------------------------
     def _targets(self) -> list[Task]:
@@ -166,6 +215,22 @@ class QueueScreen(LiveScreen):
         box.value = self.filter.text
         box.focus()
 
+    @on(Input.Changed, "#filter")
+    def _filter_typed(self, event: Input.Changed) -> None:
+        """Filter as you type; text that does not parse yet (``pri<``) keeps the last
+        good filter and says why under the box."""
+        try:
+            flt = parse_filter(event.value)
+        except InputError as err:
+            self._filter_error = str(err)
+            self._show_filter_note()
+            return
+        self._filter_error = ""
+        if flt.text != self.filter.text:
+            self.set_filter(flt)
+        else:
+            self._show_filter_note()
+
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
         try:
@@ -178,7 +243,7 @@ class QueueScreen(LiveScreen):
 
     def set_filter(self, flt: TaskFilter) -> None:
         self.filter = flt
-        self.reload()
+        self.reload(even_frozen=True)
 
     def action_filter_status(self, status: str) -> None:
         self.set_filter(self.filter.with_status(TaskStatus(status)))
@@ -187,9 +252,12 @@ class QueueScreen(LiveScreen):
         box = self.query_one("#filter", Input)
         if box.display:
             box.display = False
+            self._filter_error = ""  # the box is closed: the filter is the last good one
+            self._show_filter_note()
             self.table.focus()
         elif self.table.marks:
             self.table.clear_marks()
+            self._show_badges()
             self.refresh_bindings()
         elif not self.filter.is_empty:
             self.set_filter(TaskFilter())
@@ -199,14 +267,15 @@ class QueueScreen(LiveScreen):
         if current is not None:
             self.table.toggle_mark(current)
             self.table.action_cursor_down()
+            self._show_badges()
             self.refresh_bindings()
 
-    def action_pause(self) -> None:
-        self.live_paused = not self.live_paused
+    def action_freeze(self) -> None:
+        self.frozen = not self.frozen
         waiting, self.changes_waiting = self.changes_waiting, 0
-        self.paused_changed()
-        if not self.live_paused and waiting:
-            self.reload()
+        self.frozen_changed()
+        if not self.frozen and waiting:
+            self.reload()  # thawed: catch up on what was counted
 
     def action_follow(self) -> None:
         self.following = not self.following
@@ -220,9 +289,22 @@ class QueueScreen(LiveScreen):
                 self.table.select_id(task_id)
                 return
 
+    def action_sort(self) -> None:
+        self._sort(next_sort(self.sort_by))
+
+    @on(DataTable.HeaderSelected)
+    def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
+        self._sort(clicked_sort(self.sort_by, str(event.column_key.value)))
+
+    def _sort(self, sort_by: SortBy | None) -> None:
+        """Re-order what is shown (no query: a frozen view stays frozen)."""
+        self.sort_by = sort_by
+        if self.snapshot is not None:
+            self.apply(self.snapshot)
+
     def action_toggle_detail(self) -> None:
         detail = self.query_one(DetailPane)
-        detail.display = not detail.display
+        detail.display = self._detail_chosen = not detail.display
 
     def action_open(self) -> None:
         from tui.task_screen import TaskScreen
@@ -342,4 +424,5 @@ class QueueScreen(LiveScreen):
         self.notify(message, severity="information" if ok else "warning", markup=False)
         if self.table.marks:
             self.table.clear_marks()
+            self._show_badges()
         self.reload()

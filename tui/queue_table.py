@@ -4,21 +4,42 @@ A new snapshot never clears the table: rows whose task changed are updated cell 
 cell, new tasks are added, gone tasks removed, and the rows are then put in the
 snapshot's order. The cursor and the marks follow task ids, so the highlighted
 task stays highlighted when another process inserts a more urgent task above it.
+
+The columns fit the table's width (``tui.columns``): when the width changes (or
+the longest id grows), the table is rebuilt from the cells it holds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import ClassVar
 
 from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.events import Resize
 from textual.message import Message
 from textual.widgets import DataTable
 
-from tui.cells import COLUMNS, task_cells, when_cell
+from tui.cells import COLUMNS, SUBJECT_KEEP, SUBJECT_MAX, SUBJECT_MIN, task_cells, when_cell
+from tui.columns import fit
 from vigil.models import Task
 
 
-class QueueTable(DataTable[Text]):
+class JumpTable(DataTable[Text]):
+    """A row table where ``g``/``Home`` and ``G``/``End`` go to the first and last row."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("g,home", "jump('first')", "First row", show=False, tooltip="go to the first row"),
+        Binding("G,end", "jump('last')", "Last row", show=False, tooltip="go to the last row"),
+    ]
+
+    def action_jump(self, where: str) -> None:
+        if self.row_count:
+            self.move_cursor(row=0 if where == "first" else self.row_count - 1, animate=False)
+
+
+class QueueTable(JumpTable):
     """Rows keyed by ``str(task.id)``; ``marks`` holds marked task ids."""
 
     class Highlighted(Message):
@@ -36,10 +57,34 @@ class QueueTable(DataTable[Text]):
         self._cells: dict[int, dict[str, Text]] = {}
         self._order: list[int] = []
         self._now_ms = 0
+        self._layout: list[tuple[str, str, int]] = []  # (key, label, width) shown
 
     def on_mount(self) -> None:
-        for key, label in COLUMNS:
-            self.add_column(label, key=key)
+        self.relayout(self.size.width or self.app.size.width)
+
+    def on_resize(self, event: Resize) -> None:
+        self.relayout(event.size.width)
+
+    @property
+    def column_keys(self) -> list[str]:
+        """The keys of the columns shown now, in order."""
+        return [key for key, _, _ in self._layout]
+
+    def relayout(self, width: int) -> None:
+        """Fit the columns to ``width`` cells; rebuild the table if they change."""
+        id_width = max(2, len(str(max(self.tasks, default=0))))
+        columns = [replace(c, width=id_width) if c.key == "id" else c for c in COLUMNS]
+        layout = fit(columns, width, flex_min=SUBJECT_MIN, flex_max=SUBJECT_MAX, flex_keep=SUBJECT_KEEP)
+        if layout == self._layout:
+            return
+        keep_id, keep_row = self.current_id, self.cursor_row
+        self._layout = layout
+        self.clear(columns=True)
+        for key, label, cells in layout:
+            self.add_column(label, key=key, width=cells)
+        for task_id in self._order:
+            self.add_row(*(self._cells[task_id][key] for key in self.column_keys), key=str(task_id))
+        self._restore_cursor(keep_id, keep_row)
 
     @property
     def current_id(self) -> int | None:
@@ -75,14 +120,16 @@ class QueueTable(DataTable[Text]):
         position = {task_id: n for n, task_id in enumerate(self._order)}
         self.sort("id", key=lambda cell: position[int(cell.plain)])
         self._restore_cursor(keep_id, keep_row)
+        if self._layout:
+            self.relayout(self.size.width)  # a longer id widens its column
 
     def _put(self, task: Task) -> None:
         cells = task_cells(task, self._now_ms, is_next=task.id == self.next_id, marked=task.id in self.marks)
         old = self._cells.get(task.id)
         if old is None:
-            self.add_row(*(cells[key] for key, _ in COLUMNS), key=str(task.id))
+            self.add_row(*(cells[key] for key in self.column_keys), key=str(task.id))
         else:
-            for key, _ in COLUMNS:
+            for key in self.column_keys:
                 if not _same(old[key], cells[key]):
                     self.update_cell(str(task.id), key, cells[key])
         self.tasks[task.id] = task
@@ -111,7 +158,8 @@ class QueueTable(DataTable[Text]):
             when = when_cell(task, now_ms)
             if not _same(cells["when"], when):
                 cells["when"] = when
-                self.update_cell(str(task_id), "when", when)
+                if "when" in self.column_keys:
+                    self.update_cell(str(task_id), "when", when)
 
     def toggle_mark(self, task_id: int) -> None:
         self.marks ^= {task_id}

@@ -16,13 +16,15 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from tui.cells import one_line, relative
 from tui.context import Context
+from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
 from tui.safety import guarded
 from tui.snapshot import load_sensors
+from tui.tabs import LoopLine, TabBar
 from vigil.models import SensorState
 
 STALE_GRACE_MS = 120_000
@@ -80,11 +82,18 @@ def is_stale(state: SensorState, now_ms: int) -> bool:
     return overdue or state.consecutive_failures > 0
 
 
+def next_due_cell(state: SensorState, now_ms: int, style: str) -> Text:
+    """When the sensor runs next; a disabled one does not run, whatever was planned."""
+    if not state.enabled:
+        return Text("disabled", style="dim")
+    return Text(relative(state.next_due_at, now_ms) if state.next_due_at else "—", style=style)
+
+
 class SensorsScreen(LiveScreen):
     TITLE = "Sensors"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("r", "run_now", "Run now"),
-        Binding("e", "toggle_enabled", "Enable/disable"),
+        Binding("r", "run_now", "Run now", tooltip="run the sensor now, as `vigil sensors run NAME`"),
+        Binding("e", "toggle_enabled", "Enable/disable", tooltip="enable or disable the sensor"),
     ]
 
     def __init__(self, ctx: Context) -> None:
@@ -93,10 +102,12 @@ class SensorsScreen(LiveScreen):
 
     def compose(self) -> ComposeResult:
         yield Banner()
+        yield TabBar("sensors")
+        yield LoopLine(self.ctx)
         yield Static(Text("Sensors", style="bold"))
         yield DataTable[Text](id="sensors", cursor_type="row", zebra_stripes=True)
         yield Static(id="error")
-        yield Footer()
+        yield KeyBar(self.ctx)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -122,7 +133,7 @@ class SensorsScreen(LiveScreen):
                 Text(plans.get(s.name, "—")),
                 Text(relative(s.last_run_at, now) if s.last_run_at else "never"),
                 Text(s.last_status or "—", style="red" if s.last_status in ("error", "timeout") else ""),
-                Text(relative(s.next_due_at, now) if s.next_due_at else "—", style=style),
+                next_due_cell(s, now, style),
                 Text(f"{s.created_last}/{s.ignored_last}"),
                 Text(str(s.consecutive_failures), style="red" if s.consecutive_failures else ""),
                 Text(one_line(s.last_error or "", 50), style="red"),

@@ -8,10 +8,11 @@ trigger-kept ``status_counts`` table. ``now_ms`` comes from the app's clock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from tui.filters import TaskFilter
+from tui.times import Times
 from vigil.budget import BudgetUse, budget_use
 from vigil.clock import MS_PER_DAY
 from vigil.config import BudgetSettings
@@ -32,6 +33,10 @@ from vigil.store import CostGroup, Store
 
 LIVE_LIMIT = 500  # rows in the live queue table; more are counted, not shown
 HISTORY_PAGE = 100
+ACTIVE_LIMIT = 20  # running tasks read for the header (one per lane)
+RECENT_MS = 10 * 60_000  # a task that finished this recently stays in the live table, dimmed
+RECENT_LIMIT = 5
+RAN_STATUSES = (TaskStatus.COMPLETED, TaskStatus.FAILED)
 HOUR_MS = 3_600_000
 
 
@@ -55,6 +60,8 @@ class QueueSnapshot:
     tokens_today: int = 0
     hourly_cost: tuple[float, ...] = field(default_factory=lambda: (0.0,) * 24)
     limited: bool = False  # more rows matched than the table shows
+    active: tuple[Task, ...] = ()  # the running tasks, from the tasks table (newest first)
+    recent: tuple[Task, ...] = ()  # completed or failed in the last RECENT_MS (unfiltered view only)
 
 
 def start_of_day(now_ms: int) -> int:
@@ -73,8 +80,9 @@ def next_to_run(tasks: tuple[Task, ...], now_ms: int) -> int | None:
     return None
 
 
-async def load_queue(store: Store, flt: TaskFilter, now_ms: int) -> QueueSnapshot:
-    """One refresh of the queue screen (six bounded queries)."""
+async def load_queue(store: Store, flt: TaskFilter, now_ms: int, *, today_ms: int | None = None) -> QueueSnapshot:
+    """One refresh of the queue screen (eight bounded queries). ``today_ms``: the
+    start of the day whose spend the header shows (None: the UTC day)."""
     if flt.wants_finished:
         rows = await store.list_tasks(statuses=flt.statuses, limit=LIVE_LIMIT)
         ordered = tuple(rows)
@@ -89,9 +97,19 @@ async def load_queue(store: Store, flt: TaskFilter, now_ms: int) -> QueueSnapsho
     hourly = tuple(
         by_hour[key].cost_usd if (key := hour_key(first_hour + i * HOUR_MS)) in by_hour else 0.0 for i in range(24)
     )
-    today = start_of_day(now_ms)
+    today = start_of_day(now_ms) if today_ms is None else today_ms
     today_rows = await store.cost_rollup(since_ms=today, by=CostGroup.DAY)
     open_count = sum(n for status, n in counts.items() if status not in FINISHED_STATUSES)
+    # The header names the running task from the tasks table (a claim is seen at the
+    # next probe), not from the heartbeat, which lags by up to a heartbeat.
+    active = await store.list_tasks(statuses=(TaskStatus.ACTIVE,), limit=ACTIVE_LIMIT)
+    # What just ran stays in view for a while, so a queue that empties within seconds
+    # (a new home, dry-run) does not look as if nothing happened. (A canceled task
+    # goes at once: a person did that, and saw it.)
+    recent: tuple[Task, ...] = ()
+    if flt.is_empty:
+        finished = await store.list_tasks(statuses=RAN_STATUSES, limit=RECENT_LIMIT)
+        recent = tuple(t for t in finished if t.completed_at is not None and now_ms - t.completed_at <= RECENT_MS)
     return QueueSnapshot(
         taken_at=now_ms,
         tasks=shown,
@@ -104,6 +122,8 @@ async def load_queue(store: Store, flt: TaskFilter, now_ms: int) -> QueueSnapsho
         tokens_today=sum(r.tokens_in + r.tokens_out for r in today_rows),
         hourly_cost=hourly,
         limited=len(ordered) >= LIVE_LIMIT and (flt.wants_finished or open_count > LIVE_LIMIT),
+        active=tuple(active),
+        recent=recent,
     )
 
 
@@ -157,11 +177,40 @@ class CostSnapshot:
     budget: BudgetUse
 
 
-async def load_costs(store: Store, now_ms: int, days: int, budget: BudgetSettings) -> CostSnapshot:
-    since = start_of_day(now_ms) - (days - 1) * MS_PER_DAY
+def days_of(hours: list[CostRow], times: Times) -> tuple[CostRow, ...]:
+    """Hourly rows (UTC ``YYYY-MM-DDTHH`` keys) summed into the days of the zone
+    ``times`` shows: the store groups days by UTC. An hour counts whole in the day
+    it starts in (a zone half an hour off UTC is off by that much), and ``tasks`` is
+    summed over hours (a task whose runs span hours counts in each)."""
+    days: dict[str, CostRow] = {}
+    for row in hours:
+        start = datetime.strptime(row.key, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+        key = times.day(int(start.timestamp() * 1000))
+        old = days.get(key)
+        if old is None:
+            days[key] = replace(row, key=key)
+            continue
+        days[key] = CostRow(
+            key,
+            old.runs + row.runs,
+            old.tasks + row.tasks,
+            old.cost_usd + row.cost_usd,
+            old.api_cost_usd + row.api_cost_usd,
+            old.tokens_in + row.tokens_in,
+            old.tokens_out + row.tokens_out,
+            old.cache_read_tokens + row.cache_read_tokens,
+            old.cache_write_tokens + row.cache_write_tokens,
+        )
+    return tuple(days[key] for key in sorted(days))
+
+
+async def load_costs(store: Store, now_ms: int, days: int, budget: BudgetSettings, times: Times) -> CostSnapshot:
+    """The window is ``days`` days of the zone ``times`` shows, today included."""
+    since = times.start_of_day(now_ms - (days - 1) * MS_PER_DAY)
+    hours = await store.cost_rollup(since_ms=since, by=CostGroup.HOUR)
     return CostSnapshot(
         since_ms=since,
-        by_day=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.DAY)),
+        by_day=days_of(hours, times),
         by_skill=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.SKILL)),
         by_source=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.SOURCE)),
         by_model=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.MODEL)),

@@ -15,7 +15,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Markdown, Static
+from textual.widgets import Markdown, Static
 
 from dispatch.attempt import transcript_path
 from tui.cells import money, one_line
@@ -23,11 +23,13 @@ from tui.context import Context
 from tui.detail import field_table
 from tui.dialogs import ConfirmDialog, preview
 from tui.forms import DeferForm, ReasonForm
+from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
 from tui.safety import guarded
 from tui.snapshot import TaskDetail, load_task
 from tui.steering import Action, applies, apply_many, summarize
-from vigil.clock import iso_utc
+from tui.tabs import LoopLine, TabBar
+from tui.times import Times
 from vigil.durations import format_duration
 from vigil.errors import TaskNotFound
 from vigil.models import Run, Task, TaskStatus
@@ -45,20 +47,22 @@ TAIL_LINES = 40
 TAIL_BYTES = 64_000
 
 
-def runs_table(runs: tuple[Run, ...]) -> Table:
+def runs_table(runs: tuple[Run, ...], times: Times) -> Table:
     table = Table("#", "outcome", "started", "duration", "cost", "tokens in/out", "model", "error", box=None)
     for run in runs:
         duration = "running" if run.finished_at is None else format_duration(run.finished_at - run.started_at)
         table.add_row(
             str(run.attempt),
             Text(run.outcome or "—"),
-            iso_utc(run.started_at) or "",
+            times.at(run.started_at),
             duration,
             money(run.cost_usd),
             f"{run.tokens_in}/{run.tokens_out}",
             Text(run.model or "—"),
             Text(one_line(run.error or "", 60), style="red"),
         )
+        for denial in run.permission_denials:  # tool calls the agent CLI refused
+            table.add_row("", "", "", "", "", "", "", Text(f"denied: {one_line(denial, 60)}", style="yellow"))
     return table
 
 
@@ -75,14 +79,14 @@ def read_tail(path: Path) -> str:
 class TaskScreen(LiveScreen):
     TITLE = "Task"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,backspace,q", "back", "Back"),
-        Binding("plus,equals_sign", "raise", "+Prio", key_display="+"),
-        Binding("minus", "lower", "-Prio", key_display="-"),
-        Binding("d", "defer", "Defer"),
-        Binding("x", "cancel", "Cancel"),
-        Binding("r", "retry", "Retry"),
-        Binding("a", "approve", "Approve"),
-        Binding("R", "reject", "Reject", show=False),
+        Binding("escape,backspace,q", "back", "Back", tooltip="back to the screen below"),
+        Binding("plus,equals_sign", "raise", "Raise", key_display="+", tooltip="more urgent (a lower number)"),
+        Binding("minus", "lower", "Lower", key_display="-", tooltip="less urgent (a higher number)"),
+        Binding("d", "defer", "Defer", tooltip="run later: 1 hour … 1 week, or a duration or time"),
+        Binding("x", "cancel", "Cancel", tooltip="cancel, after a confirmation (a running task is asked to stop)"),
+        Binding("r", "retry", "Retry", tooltip="run a failed or canceled task again"),
+        Binding("a", "approve", "Approve", tooltip="approve a task that waits for approval"),
+        Binding("R", "reject", "Reject", show=False, tooltip="reject a task that waits for approval, with a reason"),
     ]
 
     def __init__(self, ctx: Context, task_id: int) -> None:
@@ -90,9 +94,12 @@ class TaskScreen(LiveScreen):
         self.task_id = task_id
         self.detail: TaskDetail | None = None
         self._tail_key: tuple[str, int] | None = None
+        self._shown: dict[str, str] = {}  # Markdown text shown, by selector
 
     def compose(self) -> ComposeResult:
         yield Banner()
+        yield TabBar("task")
+        yield LoopLine(self.ctx)
         with VerticalScroll():
             yield Static(id="title")
             yield Static(id="fields")
@@ -107,10 +114,23 @@ class TaskScreen(LiveScreen):
             yield Static(Text("events", style="bold underline"))
             yield Static(id="events")
             yield Static(id="transcript")
-        yield Footer()
+        yield KeyBar(self.ctx)
 
     def on_mount(self) -> None:
+        # Anchored but released: the page opens at the top; once the reader goes to
+        # the bottom (End), it stays there as the transcript grows, until they
+        # scroll up again.
+        scroll = self.query_one(VerticalScroll)
+        scroll.anchor()
+        scroll.release_anchor()
         self.set_interval(1.0, self._tail)
+
+    def _markdown(self, selector: str, text: str) -> None:
+        """Re-render only on change: a re-rendered Markdown shrinks for a moment,
+        which moved the reader's place on every reload (after a dialog closed)."""
+        if self._shown.get(selector) != text:
+            self._shown[selector] = text
+            self.query_one(selector, Markdown).update(text)
 
     async def load(self) -> TaskDetail | None:
         try:
@@ -129,22 +149,22 @@ class TaskScreen(LiveScreen):
         title = Text(f"#{task.id} ", style="bold")
         title.append(task.subject, style="bold")
         self.query_one("#title", Static).update(title)
-        fields = field_table(task, now)
-        if detail.depends_on:
-            fields.add_row("depends on", Text(", ".join(f"#{d}" for d in detail.depends_on)))
+        fields = field_table(task, now, self.ctx.times, detail.depends_on)
         self.query_one("#fields", Static).update(fields)
-        self.query_one("#description", Markdown).update(task.description or "*(none)*")
+        self._markdown("#description", task.description or "*(none)*")
         result = "\n\n".join(part for part in (task.result_summary, task.result_detail) if part)
-        self.query_one("#result", Markdown).update(result or "*(none yet)*")
-        self.query_one("#runs", Static).update(runs_table(detail.runs) if detail.runs else Text("none", style="dim"))
+        self._markdown("#result", result or "*(none yet)*")
+        self.query_one("#runs", Static).update(
+            runs_table(detail.runs, self.ctx.times) if detail.runs else Text("none", style="dim")
+        )
         notes = Text()
         for note in detail.notes:
-            notes.append(f"{iso_utc(note.at)} {note.author}: ", style="dim")
+            notes.append(f"{self.ctx.times.at(note.at)} {note.author}: ", style="dim")
             notes.append(note.text + "\n")
         self.query_one("#notes", Static).update(notes or Text("none", style="dim"))
         events = Text()
         for event in detail.events:
-            events.append(f"{iso_utc(event.at)} {event.actor} {event.kind} ", style="dim")
+            events.append(f"{self.ctx.times.at(event.at)} {event.actor} {event.kind} ", style="dim")
             events.append(f"{event.from_value or ''} → {event.to_value or ''}\n")
         self.query_one("#events", Static).update(events)
         self._tail_key = None
@@ -180,6 +200,10 @@ class TaskScreen(LiveScreen):
             widget = self.query_one("#transcript", Static)
             widget.display = True
             widget.update(Text("live transcript\n", style="bold underline") + Text(text))
+
+    def times_changed(self) -> None:
+        if self.detail is not None:
+            self.apply(self.detail)  # the times are formatted in apply; no query
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -144,6 +144,7 @@ def task() -> None:
 @click.option("--depends-on", "depends_on", default="", help="Task ids that must complete first.")
 @click.option("--max-retries", type=click.IntRange(min=0), help="Retries after the first attempt.")
 @click.option("--requires-approval", is_flag=True, help="Wait (blocked) until a person runs vigil task approve.")
+@click.option("--workdir", metavar="DIR", help="Folder the agent works in (default: the skill's, or the home).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def task_add(ctx: click.Context, /, subject: str, **opts: Any) -> None:
@@ -331,13 +332,14 @@ def stats(ctx: click.Context, since: str, by: str, as_json: bool) -> None:
 @main.command()
 @click.pass_context
 def doctor(ctx: click.Context) -> None:
-    """Check the home, config, database and versions."""
+    """Check the home, config, database, the loop's gate, versions and the agent CLI."""
+    from dispatch.readiness import agent_findings
     from vigil.doctor import run_checks
 
     state: CliState = ctx.find_object(CliState)  # type: ignore[assignment]
     import asyncio
 
-    ok = asyncio.run(run_checks(state.home_arg, click.echo))
+    ok = asyncio.run(run_checks(state.home_arg, click.echo, agent_findings))
     sys.exit(0 if ok else 1)
 
 

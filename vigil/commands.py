@@ -77,6 +77,17 @@ def _model(value: object) -> str | None:
     return text
 
 
+def _workdir(value: object) -> str | None:
+    """``--workdir``: an existing folder, made absolute; None: not set. Refused now
+    if missing: the person sees it, not a failed run later."""
+    if not value:
+        return None
+    folder = Path(str(value)).expanduser().resolve()
+    if not folder.is_dir():
+        raise InputError(f"--workdir {value}: no such folder")
+    return str(folder)
+
+
 def new_task_from_options(
     subject: str, opts: Mapping[str, Any], now_ms: int, skills_dir: Path | None = None
 ) -> NewTask:
@@ -126,6 +137,7 @@ def new_task_from_options(
         max_retries=opts.get("max_retries"),
         requires_approval=bool(opts.get("requires_approval")),
         model=_model(opts.get("model")),
+        workdir=_workdir(opts.get("workdir")),
     )
 
 

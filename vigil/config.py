@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from vigil.durations import parse_duration_ms
 from vigil.errors import ConfigError, InputError
@@ -44,14 +45,39 @@ class StoreSettings:
         return str(self.path) if self.url is None else mask_password(self.url)
 
 
+# Claude Code's permission modes (2.1.197). bypassPermissions is refused as root.
+CLAUDE_PERMISSION_MODES = ("default", "acceptEdits", "auto", "dontAsk", "plan", "bypassPermissions")
+# What the prompt asks the agent to run: `vigil task note|add|close <literal id> …`.
+CLAUDE_ALLOWED_TOOLS = ("Bash(vigil task:*)",)
+# Codex's sandbox modes (0.171.0). workspace-write: the agent may write in its
+# working directory, in add_dirs and in the database's folder, so that its own
+# `vigil task …` calls can commit.
+CODEX_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+
+
 @dataclass(frozen=True)
 class AgentCliSettings:
-    """How to start one agent CLI. ``command`` is the argv prefix."""
+    """How to start one agent CLI. ``command`` is the argv prefix.
+
+    ``permission_mode``, ``allowed_tools``, ``disallowed_tools`` and ``add_dirs``
+    are Claude Code's (``[executors.claude]``); ``add_dirs`` are folders, relative
+    ones to the home.
+
+    ``sandbox`` is Codex's (``[executors.codex]``), which also reads ``add_dirs``
+    (more folders its sandbox lets the agent write).
+    """
 
     command: tuple[str, ...]
     model: str | None = None
     max_budget_usd: float | None = None
     extra_args: tuple[str, ...] = ()
+    # "default": nothing beyond reading and the allow rules; edits are an operator's
+    # choice (acceptEdits), since the working directory is the home by default
+    permission_mode: str = "default"
+    allowed_tools: tuple[str, ...] = CLAUDE_ALLOWED_TOOLS
+    disallowed_tools: tuple[str, ...] = ()
+    add_dirs: tuple[str, ...] = ()
+    sandbox: str = "workspace-write"
 
 
 @dataclass(frozen=True)
@@ -79,6 +105,7 @@ class DispatchSettings:
     lanes: int = 1  # dispatchers that may run a task at once, across every host (1-MAX_LANES)
     identity: str = "IDENTITY.md"
     pass_env: tuple[str, ...] = ()  # extra environment variables handed to the agent
+    workdir: Path | None = None  # the agents' working directory (absolute); None = the home
 
 
 @dataclass(frozen=True)
@@ -148,6 +175,14 @@ class RetentionSettings:
 
 
 @dataclass(frozen=True)
+class TuiSettings:
+    """The dashboard (``[tui]``). ``timezone`` is an IANA zone name for the times it
+    shows; None: the machine's zone."""
+
+    timezone: str | None = None
+
+
+@dataclass(frozen=True)
 class Settings:
     home: Path
     config_path: Path | None
@@ -162,6 +197,7 @@ class Settings:
     alerts: AlertSettings = field(default_factory=AlertSettings)
     limits: LimitsSettings = field(default_factory=LimitsSettings)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
+    tui: TuiSettings = field(default_factory=TuiSettings)
 
     @property
     def skills_dir(self) -> Path:
@@ -320,6 +356,20 @@ def _agent_cli(data: Mapping[str, Any], name: str, source: Path | None) -> Agent
         max_budget_usd=section.opt_float("max_budget_usd"),
         extra_args=section.argv("extra_args", ()),
     )
+    if name == "claude":
+        settings = replace(
+            settings,
+            permission_mode=section.choice("permission_mode", settings.permission_mode, CLAUDE_PERMISSION_MODES),
+            allowed_tools=section.argv("allowed_tools", settings.allowed_tools),
+            disallowed_tools=section.argv("disallowed_tools", ()),
+            add_dirs=section.argv("add_dirs", ()),
+        )
+    if name == "codex":
+        settings = replace(
+            settings,
+            sandbox=section.choice("sandbox", settings.sandbox, CODEX_SANDBOXES),
+            add_dirs=section.argv("add_dirs", ()),
+        )
     section.done()
     return settings
 
@@ -413,6 +463,18 @@ def _retention(data: Mapping[str, Any], source: Path | None) -> RetentionSetting
     return settings
 
 
+def _tui(data: Mapping[str, Any], source: Path | None) -> TuiSettings:
+    section = _Section(_table(data, "tui", source), "tui", source)
+    zone = section.opt_str("timezone")
+    if zone is not None:
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise section._fail("timezone", "an IANA time zone such as 'Europe/Paris'") from None
+    section.done()
+    return TuiSettings(timezone=zone)
+
+
 def _store_url(section: _Section, source: Path | None, env: Mapping[str, str]) -> str | None:
     """``VIGIL_STORE_URL`` if set (it wins: the password can stay out of the file),
     else ``[store] url``; None means the SQLite file."""
@@ -424,13 +486,24 @@ def _store_url(section: _Section, source: Path | None, env: Mapping[str, str]) -
     return check_store_url(from_file, f"{source}: [store] url" if source else "[store] url")
 
 
+def _workdir(section: _Section, home: Path) -> Path | None:
+    """``[dispatch] workdir``: a folder, relative to the home (``~`` expanded);
+    None when unset. Whether it exists is checked when a task runs."""
+    value = section.opt_str("workdir")
+    if value is None:
+        return None
+    if not value.strip():
+        raise section._fail("workdir", "a folder (absolute, or relative to the home)")
+    return (home / Path(value).expanduser()).resolve()
+
+
 def settings_from_mapping(
     data: Mapping[str, Any], home: Path, source: Path | None, env: Mapping[str, str] | None = None
 ) -> Settings:
     """Build ``Settings`` from parsed TOML and ``env`` (None: the process environment,
     read for ``VIGIL_STORE_URL``); raises ``ConfigError``."""
     known = {"store", "dispatch", "executors", "prices", "sensor_defaults", "sensors", "budget", "alerts"}
-    known |= {"limits", "retention"}
+    known |= {"limits", "retention", "tui"}
     for key in data:
         if key not in known:
             raise ConfigError(f"{source}: unknown section or key {key!r}")
@@ -460,6 +533,7 @@ def settings_from_mapping(
         lanes=_lanes(d, defaults.lanes),
         identity=d.str_("identity", defaults.identity),
         pass_env=d.argv("pass_env", ()),
+        workdir=_workdir(d, home),
     )
     d.done()
 
@@ -497,6 +571,7 @@ def settings_from_mapping(
         alerts=_alerts(data, source),
         limits=_limits(data, source),
         retention=_retention(data, source),
+        tui=_tui(data, source),
     )
 
 

@@ -1,8 +1,11 @@
-"""``vigil doctor``: checks the home, the config, the database and the versions.
+"""``vigil doctor``: checks the home, the config, the database, the loop's gate,
+the versions and the configured agent CLI.
 
 Each check prints one line (``ok``, ``warn`` or ``FAIL``); the command fails if any
 check failed. It never creates or modifies an SQLite database; on PostgreSQL it
-opens the store as every command does (an empty database gets the schema).
+opens the store as every command does (an empty database gets the schema). The
+agent CLI's own checks live with the executors (``dispatch.readiness``) and are
+handed in by the CLI as ``agent_checks``.
 """
 
 from __future__ import annotations
@@ -11,17 +14,33 @@ import shutil
 import sqlite3
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Literal
 
+from vigil.clock import iso_utc
 from vigil.config import CONFIG_NAME, Settings, load_settings
 from vigil.errors import VigilError
+from vigil.gate import GATE_KEY, GateState, LoopGate
 from vigil.home import find_home
 from vigil.store.sqlite import SqliteStore
 from vigil.store.sqlite_schema import SCHEMA_VERSION
 
 Echo = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the report: ``level`` is ``ok``, ``warn`` or ``fail``."""
+
+    level: Literal["ok", "warn", "fail"]
+    what: str
+    detail: str
+
+
+AgentChecks = Callable[[Settings], Awaitable[list[Finding]]]
 
 
 class _Report:
@@ -38,6 +57,9 @@ class _Report:
     def fail(self, what: str, detail: str) -> None:
         self.failed = True
         self._echo(f"FAIL  {what:<10} {detail}")
+
+    def add(self, finding: Finding) -> None:
+        {"ok": self.ok, "warn": self.warn, "fail": self.fail}[finding.level](finding.what, finding.detail)
 
 
 def _versions(report: _Report) -> None:
@@ -68,6 +90,7 @@ async def _postgres(report: _Report, settings: Settings) -> None:
         return
     try:
         counts = await store.count_by_status()
+        _gate(report, LoopGate.from_json((await store.loop_values()).get(GATE_KEY)))
     except VigilError as err:
         report.fail("database", str(err))
         return
@@ -93,6 +116,7 @@ async def _database(report: _Report, settings: Settings) -> None:
     try:
         check = await store.integrity_check()
         counts = await store.count_by_status()
+        _gate(report, LoopGate.from_json((await store.loop_values()).get(GATE_KEY)))
     finally:
         await store.close()
     if check != "ok":
@@ -104,6 +128,16 @@ async def _database(report: _Report, settings: Settings) -> None:
         report.warn("database", f"{path} is readable by others (mode {_mode(path):o}); chmod 600 it")
     if _mode(path.parent) & 0o077:
         report.warn("database", f"{path.parent} is open to others (mode {_mode(path.parent):o}); chmod 700 it")
+
+
+def _gate(report: _Report, gate: LoopGate) -> None:
+    """The loop's gate: a closed one is a warning that says how it opens."""
+    if gate.state is GateState.RUNNING:
+        report.ok("loop", "running (not paused or gated)")
+    elif gate.until is not None:
+        report.warn("loop", f"{gate.state}: {gate.reason}; it resumes by itself at {iso_utc(gate.until)}")
+    else:
+        report.warn("loop", f"{gate.state}: {gate.reason}; once that is fixed, run `vigil resume`")
 
 
 def _executor(report: _Report, settings: Settings) -> None:
@@ -147,8 +181,10 @@ def _guardrails(report: _Report, settings: Settings) -> None:
         report.ok("budget", f"${b.daily_usd:.2f} per 24 h ({urgent}), warnings at {warnings}")
 
 
-async def run_checks(home_arg: str | None, echo: Echo) -> bool:
-    """Run every check, printing one line each; True when nothing failed."""
+async def run_checks(home_arg: str | None, echo: Echo, agent_checks: AgentChecks | None = None) -> bool:
+    """Run every check, printing one line each; True when nothing failed.
+    ``agent_checks`` runs the configured agent CLI for real (None: only look it
+    up on PATH)."""
     report = _Report(echo)
     _versions(report)
     try:
@@ -164,7 +200,12 @@ async def run_checks(home_arg: str | None, echo: Echo) -> bool:
         return False
     report.ok("config", str(settings.config_path or f"no {CONFIG_NAME}: defaults"))
     await _database(report, settings)
-    _executor(report, settings)
+    findings = [] if agent_checks is None else await agent_checks(settings)
+    if findings:
+        for finding in findings:
+            report.add(finding)
+    else:
+        _executor(report, settings)
     _guardrails(report, settings)
     if not settings.skills_dir.is_dir():
         report.warn("skills", f"{settings.skills_dir} does not exist")

@@ -36,11 +36,18 @@ def parse_iso_ms(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
+WHEN_FORMS = "a duration from now (90s, 30m, 2h, 1d, 1w, 1h30m) or an ISO 8601 time (2026-12-01T09:00Z)"
+
+
 def parse_when_ms(text: str, now_ms: int) -> int:
-    """A point in time: ISO 8601, or a duration meaning "that long from now"."""
+    """A point in time: ISO 8601, or a duration meaning "that long from now".
+    The error names both forms (``WHEN_FORMS``)."""
     if _WHOLE.fullmatch(text.strip().lower()):
         return now_ms + parse_duration_ms(text)
-    return parse_iso_ms(text)
+    try:
+        return parse_iso_ms(text)
+    except InputError:
+        raise InputError(f"invalid time {text!r}: expected {WHEN_FORMS}") from None
 
 
 def format_duration(ms: int) -> str:

@@ -99,6 +99,7 @@ class NewTask:
     max_retries: int | None = None
     requires_approval: bool = False  # added as blocked until a person approves it
     model: str | None = None  # the agent model for this task; wins over its skills' and the config's
+    workdir: str | None = None  # an absolute folder the agent works in; None: the default
 
     def __post_init__(self) -> None:
         # A skill named twice would load twice into the prompt and count each run
@@ -139,6 +140,7 @@ class Task:
     cancel_requested: bool
     waiting_on: int  # dependencies not yet completed; claimable only at 0
     approval: str | None = None  # None: not needed; else ApprovalState (pending, approved, rejected)
+    workdir: str | None = None  # the agent's working directory; None: the skill's or the configured one
 
     @property
     def awaiting_approval(self) -> bool:
@@ -186,7 +188,8 @@ class Outcome:
     """What an executor reports for one attempt. Costs in USD; tokens are counts.
 
     ``retry_at`` (epoch ms) is the provider's reset time for ``USAGE_LIMITED``;
-    None means "use the configured backoff".
+    None means "use the configured backoff". ``permission_denials`` are the tool
+    calls the agent CLI refused, one line each (``Bash: vigil task close 3 …``).
     """
 
     kind: OutcomeKind
@@ -204,6 +207,7 @@ class Outcome:
     session_id: str | None = None
     transcript_path: str | None = None
     retry_at: int | None = None
+    permission_denials: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +236,7 @@ class Run:
     pid: int | None
     pgid: int | None
     proc_start: str | None  # the process's start time as the OS reports it (pid reuse check)
+    permission_denials: tuple[str, ...] = ()  # tool calls the agent CLI refused (``Outcome``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +349,8 @@ class DispatcherHeartbeat:
 
     ``state`` is ``running`` (a task is active), ``idle`` or ``stopped`` (clean exit).
     ``heartbeat_at`` is refreshed every heartbeat; a reader judges liveness by its age.
+    ``note`` is a live word from the running agent CLI ("API retry 3/10, next in 9 s
+    (529 overloaded)"); None when it has nothing to say.
     """
 
     owner: str  # worker id: "<host>:<pid>:<random>"
@@ -354,6 +361,7 @@ class DispatcherHeartbeat:
     state: str
     task_id: int | None = None
     task_started_at: int | None = None
+    note: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -363,7 +371,9 @@ class DispatcherHeartbeat:
         """None when ``value`` is missing or not a heartbeat."""
         if not isinstance(value, dict):
             return None
+        note = value.get("note")  # absent in heartbeats written before it existed
         try:
-            return cls(**{name: value[name] for name in cls.__dataclass_fields__})
+            fields = {name: value[name] for name in cls.__dataclass_fields__ if name != "note"}
+            return cls(**fields, note=note if isinstance(note, str) else None)
         except (KeyError, TypeError):
             return None

@@ -47,9 +47,12 @@ class Redactor:
             for name, value in environ.items()
             if (name in named or looks_secret(name)) and len(value) >= MIN_SECRET_CHARS
         }
-        # the agent gets the store URL: its password, as written and decoded, is a secret
-        password = _url_password(environ.get(STORE_URL_ENV, ""))
-        values.update(p for p in (password, unquote(password)) if len(p) >= MIN_SECRET_CHARS)
+        # the agent gets the store URL and the proxies: their passwords, as written
+        # and decoded, are secrets
+        for name, value in environ.items():
+            if name == STORE_URL_ENV or name.upper().endswith("_PROXY"):
+                password = _url_password(value)
+                values.update(p for p in (password, unquote(password)) if len(p) >= MIN_SECRET_CHARS)
         return cls(tuple(sorted(values, key=len, reverse=True)))
 
     def text(self, text: str) -> str:

@@ -46,6 +46,7 @@ def task_json(task: Task) -> dict[str, object]:
         "cancel_requested": task.cancel_requested,
         "waiting_on": task.waiting_on,
         "approval": task.approval,
+        "workdir": task.workdir,
     }
 
 
@@ -67,6 +68,7 @@ def run_json(run: Run) -> dict[str, object]:
         "model": run.model,
         "session_id": run.session_id,
         "transcript_path": run.transcript_path,
+        "permission_denials": list(run.permission_denials),
     }
 
 
@@ -171,11 +173,13 @@ def task_details(
     lines = [f"{k:<{width}}  {v if v is not None else '-'}" for k, v in fields.items() if k != "result_detail"]
     if deps:
         lines.append(f"{'depends_on':<{width}}  {', '.join(f'#{d}' for d in deps)}")
-    run_lines = [
-        f"  #{r.attempt} {r.outcome or 'running'} cost=${r.cost_usd:.4f} "
-        f"tokens={r.tokens_in}/{r.tokens_out}" + (f" error={one_line(r.error, 80)}" if r.error else "")
-        for r in runs
-    ]
+    run_lines = []
+    for r in runs:
+        run_lines.append(
+            f"  #{r.attempt} {r.outcome or 'running'} cost=${r.cost_usd:.4f} "
+            f"tokens={r.tokens_in}/{r.tokens_out}" + (f" error={one_line(r.error, 80)}" if r.error else "")
+        )
+        run_lines += [f"     denied: {one_line(denial, 100)}" for denial in r.permission_denials]
     if run_lines:
         lines += ["runs:", *run_lines]
     note_lines = [f"  [{iso_utc(n.at)}] {n.author}: {n.text}" for n in notes]

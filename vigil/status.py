@@ -68,6 +68,8 @@ async def gather_status(store: Store, settings: Settings, now_ms: int) -> dict[s
                 "subject": task.subject,
                 "started_at": iso_utc(started),
                 "elapsed_s": max(0, now_ms - started) // 1000,
+                # the agent CLI's own live word ("API retry 3/10, next in 9 s"), if any
+                "note": beat.note if beat.task_id == task.id else None,
             }
     dispatcher["task"] = current
     counts = await store.count_by_status()
@@ -104,6 +106,8 @@ def _dispatcher_lines(d: dict[str, object]) -> list[str]:
         if isinstance(task, dict):
             subject = task["subject"] if task["subject"] is not None else "?"
             lines.append(f"  running task #{task['id']} for {_ago(task['elapsed_s'])}: {subject}")
+            if task.get("note"):
+                lines.append(f"  agent: {task['note']}")
         return lines
     if d["state"] == "stopped":
         return [f"dispatcher: stopped {_ago(d['heartbeat_age_s'])} ago ({who} exited cleanly)"]

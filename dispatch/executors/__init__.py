@@ -53,6 +53,12 @@ class RunContext:
     on_process_start: ProcessStarted
     redactor: Redactor = NO_SECRETS  # secrets to mask in the transcript (none by default)
     on_progress: ProgressNoted = _no_progress
+    workdir: Path | None = None  # the agent's working directory; None = the home
+
+    @property
+    def cwd(self) -> Path:
+        """Where the agent's process runs: ``workdir``, else the home."""
+        return self.workdir if self.workdir is not None else self.home
 
 
 class Executor(Protocol):

@@ -28,3 +28,12 @@ def detail_of(answer: str, max_chars: int = DETAIL_MAX_CHARS) -> str:
         return answer
     left_out = len(answer) - max_chars
     return answer[:max_chars] + f"\n\n[… {left_out} more characters cut; the full answer is in the run's transcript]"
+
+
+def error_line(stderr: str) -> str:
+    """The line of a CLI's stderr that says what went wrong: the last one that is
+    not a warning (a CLI's own error comes last; a harmless warning, e.g. Codex's
+    about PATH aliases, may come first), else the last line; '' when empty."""
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if not line.upper().startswith(("WARNING", "WARN "))]
+    return summary_of((errors or lines or [""])[-1], 500)

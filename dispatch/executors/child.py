@@ -51,6 +51,12 @@ GO = b"\n"
 LineHandler = Callable[[bytes], None]
 
 
+class StopRun(Exception):
+    """Raised by a line handler when the run cannot come to any good (the CLI goes
+    on retrying a refused key): the process group is ended at once and the result
+    says ``stopped``."""
+
+
 @dataclass(frozen=True)
 class ChildResult:
     """How the child ended. ``exit_code`` is None when it was never started
@@ -61,6 +67,7 @@ class ChildResult:
     stderr: str
     spawn_error: str | None = None
     pid: int | None = None
+    stopped: bool = False  # a line handler raised StopRun
 
 
 async def _read_lines(stream: asyncio.StreamReader, on_line: LineHandler) -> None:
@@ -141,6 +148,12 @@ async def _ended(proc: asyncio.subprocess.Process, readers: Sequence[asyncio.Tas
 
 
 def _program_problem(program: str, env: Mapping[str, str], cwd: Path) -> str | None:
+    if not cwd.is_dir():
+        return f"cannot start {program!r} in {cwd}: no such folder (check the working directory)"
+    return _no_program(program, env, cwd)
+
+
+def _no_program(program: str, env: Mapping[str, str], cwd: Path) -> str | None:
     """Why ``program`` cannot be started, found before the spawn (behind the gate
     the shell would only say so on its stderr); None when it can be."""
     if "/" in program:
@@ -198,7 +211,7 @@ async def run_child(
         asyncio.create_task(_read_lines(proc.stdout, on_line)),
         asyncio.create_task(_read_tail(proc.stderr, stderr_tail)),
     ]
-    timed_out = False
+    timed_out = stopped = False
     try:
         try:
             await on_start(proc.pid, pgid, process_start_time(proc.pid))
@@ -210,6 +223,8 @@ async def run_child(
             await _ended(proc, pipes[:2])
     except TimeoutError:
         timed_out = True
+    except StopRun:
+        stopped = True
     except BaseException:
         # cancelled, or on_start or a line handler failed: the group must be gone
         # before we let go
@@ -222,18 +237,19 @@ async def run_child(
     await _end_group(pgid, grace_s)
     await _finish(pipes, DRAIN_S)
     failure = pipes[0].exception() if pipes[0].done() and not pipes[0].cancelled() else None
-    if failure is not None:
+    if failure is not None and not isinstance(failure, StopRun):
         raise failure
     exit_code = proc.returncode if proc.returncode is not None else await proc.wait()
     stderr = stderr_tail.decode("utf-8", errors="replace")
-    return ChildResult(exit_code, timed_out, stderr, pid=proc.pid)
+    return ChildResult(exit_code, timed_out, stderr, pid=proc.pid, stopped=stopped)
 
 
 def ended_early(result: ChildResult, timeout_s: float, transcript_path: str) -> Outcome | None:
     """The outcome when the process never ran or was stopped by our timeout."""
     if result.spawn_error is not None:
+        # every task would fail alike: the loop is gated until a person fixes it
         return Outcome(
-            kind=OutcomeKind.FAILED,
+            kind=OutcomeKind.REFUSED,
             summary=summary_of(result.spawn_error),
             error=result.spawn_error + " (check the executor's command in vigil.toml)",
             transcript_path=transcript_path,

@@ -2,7 +2,9 @@
 
 argv = ``[executors.claude] command`` + ``--print --verbose --output-format
 stream-json`` + ``--model M`` (the task's model: skill, else config) +
-``--max-budget-usd N`` (if configured) + ``extra_args``. The prompt goes on stdin,
+``--max-budget-usd N`` (if configured) + ``--permission-mode M`` + one
+``--allowedTools T`` / ``--disallowedTools T`` per rule + ``--add-dir D`` per
+folder + ``extra_args``. The prompt goes on stdin,
 never into argv. The stream is parsed as it arrives (``claude_stream``) and copied
 whole into the run's transcript.
 
@@ -14,10 +16,12 @@ recomputed from those tokens and ``[prices]``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from dispatch.executors import DEFAULT_GRACE_S, RunContext
 from dispatch.executors.answer import detail_of, summary_of
-from dispatch.executors.child import ChildResult, ended_early
+from dispatch.executors.child import ChildResult, StopRun, ended_early
 from dispatch.executors.claude_stream import ClaudeStream, classify
 from dispatch.executors.transcript import run_agent_cli
 from dispatch.pricing import TokenUsage, api_cost_usd
@@ -28,13 +32,21 @@ from vigil.models import Outcome, OutcomeKind, Task
 STREAM_FLAGS = ("--print", "--verbose", "--output-format", "stream-json")
 
 
-def claude_argv(cli: AgentCliSettings, model: str | None) -> list[str]:
-    """The full argv for one run (the prompt is not in it)."""
+def claude_argv(cli: AgentCliSettings, model: str | None, home: Path) -> list[str]:
+    """The full argv for one run (the prompt is not in it). Each rule and folder
+    gets its own flag: the CLI's list options would swallow what follows them."""
     argv = [*cli.command, *STREAM_FLAGS]
     if model:
         argv += ["--model", model]
     if cli.max_budget_usd is not None:
         argv += ["--max-budget-usd", f"{cli.max_budget_usd:g}"]
+    argv += ["--permission-mode", cli.permission_mode]
+    for rule in cli.allowed_tools:
+        argv += ["--allowedTools", rule]
+    for rule in cli.disallowed_tools:
+        argv += ["--disallowedTools", rule]
+    for folder in cli.add_dirs:
+        argv += ["--add-dir", str((home / Path(folder).expanduser()).resolve())]
     return argv + list(cli.extra_args)
 
 
@@ -55,9 +67,9 @@ class ClaudeExecutor:
 
     async def run(self, task: Task, ctx: RunContext) -> Outcome:
         model = ctx.model or self.settings.claude.model
-        argv = claude_argv(self.settings.claude, model)
+        argv = claude_argv(self.settings.claude, model, ctx.home)
         stream = ClaudeStream()
-        result = await run_agent_cli(self.name, argv, ctx, self.grace_s, stream.feed)
+        result = await run_agent_cli(self.name, argv, ctx, self.grace_s, _watched(stream, ctx))
         return self._outcome(stream, result, ctx, model)
 
     def _outcome(self, stream: ClaudeStream, result: ChildResult, ctx: RunContext, model: str | None) -> Outcome:
@@ -88,4 +100,34 @@ class ClaudeExecutor:
             session_id=stream.session_id,
             transcript_path=transcript_path,
             retry_at=retry_at,
+            permission_denials=stream.permission_denials,
         )
+
+
+def retry_note(retry: dict[str, Any]) -> str:
+    """One line for people about the CLI's own retry: "API retry 3/10, next in 9 s
+    (529 overloaded)"."""
+    attempt, most = retry.get("attempt", "?"), retry.get("max_retries", "?")
+    delay_ms = retry.get("retry_delay_ms")
+    delay = f", next in {delay_ms / 1000:.0f} s" if isinstance(delay_ms, int | float) else ""
+    why = " ".join(str(part) for part in (retry.get("error_status"), retry.get("error")) if part is not None)
+    return f"API retry {attempt}/{most}{delay}" + (f" ({why})" if why else "")
+
+
+def _watched(stream: ClaudeStream, ctx: RunContext) -> Callable[[bytes], None]:
+    """``stream.feed``, plus what must happen while the run goes on: the CLI's own
+    retries reported through ``ctx.on_progress`` (cleared once the model answers),
+    and the run stopped at the first retry of a refused key, which the CLI would
+    otherwise retry for minutes."""
+
+    def feed(raw: bytes) -> None:
+        retry, answered = stream.last_retry, stream.answered
+        stream.feed(raw)
+        if stream.auth_retry is not None:
+            raise StopRun
+        if stream.last_retry is not retry and stream.last_retry is not None:
+            ctx.on_progress(retry_note(stream.last_retry))
+        elif stream.answered != answered and stream.last_retry is not None:
+            ctx.on_progress(None)
+
+    return feed

@@ -5,6 +5,14 @@ outcome needs; lines that are not JSON, not objects, or of unknown types are
 counted and skipped (some versions print a banner first). ``classify`` applies the
 ordered table of the reference on agent CLI output: crashed → usage limited →
 transient → auth → budget / turns → context → success, and anything else failed.
+
+Two cases come before that table. A refused key is known from the CLI's first
+``api_retry`` line that names 401/403 or ``authentication_failed`` (the CLI would
+retry it for minutes): the executor stops the run there (``auth_retry``). And a CLI
+that exits non-zero before its ``init`` line (an option it does not know, a mode it
+refuses as root) refused to start: ``refused``, since every task would fail alike.
+A success whose ``permission_denials`` include the agent's own ``vigil task …``
+command is ``refused`` too: the configuration keeps it from reporting back.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatch.executors.answer import error_line
 from dispatch.executors.resets import reset_ms
 from dispatch.pricing import TokenUsage
 from vigil.models import OutcomeKind
@@ -28,6 +37,8 @@ _AUTH_TEXT = re.compile(
 )
 _OVERLOAD_TEXT = re.compile(r"overloaded|\b529\b|internal server error|\b5\d\d\b", re.IGNORECASE)
 _CONTEXT_TEXT = re.compile(r"prompt is too long|context window|context length", re.IGNORECASE)
+_REPORT_BACK = re.compile(r"Bash: \s*(?:\S*/)?vigil\s+task\b")
+_API_ERROR_TEXT = re.compile(r"^API Error:", re.IGNORECASE)  # network trouble, a broken stream …
 USAGE_TEXT_MAX = 500  # a usage-limit notice is short; a long answer merely mentioning one is not it
 
 
@@ -50,6 +61,9 @@ class ClaudeStream:
     last_retry: dict[str, Any] | None = None
     rejected_reset_ms: int | None = None
     rate_limit_rejected: bool = False
+    auth_retry: dict[str, Any] | None = None  # the first api_retry that says the key is refused
+    started: bool = False  # the init line came
+    answered: int = 0  # assistant lines so far
     noise_lines: int = 0
     unknown_types: set[str] = field(default_factory=set)
 
@@ -71,6 +85,7 @@ class ClaudeStream:
         if kind == "system":
             self._system(line)
         elif kind == "assistant":
+            self.answered += 1
             self._assistant(line)
         elif kind == "rate_limit_event":
             self._rate_limit(line)
@@ -80,10 +95,16 @@ class ClaudeStream:
             self.unknown_types.add(str(kind))
 
     def _system(self, line: dict[str, Any]) -> None:
-        if line.get("subtype") == "init" and isinstance(line.get("model"), str):
-            self.model = line["model"]
+        if line.get("subtype") == "init":
+            self.started = True
+            if isinstance(line.get("model"), str):
+                self.model = line["model"]
         elif line.get("subtype") == "api_retry":
             self.last_retry = line
+            if self.auth_retry is None and (
+                line.get("error_status") in (401, 403) or line.get("error") == "authentication_failed"
+            ):
+                self.auth_retry = line
 
     def _assistant(self, line: dict[str, Any]) -> None:
         message = line.get("message")
@@ -117,6 +138,22 @@ class ClaudeStream:
         if isinstance(text, str) and text.strip():
             return text
         return self.last_text
+
+    @property
+    def permission_denials(self) -> tuple[str, ...]:
+        """The result's ``permission_denials``, one line each: ``Tool: input``
+        (a Bash call's command, else its input as JSON)."""
+        denials = self.result.get("permission_denials") if self.result else None
+        lines = []
+        for denial in denials if isinstance(denials, list) else ():
+            if not isinstance(denial, dict):
+                continue
+            tool = str(denial.get("tool_name") or "?")
+            given = denial.get("tool_input")
+            command = given.get("command") if isinstance(given, dict) else None
+            shown = command if isinstance(command, str) else json.dumps(given, sort_keys=True)
+            lines.append(f"{tool}: {shown}")
+        return tuple(lines)
 
     @property
     def cost_usd(self) -> float:
@@ -169,12 +206,8 @@ def _errors_text(result: dict[str, Any]) -> str:
 def classify(stream: ClaudeStream, exit_code: int | None, stderr: str, now_ms: int) -> Verdict:
     """The outcome class of a finished run (the reference's ordered table)."""
     result = stream.result
-    stderr_tail = " ".join(stderr.strip().splitlines()[-3:])
     if result is None:
-        detail = f"no result line (exit code {exit_code})" + (f": {stderr_tail}" if stderr_tail else "")
-        if _AUTH_TEXT.search(stderr):
-            return Verdict(OutcomeKind.AUTH, "not logged in: " + detail)
-        return Verdict(OutcomeKind.TRANSIENT, "crashed: " + detail)
+        return _without_result(stream, exit_code, stderr)
 
     subtype = result.get("subtype")
     # a result without is_error is judged by its subtype alone
@@ -196,6 +229,9 @@ def classify(stream: ClaudeStream, exit_code: int | None, stderr: str, now_ms: i
         or (status is None and subtype == "success" and _OVERLOAD_TEXT.search(short))
     ):
         return Verdict(OutcomeKind.TRANSIENT, f"API error: {message}")
+    if is_error and status is None and subtype == "success" and _API_ERROR_TEXT.match(short):
+        # "API Error: API returned an empty or malformed response" after a cut stream
+        return Verdict(OutcomeKind.TRANSIENT, f"API error: {message}")
     if is_error and (status in (401, 403) or retry_error == "authentication_failed" or _AUTH_TEXT.search(short)):
         return Verdict(OutcomeKind.AUTH, f"authentication failed: {message}")
     if subtype == "error_max_budget_usd" or terminal == "budget_exhausted":
@@ -205,9 +241,46 @@ def classify(stream: ClaudeStream, exit_code: int | None, stderr: str, now_ms: i
     if terminal in ("prompt_too_long", "blocking_limit") or (is_error and _CONTEXT_TEXT.search(short)):
         return Verdict(OutcomeKind.CONTEXT, f"context too large: {message}")
     if not is_error and subtype == "success":
+        denied = [d for d in stream.permission_denials if _REPORT_BACK.match(d)]
+        if denied:
+            return Verdict(
+                OutcomeKind.REFUSED,
+                f"the agent was not allowed to report back ({denied[0]}); allow it with "
+                '[executors.claude] allowed_tools, e.g. "Bash(vigil task:*)"',
+            )
         return Verdict(OutcomeKind.SUCCESS)
     if not isinstance(subtype, str) or not subtype:
         # valid JSON of another shape (a newer CLI, a wrapper script): say so, not "None: None"
         found = short or _errors_text(result) or "no text"
         return Verdict(OutcomeKind.FAILED, f"a result line of an unexpected shape (no subtype): {found}")
     return Verdict(OutcomeKind.FAILED, f"{subtype}: {message}")
+
+
+def _without_result(stream: ClaudeStream, exit_code: int | None, stderr: str) -> Verdict:
+    """No result line: stopped at a refused key, not logged in, refused to start,
+    or crashed."""
+    if stream.auth_retry is not None:
+        retry = stream.auth_retry
+        refused = f"HTTP {retry.get('error_status')} {retry.get('error')}"
+        return Verdict(OutcomeKind.AUTH, f"authentication failed: the API refused the credentials ({refused})")
+    said = error_line(stderr)
+    detail = f"no result line (exit code {exit_code})" + (f": {said}" if said else "")
+    if _AUTH_TEXT.search(stderr):
+        return Verdict(OutcomeKind.AUTH, "not logged in: " + detail)
+    # an exit of its own accord (not a signal: 128+n or negative) before starting
+    if not stream.started and exit_code is not None and 0 < exit_code < 128 and said:
+        return Verdict(OutcomeKind.REFUSED, f"the CLI refused to start (exit code {exit_code}): {said}")
+    return Verdict(OutcomeKind.TRANSIENT, "crashed: " + detail)
+
+
+def _success(stream: ClaudeStream) -> Verdict:
+    """A success, unless the agent's own report-back was denied: then no task will
+    ever be closed by its agent until the permissions change."""
+    denied = [d for d in stream.permission_denials if _REPORT_BACK.match(d)]
+    if denied:
+        return Verdict(
+            OutcomeKind.REFUSED,
+            f"the agent was not allowed to report back ({denied[0]}); allow it with "
+            '[executors.claude] allowed_tools, e.g. "Bash(vigil task:*)"',
+        )
+    return Verdict(OutcomeKind.SUCCESS)

@@ -2,7 +2,8 @@
 
 The argv comes from the skill's front matter (``command: [...]``), never from task
 text, and no shell is involved: a subject such as ``$(rm -rf ~)`` reaches the
-program as data. The program runs in the home folder with the agent environment.
+program as data. The program runs in the working directory (the home unless
+configured otherwise) with the agent environment.
 
 Exit code 0 means success and anything else failure, unless the last stdout line
 that is a JSON object says more::
@@ -112,7 +113,7 @@ class CommandExecutor:
             result = await run_child(
                 ctx.command,
                 env=ctx.env,
-                cwd=ctx.home,
+                cwd=ctx.cwd,
                 stdin=payload.encode("utf-8") + b"\n",
                 timeout_s=ctx.timeout_s,
                 grace_s=self.grace_s,

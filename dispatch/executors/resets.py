@@ -2,8 +2,9 @@
 
 Agent CLIs say when a subscription limit resets in several ways: an epoch after a
 bar (``Claude AI usage limit reached|1767225600``), a clock time and zone
-(``resets 4:50pm (America/Denver)``), or a date (``try again at Apr 11th, 2026
-2:32 PM``, in local time). Each parser returns None when the text does not say, and
+(``resets 4:50pm (America/Denver)``), a date (``try again at Apr 11th, 2026
+2:32 PM``, in local time), or only a time of day, when the reset is within a day
+(Codex: ``try again at 3:46 PM.``, local time). Each parser returns None when the text does not say, and
 the dispatcher then waits its configured fallback.
 """
 
@@ -20,6 +21,7 @@ _TRY_AGAIN = re.compile(
     r"try again at\s+([A-Z][a-z]{2})[a-z]*\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4}),?\s+(\d{1,2}):(\d{2})\s*([AP]M)",
     re.IGNORECASE,
 )
+_TRY_AGAIN_CLOCK = re.compile(r"try again at\s+(\d{1,2}):(\d{2})\s*([AP]M)\b", re.IGNORECASE)
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 
 
@@ -72,6 +74,24 @@ def try_again_ms(text: str) -> int | None:
     return int(moment.timestamp() * MS_PER_S)
 
 
+def try_again_clock_ms(text: str, now_ms: int) -> int | None:
+    """``try again at 3:46 PM`` (local time, no date) → the next such moment after
+    ``now_ms``."""
+    match = _TRY_AGAIN_CLOCK.search(text)
+    if not match:
+        return None
+    hour = _hour24(int(match.group(1)), match.group(3))
+    minute = int(match.group(2))
+    if hour is None or minute > 59:
+        return None
+    # a naive datetime is local time, which is what the CLI printed
+    now = datetime.fromtimestamp(now_ms / MS_PER_S)
+    moment = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    if moment <= now:
+        moment += timedelta(days=1)
+    return int(moment.timestamp() * MS_PER_S)
+
+
 def reset_ms(text: str, now_ms: int) -> int | None:
     """The first reset time any known form in ``text`` names; None if none does."""
-    return bar_epoch_ms(text) or clock_zone_ms(text, now_ms) or try_again_ms(text)
+    return bar_epoch_ms(text) or clock_zone_ms(text, now_ms) or try_again_ms(text) or try_again_clock_ms(text, now_ms)

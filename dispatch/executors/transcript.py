@@ -83,7 +83,7 @@ async def run_agent_cli(
         result = await run_child(
             argv,
             env=ctx.env,
-            cwd=ctx.home,
+            cwd=ctx.cwd,
             stdin=ctx.prompt.encode("utf-8"),
             timeout_s=ctx.timeout_s,
             grace_s=grace_s,

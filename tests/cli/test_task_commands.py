@@ -295,3 +295,14 @@ def test_python_dash_m_and_help(vigil: VigilRunner) -> None:
     result = vigil("--help", check=True)
     for command in ("init", "task", "stats", "doctor", "backup"):
         assert command in result.stdout
+
+
+def test_add_with_a_workdir_stores_it_absolute_and_refuses_a_missing_one(tmp_path: Path, vigil: VigilRunner) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    added = vigil("task", "add", "in the repo", "--workdir", str(repo), "--json", check=True)
+    assert json.loads(added.stdout)["task"]["workdir"] == str(repo.resolve())
+    missing = vigil("task", "add", "nowhere", "--workdir", str(tmp_path / "nope"))
+    assert missing.returncode == 2
+    assert missing.stderr.strip().endswith("no such folder")
+    assert len(missing.stderr.strip().splitlines()) == 1

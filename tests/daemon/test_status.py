@@ -28,7 +28,9 @@ async def db(settings: Settings, clock: ManualClock) -> AsyncIterator[SqliteStor
     await store.close()
 
 
-async def beat(db: SqliteStore, clock: ManualClock, state: str, task_id: int | None = None) -> None:
+async def beat(
+    db: SqliteStore, clock: ManualClock, state: str, task_id: int | None = None, note: str | None = None
+) -> None:
     value = DispatcherHeartbeat(
         owner="vm:42:abc",
         pid=42,
@@ -38,6 +40,7 @@ async def beat(db: SqliteStore, clock: ManualClock, state: str, task_id: int | N
         state=state,
         task_id=task_id,
         task_started_at=None if task_id is None else clock.now_ms() - 125_000,
+        note=note,
     )
     await db.set_loop_values({HEARTBEAT_KEY: value.to_json()})
 
@@ -69,6 +72,7 @@ async def test_a_running_dispatcher_and_its_task(db: SqliteStore, settings: Sett
         "subject": "summarise the feed",
         "started_at": iso_utc(claimed_at),
         "elapsed_s": 135,
+        "note": None,
     }
     q = status["queue"]
     assert isinstance(q, dict)
@@ -156,3 +160,20 @@ def test_status_cli_json_and_text(vigil: VigilRunner, home: Path) -> None:
     assert as_json["queue"]["next_due_in_s"] == 0
     assert "queue: 1 pending" in text
     assert "due now" in text
+
+
+async def test_the_agents_live_note_is_shown_with_its_task(
+    db: SqliteStore, settings: Settings, clock: ManualClock
+) -> None:
+    added = await db.add_task(NewTask("summarise the feed"))
+    claim = await db.claim_next(worker="vm:42:abc", lease_ms=60_000)
+    assert claim is not None
+    await beat(db, clock, "running", task_id=added.task_id, note="API retry 2/10, next in 4 s (529 overloaded)")
+
+    status = await gather_status(db, settings, clock.now_ms())
+
+    d = status["dispatcher"]
+    assert isinstance(d, dict)
+    assert isinstance(d["task"], dict)
+    assert d["task"]["note"] == "API retry 2/10, next in 4 s (529 overloaded)"
+    assert "  agent: API retry 2/10, next in 4 s (529 overloaded)" in render_status(status).splitlines()

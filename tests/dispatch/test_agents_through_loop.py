@@ -74,11 +74,13 @@ async def test_overload_is_retried_with_backoff(db: SqliteStore, settings: Setti
     assert run["outcome"] == "transient"
 
 
-async def test_auth_failure_fails_without_retry(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:
+async def test_auth_failure_gives_the_task_back(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:
     task, (run,) = await run_scenario(db, settings, clock, "auth")
-    assert task.status is TaskStatus.FAILED
+    assert task.status is TaskStatus.PENDING
+    assert task.attempt_count == 0
     assert run["outcome"] == "auth"
-    assert "Invalid API key" in str(run["error"])
+    # stopped at the first retry of the refused key, not after the CLI's minutes of retries
+    assert "HTTP 401" in str(run["error"])
 
 
 @pytest.mark.parametrize("scenario", ["usage_limit", "usage_limit_old"])

@@ -24,6 +24,7 @@ from tests.dispatch.agent_support import (
     recorded,
 )
 from vigil.config import Settings
+from vigil.errors import ConfigError
 from vigil.models import Outcome, OutcomeKind
 
 RESET_MS = 1_767_225_600 * 1000
@@ -72,6 +73,7 @@ async def test_success_reports_cost_tokens_of_every_model_and_the_answer(home: P
     assert seen["argv"][4:] == [
         "--print", "--verbose", "--output-format", "stream-json",
         "--model", "claude-opus-4-6", "--max-budget-usd", "2.5",
+        "--permission-mode", "default", "--allowedTools", "Bash(vigil task:*)",
     ]  # fmt: skip
     assert seen["cwd"] == str(home)
     assert started.calls == [(seen["pid"], seen["pid"], started.calls[0][2])]
@@ -96,7 +98,7 @@ async def test_transcript_holds_the_prompt_and_every_line_and_is_private(home: P
     ("scenario", "kind", "error_part"),
     [
         ("overloaded", OutcomeKind.TRANSIENT, "529"),
-        ("auth", OutcomeKind.AUTH, "Invalid API key"),
+        ("auth", OutcomeKind.AUTH, "HTTP 401"),  # stopped at the first retry of the refused key
         ("not_logged_in", OutcomeKind.AUTH, "Not logged in"),
         ("max_turns", OutcomeKind.TURNS, "maximum number of turns"),
         ("budget", OutcomeKind.BUDGET, "maximum budget"),
@@ -195,7 +197,7 @@ async def test_a_10_mb_answer_is_capped_in_the_outcome_but_whole_in_the_transcri
 async def test_a_missing_binary_is_a_clear_failure(home: Path) -> None:
     settings = agent_settings(home, executors={"claude": {"command": [str(home / "no-such-claude")]}})
     outcome = await ClaudeExecutor(settings).run(make_task(), make_ctx(settings))
-    assert outcome.kind is OutcomeKind.FAILED
+    assert outcome.kind is OutcomeKind.REFUSED  # every task would fail alike: the loop is gated
     assert outcome.error is not None
     assert "cannot start" in outcome.error
     assert "no-such-claude" in outcome.error
@@ -205,8 +207,9 @@ async def test_model_falls_back_to_config_and_extra_args_come_last(home: Path) -
     settings = agent_settings(
         home, executors={"claude": {"command": ["claude"], "model": "claude-sonnet-4-5", "extra_args": ["--x"]}}
     )
-    assert claude_argv(settings.claude, None) == [
-        "claude", "--print", "--verbose", "--output-format", "stream-json", "--x",
+    assert claude_argv(settings.claude, None, home) == [
+        "claude", "--print", "--verbose", "--output-format", "stream-json",
+        "--permission-mode", "default", "--allowedTools", "Bash(vigil task:*)", "--x",
     ]  # fmt: skip
     record = home / "r.json"
     settings = claude_settings(home, "success", "--record", str(record), model="claude-sonnet-4-5")
@@ -246,3 +249,25 @@ async def test_shell_syntax_in_task_text_reaches_the_agent_verbatim_and_runs_not
         assert not (home / name).exists()
         assert not Path(os.getcwd(), name).exists()
     assert all(subject not in arg for arg in recorded(record)["argv"])
+
+
+def test_permission_keys_become_one_flag_per_rule_and_folder(home: Path) -> None:
+    claude = {
+        "command": ["claude"],
+        "permission_mode": "dontAsk",
+        "allowed_tools": ["Bash(vigil task:*)", "Bash(git log:*)"],
+        "disallowed_tools": ["WebFetch"],
+        "add_dirs": ["repo", "/srv/data"],
+    }
+    settings = agent_settings(home, executors={"claude": claude})
+    assert claude_argv(settings.claude, None, home)[5:] == [
+        "--permission-mode", "dontAsk",
+        "--allowedTools", "Bash(vigil task:*)", "--allowedTools", "Bash(git log:*)",
+        "--disallowedTools", "WebFetch",
+        "--add-dir", str((home / "repo").resolve()), "--add-dir", "/srv/data",
+    ]  # fmt: skip
+
+
+def test_an_unknown_permission_mode_is_a_config_error(home: Path) -> None:
+    with pytest.raises(ConfigError, match=r"executors\.claude.*permission_mode"):
+        agent_settings(home, executors={"claude": {"permission_mode": "yolo"}})

@@ -95,3 +95,57 @@ def test_usage_falls_back_to_the_main_model_when_model_usage_is_missing() -> Non
     usage = s.usage_by_model()
     assert list(usage) == ["m1"]
     assert (usage["m1"].input, usage["m1"].output, usage["m1"].cache_read, usage["m1"].cache_write) == (5, 6, 7, 8)
+
+
+INIT = {"type": "system", "subtype": "init", "session_id": "s1", "model": "claude-opus-4-8"}
+
+
+def denial(command: str) -> dict[str, Any]:
+    return {"tool_name": "Bash", "tool_use_id": "toolu_1", "tool_input": {"command": command}}
+
+
+def test_a_denied_report_back_is_refused_and_other_denials_are_only_kept() -> None:
+    denied = stream(INIT, result(permission_denials=[denial("vigil task close 3 --status completed")]))
+    verdict = classify(denied, 0, "", NOW_MS)
+    assert verdict.kind is OutcomeKind.REFUSED
+    assert "allowed_tools" in (verdict.error or "")
+    assert denied.permission_denials == ("Bash: vigil task close 3 --status completed",)
+
+    other = stream(
+        INIT, result(permission_denials=[denial("rm -rf /"), {"tool_name": "Write", "tool_input": {"a": 1}}])
+    )
+    assert kind(other) == OutcomeKind.SUCCESS
+    assert other.permission_denials == ("Bash: rm -rf /", 'Write: {"a": 1}')
+
+
+def test_an_exit_before_the_init_line_is_a_refused_start_with_the_clis_own_line() -> None:
+    stderr = "WARNING: something harmless\n--dangerously-skip-permissions cannot be used with root/sudo privileges\n"
+    verdict = classify(stream(), 1, stderr, NOW_MS)
+    assert verdict.kind is OutcomeKind.REFUSED
+    assert verdict.error == (
+        "the CLI refused to start (exit code 1): "
+        "--dangerously-skip-permissions cannot be used with root/sudo privileges"
+    )
+    # after the init line, an exit without a result is a crash, retried
+    assert kind(stream(INIT), exit_code=1, stderr="Killed") == OutcomeKind.TRANSIENT
+
+
+def test_the_first_retry_of_a_refused_key_is_enough_to_call_it_auth() -> None:
+    s = stream(INIT, retry("authentication_failed", 401))
+    assert s.auth_retry is not None
+    verdict = classify(s, -15, "", NOW_MS)
+    assert verdict.kind is OutcomeKind.AUTH
+    assert "HTTP 401" in (verdict.error or "")
+    assert stream(INIT, retry("overloaded", 529)).auth_retry is None
+
+
+def test_an_api_error_without_a_status_is_transient() -> None:
+    text = "API Error: API returned an empty or malformed response (HTTP 200)"
+    assert kind(stream(INIT, result(is_error=True, api_error_status=None, result=text)), exit_code=1) == (
+        OutcomeKind.TRANSIENT
+    )
+
+
+def test_a_kill_before_the_init_line_is_a_crash_not_a_refusal() -> None:
+    assert kind(stream(), exit_code=137, stderr="Killed") == OutcomeKind.TRANSIENT
+    assert kind(stream(), exit_code=-9, stderr="something") == OutcomeKind.TRANSIENT

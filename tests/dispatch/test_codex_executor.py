@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from dispatch.executors.codex import CodexExecutor, codex_argv
+from dispatch.executors.codex import CodexExecutor, codex_argv, writable_dirs
 from tests.dispatch.agent_support import CODEX_FAKE, agent_settings, fake_argv, make_ctx, make_task, recorded
 from vigil.config import Settings
+from vigil.errors import ConfigError
 from vigil.models import OutcomeKind
 
 
@@ -39,7 +40,8 @@ async def test_success_over_two_turns_sums_usage_and_prices_it(home: Path) -> No
     assert outcome.session_id == "01a03463"
     seen = recorded(record)
     assert seen["stdin"] == "Summarise the feeds."
-    assert seen["argv"][4:] == ["exec", "--json", "--model", "gpt-5-codex"]
+    assert seen["argv"][4:9] == ["exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write"]
+    assert seen["argv"][11:13] == ["--model", "gpt-5-codex"]
     lines = ctx.transcript_path.read_text().splitlines()
     assert json.loads(lines[0])["type"] == "vigil.prompt"
     assert sum(1 for line in lines if '"turn.completed"' in line) == 2
@@ -81,7 +83,49 @@ async def test_a_crash_without_events_is_transient(home: Path) -> None:
     assert outcome.exit_code == 3
 
 
-def test_argv_has_exec_json_model_then_extra_args(home: Path) -> None:
-    settings = agent_settings(home, executors={"codex": {"command": ["codex"], "extra_args": ["--full-auto"]}})
-    assert codex_argv(settings.codex, "o4") == ["codex", "exec", "--json", "--model", "o4", "--full-auto"]
-    assert codex_argv(settings.codex, None) == ["codex", "exec", "--json", "--full-auto"]
+def test_argv_has_exec_json_sandbox_model_dirs_then_extra_args(home: Path) -> None:
+    settings = agent_settings(home, executors={"codex": {"command": ["codex"], "extra_args": ["--oss"]}})
+    start = ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write"]
+    no_login = ["-c", "allow_login_shell=false"]
+    assert codex_argv(settings.codex, "o4", [Path("/db")]) == [
+        *start,
+        *no_login,
+        "--model",
+        "o4",
+        "-c",
+        "sandbox_workspace_write.network_access=true",
+        "--add-dir",
+        "/db",
+        "--oss",
+    ]
+    network = ["-c", "sandbox_workspace_write.network_access=true"]
+    assert codex_argv(settings.codex, None) == [*start, *no_login, *network, "--oss"]
+
+
+def test_add_dirs_go_only_to_the_sandbox_that_reads_them(home: Path) -> None:
+    settings = agent_settings(home, executors={"codex": {"command": ["codex"], "sandbox": "read-only"}})
+    argv = codex_argv(settings.codex, None, [Path("/db")])
+    assert argv[4:6] == ["--sandbox", "read-only"]
+    assert "--add-dir" not in argv
+    assert "sandbox_workspace_write.network_access=true" not in argv
+
+
+def test_the_database_folder_is_writable_unless_it_is_in_the_working_directory(home: Path, tmp_path: Path) -> None:
+    settings = agent_settings(home, executors={"codex": {"add_dirs": ["notes", "notes", "/srv/shared"]}})
+    db_folder = settings.store.path.parent
+    # the database and notes/ are in the home, where the agent works by default
+    assert writable_dirs(settings, home) == [Path("/srv/shared")]
+    repo = tmp_path / "repo"
+    assert writable_dirs(settings, repo) == [db_folder, (home / "notes").resolve(), Path("/srv/shared")]
+
+
+def test_an_unknown_sandbox_is_a_config_error(home: Path) -> None:
+    with pytest.raises(ConfigError, match=r"\[executors.codex\] sandbox: expected one of 'read-only'"):
+        agent_settings(home, executors={"codex": {"sandbox": "none"}})
+
+
+async def test_a_missing_binary_is_a_refusal_not_a_task_failure(home: Path) -> None:
+    settings = agent_settings(home, executors={"codex": {"command": ["no-such-codex-here"]}})
+    outcome = await CodexExecutor(settings).run(make_task(), make_ctx(settings))
+    assert outcome.kind is OutcomeKind.REFUSED
+    assert "no-such-codex-here" in str(outcome.error)

@@ -134,16 +134,50 @@ async def test_process_start_is_recorded_on_the_run(db: SqliteStore, make_dispat
     assert (run.pid, run.pgid, run.proc_start) == (4321, 4321, "987654")
 
 
+async def test_the_executor_a_skill_chooses_is_stored_while_it_runs_and_after(
+    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings, home: Path
+) -> None:
+    assert settings.dispatch.executor != "command"
+    write_skill(home, "checker", 'description: Checks.\ncommand: ["./check.py"]')
+    added = await db.add_task(NewTask("check", skills=("checker",)))
+    seen: list[str | None] = []
+
+    async def handler(task: Task, ctx: RunContext) -> Outcome:
+        seen.append((await db.get_task(task.id)).executor)  # what the TUI shows while it runs
+        return Outcome(OutcomeKind.SUCCESS)
+
+    dispatcher, _ = make_dispatcher(handler)
+    task = await dispatcher.run_once()
+
+    assert task is not None
+    (run,) = await db.list_runs(added.task_id or 0)
+    assert seen == ["command"]
+    assert (task.executor, run.executor) == ("command", "command")
+    assert (await db.get_task(task.id)).executor == "command"
+
+
 async def test_failure_fails_without_a_retry(db: SqliteStore, make_dispatcher: MakeDispatcher) -> None:
+    await db.add_task(NewTask("t"))
+    dispatcher, _ = make_dispatcher(returning(Outcome(OutcomeKind.FAILED, summary="cannot be done", error="no")))
+
+    task = await dispatcher.run_once()
+
+    assert task is not None
+    assert task.status is TaskStatus.FAILED
+    assert task.result_summary == "cannot be done"
+    assert await dispatcher.run_once() is None
+    assert [r.outcome for r in await db.list_runs(task.id)] == ["failed"]
+
+
+async def test_an_auth_failure_gives_the_task_back_uncounted(db: SqliteStore, make_dispatcher: MakeDispatcher) -> None:
     await db.add_task(NewTask("t"))
     dispatcher, _ = make_dispatcher(returning(Outcome(OutcomeKind.AUTH, summary="not logged in", error="401")))
 
     task = await dispatcher.run_once()
 
     assert task is not None
-    assert task.status is TaskStatus.FAILED
-    assert task.result_summary == "not logged in"
-    assert await dispatcher.run_once() is None
+    assert task.status is TaskStatus.PENDING
+    assert task.attempt_count == 0
     assert [r.outcome for r in await db.list_runs(task.id)] == ["auth"]
 
 

@@ -70,7 +70,6 @@ def test_retryable_outcomes_fail_when_attempts_are_exhausted(kind: OutcomeKind) 
         (OutcomeKind.SUCCESS, TaskStatus.COMPLETED),
         (OutcomeKind.CANCELED, TaskStatus.CANCELED),
         (OutcomeKind.FAILED, TaskStatus.FAILED),
-        (OutcomeKind.AUTH, TaskStatus.FAILED),
         (OutcomeKind.BUDGET, TaskStatus.FAILED),
         (OutcomeKind.TURNS, TaskStatus.FAILED),
         (OutcomeKind.CONTEXT, TaskStatus.FAILED),
@@ -78,6 +77,14 @@ def test_retryable_outcomes_fail_when_attempts_are_exhausted(kind: OutcomeKind) 
 )
 def test_final_outcomes_never_retry(kind: OutcomeKind, status: TaskStatus) -> None:
     assert decide(task(attempt_count=1), Outcome(kind), SETTINGS, NOW, FixedRandom(0.0)) == Finish(status)
+
+
+@pytest.mark.parametrize("kind", [OutcomeKind.AUTH, OutcomeKind.REFUSED])
+def test_auth_and_refused_give_the_task_back_now_without_counting(kind: OutcomeKind) -> None:
+    # even on the last allowed attempt: the credentials or the set-up are at fault
+    assert decide(task(attempt_count=4, max_retries=3), Outcome(kind), SETTINGS, NOW, FixedRandom(0.0)) == Requeue(
+        retry_at=NOW, count_attempt=False
+    )
 
 
 def test_usage_limit_waits_for_the_reset_and_gives_the_attempt_back() -> None:

@@ -53,15 +53,17 @@ def test_everything_the_agent_needs_is_in_the_prompt() -> None:
         "error: timed out after 600s",
         "attempt 2",
         "API Error: 529 overloaded",
-        'vigil task note $VIGIL_TASK_ID "',
-        "vigil task add --parent $VIGIL_TASK_ID",
-        "vigil task close $VIGIL_TASK_ID --status completed --summary",
+        'vigil task note 7 "',
+        "vigil task add --parent 7",
+        "vigil task close 7 --status completed --summary",
         "--status failed",
         "--status blocked",
     ):
         assert part in prompt, part
     assert prompt.index("attempt 1,") < prompt.index("attempt 2,")
     assert "untrusted" not in prompt
+    # an agent CLI's permission checker refuses commands with shell expansions
+    assert "$" not in prompt
 
 
 def test_no_identity_no_skills_no_history_makes_a_short_prompt() -> None:

@@ -140,3 +140,23 @@ def test_a_skill_broken_by_an_edit_is_refused_though_it_loaded_before(tmp_path: 
 
     with pytest.raises(SkillError, match="front matter"):
         load_skill(tmp_path, "s")
+
+
+def test_the_working_directory_is_the_tasks_then_the_skills_then_the_configs(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from dispatch.attempt import workdir_of
+    from tests.dispatch.agent_support import BASE_TASK, agent_settings
+
+    home = tmp_path / "home"
+    write(home / "skills", "in-repo", "---\ndescription: Works in the repo.\nworkdir: repo\n---\nGo.\n")
+    write(home / "skills", "plain", "---\ndescription: Anywhere.\n---\nGo.\n")
+    repo, plain = load_skill(home / "skills", "in-repo"), load_skill(home / "skills", "plain")
+    assert repo.workdir == "repo"
+    settings = agent_settings(home)
+    assert workdir_of(BASE_TASK, [plain], settings) is None  # the home
+    configured = agent_settings(home, dispatch={"workdir": "~/work"})
+    assert workdir_of(BASE_TASK, [plain], configured) == Path("~/work").expanduser().resolve()
+    assert workdir_of(BASE_TASK, [plain, repo], configured) == (home / "repo").resolve()
+    own = replace(BASE_TASK, workdir="/srv/elsewhere")
+    assert workdir_of(own, [repo], configured) == Path("/srv/elsewhere")

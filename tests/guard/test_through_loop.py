@@ -114,18 +114,21 @@ async def test_an_auth_failure_gates_until_resumed_and_alerts(
 
     first = await dispatcher.run_once()
     assert first is not None
-    assert first.status is TaskStatus.FAILED
+    assert first.status is TaskStatus.PENDING  # given back: the key is at fault, not the task
     clock.advance(7 * 24 * 3_600_000)
     assert await dispatcher.run_once() is None  # no reset time: a person must act
 
     await resume(db, by="human", now_ms=clock.now_ms())
     executors["now"] = _claude(settings, "success")
+    again = await dispatcher.run_once()
     done = await dispatcher.run_once()
+    assert again is not None
+    assert (again.id, again.status, again.attempt_count) == (first.id, TaskStatus.COMPLETED, 1)
     assert done is not None
     assert (done.id, done.status) == (second.task_id, TaskStatus.COMPLETED)
     await hook.drain()
     kinds = [e["event"] for e in recorded(tmp_path / "events.jsonl")]
-    assert kinds == ["auth_failed", "gate_changed", "task_failed"]
+    assert kinds == ["auth_failed", "gate_changed"]
 
 
 async def test_repeated_failures_gate_the_loop(

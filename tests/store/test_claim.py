@@ -154,3 +154,31 @@ def test_claim_order_equals_sorting_the_due_tasks(
                 await store.close()
 
     asyncio.run(run())
+
+
+async def test_a_runs_permission_denials_are_kept_in_order(store: Store) -> None:
+    first = await store.add_task(new("denied"))
+    second = await store.add_task(new("allowed"))
+    denied = ("Bash: vigil task close 1 --status completed", 'Write: {"file_path": "/etc/x"}')
+    c = await claim(store)
+    await store.finish(c, Outcome(OutcomeKind.REFUSED, permission_denials=denied), TaskStatus.FAILED, worker="w1")
+    c2 = await claim(store)
+    await store.finish(c2, Outcome(OutcomeKind.SUCCESS), TaskStatus.COMPLETED, worker="w1")
+    assert first.task_id is not None
+    assert second.task_id is not None
+    [run] = await store.list_runs(first.task_id)
+    assert run.permission_denials == denied
+    [run2] = await store.list_runs(second.task_id)
+    assert run2.permission_denials == ()
+
+
+async def test_set_executor_records_it_on_the_run_and_the_active_task(store: Store) -> None:
+    added = await store.add_task(new("a command skill's task"))
+    claimed = await store.claim_next(worker="w1", lease_ms=1000, executor="dry-run")
+    assert claimed is not None
+    await store.set_executor(claimed, "command")
+    assert (await store.get_task(claimed.task.id)).executor == "command"
+    (run,) = await store.list_runs(added.task_id or 0)
+    assert run.executor == "command"
+    finished = await store.finish(claimed, success(), TaskStatus.COMPLETED, worker="w1")
+    assert finished.executor == "command"

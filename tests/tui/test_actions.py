@@ -9,6 +9,7 @@ from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import notes, queue, shown_ids, table
 from tui.dialogs import ConfirmDialog
 from tui.forms import DeferForm, NewTaskForm
+from tui.snapshot import RECENT_MS
 from vigil.clock import ManualClock
 from vigil.config import Settings
 from vigil.models import TaskStatus
@@ -80,6 +81,7 @@ async def test_defer_with_preset_and_with_typed_time(make_app: AppFactory, db: S
         assert table(app).current_id == b
         await pilot.press("d")
         await wait_for(lambda: isinstance(app.screen, DeferForm), "defer form")
+        await pilot.click("#when")  # the first preset has the focus; the time is typed in the box
         await pilot.press(*"soon")
         await pilot.press("enter")
         assert isinstance(app.screen, DeferForm)  # bad text: the form stays open with an error
@@ -118,9 +120,12 @@ async def test_cancel_of_a_running_task_requests_it(make_app: AppFactory, db: St
         assert (task.status, task.cancel_requested) == (TaskStatus.ACTIVE, True)
 
 
-async def test_retry_of_a_failed_task_from_the_failed_filter(make_app: AppFactory, db: Store) -> None:
+async def test_retry_of_a_failed_task_from_the_failed_filter(
+    make_app: AppFactory, db: Store, clock: ManualClock
+) -> None:
     task_id = await add(db, "will fail")
     await db.close_task(task_id, TaskStatus.FAILED, "broke", actor="agent")
+    clock.advance(RECENT_MS + 60_000)  # failed a while ago: no longer kept in the live table
     app = make_app()
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(lambda: queue(app).loads >= 1, "first load")
@@ -214,21 +219,22 @@ async def test_bulk_raise_reports_each_refusal(make_app: AppFactory, db: Store) 
         assert (await db.get_task(b)).priority == 4
 
 
-async def test_pause_shows_badge_and_counts_waiting_changes(make_app: AppFactory, db: Store) -> None:
+async def test_freeze_shows_badge_and_counts_waiting_changes(make_app: AppFactory, db: Store) -> None:
     await add(db, "first")
     app = make_app()
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(lambda: len(shown_ids(app)) == 1, "row")
         await pilot.press("p")
         header = str(app.screen.query_one("#badges").render())
-        assert "PAUSED" in header
+        assert "FROZEN" in header
         await add(db, "second")
         await wait_for(lambda: queue(app).changes_waiting >= 1, "change counted")
         assert len(shown_ids(app)) == 1
-        assert "changes waiting" in str(app.screen.query_one("#badges").render())
+        waiting = queue(app).changes_waiting  # "1 change", "2 changes": counted in words
+        assert f"{waiting} change{'' if waiting == 1 else 's'} waiting" in str(app.screen.query_one("#badges").render())
         await pilot.press("p")
         await wait_for(lambda: len(shown_ids(app)) == 2, "resumed and loaded")
-        assert "PAUSED" not in str(app.screen.query_one("#badges").render())
+        assert "FROZEN" not in str(app.screen.query_one("#badges").render())
 
 
 async def test_follow_moves_the_cursor_to_the_active_task(make_app: AppFactory, db: Store) -> None:
@@ -269,10 +275,11 @@ async def test_keys_that_do_not_apply_are_dimmed(make_app: AppFactory, db: Store
         assert state["retry"] is False  # a pending task cannot be retried: shown dimmed
 
 
-async def test_clicking_a_status_count_filters_by_it(make_app: AppFactory, db: Store) -> None:
+async def test_clicking_a_status_count_filters_by_it(make_app: AppFactory, db: Store, clock: ManualClock) -> None:
     await add(db, "pending one")
     failed = await add(db, "failed one")
     await db.close_task(failed, TaskStatus.FAILED, "no", actor="agent")
+    clock.advance(RECENT_MS + 60_000)  # failed a while ago: no longer kept in the live table
     app = make_app()
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(lambda: len(shown_ids(app)) == 1, "pending row")

@@ -283,7 +283,7 @@ async def test_readonly_hides_approve_reject_and_the_loop_key(make_app: AppFacto
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert app.screen is queue(app)
         assert not enabled_actions(app).keys() & {"approve", "reject", "loop_gate"}  # hidden, not dimmed
-        assert not any(t.startswith(("Approve", "Reject", "Pause/resume")) for t in titles)
+        assert not any(t.startswith(("Approve", "Reject", "Pause loop", "Resume loop")) for t in titles)
         assert (await db.get_task(task_id)).awaiting_approval
         assert (await db.loop_values()).get("gate") is None
 
@@ -294,14 +294,14 @@ async def test_help_and_palette_offer_approve_reject_and_the_loop(make_app: AppF
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(lambda: shown_ids(app) == [task_id], "row")
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for words in ("Approve (a)", "Reject (R)", "Pause/resume the loop (L)"):
+        for words in ("Approve (a)", "Reject (R)", "Pause loop (L)"):
             assert words in titles, words
         await pilot.press("question_mark")
         await wait_for(lambda: isinstance(app.screen, HelpScreen), "help")
         console = Console(width=120, record=True, file=io.StringIO())
         console.print(app.screen.query(Static)[1].content)
         help_text = console.export_text()
-        for words in ("Approve", "Reject", "Pause/resume the loop"):
+        for words in ("Approve", "Reject", "Pause loop"):
             assert words in help_text, words
         await pilot.press("escape")
         approve = next(c for c in app.get_system_commands(app.screen) if c.title.startswith("Approve"))

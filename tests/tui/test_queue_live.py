@@ -48,7 +48,7 @@ async def test_rows_are_in_dispatch_order_with_next_and_later_marked(
         expected = [t.id for t in await db.queue()]
         assert shown_ids(app) == expected == [high, mid, low, later]
         assert cell(app, high, "next") == "▶"
-        assert cell(app, later, "next") == "⏲"
+        assert cell(app, later, "next") == "◷"
         assert cell(app, later, "when").startswith("due in")
         assert cell(app, mid, "next") == " "
 
@@ -141,9 +141,9 @@ async def test_a_slow_screen_under_a_stream_of_commits_still_refreshes(
     running one, so a load slower than the commit rate still completes."""
     from tui import queue_screen
 
-    async def slow_load(store: Store, flt: TaskFilter, now_ms: int) -> QueueSnapshot:
+    async def slow_load(store: Store, flt: TaskFilter, now_ms: int, *, today_ms: int | None = None) -> QueueSnapshot:
         await asyncio.sleep(0.25)  # slower than the stream of commits below
-        return await load_queue(store, flt, now_ms)
+        return await load_queue(store, flt, now_ms, today_ms=today_ms)
 
     monkeypatch.setattr(queue_screen, "load_queue", slow_load)
     app = make_app()

@@ -197,13 +197,17 @@ async def test_header_reports_dispatcher_states(make_app: AppFactory, db: Store,
         beat = DispatcherHeartbeat("h:1:x", 1, "h", now, now, "idle")
         await db.set_loop_values({HEARTBEAT_KEY: beat.to_json()})
         await wait_for(lambda: "idle, next due now" in loop_line(), "idle")
-        running = DispatcherHeartbeat("h:1:x", 1, "h", now, now, "running", task_id, now - 65_000)
-        await db.set_loop_values({HEARTBEAT_KEY: running.to_json()})
+        # The running task comes from the tasks table (the claim), not the heartbeat.
+        await db.claim_next(worker="h:1:x", lease_ms=600_000)
+        clock.advance(65_000)
+        now = clock.now_ms()
+        await db.set_loop_values({HEARTBEAT_KEY: DispatcherHeartbeat("h:1:x", 1, "h", now, now, "idle").to_json()})
         await wait_for(lambda: f"running #{task_id} for 1m" in loop_line(), "running")
         await db.set_loop_values({"gate": {"state": "paused", "reason": "budget reached", "until": None}})
         await wait_for(lambda: "paused: budget reached" in loop_line(), "gate")
         clock.advance(10 * 60_000)
         await wait_for(lambda: "no dispatcher seen for 10 min" in loop_line(), "stale heartbeat")
+        assert f"still marked active: #{task_id}" in loop_line()
 
 
 async def test_detail_pane_toggles(make_app: AppFactory, db: Store) -> None:
@@ -238,7 +242,7 @@ async def test_a_failing_key_handler_is_shown_and_the_app_keeps_running(
         await wait_for(lambda: any("handler bug" in n for n in notes(app)), "error shown")
         assert app.is_running
         await pilot.press("p")  # other keys still work
-        assert "PAUSED" in str(queue(app).query_one("#badges").render())
+        assert "FROZEN" in str(queue(app).query_one("#badges").render())
 
 
 def test_gate_shows_until_it_lifts_itself() -> None:
@@ -251,4 +255,4 @@ def test_gate_shows_until_it_lifts_itself() -> None:
     assert "gated: usage limit (until in 10m)" in dispatcher_text(beat, gated, None, now).plain
     lifted = LoopGate(GateState.GATED, "usage limit", until=now - 1)
     assert "gated" not in dispatcher_text(beat, lifted, None, now).plain
-    assert "⏸" not in dispatcher_text(beat, LoopGate(), None, now).plain
+    assert "‖" not in dispatcher_text(beat, LoopGate(), None, now).plain

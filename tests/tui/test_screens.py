@@ -147,9 +147,11 @@ async def test_sensors_screen_shows_state_highlights_stale_and_toggles(
         assert "red" in str(feeds_name.style)  # stale: overdue and failing
         assert "red" not in str(grid.get_cell("inbox", "name").style)
         assert grid.get_cell("feeds", "last error").plain == "HTTP 500"
+        assert grid.get_cell("feeds", "next due").plain != "disabled"
         await pilot.press("e")
         await wait_for(lambda: not screen.states[0].enabled, "feeds disabled on screen")
         assert {s.name: s.enabled for s in await db.sensor_states()} == {"feeds": False, "inbox": True}
+        assert grid.get_cell("feeds", "next due").plain == "disabled"  # not a time it will not run at
 
 
 async def test_sensor_run_now_reports_the_command_result(make_app: AppFactory, db: Store, clock: ManualClock) -> None:
@@ -191,9 +193,9 @@ async def test_help_lists_keys_and_palette_offers_actions(make_app: AppFactory, 
         await wait_for(lambda: isinstance(app.screen, HelpScreen), "help")
         await pilot.press("escape")
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for words in ("New", "+Prio", "-Prio", "Defer", "Cancel", "Mark", "Filter", "Pause"):
+        for words in ("New", "Raise", "Lower", "Defer", "Cancel", "Mark", "Filter", "Freeze"):
             assert any(t.startswith(words) for t in titles), words
-        raise_cmd = next(c for c in app.get_system_commands(app.screen) if c.title.startswith("+Prio"))
+        raise_cmd = next(c for c in app.get_system_commands(app.screen) if c.title.startswith("Raise"))
         raise_cmd.callback()
         await wait_for(lambda: table(app).tasks[shown_ids(app)[0]].priority == 4, "palette ran +")
 

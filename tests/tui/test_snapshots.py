@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import Input
 
 from tui.app import VigilApp
 from vigil.clock import ManualClock
-from vigil.config import Settings
+from vigil.config import Settings, load_settings
 from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, NewTask, Outcome, OutcomeKind, TaskStatus
 from vigil.store import open_store
 
@@ -57,6 +58,10 @@ async def _seed(settings: Settings, clock: ManualClock) -> None:
 
 @pytest.fixture
 def snap_app(settings: Settings) -> VigilApp:
+    # A fixed zone, so that local times and days do not depend on the machine.
+    with (settings.home / "vigil.toml").open("a") as toml:
+        toml.write('\n[tui]\ntimezone = "America/New_York"\n')
+    settings = load_settings(settings.home)
     clock = ManualClock(FROZEN_MS)
     asyncio.run(_seed(settings, clock))
     clock.set(FROZEN_MS)
@@ -102,3 +107,28 @@ def test_history_screen(snap_compare: Compare, snap_app: VigilApp) -> None:
 
 def test_costs_screen(snap_compare: Compare, snap_app: VigilApp, tmp_path: Path) -> None:
     assert snap_compare(snap_app, terminal_size=(110, 30), run_before=loaded("CostsScreen", "5"))
+
+
+# The footer (Help and Quit always at its end), the help and the palette, at the
+# smallest supported terminal and a large one.
+SIZES = pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
+
+
+def test_queue_screen_at_160x45(snap_compare: Compare, snap_app: VigilApp) -> None:
+    assert snap_compare(snap_app, terminal_size=(160, 45), run_before=loaded("QueueScreen"))
+
+
+@SIZES
+def test_help(snap_compare: Compare, snap_app: VigilApp, size: tuple[int, int]) -> None:
+    assert snap_compare(snap_app, terminal_size=size, run_before=loaded("HelpScreen", "question_mark"))
+
+
+@SIZES
+def test_palette(snap_compare: Compare, snap_app: VigilApp, size: tuple[int, int]) -> None:
+    async def typed(pilot: Pilot[Any]) -> None:
+        await loaded("CommandPalette", "ctrl+p")(pilot)
+        pilot.app.screen.query_one(Input).cursor_blink = False  # a blinking cursor is not deterministic
+        await pilot.press(*"de")
+        await pilot.pause(0.3)  # the palette searches in a worker
+
+    assert snap_compare(snap_app, terminal_size=size, run_before=typed)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,9 @@ from tests.conftest import VigilRunner
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 WAIT_S = 30.0  # safety net only
+# A tmux server passes its own environment to new windows; COLUMNS and LINES there
+# (from whoever started the server) would override the window's size for the TUI.
+UNSIZED = "-u COLUMNS -u LINES"
 
 
 def tmux(*args: str) -> str:
@@ -30,7 +34,7 @@ def session(home: Path, tmp_path: Path) -> Iterator[str]:
     env = " ".join(f"{k}={v}" for k, v in {"TERM": "xterm-256color", "PYTHONUNBUFFERED": "1"}.items())
     done = tmp_path / "tui.exit"
     # The shell stays a minute after the TUI exits so its last words can be read.
-    command = f"env {env} {sys.executable} -m vigil --home {home} tui; echo exit=$? > {done}; sleep 60"
+    command = f"env {UNSIZED} {env} {sys.executable} -m vigil --home {home} tui; echo exit=$? > {done}; sleep 60"
     tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30", command)
     try:
         yield name
@@ -76,7 +80,7 @@ def test_tui_in_tmux_shows_cli_task_and_plus_raises_it(
 def loop_session(home: Path, tmp_path: Path) -> Iterator[str]:
     name = f"vigil-loop-{os.getpid()}-{tmp_path.name}"
     done = tmp_path / "tui.exit"
-    tui = f"env TERM=xterm-256color {sys.executable} -m vigil --home {home} tui --with-loop"
+    tui = f"env {UNSIZED} TERM=xterm-256color {sys.executable} -m vigil --home {home} tui --with-loop"
     command = f"{tui}; echo exit=$? > {done}; sleep 60"
     tmux("new-session", "-d", "-s", name, "-x", "80", "-y", "24", command)
     try:
@@ -98,3 +102,26 @@ def test_with_loop_runs_the_loop_in_the_background_and_stops_it_on_quit(
     tmux("send-keys", "-t", loop_session, "y")
     wait_screen(loop_session, lambda s: f"stopped the background loop (pid {pid}) with SIGTERM" in s, "the report")
     assert "dispatcher" in (home / "logs" / "loop.out").read_text()
+
+
+def test_the_palette_runs_a_vigil_action_in_a_real_terminal(
+    session: str, vigil: VigilRunner, home: Path, tmp_path: Path
+) -> None:
+    """ctrl+p, type "defer", enter: the palette opens the defer dialog on the
+    highlighted task; enter takes the focused preset (1 hour)."""
+    added = vigil("task", "add", "put off by the palette", "--json", check=True)
+    task_id = json.loads(added.stdout)["id"]
+    wait_screen(session, lambda s: "put off by the palette" in s, "the task on screen")
+    tmux("send-keys", "-t", session, "C-p")
+    wait_screen(session, lambda s: "Quit (^q)" in s or "Search for commands" in s, "the palette")
+    tmux("send-keys", "-t", session, "-l", "defer")
+    wait_screen(session, lambda s: "Defer (d)" in s, "the defer action, with its key")
+    tmux("send-keys", "-t", session, "Enter")
+    wait_screen(session, lambda s: f"Defer #{task_id}" in s, "the defer dialog")
+    tmux("send-keys", "-t", session, "Enter")
+    wait_screen(session, lambda s: f"#{task_id} deferred to" in s, "the confirmation")
+    shown = json.loads(vigil("task", "show", str(task_id), "--json", check=True).stdout)
+    later = datetime.fromisoformat(shown["scheduled_for"]) - datetime.fromisoformat(shown["created_at"])
+    assert later >= timedelta(minutes=59)  # the preset: an hour from when the key was pressed
+    tmux("send-keys", "-t", session, "C-q")
+    wait_screen(session, lambda s: "it started no loop" in s, "the quit message, which claims no loop")

@@ -315,6 +315,13 @@ class DispatchStore(Protocol):
         """Record the executor's process (group) on the run, for crash recovery."""
         ...
 
+    async def set_executor(self, claim: Claim, executor: str) -> None:
+        """Record the executor that runs ``claim``'s attempt on its run and, while the
+        task is still active, on the task, in one transaction. The claim stored the
+        configured default; a skill may choose another, known only once the task's
+        skills are read."""
+        ...
+
     async def renew_lease(self, task_id: int, *, worker: str, lease_until: int) -> bool:
         """Extend the lease of a task this worker holds; returns whether a cancel
         was requested. Raises ``InvalidTransition`` if the worker no longer holds it."""

@@ -80,6 +80,15 @@ class Dispatching:
         params = {"id": run_id, "pid": pid, "pgid": pgid, "proc_start": proc_start}
         self._engine.write(lambda tx: tx.run(tx.q.SQL_SET_RUN_PROCESS, params))
 
+    def set_executor(self, claim: Claim, executor: str) -> None:
+        params = {"executor": executor, "run_id": claim.run_id, "task_id": claim.task.id}
+
+        def body(tx: Tx) -> None:
+            tx.run(tx.q.SQL_SET_RUN_EXECUTOR, params)
+            tx.run(tx.q.SQL_SET_TASK_EXECUTOR, params)
+
+        self._engine.write(body)
+
     def renew_lease(self, task_id: int, *, worker: str, lease_until: int) -> bool:
         params = {"id": task_id, "worker": worker, "lease_until": lease_until}
 

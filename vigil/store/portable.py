@@ -22,6 +22,10 @@ SELECT coalesce(
 
 SQL_SET_RUN_PROCESS = "UPDATE runs SET pid = :pid, pgid = :pgid, proc_start = :proc_start WHERE id = :id"
 
+# The executor a skill chose, on the run and on the task while it is still active.
+SQL_SET_RUN_EXECUTOR = "UPDATE runs SET executor = :executor WHERE id = :run_id"
+SQL_SET_TASK_EXECUTOR = "UPDATE tasks SET executor = :executor WHERE id = :task_id AND status = 'active'"
+
 SQL_RENEW_LEASE = """
 UPDATE tasks SET lease_until = :lease_until WHERE id = :id AND claimed_by = :worker RETURNING cancel_requested
 """
@@ -78,7 +82,7 @@ UPDATE runs SET finished_at = :now, outcome = :outcome, error = :error, exit_cod
        cost_usd = :cost_usd, api_cost_usd = :api_cost_usd, tokens_in = :tokens_in,
        tokens_out = :tokens_out, cache_read_tokens = :cache_read_tokens,
        cache_write_tokens = :cache_write_tokens, model = :model, session_id = :session_id,
-       transcript_path = :transcript_path
+       transcript_path = :transcript_path, permission_denials = :permission_denials
 WHERE id = :run_id AND finished_at IS NULL
 """
 

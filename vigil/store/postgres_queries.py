@@ -36,12 +36,12 @@ _OPEN = "('pending', 'active', 'blocked')"
 _ADD_TASK_COLUMNS = """
 INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
                    parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
-                   status, approval, model)"""
+                   status, approval, model, workdir)"""
 _ADD_TASK_VALUES = """%(subject)s::text, %(description)s::text, %(skills)s::jsonb, %(priority)s::int,
        %(source)s::text, %(source_key)s::text, %(dedup)s::text, %(parent_id)s::bigint,
        %(scheduled_for)s::bigint, %(now)s::bigint, %(now)s::bigint, %(actor)s::text, %(max_retries)s::int,
        CASE WHEN %(approval)s::bool THEN 'blocked' ELSE 'pending' END,
-       CASE WHEN %(approval)s::bool THEN 'pending' END, %(model)s::text"""
+       CASE WHEN %(approval)s::bool THEN 'pending' END, %(model)s::text, %(workdir)s::text"""
 SQL_ADD_TASK = f"""{_ADD_TASK_COLUMNS}
 VALUES ({_ADD_TASK_VALUES})
 ON CONFLICT DO NOTHING

@@ -378,7 +378,14 @@ V2 = [
     "CREATE INDEX ix_retired_keys_at ON retired_keys (retired_at)",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2]
+# V3: the real agent CLIs, as SQLite's V3: ``runs.permission_denials`` (a JSON array
+# of one-line strings as text, NULL: none) and ``tasks.workdir`` (NULL: the default).
+V3 = [
+    "ALTER TABLE runs ADD COLUMN permission_denials text",
+    "ALTER TABLE tasks ADD COLUMN workdir text",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # After copying rows with their own ids: the identity columns continue past them.

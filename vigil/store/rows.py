@@ -6,6 +6,7 @@ PostgreSQL) and passes the values in; everything else reads the same columns by 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -51,11 +52,22 @@ def task_from_row(row: Row, skills: Iterable[str]) -> Task:
         cancel_requested=bool(row["cancel_requested"]),
         waiting_on=row["waiting_on"],
         approval=row["approval"],
+        workdir=row["workdir"],
     )
 
 
 def row_to_run(row: Row) -> Run:
-    return Run(**{name: row[name] for name in Run.__dataclass_fields__})
+    values = {name: row[name] for name in Run.__dataclass_fields__ if name != "permission_denials"}
+    return Run(**values, permission_denials=denials_from_text(row["permission_denials"]))
+
+
+def denials_to_text(denials: tuple[str, ...]) -> str | None:
+    """``runs.permission_denials`` as stored: a JSON array, None when empty."""
+    return json.dumps(list(denials)) if denials else None
+
+
+def denials_from_text(text: str | None) -> tuple[str, ...]:
+    return tuple(str(d) for d in json.loads(text)) if text else ()
 
 
 def row_to_task_event(row: Row) -> TaskEvent:
@@ -104,4 +116,5 @@ def run_record_values(claim: Claim, outcome: Outcome, now: int) -> dict[str, Any
         "model": outcome.model,
         "session_id": outcome.session_id,
         "transcript_path": outcome.transcript_path,
+        "permission_denials": denials_to_text(outcome.permission_denials),
     }

@@ -37,10 +37,11 @@ prune: PruneQueries = sqlite_retention  # the SQL of Store.prune
 _ADD_TASK_COLUMNS = """
 INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
                    parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
-                   status, approval, model)"""
+                   status, approval, model, workdir)"""
 _ADD_TASK_VALUES = """:subject, :description, :skills, :priority, :source, :source_key, :dedup, :parent_id,
        :scheduled_for, :now, :now, :actor, :max_retries,
-       CASE WHEN :approval THEN 'blocked' ELSE 'pending' END, CASE WHEN :approval THEN 'pending' END, :model"""
+       CASE WHEN :approval THEN 'blocked' ELSE 'pending' END, CASE WHEN :approval THEN 'pending' END,
+       :model, :workdir"""
 SQL_ADD_TASK = f"""{_ADD_TASK_COLUMNS}
 VALUES ({_ADD_TASK_VALUES})
 ON CONFLICT DO NOTHING

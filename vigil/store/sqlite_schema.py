@@ -277,7 +277,16 @@ V2 = [
     "CREATE INDEX ix_retired_keys_at ON retired_keys (retired_at)",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2]
+# V3: the real agent CLIs. ``runs.permission_denials``: the tool calls the agent CLI
+# refused in that run, a JSON array of one-line strings (NULL: none).
+# ``tasks.workdir``: the folder the task's agent works in (NULL: the skill's or the
+# configured one, else the home).
+V3 = [
+    "ALTER TABLE runs ADD COLUMN permission_denials TEXT",
+    "ALTER TABLE tasks ADD COLUMN workdir TEXT",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -87,6 +87,7 @@ def insert_task(
         "max_retries": max_retries if new.max_retries is None else new.max_retries,
         "approval": new.requires_approval,
         "model": new.model,
+        "workdir": new.workdir,
     }
     sql = tx.q.SQL_ADD_TASK if new.dedup is DedupScope.OPEN else tx.q.SQL_ADD_TASK_EVER
     refusal = None if flood is None else flood.check(tx, new)

@@ -148,6 +148,9 @@ class AsyncDispatching(Hopping):
     async def set_run_process(self, run_id: int, *, pid: int, pgid: int, proc_start: str | None) -> None:
         await self._hop(self.dispatching.set_run_process, run_id, pid=pid, pgid=pgid, proc_start=proc_start)
 
+    async def set_executor(self, claim: Claim, executor: str) -> None:
+        await self._hop(self.dispatching.set_executor, claim, executor)
+
     async def renew_lease(self, task_id: int, *, worker: str, lease_until: int) -> bool:
         return await self._hop(self.dispatching.renew_lease, task_id, worker=worker, lease_until=lease_until)
 

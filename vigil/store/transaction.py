@@ -83,6 +83,8 @@ class Queries(Protocol):
     SQL_RECORD_REFUSAL: str
     SQL_LOCK_COUNT: str | None  # None: writers are serialised already
     SQL_SET_RUN_PROCESS: str
+    SQL_SET_RUN_EXECUTOR: str
+    SQL_SET_TASK_EXECUTOR: str
     SQL_RENEW_LEASE: str
     SQL_RECORD_RUN: str
     SQL_ADD_COSTS: str

@@ -1,0 +1,69 @@
+"""`vigil doctor` runs the configured Claude Code for real and says what to do."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.agents.clis import needs_claude
+from tests.agents.homes import ClaudeHome
+
+pytestmark = needs_claude
+
+NO_SERVER = "http://127.0.0.1:9"  # doctor never calls the model
+
+
+def lines_of(output: str, what: str) -> list[str]:
+    return [line for line in output.splitlines() if line.split()[1:2] == [what]]
+
+
+def test_a_working_claude_with_a_key_is_ok(tmp_path: Path) -> None:
+    home = ClaudeHome.make(tmp_path, NO_SERVER)
+    proc = home.vigil("doctor", GITHUB_TOKEN="ghp-not-for-the-agent")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert lines_of(proc.stdout, "claude") == ["ok    claude     2.1.197 (Claude Code)"]
+    (login,) = lines_of(proc.stdout, "login")
+    assert login.startswith("ok")
+    assert "api_key" in login
+    assert "ANTHROPIC_API_KEY" in login
+    (env,) = lines_of(proc.stdout, "env")
+    assert env.startswith("warn")
+    assert "GITHUB_TOKEN" in env
+    assert "ghp-not-for-the-agent" not in proc.stdout
+    (loop,) = lines_of(proc.stdout, "loop") or [""]
+    assert loop == "" or loop.startswith("ok")
+
+
+def test_no_key_and_no_login_fails_with_what_to_do(tmp_path: Path) -> None:
+    home = ClaudeHome.make(tmp_path, NO_SERVER)
+    env = home.env()
+    del env["ANTHROPIC_API_KEY"]
+    proc = home.vigil_with_env("doctor", env=env)
+    assert proc.returncode == 1
+    (login,) = lines_of(proc.stdout, "login")
+    assert login.startswith("FAIL")
+    assert "export ANTHROPIC_API_KEY" in login
+
+
+def test_a_missing_binary_and_a_gated_loop_are_reported(tmp_path: Path) -> None:
+    home = ClaudeHome.make(tmp_path, NO_SERVER, claude={"command": [str(tmp_path / "no-claude")]})
+    assert home.vigil("pause", "--reason", "fixing the key").returncode == 0
+    proc = home.vigil("doctor")
+    assert proc.returncode == 1
+    (claude,) = lines_of(proc.stdout, "claude")
+    assert claude.startswith("FAIL")
+    assert "npm install -g @anthropic-ai/claude-code" in claude
+    (loop,) = lines_of(proc.stdout, "loop")
+    assert loop.startswith("warn")
+    assert "fixing the key" in loop
+    assert "vigil resume" in loop
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="bypassPermissions is refused only as root")
+def test_bypass_permissions_as_root_fails(tmp_path: Path) -> None:
+    home = ClaudeHome.make(tmp_path, NO_SERVER, claude={"permission_mode": "bypassPermissions"})
+    proc = home.vigil("doctor")
+    assert proc.returncode == 1
+    assert any(line.startswith("FAIL") and "refused as root" in line for line in lines_of(proc.stdout, "claude"))

@@ -1,0 +1,266 @@
+"""The real Codex through the real `vigil`, against the local model server: what
+each way a run can end leaves in the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tests.agents.clis import needs_codex
+from tests.agents.codex_home import PRICES, TEST_KEY, CodexHome
+from tests.agents.model_server import Cut, Reply, Slow, Text, Usage
+from tests.agents.openai_api import openai_server, server_error, shell, unauthorized, usage_limit
+
+pytestmark = needs_codex
+
+
+def test_a_plain_answer_is_a_success_with_its_tokens_and_computed_cost(tmp_path: Path) -> None:
+    with openai_server() as api:
+        # Codex's events do not name the model: it is priced when Vigil names it
+        home = CodexHome.create(tmp_path, api.server.url, codex={"model": "gpt-5-codex"})
+        task_id = home.add_task("Say hello")
+        api.script.add(Text("Hello from Codex.", Usage(input=200, output=50, cache_read=1000, cache_write=100)))
+        proc = home.vigil("dispatch", "once")
+        (request,) = api.requests()
+        auth = api.server.recorded("/v1/responses")[0].headers["authorization"]
+    assert proc.returncode == 0, proc.stderr
+    assert not (home.path / ".git").exists()  # a home is no git repository, and Codex runs there all the same
+    assert auth == f"Bearer {TEST_KEY}"  # the operator's key reached the agent
+    assert "Say hello" in str(request["input"])
+    assert request["model"] == "gpt-5-codex"
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "success", run["error"]
+    assert run["error"] is None
+    assert (run["tokens_in"], run["cache_read_tokens"], run["cache_write_tokens"], run["tokens_out"]) == (
+        200,
+        1000,
+        100,
+        50,
+    )
+    expected = (
+        200 * PRICES["input"] + 1000 * PRICES["cache_read"] + 100 * PRICES["cache_write"] + 50 * PRICES["output"]
+    ) / 1e6
+    assert run["cost_usd"] == pytest.approx(expected)
+    assert run["api_cost_usd"] == pytest.approx(expected)
+    assert run["model"] == "gpt-5-codex"
+    assert run["session_id"]
+    task = home.task(task_id)
+    assert task["status"] == "completed"
+    assert task["result_summary"] == "Hello from Codex."
+
+
+def test_the_agent_notes_and_closes_its_task_from_inside_its_sandbox(tmp_path: Path) -> None:
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url)
+        task_id = home.add_task("Look at the inbox")
+        api.script.add(
+            shell(f"vigil task note {task_id} 'two files, both invoices'"),
+            shell(f"vigil task close {task_id} --status completed --summary 'filed both'"),
+            Text("Filed both invoices."),
+        )
+        proc = home.vigil("dispatch", "once")
+        first = api.requests()[0]
+        turn = api.server.recorded("/v1/responses")[0].headers["x-codex-turn-metadata"]
+        outputs = api.tool_outputs()
+    assert proc.returncode == 0, proc.stderr
+    assert f"vigil task close {task_id} --status completed" in str(first["input"])
+    # the default sandbox (workspace-write) is in force, and lets the calls commit
+    assert '"sandbox_mode":"workspace-write"' in turn
+    assert len(outputs) == 2
+    assert all("Process exited with code 0" in output for output in outputs), outputs
+    task = home.task(task_id)
+    assert task["status"] == "completed"
+    assert task["result_summary"] == "filed both"
+    notes = home.rows("SELECT author, text FROM notes WHERE task_id = ?", task_id)
+    assert [(n["author"], n["text"]) for n in notes] == [("agent", "two files, both invoices")]
+    closed = home.rows(
+        "SELECT actor FROM task_events WHERE task_id = ? AND kind = 'status' AND to_value = 'completed'", task_id
+    )
+    assert [e["actor"] for e in closed] == ["agent"]
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "success", run["error"]
+
+
+def test_a_refused_key_is_an_auth_failure_with_the_status(tmp_path: Path) -> None:
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url)
+        task_id = home.add_task("Say hello")
+        api.script.add(unauthorized(), unauthorized())
+        proc = home.vigil("dispatch", "once")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "auth"
+    assert "401 Unauthorized" in run["error"]
+    assert not run["error"].startswith("Reconnecting")
+
+
+def test_a_usage_limit_waits_for_the_reset_codex_names_without_counting_the_attempt(tmp_path: Path) -> None:
+    reset_s = int(time.time()) + 2 * 3600
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url)
+        task_id = home.add_task("Say hello")
+        api.script.add(usage_limit(reset_s))
+        proc = home.vigil("dispatch", "once")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "usage_limited"
+    # Codex prints the reset as a time of day ("try again at 3:46 PM."), to the minute
+    clock = datetime.fromtimestamp(reset_s).strftime("%-I:%M %p")
+    assert f"try again at {clock}" in run["error"]
+    task = home.task(task_id)
+    assert task["status"] == "pending"
+    assert task["attempt_count"] == 0
+    assert reset_s * 1000 - 60_000 <= task["scheduled_for"] <= reset_s * 1000
+
+
+@pytest.mark.parametrize(
+    ("replies", "error"),
+    [
+        ((server_error(), server_error()), "high demand"),
+        ((Cut(), Cut()), "stream disconnected before completion"),
+    ],
+    ids=["5xx", "cut-stream"],
+)
+def test_server_trouble_after_codex_own_retry_is_transient(
+    tmp_path: Path, replies: tuple[Reply, ...], error: str
+) -> None:
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url)
+        task_id = home.add_task("Say hello")
+        api.script.add(*replies)
+        proc = home.vigil("dispatch", "once")
+        served = api.script.served
+    assert proc.returncode == 0, proc.stderr
+    assert served == 2  # the request and Codex's one retry
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "transient"
+    assert error in run["error"]
+    assert not run["error"].startswith("Reconnecting")
+    retries = [line for line in home.transcript(run) if str(line.get("message", "")).startswith("Reconnecting")]
+    assert retries, "Codex's own retry is in the transcript"
+    task = home.task(task_id)
+    assert task["status"] == "pending"  # retried later, with backoff
+    assert task["attempt_count"] == 1
+
+
+def test_an_unknown_flag_is_a_refusal_with_codex_own_error_line(tmp_path: Path) -> None:
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url, codex={"extra_args": ["--no-such-flag"]})
+        task_id = home.add_task("Say hello")
+        proc = home.vigil("dispatch", "once")
+        asked = api.script.served
+    assert proc.returncode == 0, proc.stderr
+    assert asked == 0
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "refused"
+    assert run["error"].endswith("error: unexpected argument '--no-such-flag' found")
+    assert "WARNING" not in run["error"]
+    # the task did nothing wrong: it is given back, and the loop waits for a person
+    task = home.task(task_id)
+    assert task["status"] == "pending"
+    assert task["attempt_count"] == 0
+    status = json.loads(home.vigil("status", "--json").stdout)
+    assert status["gate"]["state"] != "running"
+    assert status["gate"]["until"] is None
+    assert home.vigil("dispatch", "once").returncode == 3  # nothing runs while gated
+
+
+def test_a_timeout_ends_codex_whole_process_group(tmp_path: Path) -> None:
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url, dispatch={"timeout": "3s"})
+        task_id = home.add_task("Say hello")
+        api.script.add(Slow(30, Text("too late")))
+        proc = home.vigil("dispatch", "once")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "timeout"
+    assert run["pgid"]
+    with pytest.raises(ProcessLookupError):
+        os.killpg(run["pgid"], 0)
+
+
+def test_vigil_run_hands_tasks_to_codex_until_stopped(tmp_path: Path) -> None:
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url)
+        first = home.add_task("First")
+        second = home.add_task("Second")
+        api.script.add(
+            shell(f"vigil task close {first} --status completed --summary 'first done'"),
+            Text("First done."),
+            shell(f"vigil task close {second} --status completed --summary 'second done'"),
+            Text("Second done."),
+        )
+        loop = home.start("run")
+        try:
+            deadline = time.monotonic() + 60  # a safety net, not a measurement
+            while home.task(second)["status"] != "completed" and time.monotonic() < deadline:
+                assert loop.poll() is None, loop.communicate()
+                time.sleep(0.2)
+        finally:
+            loop.send_signal(signal.SIGTERM)
+            _, stderr = loop.communicate(timeout=30)
+    assert loop.returncode == 0, stderr
+    assert [home.task(t)["result_summary"] for t in (first, second)] == ["first done", "second done"]
+    assert [run["outcome"] for t in (first, second) for run in home.runs(t)] == ["success", "success"]
+
+
+def test_codex_own_retry_shows_in_vigil_status_while_it_happens(tmp_path: Path) -> None:
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url)
+        task_id = home.add_task("Say hello")
+        # a 5xx, Codex says "Reconnecting... 1/1 (…)" and asks again; that answer is slow
+        api.script.add(server_error(), Slow(6, Text("Recovered.")))
+        loop = home.start("run")
+        seen: list[object] = []
+        try:
+            deadline = time.monotonic() + 60  # a safety net, not a measurement
+            while home.task(task_id)["status"] != "completed" and time.monotonic() < deadline:
+                assert loop.poll() is None, loop.communicate()
+                running = json.loads(home.vigil("status", "--json").stdout)["dispatcher"]["task"]
+                if running is not None and running["note"] is not None:
+                    seen.append(running["note"])
+                time.sleep(0.2)
+        finally:
+            loop.send_signal(signal.SIGTERM)
+            _, stderr = loop.communicate(timeout=30)
+    assert loop.returncode == 0, stderr
+    assert seen, "the retry never showed in vigil status"
+    assert str(seen[0]).startswith("API retry 1/1: ")
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "success"
+    assert run["error"] is None  # the retry was not the run's error
+    assert home.task(task_id)["result_summary"] == "Recovered."
+
+
+def test_in_another_working_directory_the_agent_writes_there_and_still_reports_back(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url)
+        # the test's folders are all under /tmp, which the sandbox lets the agent
+        # write by default: without that, only the working directory and what Vigil
+        # adds (the database's folder) are writable
+        config = home.config_dir / "config.toml"
+        config.write_text(
+            config.read_text() + "[sandbox_workspace_write]\nexclude_slash_tmp = true\nexclude_tmpdir_env_var = true\n"
+        )
+        task_id = home.add_task("Write the report", "--workdir", str(repo))
+        api.script.add(
+            shell(f"pwd > where.txt && vigil task note {task_id} 'report written'"),
+            Text("Written."),
+        )
+        proc = home.vigil("dispatch", "once")
+        (output,) = api.tool_outputs()
+    assert proc.returncode == 0, proc.stderr
+    assert "Process exited with code 0" in output, output
+    # the sandbox let it write in its working directory and in the home's database
+    assert (repo / "where.txt").read_text().strip() == str(repo)
+    assert not (home.path / "where.txt").exists()
+    notes = home.rows("SELECT author, text FROM notes WHERE task_id = ?", task_id)
+    assert [(n["author"], n["text"]) for n in notes] == [("agent", "report written")]

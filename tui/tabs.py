@@ -1,0 +1,70 @@
+"""The top of every screen: which screen is open, and what the loop is doing.
+
+``TabBar`` is one line of the five screens with the open one highlighted (click
+one, or press its number). ``LoopLine`` is the queue header's first line for the
+other screens: it reads ``ctx.loop``, which the app reloads at every change
+(``tui.loop_state``), so every screen says what is running within a second.
+"""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+from textual.widgets import Static
+
+from tui.context import Context
+from tui.header import STALE_AFTER_MS, dispatcher_text
+
+SCREENS = (
+    ("1", "queue", "Queue"),
+    ("2", "task", "Task"),
+    ("3", "history", "History"),
+    ("4", "sensors", "Sensors"),
+    ("5", "costs", "Costs"),
+)
+
+
+class TabBar(Static):
+    """``1 Queue  2 Task  3 History  4 Sensors  5 Costs``, the open one reversed."""
+
+    DEFAULT_CSS = "TabBar { height: 1; background: $boost; padding: 0 1; }"
+
+    def __init__(self, current: str) -> None:
+        super().__init__()
+        self.current = current
+        self.line = Text(no_wrap=True, overflow="crop")  # what it shows
+
+    def on_mount(self) -> None:
+        line = self.line
+        for n, (key, name, label) in enumerate(SCREENS):
+            click = Style(meta={"@click": f"app.simulate_key({key!r})"})
+            style = Style.parse("bold reverse" if name == self.current else "dim") + click
+            line.append("  " if n else "")
+            line.append(f" {key} {label} ", style=style)
+        self.update(line)
+
+
+class LoopLine(Static):
+    """The loop's state in one line, re-rendered every second (relative times)."""
+
+    DEFAULT_CSS = "LoopLine { height: 1; padding: 0 1; background: $panel; }"
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def on_mount(self) -> None:
+        self.show_state()
+        self.set_interval(1.0, self.show_state)
+
+    def show_state(self) -> None:
+        state = self.ctx.loop
+        now = self.ctx.clock.now_ms()
+        if state is None:
+            line = Text("loading…", style="dim")
+        else:
+            stale = max(STALE_AFTER_MS, 3 * self.ctx.settings.dispatch.heartbeat_ms)
+            line = dispatcher_text(state.heartbeat, state.gate, state.next_due_at, now, stale, active=state.active)
+        if self.ctx.loop_label:
+            line.append(f"   loop: {self.ctx.loop_label}", style="dim")
+        self.update(line)

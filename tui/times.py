@@ -1,0 +1,53 @@
+"""How the TUI shows a moment: local time by default, UTC on request.
+
+Local means ``[tui] timezone`` when set (an IANA name such as
+``Europe/Paris``), else the machine's zone (``TZ`` or the system's). ``z``
+switches every screen between local time and UTC. The store keeps UTC epoch
+milliseconds; only the text changes. Days (the header's "today", the costs per
+day) are the days of the zone shown.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, tzinfo
+from zoneinfo import ZoneInfo
+
+
+class Times:
+    """``zone_name`` None: the machine's zone. ``utc`` True shows UTC instead."""
+
+    def __init__(self, zone_name: str | None = None) -> None:
+        self._zone: tzinfo | None = ZoneInfo(zone_name) if zone_name else None
+        self.utc = False
+
+    def _moment(self, epoch_ms: int) -> datetime:
+        if self.utc:
+            return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+        if self._zone is None:  # the machine's zone, with its offset at that moment
+            return datetime.fromtimestamp(epoch_ms / 1000).astimezone()
+        return datetime.fromtimestamp(epoch_ms / 1000, tz=self._zone)
+
+    def at(self, epoch_ms: int) -> str:
+        """``2026-01-01 04:00:00 EST`` locally, ``2026-01-01T09:00:00Z`` in UTC."""
+        moment = self._moment(epoch_ms)
+        if self.utc:
+            return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+        return moment.strftime("%Y-%m-%d %H:%M:%S %Z").rstrip()
+
+    @property
+    def label(self) -> str:
+        """``UTC`` or ``local``, for the key that switches."""
+        return "UTC" if self.utc else "local"
+
+    def day(self, epoch_ms: int) -> str:
+        """The day (``YYYY-MM-DD``) of ``epoch_ms`` in the zone shown."""
+        return self._moment(epoch_ms).strftime("%Y-%m-%d")
+
+    def start_of_day(self, epoch_ms: int) -> int:
+        """Epoch ms of the midnight that begins ``epoch_ms``'s day in the zone shown."""
+        if self._zone is None and not self.utc:  # naive local wall time, resolved by the C library
+            midnight = datetime.fromtimestamp(epoch_ms / 1000).replace(hour=0, minute=0, second=0, microsecond=0)
+            return int(midnight.astimezone().timestamp() * 1000)
+        # A zone-aware replace re-reads the offset for the new wall time (DST days).
+        midnight = self._moment(epoch_ms).replace(hour=0, minute=0, second=0, microsecond=0)
+        return int(midnight.timestamp() * 1000)
