@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.postgres_server import URL_ENV, NoServer, fresh_database, throwaway_server
+from tests.postgres_server import URL_ENV, NoServer, drop_database, fresh_database, migrated_template, throwaway_server
 from vigil.clock import ManualClock
 from vigil.home import init_home
 from vigil.store.sqlite import SqliteStore
@@ -50,6 +50,23 @@ def postgres_server() -> Iterator[str]:
 def postgres_url(postgres_server: str) -> Iterator[str]:
     """The URL of a fresh, empty PostgreSQL database, dropped after the test."""
     with fresh_database(postgres_server) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_server: str) -> Iterator[str]:
+    """The name of a database Vigil's migrations ran on, made once per session."""
+    name = migrated_template(postgres_server)
+    yield name
+    drop_database(postgres_server, name)
+
+
+@pytest.fixture
+def postgres_migrated_url(postgres_server: str, postgres_template: str) -> Iterator[str]:
+    """The URL of a fresh PostgreSQL database already migrated to Vigil's schema (a
+    copy of the session's template; opening a store on it migrates nothing),
+    dropped after the test."""
+    with fresh_database(postgres_server, postgres_template) as url:
         yield url
 
 
