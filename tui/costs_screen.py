@@ -20,7 +20,7 @@ from textual.widgets import Footer, Static
 from tui.cells import money, one_line, tokens
 from tui.context import Context
 from tui.live import Banner, LiveScreen
-from tui.snapshot import CostSnapshot, load_costs
+from tui.loaders import CostSnapshot, load_costs
 from vigil.budget import BudgetUse, budget_line
 from vigil.models import CostRow
 

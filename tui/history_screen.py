@@ -19,8 +19,8 @@ from textual.widgets import DataTable, Footer, Input, Static
 from tui.cells import STATUS_STYLE, money, one_line, relative
 from tui.context import Context
 from tui.live import Banner, LiveScreen
+from tui.loaders import HISTORY_PAGE, load_history_page
 from tui.safety import guarded
-from tui.snapshot import HISTORY_PAGE, load_history_page
 from tui.steering import Action, applies, apply_many, summarize
 from vigil.models import Task
 

@@ -24,9 +24,9 @@ from tui.filters import TaskFilter, parse_filter
 from tui.forms import DeferForm, NewTaskForm, ReasonForm
 from tui.header import STALE_AFTER_MS, STATUS_KEYS, StatusHeader
 from tui.live import Banner, LiveScreen
+from tui.loaders import LIVE_LIMIT, QueueSnapshot, load_queue
 from tui.queue_table import QueueTable
 from tui.safety import guarded
-from tui.snapshot import LIVE_LIMIT, QueueSnapshot, load_queue
 from tui.steering import Action, applies, apply_many, summarize
 from vigil.errors import InputError
 from vigil.models import NewTask, Task, TaskStatus

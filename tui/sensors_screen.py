@@ -21,8 +21,8 @@ from textual.widgets import DataTable, Footer, Static
 from tui.cells import one_line, relative
 from tui.context import Context
 from tui.live import Banner, LiveScreen
+from tui.loaders import load_sensors
 from tui.safety import guarded
-from tui.snapshot import load_sensors
 from vigil.models import SensorState
 
 STALE_GRACE_MS = 120_000

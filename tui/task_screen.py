@@ -24,8 +24,8 @@ from tui.detail import field_table
 from tui.dialogs import ConfirmDialog, preview
 from tui.forms import DeferForm, ReasonForm
 from tui.live import Banner, LiveScreen
+from tui.loaders import TaskDetail, load_task
 from tui.safety import guarded
-from tui.snapshot import TaskDetail, load_task
 from tui.steering import Action, applies, apply_many, summarize
 from vigil.clock import iso_utc
 from vigil.durations import format_duration
