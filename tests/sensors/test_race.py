@@ -16,12 +16,12 @@ from vigil.store.sqlite import SqliteStore
 
 SENSOR = """
 import time
-from sensors import NewTask, SensorContext
+from sensors import FoundTask, SensorContext
 
-async def racer(ctx: SensorContext) -> list[NewTask]:
+async def racer(ctx: SensorContext) -> list[FoundTask]:
     # Both processes compute the same keys within the same 20 ms slot.
     slot = int(time.time() * 50)
-    return [NewTask(key=f"{slot}-{i}", subject=f"slot {slot} item {i}") for i in range(20)]
+    return [FoundTask(key=f"{slot}-{i}", subject=f"slot {slot} item {i}") for i in range(20)]
 """
 
 
