@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -103,6 +104,40 @@ def vigil(home: Path) -> VigilRunner:
             timeout=timeout,
             check=False,
         )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"vigil {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+        return proc
+
+    return run
+
+
+@pytest.fixture
+def vigil_in_process(home: Path) -> VigilRunner:
+    """Run `vigil` against the test home in this process (click's ``CliRunner``):
+    the same parser, commands and error mapping as the real binary, without a
+    Python start-up per call, for tests where a subprocess proves nothing more.
+    Returns what the `vigil` fixture returns; an exception that escapes the CLI
+    shows on stderr as the traceback the real binary would print."""
+    from click.testing import CliRunner
+
+    from vigil.cli import main
+
+    def run(
+        *args: str,
+        input_text: str | None = None,
+        env: dict[str, str] | None = None,
+        check: bool = False,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        del timeout  # nothing here waits on another process
+        full_env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("VIGIL_")}
+        full_env.update(env or {})
+        argv = ["--home", str(home), *args]
+        result = CliRunner().invoke(main, argv, input=input_text, env=full_env, prog_name="vigil")
+        stderr = result.stderr
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            stderr += "".join(traceback.format_exception(result.exception))
+        proc = subprocess.CompletedProcess(["vigil", *argv], result.exit_code, result.stdout, stderr)
         if check and proc.returncode != 0:
             raise AssertionError(f"vigil {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
         return proc
