@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
 import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -111,6 +113,28 @@ def vigil(home: Path) -> VigilRunner:
     return run
 
 
+@contextmanager
+def _logging_as_in_a_new_process() -> Iterator[None]:
+    """Logging as a new `vigil` process has it: no handler on the root logger (so a
+    warning reaches stderr through logging's last resort, as it would from the
+    binary, instead of pytest's capture), level WARNING; handlers a command adds
+    are gone afterwards."""
+    loggers = [logging.root] + [
+        logger for logger in logging.root.manager.loggerDict.values() if isinstance(logger, logging.Logger)
+    ]
+    handlers = {logger: list(logger.handlers) for logger in loggers}
+    root_level = logging.root.level
+    logging.root.handlers = []
+    logging.root.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for logger in [logging.root, *logging.root.manager.loggerDict.values()]:
+            if isinstance(logger, logging.Logger):
+                logger.handlers = handlers.get(logger, [])
+        logging.root.setLevel(root_level)
+
+
 @pytest.fixture
 def vigil_in_process(home: Path) -> VigilRunner:
     """Run `vigil` against the test home in this process (click's ``CliRunner``):
@@ -133,7 +157,8 @@ def vigil_in_process(home: Path) -> VigilRunner:
         full_env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("VIGIL_")}
         full_env.update(env or {})
         argv = ["--home", str(home), *args]
-        result = CliRunner().invoke(main, argv, input=input_text, env=full_env, prog_name="vigil")
+        with _logging_as_in_a_new_process():
+            result = CliRunner().invoke(main, argv, input=input_text, env=full_env, prog_name="vigil")
         stderr = result.stderr
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             stderr += "".join(traceback.format_exception(result.exception))
