@@ -20,6 +20,52 @@ from vigil.store.sqlite import SqliteStore
 
 REPO = Path(__file__).resolve().parent.parent
 
+# The slow tier, which `make check` (the inner loop) leaves out and `make test`
+# runs: tests marked slow, tests on PostgreSQL (they need the server), and the
+# tests under these folders, modules and test names, which each run real
+# processes, a terminal or a Textual app, or search widely, for a second or more.
+SLOW_TIER = (
+    "tests/reliability/",
+    "tests/cli/test_task_commands.py",
+    "tests/cli/test_tui_inside_run.py",
+    "tests/daemon/test_commands.py",
+    "tests/daemon/test_lanes_sqlite.py",
+    "tests/daemon/test_retention.py::test_vigil_run_prunes_at_start_and_logs_it",
+    "tests/daemon/test_run.py",
+    "tests/daemon/test_status.py::test_status_cli_json_and_text",
+    "tests/daemon/test_wal.py",
+    "tests/dispatch/test_agent_acceptance.py",
+    "tests/dispatch/test_loop_accelerated.py",
+    "tests/dispatch/test_process_groups.py",
+    "tests/guard/test_flood_race.py",
+    "tests/sensors/test_cli.py",
+    "tests/sensors/test_faults.py::test_a_hanging_sensor_does_not_delay_the_others",
+    "tests/sensors/test_race.py",
+    "tests/sensors/test_timing.py::test_cron_agrees_with_a_brute_force_search",
+    "tests/store/test_claim.py::test_claim_order_equals_sorting_the_due_tasks",
+    "tests/store/test_model.py",
+    "tests/store/test_postgres_migrate.py",
+    "tests/store/test_sqlite_processes.py",
+    "tests/tui/test_actions.py",
+    "tests/tui/test_guardrails.py",
+    "tests/tui/test_loop_outlives_nothing.py",
+    "tests/tui/test_queue_live.py",
+    "tests/tui/test_robustness.py",
+    "tests/tui/test_screens.py",
+    "tests/tui/test_snapshots.py",
+    "tests/tui/test_terminal.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_postgres = "postgres_server" in getattr(item, "fixturenames", ()) or (
+            callspec is not None and callspec.params.get("backend") == "postgres"
+        )
+        if on_postgres or item.nodeid.startswith(SLOW_TIER):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture
 def clock() -> ManualClock:
