@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test run lint bench clean
+.PHONY: test check run lint bench clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,17 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Every test, on two workers (pytest-xdist; each has its own temporary folders and
+# PostgreSQL server; a test file stays on one worker, so a module's fixtures are
+# built once); the 20 slowest are listed at the end so a regression shows.
+PYTEST_PARALLEL ?= -n 2 --dist loadfile
+
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_PARALLEL) --durations=20
+
+# The inner loop: lint, then the fast tier (the slow tier is listed in tests/conftest.py).
+check: lint
+	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not slow" --durations=10
 
 # The main job on the repository's own home (dry-run executor, no network, no keys):
 # the dashboard, with the loop as its background process (quitting stops the loop).
