@@ -57,7 +57,7 @@ SLOW_TIER = (
 )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         callspec = getattr(item, "callspec", None)
         on_postgres = "postgres_server" in getattr(item, "fixturenames", ()) or (
@@ -65,6 +65,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         )
         if on_postgres or item.nodeid.startswith(SLOW_TIER):
             item.add_marker(pytest.mark.slow)
+    if hasattr(config, "workerinput"):
+        # On pytest-xdist's workers, the slow tier first: the long files start early,
+        # and the short ones fill the gaps at the end (their order is kept).
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture
