@@ -188,6 +188,12 @@ async def test_a_lost_lane_ends_the_running_task_and_the_dispatcher_takes_a_lane
             return "lost dispatcher lane" in log_path.read_text()
 
         await wait_for("the dispatcher to notice", lost, timeout_s=60)
+
+        async def ended() -> bool:
+            # recorded once the executor has ended the agent's process group
+            return any(run.outcome == "interrupted" for run in await store.list_runs(task_id))
+
+        await wait_for("the running task to be ended", ended, timeout_s=60)
         Path(f"{records.path}.slow.{task_id}").unlink()
 
         async def completed() -> bool:
