@@ -44,7 +44,11 @@ async def test_two_processes_racing_the_same_keys_create_no_duplicate(tmp_path: 
         )
         for _ in range(2)
     ]
-    time.sleep(1.0)  # both are importing and open the store; then the start line
+    deadline = time.monotonic() + 60
+    # both have opened the store (a racer that failed instead is reported below); then the start line
+    while len(list(home.glob("ready-*"))) < 2 and all(proc.poll() is None for proc in procs):
+        assert time.monotonic() < deadline, "the racers did not get ready"
+        time.sleep(0.01)
     (home / "go").touch()
     results = []
     for proc in procs:
