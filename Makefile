@@ -18,13 +18,15 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# Every test, on two workers (pytest-xdist; each has its own temporary folders and
+# Every test: on two workers (pytest-xdist; each has its own temporary folders and
 # PostgreSQL server; a test file stays on one worker, so a module's fixtures are
-# built once); the 20 slowest are listed at the end so a regression shows.
+# built once), then the few that judge throughput against a clock, alone. The 20
+# slowest are listed at the end so a regression shows.
 PYTEST_PARALLEL ?= -n 2 --dist loadfile
 
 test: lint
-	$(BIN)/pytest $(PYTEST_PARALLEL) --durations=20
+	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not alone" --durations=20
+	$(BIN)/pytest -m alone --durations=5
 
 # The inner loop: lint, then the fast tier (the slow tier is listed in tests/conftest.py).
 check: lint

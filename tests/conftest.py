@@ -57,6 +57,16 @@ SLOW_TIER = (
 )
 
 
+# Tests that judge throughput against a clock (a simulated day at 1,440 times real
+# speed, a soak's task count): run beside another test that takes CPU for part of
+# their run, they measure the neighbour. `make test` runs them after the rest, one
+# at a time (the `alone` marker).
+ALONE = (
+    "tests/reliability/test_soak.py",
+    "tests/reliability/test_week.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -65,6 +75,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
         if on_postgres or item.nodeid.startswith(SLOW_TIER):
             item.add_marker(pytest.mark.slow)
+        if item.nodeid.startswith(ALONE):
+            item.add_marker(pytest.mark.alone)
     if hasattr(config, "workerinput"):
         # On pytest-xdist's workers, the slow tier first: the long files start early,
         # and the short ones fill the gaps at the end (their order is kept).
