@@ -20,9 +20,10 @@ lint: $(STAMP)
 
 # Every test: on two workers (pytest-xdist; each has its own temporary folders and
 # PostgreSQL server; a test file stays on one worker, so a module's fixtures are
-# built once), then the few that judge throughput against a clock, alone. The 20
-# slowest are listed at the end so a regression shows.
-PYTEST_PARALLEL ?= -n 2 --dist loadfile
+# built once; files are handed out in collection order, the slow tier first), then
+# the few that judge throughput against a clock, alone. The 20 slowest are listed
+# at the end so a regression shows.
+PYTEST_PARALLEL ?= -n 2 --dist loadfile --no-loadscope-reorder
 
 test: lint
 	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not alone" --durations=20
