@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test run lint bench clean agent-clis
+.PHONY: test check run lint bench clean agent-clis
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,20 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Every test: on two workers (pytest-xdist; each has its own temporary folders and
+# PostgreSQL server; a test file stays on one worker, so a module's fixtures are
+# built once; files are handed out in collection order, the slow tier first), then
+# the few that judge throughput against a clock, alone. The 20 slowest are listed
+# at the end so a regression shows.
+PYTEST_PARALLEL ?= -n 2 --dist loadfile --no-loadscope-reorder
+
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not alone" --durations=20
+	$(BIN)/pytest -m alone --durations=5
+
+# The inner loop: lint, then the fast tier (the slow tier is listed in tests/conftest.py).
+check: lint
+	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not slow" --durations=10
 
 # The real agent CLIs at the versions the tests pin, installed outside the tree
 # (AGENT_CLIS); without node/npm this says so and the real-agent tests skip.

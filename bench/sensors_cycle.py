@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.harness import command_line, fmt_s, heading, machine, median, record, synchronous_of, workload_args
-from sensors.api import NewTask, SensorContext, SensorFunc
+from sensors.api import FoundTask, SensorContext, SensorFunc
 from sensors.config import SensorSpec
 from sensors.runner import SensorRunner
 from sensors.timing import Schedule
 from vigil.clock import SystemClock
 from vigil.config import LimitsSettings, SensorDefaults, Settings, StoreSettings
-from vigil.models import NewTask as StoreTask
+from vigil.models import NewTask
 from vigil.store.sqlite import SqliteStore
 
 TASKS_PER_SENSOR = 10
@@ -67,11 +67,11 @@ def cpu_now() -> float:
 
 
 def make_sensor(index: int, cycle: list[int], empty: bool) -> SensorFunc:
-    async def found(ctx: SensorContext) -> list[NewTask]:
+    async def found(ctx: SensorContext) -> list[FoundTask]:
         if empty:
             return []
-        tasks = [NewTask(key=f"old-{k}", subject=f"sensor {index} known {k}") for k in range(DUPLICATES)]
-        tasks.append(NewTask(key=f"new-{cycle[0]}", subject=f"sensor {index} new in cycle {cycle[0]}"))
+        tasks = [FoundTask(key=f"old-{k}", subject=f"sensor {index} known {k}") for k in range(DUPLICATES)]
+        tasks.append(FoundTask(key=f"new-{cycle[0]}", subject=f"sensor {index} new in cycle {cycle[0]}"))
         return tasks
 
     return found
@@ -102,7 +102,7 @@ async def vigil_setup(path: Path, sizes: Sizes, empty: bool) -> tuple[SqliteStor
     ]
     if not empty:  # the 90 % that will be duplicates are already open
         known = [
-            StoreTask(f"known {k}", source=f"sensor:s{i:03d}", source_key=f"s{i:03d}:old-{k}")
+            NewTask(f"known {k}", source=f"sensor:s{i:03d}", source_key=f"s{i:03d}:old-{k}")
             for i in range(sizes.sensors)
             for k in range(DUPLICATES)
         ]

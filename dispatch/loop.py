@@ -11,8 +11,8 @@ honours a cancel request; the dispatcher's own state goes to ``loop_state``
 (``dispatch.heartbeat``). When tasks are due back to back, the finish of one and the
 claim of the next share one transaction (``Store.finish_and_claim``).
 
-Only the truly unexpected exception from an executor is caught, in ``_run``, and
-recorded as a transient crash (``_crash``).
+Only the truly unexpected exception from an executor is caught, in ``_outcome_of``,
+and recorded as a transient crash (``_crash``).
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ import contextlib
 import logging
 import random
 import time
-import types
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, cast
 
 from dispatch.attempt import AttemptPreparer
 from dispatch.executors import Executor, ProgressNoted, RunContext
@@ -212,24 +210,10 @@ class Dispatcher:
         return recorded, next_claim
 
     async def _run(self, executor: Executor, task: Task, ctx: RunContext, claim: Claim) -> tuple[Outcome, bool]:
-        """Run the executor and watch over it: heartbeat, cancel requests, graceful
-        stop. Returns the outcome and whether a stop interrupted it.
-
-        The executor's first step runs right here. Done in it without waiting on
-        anything (dry-run, a fake), it needs none of the watching, nor a turn of the
-        event loop to start a task of its own. Otherwise it goes on as its own
-        asyncio task, watched over until it ends.
-        """
-        started = executor.run(task, ctx)
-        try:
-            awaiting = started.send(None)
-        except StopIteration as done:
-            return done.value, False
-        except asyncio.CancelledError:
-            return CANCELLED_EXECUTOR, False
-        except Exception as err:
-            return _crash(err), False
-        return await self._watch(asyncio.ensure_future(_resumed(started, awaiting)), task, claim)
+        """Run the executor as its own asyncio task and watch over it: heartbeat,
+        cancel requests, graceful stop. Returns the outcome and whether a stop
+        interrupted it."""
+        return await self._watch(asyncio.ensure_future(executor.run(task, ctx)), task, claim)
 
     async def _watch(self, run: asyncio.Task[Outcome], task: Task, claim: Claim) -> tuple[Outcome, bool]:
         """Wait for the executor's task ``run``, renewing the lease every heartbeat,
@@ -411,32 +395,9 @@ class Dispatcher:
                 waiter.cancel()
 
 
-@types.coroutine
-def _resumed(started: Coroutine[Any, Any, Outcome], awaiting: Any) -> Generator[Any, Any, Outcome]:
-    """``started`` (an executor's run, whose first step already ran and is waiting
-    on ``awaiting``, what that step yielded) from its second step on, as a
-    coroutine for an asyncio task: ``yield from started`` without its first step.
-    (Python 3.12's eager tasks do this inside asyncio; Vigil supports 3.11.)"""
-    while True:
-        try:
-            sent = yield awaiting
-        except GeneratorExit:
-            started.close()
-            raise
-        except BaseException as err:  # delivered to the task (a cancel): the executor's to handle
-            try:
-                awaiting = started.throw(err)
-            except StopIteration as done:
-                return cast(Outcome, done.value)
-        else:
-            try:
-                awaiting = started.send(sent)
-            except StopIteration as done:
-                return cast(Outcome, done.value)
-
-
 def _outcome_of(run: asyncio.Task[Outcome]) -> Outcome:
-    """The finished executor task's outcome."""
+    """The finished executor task's outcome. The one place where an executor's
+    unexpected exception is caught: it becomes a transient crash, retried."""
     if run.cancelled():
         return CANCELLED_EXECUTOR
     err = run.exception()
@@ -444,8 +405,7 @@ def _outcome_of(run: asyncio.Task[Outcome]) -> Outcome:
 
 
 def _crash(err: BaseException) -> Outcome:
-    """The outcome of an executor's unexpected exception: a transient crash, retried.
-    The one place where such an exception ends up (from ``_run``)."""
+    """The outcome of an executor's unexpected exception: a transient crash, retried."""
     log.error("executor crashed", exc_info=err)
     text = f"{type(err).__name__}: {err}"
     return Outcome(OutcomeKind.TRANSIENT, summary=f"executor crashed: {text}"[:200], error=f"executor crashed: {text}")

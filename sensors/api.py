@@ -1,6 +1,6 @@
-"""What a sensor author sees: ``NewTask``, ``SensorContext``, the ``@sensor`` decorator.
+"""What a sensor author sees: ``FoundTask``, ``SensorContext``, the ``@sensor`` decorator.
 
-A sensor is a plain ``async def name(ctx: SensorContext) -> list[NewTask]``. It does
+A sensor is a plain ``async def name(ctx: SensorContext) -> list[FoundTask]``. It does
 not write to the store: it *returns* what it found and the runner inserts it, in one
 transaction with the sensor's state. The decorator only attaches metadata (schedule,
 timeout, option parser); nothing is registered by importing a module.
@@ -24,7 +24,7 @@ META_ATTR = "__vigil_sensor__"
 
 
 @dataclass(frozen=True, slots=True)
-class NewTask:
+class FoundTask:
     """A task a sensor found.
 
     ``key`` is required and identifies what was found (an entry id, a commit, a file);

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sensors.api import HttpPool, NewTask, SensorContext
+from sensors.api import FoundTask, HttpPool, SensorContext
 from sensors.config import SensorSpec
 from sensors.timing import next_due
 from vigil.clock import Clock
@@ -30,12 +30,12 @@ from vigil.models import (
     MAX_PRIORITY,
     MIN_PRIORITY,
     DedupScope,
+    NewTask,
     SensorRun,
     SensorState,
     Task,
     TaskStatus,
 )
-from vigil.models import NewTask as StoreTask
 from vigil.store import Store
 
 MAX_ERROR_CHARS = 1000
@@ -115,20 +115,20 @@ def one_line(text: str) -> str:
     return flat if len(flat) <= MAX_ERROR_CHARS else flat[: MAX_ERROR_CHARS - 1] + "…"
 
 
-def to_store_tasks(spec: SensorSpec, result: object) -> tuple[list[StoreTask], int]:
+def to_store_tasks(spec: SensorSpec, result: object) -> tuple[list[NewTask], int]:
     """Check and convert what a sensor returned; keeps the first ``spec.max_tasks``.
 
     Returns the tasks and how many were dropped. Raises ``SensorFailed`` naming the
     first bad item: nothing of a bad result is stored.
     """
     if not isinstance(result, list | tuple):
-        raise SensorFailed(f"returned {type(result).__name__}, expected a list of NewTask")
+        raise SensorFailed(f"returned {type(result).__name__}, expected a list of FoundTask")
     kept: Sequence[Any] = result[: spec.max_tasks]
     tasks = [_convert(spec, index, item) for index, item in enumerate(kept)]
     return tasks, len(result) - len(kept)
 
 
-def _check_skills(tasks: Sequence[StoreTask], skills_dir: Path) -> None:
+def _check_skills(tasks: Sequence[NewTask], skills_dir: Path) -> None:
     """Raise ``SensorFailed`` naming the first task whose skills are not all in the
     home: queued, it would only fail at once; as the sensor's error, a person sees
     the typo where it is (nothing of the run is stored)."""
@@ -142,9 +142,9 @@ def _check_skills(tasks: Sequence[StoreTask], skills_dir: Path) -> None:
         checked.update(task.skills)
 
 
-def _convert(spec: SensorSpec, index: int, item: Any) -> StoreTask:
-    if not isinstance(item, NewTask):
-        raise SensorFailed(f"item {index} is {type(item).__name__}, expected sensors.NewTask")
+def _convert(spec: SensorSpec, index: int, item: Any) -> NewTask:
+    if not isinstance(item, FoundTask):
+        raise SensorFailed(f"item {index} is {type(item).__name__}, expected sensors.FoundTask")
     if not isinstance(item.key, str) or not item.key.strip():
         raise SensorFailed(f"item {index}: empty key")
     if len(item.key) > MAX_KEY_CHARS:
@@ -166,7 +166,7 @@ def _convert(spec: SensorSpec, index: int, item: Any) -> StoreTask:
         dedup = DedupScope(item.dedup)
     except ValueError:
         raise SensorFailed(f"item {index} (key {item.key!r}): dedup must be 'open' or 'ever'") from None
-    return StoreTask(
+    return NewTask(
         subject=item.subject,
         description=item.description,
         priority=priority,
@@ -197,7 +197,7 @@ async def execute(spec: SensorSpec, env: RunEnv, prev: SensorState | None) -> Se
         max_tasks=spec.max_tasks,
         peers=env.peers,
     )
-    tasks: list[StoreTask] = []
+    tasks: list[NewTask] = []
     dropped = 0
     state: dict[str, Any] | None = None
     status, error = "ok", None
@@ -264,7 +264,7 @@ async def _record(
     ctx: SensorContext,
     started: int,
     t0: float,
-    tasks: list[StoreTask],
+    tasks: list[NewTask],
     dropped: int,
     state: dict[str, Any] | None,
     status: str,

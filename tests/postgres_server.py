@@ -1,14 +1,23 @@
-"""A real PostgreSQL server for the tests, and a fresh empty database per test.
+"""A real PostgreSQL server for the tests, and a fresh database per test.
 
-``VIGIL_TEST_POSTGRES_URL`` (set by ``.ci/run``) names a running server whose user
-may create databases. Without it, the session starts a throwaway server itself from
-the system's PostgreSQL binaries (``initdb``/``pg_ctl``) in a temporary folder on a
+``VIGIL_TEST_POSTGRES_URL`` names a running server whose user may create
+databases. Without it, the session starts a throwaway server itself from the
+system's PostgreSQL binaries (``initdb``/``pg_ctl``) in a temporary folder on a
 free local port, and stops it at the end. When neither is possible, PostgreSQL
 tests are skipped with the reason.
+
+The throwaway server runs without fsync, ``synchronous_commit`` or full-page
+writes: its data dies with the test session, so durability buys nothing but time.
+A test gets either an empty database (``fresh_database``) or a copy of one that
+Vigil's migrations already ran on (``migrated_template`` once per session, then
+``fresh_database(…, template=…)``): ``CREATE DATABASE … TEMPLATE`` copies a few
+files, where migrating costs a few dozen DDL statements per test.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import glob
 import os
 import pwd
@@ -16,6 +25,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -73,7 +83,10 @@ def throwaway_server() -> Iterator[str]:
         )
         hba = data / "pg_hba.conf"  # the first matching line wins
         hba.write_text(f"host all {PASSWORD_ROLE} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
-        options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c max_connections=300"
+        options = (
+            f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c max_connections=300"
+            " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        )
         subprocess.run(
             [*run_as, pg_ctl, "-D", str(data), "-l", str(folder / "log"), "-o", options, "-w", "start"],
             check=True,
@@ -96,16 +109,62 @@ def with_database(url: str, name: str) -> str:
     return urlunsplit(parts._replace(path="/" + name))
 
 
+def migrated_template(admin_url: str) -> str:
+    """Create a database and let Vigil's PostgreSQL store migrate it (open, close);
+    returns its name, for ``fresh_database(…, template=…)``. Its sessions are all
+    gone when this returns (a template must have none), and it accepts no more."""
+    import psycopg
+
+    from vigil.store.postgres import PostgresStore
+
+    name = "vigil_template_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+    async def migrate() -> None:
+        store = await PostgresStore.open(with_database(admin_url, name))
+        await store.close()
+
+    # in a thread of its own: the caller may be inside a running event loop
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, migrate()).result()
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
+        # a closed client's server process may still be on its way out
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        )
+    return name
+
+
 @contextmanager
-def fresh_database(admin_url: str) -> Iterator[str]:
-    """Create an empty database; yield its URL; drop it (closing its sessions)."""
+def fresh_database(admin_url: str, template: str | None = None) -> Iterator[str]:
+    """Create a database, empty or a copy of ``template`` (a database no session is
+    connected to); yield its URL; drop it (closing its sessions)."""
     import psycopg
 
     name = "vigil_t_" + uuid.uuid4().hex[:12]
+    create = f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template is not None else "")
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        for attempt in range(50):
+            try:
+                conn.execute(create)
+                break
+            except psycopg.errors.ObjectInUse:
+                # a terminated session still leaving the template: wait for it
+                if attempt == 49:
+                    raise
+                time.sleep(0.02)
     try:
         yield with_database(admin_url, name)
     finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(admin_url, name)
+
+
+def drop_database(admin_url: str, name: str) -> None:
+    """Drop database ``name``, closing its sessions; nothing when it is gone."""
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -21,7 +21,7 @@ from tui.cells import money, one_line, tokens
 from tui.context import Context
 from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
-from tui.snapshot import CostSnapshot, load_costs
+from tui.loaders import CostSnapshot, load_costs
 from tui.tabs import LoopLine, TabBar
 from vigil.budget import BudgetUse, budget_line
 from vigil.models import CostRow

@@ -15,7 +15,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from tui.cells import money, relative, spark, tokens
-from tui.snapshot import QueueSnapshot
+from tui.loaders import QueueSnapshot
 from vigil.durations import format_duration
 from vigil.gate import LoopGate
 from vigil.models import DispatcherHeartbeat, Task, TaskStatus

@@ -24,9 +24,9 @@ from tui.columns import Column, fit
 from tui.context import Context
 from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
+from tui.loaders import HISTORY_PAGE, load_history_page
 from tui.queue_table import JumpTable
 from tui.safety import guarded
-from tui.snapshot import HISTORY_PAGE, load_history_page
 from tui.steering import Action, applies, apply_many, summarize
 from tui.tabs import LoopLine, TabBar
 from vigil.models import Task, TaskStatus

@@ -10,8 +10,8 @@ from typing import Any
 from rich.text import Text
 
 from tui.filters import TaskFilter
+from tui.loaders import LIVE_LIMIT, QueueSnapshot
 from tui.ordering import SortBy
-from tui.snapshot import LIVE_LIMIT, QueueSnapshot
 
 
 def badges_text(waiting: int | None, marked: int) -> Text:

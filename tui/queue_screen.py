@@ -27,11 +27,11 @@ from tui.forms import DeferForm, NewTaskForm, ReasonForm
 from tui.header import STALE_AFTER_MS, STATUS_KEYS, StatusHeader
 from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
+from tui.loaders import QueueSnapshot, load_queue
 from tui.ordering import SortBy, clicked_sort, next_sort, sort_rows
 from tui.queue_notes import badges_text, empty_text, filter_note, inbox_folder
 from tui.queue_table import QueueTable
 from tui.safety import guarded
-from tui.snapshot import QueueSnapshot, load_queue
 from tui.steering import Action, applies, apply_many, summarize
 from tui.tabs import TabBar
 from vigil.errors import InputError

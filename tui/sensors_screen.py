@@ -22,8 +22,8 @@ from tui.cells import one_line, relative
 from tui.context import Context
 from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
+from tui.loaders import load_sensors
 from tui.safety import guarded
-from tui.snapshot import load_sensors
 from tui.tabs import LoopLine, TabBar
 from vigil.models import SensorState
 

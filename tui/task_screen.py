@@ -25,8 +25,8 @@ from tui.dialogs import ConfirmDialog, preview
 from tui.forms import DeferForm, ReasonForm
 from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
+from tui.loaders import TaskDetail, load_task
 from tui.safety import guarded
-from tui.snapshot import TaskDetail, load_task
 from tui.steering import Action, applies, apply_many, summarize
 from tui.tabs import LoopLine, TabBar
 from tui.times import Times

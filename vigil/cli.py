@@ -13,11 +13,15 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from vigil.errors import InputError, VigilError
+
+if TYPE_CHECKING:  # imported inside the commands at run time: start-up stays light
+    from vigil.config import Settings
+    from vigil.store import Store
 
 T = TypeVar("T")
 
@@ -63,8 +67,8 @@ class VigilGroup(click.Group):
             fail("interrupted", 130)
 
 
-def settings_for(ctx: click.Context) -> Any:
-    """Find the home and load its settings (``vigil.config.Settings``)."""
+def settings_for(ctx: click.Context) -> Settings:
+    """Find the home and load its settings."""
     from vigil.config import load_settings
     from vigil.home import find_home
 
@@ -72,7 +76,7 @@ def settings_for(ctx: click.Context) -> Any:
     return load_settings(find_home(state.home_arg))
 
 
-def with_store(ctx: click.Context, work: Callable[[Any, Any], Awaitable[T]]) -> T:
+def with_store(ctx: click.Context, work: Callable[[Store, Settings], Awaitable[T]]) -> T:
     """Open the home's store, run ``work(store, settings)`` in one ``asyncio.run``."""
     settings = settings_for(ctx)
 
@@ -665,7 +669,7 @@ def alerts_check(ctx: click.Context) -> None:
 
     _quiet_alert_log()
 
-    def check(store: Any, settings: Any) -> Awaitable[list[dict[str, object]]]:
+    def check(store: Store, settings: Settings) -> Awaitable[list[dict[str, object]]]:
         return check_stale(store, settings, AlertHook(settings.alerts, settings.home), SystemClock().now_ms())
 
     for event in with_store(ctx, check):

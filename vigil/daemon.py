@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vigil.clock import ACCELERATED_CLOCK_ENV, AcceleratedClock, Clock, clock_from_env, real_seconds
 from vigil.config import Settings
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from dispatch.executors import Executor
     from dispatch.lanes import LaneLock
     from dispatch.loop import Dispatcher
+    from sensors.runner import SensorRunner
     from vigil.store import Store
 
 log = logging.getLogger("vigil.daemon")
@@ -129,7 +130,7 @@ def _make_lanes(settings: Settings, clock: Clock, worker_id: str) -> LaneLock:
 
     lanes = settings.dispatch.lanes
     if settings.store.url is not None:
-        from vigil.store.postgres_lanes import PostgresLanes
+        from dispatch.postgres_lanes import PostgresLanes
 
         return PostgresLanes(settings.store.url, lanes, name=f"vigil dispatcher {worker_id}")
     refuse_network_filesystem(settings.store.path, lanes)
@@ -170,7 +171,9 @@ class _Sensors:
         from sensors.runner import SensorRunner
 
         specs = load_sensor_specs(settings)
-        self._runner: Any = SensorRunner(store, settings, clock, specs, on_created=on_created) if specs else None
+        self._runner: SensorRunner | None = None
+        if specs:
+            self._runner = SensorRunner(store, settings, clock, specs, on_created=on_created)
         self._started = False
         self.count = len(specs)
 
@@ -181,7 +184,7 @@ class _Sensors:
             log.info("%d sensor(s) started", self.count)
 
     async def stop(self) -> None:
-        if self._started:
+        if self._runner is not None and self._started:
             self._started = False
             await self._runner.stop()
 

@@ -338,6 +338,7 @@ class SensorState:
 
 
 HEARTBEAT_KEY = "dispatcher"  # loop_state key the dispatcher writes every heartbeat
+STALE_BEATS = 3  # missed heartbeats before a dispatcher counts as gone
 # loop_state key counting tasks a flood limit refused:
 # {"total": n, "last_at": epoch_ms, "last_source": str, "last_reason": str}
 REJECTED_INSERTS_KEY = "rejected_inserts"
@@ -362,6 +363,12 @@ class DispatcherHeartbeat:
     task_id: int | None = None
     task_started_at: int | None = None
     note: str | None = None
+
+    def alive(self, now_ms: int, heartbeat_ms: int) -> bool:
+        """Whether the dispatcher counts as running at ``now_ms`` (epoch ms): it did
+        not say ``stopped`` and its last beat is at most ``STALE_BEATS`` intervals
+        of ``heartbeat_ms`` old."""
+        return self.state != "stopped" and now_ms - self.heartbeat_at <= STALE_BEATS * heartbeat_ms
 
     def to_json(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}

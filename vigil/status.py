@@ -3,7 +3,7 @@ the sensors — read from the database alone, so it works from any terminal.
 
 A dispatcher counts as alive when its heartbeat (``loop_state``, written every
 ``[dispatch] heartbeat`` while idle or running) is younger than ``STALE_BEATS``
-intervals and it did not say ``stopped``.
+intervals and it did not say ``stopped`` (``DispatcherHeartbeat.alive``).
 """
 
 from __future__ import annotations
@@ -16,14 +16,12 @@ from vigil.gate import GATE_KEY, LoopGate, gate_json, gate_line
 from vigil.models import HEARTBEAT_KEY, REJECTED_INSERTS_KEY, DispatcherHeartbeat, SensorState, TaskStatus
 from vigil.store import Store
 
-STALE_BEATS = 3  # missed heartbeats before a dispatcher counts as gone
-
 
 def _dispatcher_json(beat: DispatcherHeartbeat | None, settings: Settings, now_ms: int) -> dict[str, object]:
     if beat is None:
         return {"alive": False, "seen": False}
     age_ms = max(0, now_ms - beat.heartbeat_at)
-    alive = beat.state != "stopped" and age_ms <= STALE_BEATS * settings.dispatch.heartbeat_ms
+    alive = beat.alive(now_ms, settings.dispatch.heartbeat_ms)
     return {
         "alive": alive,
         "seen": True,

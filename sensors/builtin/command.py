@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sensors.api import NewTask, SensorContext, sensor
+from sensors.api import FoundTask, SensorContext, sensor
 from sensors.builtin.process import kill_group
 from sensors.options import OptionReader
 from vigil.models import DedupScope
@@ -65,7 +65,7 @@ def parse_options(raw: Mapping[str, Any], home: Path) -> CommandOptions:
     return options
 
 
-def parse_line(line: str) -> NewTask:
+def parse_line(line: str) -> FoundTask:
     """One output line → a task; raises ``ValueError`` saying what is wrong."""
     try:
         data = json.loads(line)
@@ -92,7 +92,7 @@ def parse_line(line: str) -> NewTask:
         raise ValueError("'scheduled_for' must be epoch milliseconds")
     if data.get("dedup", "open") not in ("open", "ever"):
         raise ValueError("'dedup' must be 'open' or 'ever'")
-    return NewTask(
+    return FoundTask(
         key=data["key"],
         subject=data["subject"],
         description=data.get("description", ""),
@@ -113,7 +113,7 @@ async def _read_capped(stream: asyncio.StreamReader, limit: int) -> bytes:
 
 
 @sensor(every="1m", options=parse_options)
-async def command(ctx: SensorContext) -> list[NewTask]:
+async def command(ctx: SensorContext) -> list[FoundTask]:
     """Runs a program; each JSON line it prints becomes a task."""
     opts = parse_options(ctx.options, ctx.home)
     env = {

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sensors.api import NewTask, SensorContext, sensor
+from sensors.api import FoundTask, SensorContext, sensor
 from sensors.builtin.fetch import fetch_capped
 from sensors.options import OptionReader
 from vigil.models import DedupScope
@@ -67,7 +67,7 @@ def _key(entry_id: str) -> str:
 
 
 @sensor(every="15m", options=parse_options)
-async def feed(ctx: SensorContext) -> list[NewTask]:
+async def feed(ctx: SensorContext) -> list[FoundTask]:
     """New RSS/Atom entries become tasks."""
     import feedparser  # heavy; only sensors that read feeds pay for it
 
@@ -90,7 +90,7 @@ async def feed(ctx: SensorContext) -> list[NewTask]:
     seen: list[str] = [s for s in ctx.state.get("seen", []) if isinstance(s, str)]
     known = set(seen)
     title = parsed.feed.get("title", opts.url)
-    tasks: list[NewTask] = []
+    tasks: list[FoundTask] = []
     complete = True
     for entry in reversed(parsed.entries):  # feeds list newest first; queue oldest first
         entry_id = _entry_id(entry)
@@ -106,7 +106,7 @@ async def feed(ctx: SensorContext) -> list[NewTask]:
         summary = str(entry.get("summary", ""))[:MAX_SUMMARY_CHARS]
         link = entry.get("link", "")
         tasks.append(
-            NewTask(
+            FoundTask(
                 key=_key(entry_id),
                 subject=f"{title}: {entry.get('title') or entry_id}"[:300],
                 description=f"Feed: {opts.url}\nLink: {link}\n\n{summary}",

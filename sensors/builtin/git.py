@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sensors.api import NewTask, SensorContext, sensor
+from sensors.api import FoundTask, SensorContext, sensor
 from sensors.builtin.process import kill_group
 from sensors.options import OptionReader
 from vigil.models import DedupScope
@@ -75,7 +75,7 @@ async def run_git(repo: Path, *args: str) -> str:
 
 
 @sensor(every="1m", options=parse_options)
-async def git(ctx: SensorContext) -> list[NewTask]:
+async def git(ctx: SensorContext) -> list[FoundTask]:
     """New commits on a branch of a local repository become tasks."""
     opts = parse_options(ctx.options, ctx.home)
     tip = (await run_git(opts.repo, "rev-parse", "--verify", "--end-of-options", f"{opts.branch}^{{commit}}")).strip()
@@ -107,7 +107,7 @@ async def git(ctx: SensorContext) -> list[NewTask]:
             continue
         sha, author, date, subject, body = fields
         tasks.append(
-            NewTask(
+            FoundTask(
                 key=sha,
                 subject=f"New commit on {opts.branch} in {opts.repo.name}: {subject}"[:300],
                 description=(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sensors.api import NewTask, SensorContext, sensor
+from sensors.api import FoundTask, SensorContext, sensor
 from sensors.builtin.fetch import fetch_capped
 from sensors.options import OptionReader
 
@@ -46,7 +46,7 @@ def parse_options(raw: Mapping[str, Any], home: Path) -> HttpOptions:
 
 
 @sensor(every="5m", options=parse_options)
-async def http(ctx: SensorContext) -> list[NewTask]:
+async def http(ctx: SensorContext) -> list[FoundTask]:
     """A change of a URL's status or content becomes a task."""
     opts = parse_options(ctx.options, ctx.home)
     got = await fetch_capped(ctx.http, opts.url, max_bytes=opts.max_bytes, headers=opts.headers)
@@ -67,4 +67,4 @@ async def http(ctx: SensorContext) -> list[NewTask]:
         f"Content SHA-256: {before_hash} → {digest} ({len(got.body)} bytes)\n\n"
         f"First {PREVIEW_CHARS} characters:\n{preview}"
     )
-    return [NewTask(key=f"{got.status}:{digest[:16]}", subject=subject, description=description)]
+    return [FoundTask(key=f"{got.status}:{digest[:16]}", subject=subject, description=description)]

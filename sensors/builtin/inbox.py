@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sensors.api import NewTask, SensorContext, sensor
+from sensors.api import FoundTask, SensorContext, sensor
 from sensors.options import OptionReader
 from vigil.models import DedupScope
 
@@ -102,14 +102,14 @@ def human_size(n: int) -> str:
     return f"{value:.1f} {units[0]}"
 
 
-def _task(path: Path, head: bytes, stat: os.stat_result, max_bytes: int) -> NewTask:
+def _task(path: Path, head: bytes, stat: os.stat_result, max_bytes: int) -> FoundTask:
     key = f"{path.name}:{stat.st_size}:{stat.st_mtime_ns}"
     cut = len(head) > max_bytes
     body = head[:max_bytes]
     text = _decode(body, cut)
     where = f"(dropped in the inbox as {path.name}; moved to its done folder)"
     if text is None:
-        return NewTask(
+        return FoundTask(
             key=key,
             subject=f"Binary file in inbox: {path.name} ({human_size(stat.st_size)})",
             description=f"A binary file was dropped in the inbox; its content was not read.\n\n{where}",
@@ -121,7 +121,7 @@ def _task(path: Path, head: bytes, stat: os.stat_result, max_bytes: int) -> NewT
     else:
         subject = first if len(first) <= MAX_SUBJECT_CHARS else first[: MAX_SUBJECT_CHARS - 1] + "…"
     note = f"\n\n[cut: first {max_bytes} bytes of {human_size(stat.st_size)}]" if cut else ""
-    return NewTask(key=key, subject=subject, description=f"{text}{note}\n\n{where}", dedup=DedupScope.EVER)
+    return FoundTask(key=key, subject=subject, description=f"{text}{note}\n\n{where}", dedup=DedupScope.EVER)
 
 
 def move_to_done(path: Path, done: Path) -> Path | None:
@@ -140,7 +140,7 @@ def move_to_done(path: Path, done: Path) -> Path | None:
 
 
 @sensor(every="30s", options=parse_options)
-async def inbox(ctx: SensorContext) -> list[NewTask]:
+async def inbox(ctx: SensorContext) -> list[FoundTask]:
     """Each file dropped in a folder becomes a task."""
     opts = parse_options(ctx.options, ctx.home)
     opts.path.mkdir(parents=True, exist_ok=True)  # a new home has no inbox yet
@@ -148,7 +148,7 @@ async def inbox(ctx: SensorContext) -> list[NewTask]:
     with os.scandir(opts.path) as entries:
         ready = [Path(e.path) for e in entries if _is_candidate(e, now_s, opts.settle_ms)]
     ready.sort(key=lambda p: p.name)
-    tasks: list[NewTask] = []
+    tasks: list[FoundTask] = []
     taken: list[Path] = []
     for path in ready[: ctx.max_tasks]:  # the rest waits for the next run
         read = _read_head(path, opts.max_bytes)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sensors.api import NewTask, SensorContext, sensor
+from sensors.api import FoundTask, SensorContext, sensor
 from sensors.options import OptionReader
 from vigil.clock import iso_utc
 from vigil.durations import format_duration
@@ -52,8 +52,8 @@ def parse_options(raw: Mapping[str, Any], home: Path) -> HealthOptions:
     return options
 
 
-def _triage(key: str, subject: str, description: str) -> NewTask:
-    return NewTask(
+def _triage(key: str, subject: str, description: str) -> FoundTask:
+    return FoundTask(
         key=key,
         subject=subject,
         description=description,
@@ -62,12 +62,12 @@ def _triage(key: str, subject: str, description: str) -> NewTask:
 
 
 @sensor(every="1m", options=parse_options)
-async def queue_health(ctx: SensorContext) -> list[NewTask]:
+async def queue_health(ctx: SensorContext) -> list[FoundTask]:
     """Failed and stuck tasks and unhealthy sensors become triage tasks."""
     opts = parse_options(ctx.options, ctx.home)
     now = ctx.clock.now_ms()
     own_source = f"sensor:{ctx.name}"
-    tasks: list[NewTask] = []
+    tasks: list[FoundTask] = []
 
     since = ctx.state.get("failed_since")
     if not isinstance(since, int):

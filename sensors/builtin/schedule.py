@@ -18,7 +18,7 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
-from sensors.api import NewTask, SensorContext, sensor
+from sensors.api import FoundTask, SensorContext, sensor
 from sensors.options import OptionReader
 from vigil.models import DedupScope
 
@@ -56,7 +56,7 @@ def parse_options(raw: Mapping[str, Any], home: Path) -> tuple[str, str]:
 
 
 @sensor(options=parse_options)
-async def schedule(ctx: SensorContext) -> list[NewTask]:
+async def schedule(ctx: SensorContext) -> list[FoundTask]:
     """Recurring tasks from every/cron and a subject template."""
     subject, description = parse_options(ctx.options, ctx.home)
     occurrence = ctx.schedule.occurrence_at_or_before(ctx.clock.now_ms())
@@ -67,7 +67,7 @@ async def schedule(ctx: SensorContext) -> list[NewTask]:
     values = _values(moment, ctx.name)
     ctx.state["last"] = occurrence
     return [
-        NewTask(
+        FoundTask(
             key=moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             subject=_render(subject, values, "subject"),
             description=_render(description, values, "description"),

@@ -1,4 +1,7 @@
-"""The bad-input table: one line on stderr, exit 2, no traceback, the database untouched."""
+"""The bad-input table: one line on stderr, exit 2, no traceback, the database untouched.
+
+The table runs the CLI in this process (``vigil_in_process``); the tests of a
+missing home, a folder that is not one and usage errors run the real binary."""
 
 from __future__ import annotations
 
@@ -24,11 +27,11 @@ def snapshot(home: Path) -> list[tuple[object, ...]]:
 
 
 @pytest.fixture
-def seeded(vigil: VigilRunner) -> VigilRunner:
-    vigil("task", "add", "pending task", check=True)  # 1
-    vigil("task", "add", "to cancel", check=True)  # 2
-    vigil("task", "cancel", "2", check=True)
-    return vigil
+def seeded(vigil_in_process: VigilRunner) -> VigilRunner:
+    vigil_in_process("task", "add", "pending task", check=True)  # 1
+    vigil_in_process("task", "add", "to cancel", check=True)  # 2
+    vigil_in_process("task", "cancel", "2", check=True)
+    return vigil_in_process
 
 
 BAD_INPUT = [
@@ -102,25 +105,25 @@ def test_home_that_does_not_exist(tmp_path: Path) -> None:
         assert not missing.exists()
 
 
-def test_config_that_is_not_toml(home: Path, vigil: VigilRunner) -> None:
+def test_config_that_is_not_toml(home: Path, vigil_in_process: VigilRunner) -> None:
     (home / "vigil.toml").write_text("[dispatch\nexecutor = ")
-    run_bad_home(vigil, "vigil.toml: not valid TOML")
+    run_bad_home(vigil_in_process, "vigil.toml: not valid TOML")
 
 
-def test_config_with_a_wrong_type_names_the_key(home: Path, vigil: VigilRunner) -> None:
+def test_config_with_a_wrong_type_names_the_key(home: Path, vigil_in_process: VigilRunner) -> None:
     (home / "vigil.toml").write_text('[dispatch]\nmax_retries = "three"\n')
-    run_bad_home(vigil, "[dispatch] max_retries: expected an integer")
+    run_bad_home(vigil_in_process, "[dispatch] max_retries: expected an integer")
 
 
-def test_config_with_an_unknown_key(home: Path, vigil: VigilRunner) -> None:
+def test_config_with_an_unknown_key(home: Path, vigil_in_process: VigilRunner) -> None:
     (home / "vigil.toml").write_text('[dispatch]\nexecuter = "claude"\n')
-    run_bad_home(vigil, "[dispatch] unknown key 'executer'")
+    run_bad_home(vigil_in_process, "[dispatch] unknown key 'executer'")
 
 
-def test_database_that_is_not_a_database(home: Path, vigil: VigilRunner) -> None:
+def test_database_that_is_not_a_database(home: Path, vigil_in_process: VigilRunner) -> None:
     db = home / "data" / "vigil.db"
     db.write_bytes(b"this is not sqlite at all\n" * 100)
-    run_bad_home(vigil, "is not a Vigil database")
+    run_bad_home(vigil_in_process, "is not a Vigil database")
     assert db.read_bytes() == b"this is not sqlite at all\n" * 100
 
 

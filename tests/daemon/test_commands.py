@@ -1,4 +1,4 @@
-"""`vigil dispatch once` and `vigil service install`, run as the real CLI."""
+"""`vigil dispatch once` (the real CLI, in a subprocess) and `vigil service install` (in this process)."""
 
 from __future__ import annotations
 
@@ -110,9 +110,9 @@ def env_for(tmp_path: Path) -> dict[str, str]:
 
 
 def test_service_install_print_shows_the_unit_and_writes_nothing(
-    vigil: VigilRunner, home: Path, tmp_path: Path
+    vigil_in_process: VigilRunner, home: Path, tmp_path: Path
 ) -> None:
-    result = vigil("service", "install", "--print", env=env_for(tmp_path), check=True)
+    result = vigil_in_process("service", "install", "--print", env=env_for(tmp_path), check=True)
 
     unit = tmp_path / "xdg" / "systemd" / "user" / "vigil.service"
     assert not unit.exists()
@@ -120,13 +120,15 @@ def test_service_install_print_shows_the_unit_and_writes_nothing(
     assert f"ExecStart={sys.executable} -m vigil --home {home} run" in result.stdout
     assert "Restart=always" in result.stdout
     assert f"WorkingDirectory={home}" in result.stdout
-    assert vigil("service", "install", "--dry-run", env=env_for(tmp_path), check=True).stdout == result.stdout
+    assert (
+        vigil_in_process("service", "install", "--dry-run", env=env_for(tmp_path), check=True).stdout == result.stdout
+    )
 
 
 def test_service_install_writes_the_unit_and_says_how_to_enable_it(
-    vigil: VigilRunner, home: Path, tmp_path: Path
+    vigil_in_process: VigilRunner, home: Path, tmp_path: Path
 ) -> None:
-    result = vigil("service", "install", env=env_for(tmp_path), check=True)
+    result = vigil_in_process("service", "install", env=env_for(tmp_path), check=True)
 
     unit = tmp_path / "xdg" / "systemd" / "user" / "vigil.service"
     text = unit.read_text()
@@ -137,12 +139,12 @@ def test_service_install_writes_the_unit_and_says_how_to_enable_it(
     assert "KillMode=mixed" in text
     assert "TimeoutStopSec=60" in text  # shutdown_grace 30 s + margin
     assert f"--home {home} run" in text
-    again = vigil("service", "install", env=env_for(tmp_path), check=True)
+    again = vigil_in_process("service", "install", env=env_for(tmp_path), check=True)
     assert again.stdout.startswith(f"unchanged: {unit}")
 
 
-def test_service_install_without_xdg_uses_home_config(vigil: VigilRunner, tmp_path: Path) -> None:
-    vigil("service", "install", env={"HOME": str(tmp_path / "fakehome"), "XDG_CONFIG_HOME": ""}, check=True)
+def test_service_install_without_xdg_uses_home_config(vigil_in_process: VigilRunner, tmp_path: Path) -> None:
+    vigil_in_process("service", "install", env={"HOME": str(tmp_path / "fakehome"), "XDG_CONFIG_HOME": ""}, check=True)
 
     assert (tmp_path / "fakehome" / ".config" / "systemd" / "user" / "vigil.service").is_file()
 

@@ -66,11 +66,11 @@ async def wait_for(what: str, check: Callable[[], Awaitable[T]], timeout_s: floa
 
 @pytest.mark.timeout(SAFETY_S + 120)  # about 40 s here; a slower machine must not fail it on time alone
 async def test_eight_dispatchers_on_four_lanes_drain_the_queue_once_each(
-    postgres_url: str, home: Path, tmp_path: Path
+    postgres_migrated_url: str, home: Path, tmp_path: Path
 ) -> None:
     records = Records(tmp_path / "records.txt")
-    write_lane_home(home, records.path, CONFIG.format(url=postgres_url, lanes=LANES))
-    store = await PostgresStore.open(postgres_url)
+    write_lane_home(home, records.path, CONFIG.format(url=postgres_migrated_url, lanes=LANES))
+    store = await PostgresStore.open(postgres_migrated_url)
     processes: list[subprocess.Popen[bytes]] = []
     try:
         # The most urgent task is claimed first and hangs until the test lets it go.
@@ -164,11 +164,11 @@ def terminate_lane_sessions(url: str) -> int:
 
 
 async def test_a_lost_lane_ends_the_running_task_and_the_dispatcher_takes_a_lane_again(
-    postgres_url: str, home: Path, tmp_path: Path
+    postgres_migrated_url: str, home: Path, tmp_path: Path
 ) -> None:
     records = Records(tmp_path / "records.txt")
-    write_lane_home(home, records.path, CONFIG.format(url=postgres_url, lanes=1))
-    store = await PostgresStore.open(postgres_url)
+    write_lane_home(home, records.path, CONFIG.format(url=postgres_migrated_url, lanes=1))
+    store = await PostgresStore.open(postgres_migrated_url)
     log_path = tmp_path / "run.log"
     proc = start_run(home, log_path, clean_env())
     try:
@@ -182,12 +182,18 @@ async def test_a_lost_lane_ends_the_running_task_and_the_dispatcher_takes_a_lane
 
         (first,) = await wait_for("the agent to start", started, timeout_s=60)
 
-        assert terminate_lane_sessions(postgres_url) == 1
+        assert terminate_lane_sessions(postgres_migrated_url) == 1
 
         async def lost() -> bool:
             return "lost dispatcher lane" in log_path.read_text()
 
         await wait_for("the dispatcher to notice", lost, timeout_s=60)
+
+        async def ended() -> bool:
+            # recorded once the executor has ended the agent's process group
+            return any(run.outcome == "interrupted" for run in await store.list_runs(task_id))
+
+        await wait_for("the running task to be ended", ended, timeout_s=60)
         Path(f"{records.path}.slow.{task_id}").unlink()
 
         async def completed() -> bool:

@@ -315,8 +315,8 @@ async def _crashes_after_a_wait(task: Task, ctx: RunContext) -> Outcome:
 async def test_an_executor_crash_is_recorded_as_transient_and_retried(
     db: SqliteStore, make_dispatcher: MakeDispatcher, handler: Handler
 ) -> None:
-    """The executor's first step runs inline; after its first wait it goes on as its
-    own asyncio task. A crash in either part is the same transient outcome."""
+    """A crash before the executor's first wait and one after it are the same
+    transient outcome."""
     await db.add_task(NewTask("t"))
     dispatcher, _ = make_dispatcher(handler)
 

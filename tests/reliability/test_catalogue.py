@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.catalogue import DOC, Case, current_doc_section, doc_section, run_case
+from tests.reliability.catalogue import DOC, Case, current_doc_section, doc_section, run_case, seed_data
 from tests.reliability.catalogue_inputs import CASES
 from vigil.home import init_home
 
@@ -21,13 +21,19 @@ def test_the_catalogue_covers_every_area_with_at_least_40_cases() -> None:
     assert {case.area for case in CASES} == AREAS
 
 
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The seeded database's folder, made once through the real ``vigil``."""
+    return seed_data(tmp_path_factory.mktemp("catalogue"))
+
+
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.area}: {c.title}" for c in CASES])
-def test_bad_input_is_refused_clearly_and_loses_nothing(case: Case, tmp_path: Path) -> None:
+def test_bad_input_is_refused_clearly_and_loses_nothing(case: Case, tmp_path: Path, seeded: Path) -> None:
     if case.needs_root and os.geteuid() != 0:
         pytest.skip("mounting a small filesystem needs root")
     home = tmp_path / "home"
     init_home(home)
-    result = run_case(case, home)
+    result = run_case(case, home, seeded)
     assert result.problems == (), f"{result.shown!r}\n{result.stderr}"
 
 

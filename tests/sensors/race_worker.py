@@ -1,13 +1,15 @@
 """One of two processes racing the same sensor keys on one database.
 
-``python -m tests.sensors.race_worker HOME ROUNDS``: waits for HOME/go, runs every
-sensor ROUNDS times through ``SensorRunner.run_now``, prints one JSON summary line.
+``python -m tests.sensors.race_worker HOME ROUNDS``: opens the store, says so with
+the file HOME/ready-PID, waits for HOME/go, runs every sensor ROUNDS times through
+``SensorRunner.run_now``, prints one JSON summary line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,6 +25,7 @@ async def main(home: Path, rounds: int) -> None:
     settings = load_settings(home)
     store = await open_store(settings)
     runner = SensorRunner(store, settings, SystemClock(), load_sensor_specs(settings))
+    (home / f"ready-{os.getpid()}").touch()
     while not (home / "go").exists():
         time.sleep(0.001)  # a busy start line, so both processes begin together
     created = ignored = rejected = 0

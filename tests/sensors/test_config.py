@@ -72,9 +72,9 @@ def test_a_bad_entry_fails_at_start_up_naming_it(tmp_path: Path, entries: list[d
 def test_a_python_file_in_the_home_is_a_sensor(tmp_path: Path) -> None:
     (tmp_path / "my_sensors").mkdir()
     (tmp_path / "my_sensors" / "disk.py").write_text(
-        "from sensors import NewTask, SensorContext, sensor\n"
+        "from sensors import FoundTask, SensorContext, sensor\n"
         "@sensor(every='10m', timeout='5s')\n"
-        "async def disk_full(ctx: SensorContext) -> list[NewTask]:\n"
+        "async def disk_full(ctx: SensorContext) -> list[FoundTask]:\n"
         "    '''Warns when a disk fills up.'''\n"
         "    return []\n"
         "async def plain(ctx):\n"

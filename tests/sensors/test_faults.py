@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sensors.api import NewTask, SensorContext
+from sensors.api import FoundTask, SensorContext
 from sensors.runner import SensorRunner
 from tests.sensors.conftest import RunnerFactory, SpecFactory, make_skills
 from vigil.clock import ManualClock
@@ -18,12 +18,12 @@ from vigil.models import SensorState
 from vigil.store.sqlite import SqliteStore
 
 
-async def good(ctx: SensorContext) -> list[NewTask]:
+async def good(ctx: SensorContext) -> list[FoundTask]:
     ctx.state["cursor"] = ctx.state.get("cursor", 0) + 1
-    return [NewTask(key="a", subject="good a"), NewTask(key="b", subject="good b")]
+    return [FoundTask(key="a", subject="good a"), FoundTask(key="b", subject="good b")]
 
 
-async def raises(ctx: SensorContext) -> list[NewTask]:
+async def raises(ctx: SensorContext) -> list[FoundTask]:
     ctx.state["cursor"] = "moved"
     raise RuntimeError("boom: target unreachable")
 
@@ -33,33 +33,33 @@ async def returns_dict(ctx: SensorContext) -> Any:
 
 
 async def returns_strings(ctx: SensorContext) -> Any:
-    return [NewTask(key="ok", subject="fine"), "not a task"]
+    return [FoundTask(key="ok", subject="fine"), "not a task"]
 
 
-async def empty_key(ctx: SensorContext) -> list[NewTask]:
-    return [NewTask(key="k1", subject="fine"), NewTask(key=" ", subject="no key")]
+async def empty_key(ctx: SensorContext) -> list[FoundTask]:
+    return [FoundTask(key="k1", subject="fine"), FoundTask(key=" ", subject="no key")]
 
 
-async def empty_subject(ctx: SensorContext) -> list[NewTask]:
-    return [NewTask(key="k1", subject="fine"), NewTask(key="k2", subject="")]
+async def empty_subject(ctx: SensorContext) -> list[FoundTask]:
+    return [FoundTask(key="k1", subject="fine"), FoundTask(key="k2", subject="")]
 
 
-async def hangs(ctx: SensorContext) -> list[NewTask]:
+async def hangs(ctx: SensorContext) -> list[FoundTask]:
     ctx.state["cursor"] = "moved"
     await asyncio.sleep(3600)
     return []
 
 
-async def floods(ctx: SensorContext) -> list[NewTask]:
-    return [NewTask(key=f"k{i}", subject=f"task {i}") for i in range(100_000)]
+async def floods(ctx: SensorContext) -> list[FoundTask]:
+    return [FoundTask(key=f"k{i}", subject=f"task {i}") for i in range(100_000)]
 
 
-async def bad_state(ctx: SensorContext) -> list[NewTask]:
+async def bad_state(ctx: SensorContext) -> list[FoundTask]:
     ctx.state["when"] = object()
-    return [NewTask(key="k", subject="would be stored")]
+    return [FoundTask(key="k", subject="would be stored")]
 
 
-async def exits(ctx: SensorContext) -> list[NewTask]:
+async def exits(ctx: SensorContext) -> list[FoundTask]:
     raise SystemExit(3)
 
 
@@ -71,8 +71,8 @@ async def states(store: SqliteStore) -> dict[str, SensorState]:
     ("bad", "status", "error_part"),
     [
         (raises, "error", "RuntimeError: boom: target unreachable"),
-        (returns_dict, "error", "returned dict, expected a list of NewTask"),
-        (returns_strings, "error", "item 1 is str, expected sensors.NewTask"),
+        (returns_dict, "error", "returned dict, expected a list of FoundTask"),
+        (returns_strings, "error", "item 1 is str, expected sensors.FoundTask"),
         (empty_key, "error", "item 1: empty key"),
         (empty_subject, "error", "item 1 (key 'k2'): empty subject"),
         (hangs, "timeout", "timed out after 0.2s"),
@@ -124,7 +124,7 @@ async def test_a_hanging_sensor_does_not_delay_the_others(
 ) -> None:
     seen_while_hanging: list[str] = []
 
-    async def hangs_watching(ctx: SensorContext) -> list[NewTask]:
+    async def hangs_watching(ctx: SensorContext) -> list[FoundTask]:
         while True:  # wait, inside the run, until the good sensor's tasks are stored
             tasks = await ctx.queue.list_tasks()
             if tasks:
@@ -145,12 +145,12 @@ async def test_state_is_saved_only_with_the_tasks_of_its_run(
 ) -> None:
     calls = {"n": 0}
 
-    async def flaky(ctx: SensorContext) -> list[NewTask]:
+    async def flaky(ctx: SensorContext) -> list[FoundTask]:
         calls["n"] += 1
         ctx.state["seen"] = calls["n"]
         if calls["n"] == 2:
             raise RuntimeError("second run fails")
-        return [NewTask(key=f"run{calls['n']}", subject=f"run {calls['n']}")]
+        return [FoundTask(key=f"run{calls['n']}", subject=f"run {calls['n']}")]
 
     runner = make_runner(make_spec(flaky))
     await runner.run_now()
@@ -167,8 +167,8 @@ async def test_source_and_key_are_namespaced_and_entry_defaults_apply(
 ) -> None:
     make_skills(settings.home, "triage", "a")
 
-    async def finds(ctx: SensorContext) -> list[NewTask]:
-        return [NewTask(key="x", subject="defaults"), NewTask(key="y", subject="own", priority=1, skills=("a",))]
+    async def finds(ctx: SensorContext) -> list[FoundTask]:
+        return [FoundTask(key="x", subject="defaults"), FoundTask(key="y", subject="own", priority=1, skills=("a",))]
 
     await make_runner(make_spec(finds, "watcher", priority=7, skills=("triage",))).run_now()
     by_key = {t.source_key: t for t in await store.list_tasks()}
@@ -205,11 +205,11 @@ async def test_after_commit_steps_run_only_when_the_run_was_stored(
 ) -> None:
     done: list[str] = []
 
-    async def commits(ctx: SensorContext) -> list[NewTask]:
+    async def commits(ctx: SensorContext) -> list[FoundTask]:
         ctx.after_commit(lambda: done.append("moved"))
         if ctx.options.get("fail"):
             raise RuntimeError("after registering")
-        return [NewTask(key="k", subject="s")]
+        return [FoundTask(key="k", subject="s")]
 
     await make_runner(make_spec(commits, options={"fail": True})).run_now()
     assert done == []
@@ -222,9 +222,9 @@ async def test_a_flood_limit_refusal_is_counted_and_skips_after_commit_steps(
 ) -> None:
     done: list[str] = []
 
-    async def chatty(ctx: SensorContext) -> list[NewTask]:
+    async def chatty(ctx: SensorContext) -> list[FoundTask]:
         ctx.after_commit(lambda: done.append("moved"))
-        return [NewTask(key=f"k{i}", subject=f"task {i}") for i in range(3)]
+        return [FoundTask(key=f"k{i}", subject=f"task {i}") for i in range(3)]
 
     limits = LimitsSettings(per_source={"sensor:chatty": 2})
     store = await SqliteStore.open(tmp_path / "limited.db", clock=clock, limits=limits)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sensors.api import NewTask, SensorContext
+from sensors.api import FoundTask, SensorContext
 from sensors.builtin.command import command
 from sensors.builtin.git import git
 from sensors.execution import SensorReport
@@ -17,8 +17,8 @@ from tests.sensors.conftest import RunnerFactory, SpecFactory, make_skills
 from vigil.store.sqlite import SqliteStore
 
 
-async def other(ctx: SensorContext) -> list[NewTask]:
-    return [NewTask(key="other", subject="the other sensor ran")]
+async def other(ctx: SensorContext) -> list[FoundTask]:
+    return [FoundTask(key="other", subject="the other sensor ran")]
 
 
 async def run(make_runner: RunnerFactory, make_spec: SpecFactory, func: Any, **kw: Any) -> SensorReport:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sensors.api import NewTask, SensorContext
+from sensors.api import FoundTask, SensorContext
 from sensors.builtin.feed import feed
 from sensors.builtin.http import http
 from sensors.execution import SensorReport
@@ -23,8 +23,8 @@ def web() -> Iterator[LocalServer]:
     yield from serve()
 
 
-async def other(ctx: SensorContext) -> list[NewTask]:
-    return [NewTask(key="other", subject="the other sensor ran")]
+async def other(ctx: SensorContext) -> list[FoundTask]:
+    return [FoundTask(key="other", subject="the other sensor ran")]
 
 
 async def run(make_runner: RunnerFactory, make_spec: SpecFactory, func: Any, **options: Any) -> SensorReport:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sensors.api import NewTask, SensorContext
+from sensors.api import FoundTask, SensorContext
 from sensors.builtin.inbox import inbox
 from sensors.execution import SensorReport
 from tests.sensors.conftest import RunnerFactory, SpecFactory
@@ -41,8 +41,8 @@ async def inbox_tasks(store: SqliteStore) -> list[Task]:
     return [t for t in await store.list_tasks() if t.source == "sensor:inbox"]
 
 
-async def other(ctx: SensorContext) -> list[NewTask]:
-    return [NewTask(key="other", subject="the other sensor ran")]
+async def other(ctx: SensorContext) -> list[FoundTask]:
+    return [FoundTask(key="other", subject="the other sensor ran")]
 
 
 async def run_inbox(make_runner: RunnerFactory, make_spec: SpecFactory, **options: Any) -> SensorReport:

@@ -19,14 +19,14 @@ from vigil.store.sqlite import SqliteStore
 # Two entries use this one function; each returns the same keys (from its options).
 SENSOR = """
 import time
-from sensors import NewTask, SensorContext
+from sensors import FoundTask, SensorContext
 
-async def contacts(ctx: SensorContext) -> list[NewTask]:
+async def contacts(ctx: SensorContext) -> list[FoundTask]:
     dedup = ctx.options.get("dedup", "open")
     if ctx.options.get("race"):
         slot = int(time.time() * 50)  # both processes compute the same keys in one 20 ms slot
-        return [NewTask(key=f"{slot}-{i}", subject=f"{ctx.name} {slot} {i}", dedup=dedup) for i in range(10)]
-    return [NewTask(key=k, subject=f"Welcome {k} ({ctx.name})", dedup=dedup) for k in ctx.options["keys"]]
+        return [FoundTask(key=f"{slot}-{i}", subject=f"{ctx.name} {slot} {i}", dedup=dedup) for i in range(10)]
+    return [FoundTask(key=k, subject=f"Welcome {k} ({ctx.name})", dedup=dedup) for k in ctx.options["keys"]]
 """
 
 

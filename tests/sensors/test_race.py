@@ -16,12 +16,12 @@ from vigil.store.sqlite import SqliteStore
 
 SENSOR = """
 import time
-from sensors import NewTask, SensorContext
+from sensors import FoundTask, SensorContext
 
-async def racer(ctx: SensorContext) -> list[NewTask]:
+async def racer(ctx: SensorContext) -> list[FoundTask]:
     # Both processes compute the same keys within the same 20 ms slot.
     slot = int(time.time() * 50)
-    return [NewTask(key=f"{slot}-{i}", subject=f"slot {slot} item {i}") for i in range(20)]
+    return [FoundTask(key=f"{slot}-{i}", subject=f"slot {slot} item {i}") for i in range(20)]
 """
 
 
@@ -44,7 +44,11 @@ async def test_two_processes_racing_the_same_keys_create_no_duplicate(tmp_path: 
         )
         for _ in range(2)
     ]
-    time.sleep(1.0)  # both are importing and open the store; then the start line
+    deadline = time.monotonic() + 60
+    # both have opened the store (a racer that failed instead is reported below); then the start line
+    while len(list(home.glob("ready-*"))) < 2 and all(proc.poll() is None for proc in procs):
+        assert time.monotonic() < deadline, "the racers did not get ready"
+        time.sleep(0.01)
     (home / "go").touch()
     results = []
     for proc in procs:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sensors.api import NewTask, SensorContext
+from sensors.api import FoundTask, SensorContext
 from sensors.runner import DUE_TOLERANCE_MS, SensorRunner
 from tests.sensors.conftest import RunnerFactory, SpecFactory
 from vigil.clock import AcceleratedClock, ManualClock, SystemClock
@@ -21,12 +21,12 @@ MIN = 60_000
 runs: list[str] = []
 
 
-async def minutely(ctx: SensorContext) -> list[NewTask]:
+async def minutely(ctx: SensorContext) -> list[FoundTask]:
     runs.append(ctx.name)
-    return [NewTask(key=str(ctx.clock.now_ms()), subject="tick")]
+    return [FoundTask(key=str(ctx.clock.now_ms()), subject="tick")]
 
 
-async def failing(ctx: SensorContext) -> list[NewTask]:
+async def failing(ctx: SensorContext) -> list[FoundTask]:
     runs.append(ctx.name)
     if ctx.options.get("fail", True):
         raise RuntimeError("down")
@@ -158,7 +158,7 @@ async def test_apscheduler_runs_each_sensor_on_its_schedule_and_stop_is_clean(
 async def test_stop_cancels_a_run_in_flight(store: SqliteStore, settings: Settings, make_spec: SpecFactory) -> None:
     started = asyncio.Event()
 
-    async def slow(ctx: SensorContext) -> list[NewTask]:
+    async def slow(ctx: SensorContext) -> list[FoundTask]:
         started.set()
         await asyncio.sleep(3600)
         return []

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sensors.api import NewTask, SensorContext
+from sensors.api import FoundTask, SensorContext
 from sensors.builtin.queue_health import queue_health
 from sensors.builtin.schedule import schedule
 from tests.sensors.conftest import RunnerFactory, SpecFactory
 from vigil.clock import ManualClock
-from vigil.models import NewTask as StoreTask
-from vigil.models import Outcome, OutcomeKind, SensorRun, TaskStatus
+from vigil.models import NewTask, Outcome, OutcomeKind, SensorRun, TaskStatus
 from vigil.store.sqlite import SqliteStore
 
 MIN = 60_000
@@ -58,7 +57,7 @@ def _ok_run(clock: ManualClock) -> SensorRun:
 
 
 async def _fail_a_task(store: SqliteStore, subject: str) -> int:
-    added = await store.add_task(StoreTask(subject, priority=1, max_retries=0))
+    added = await store.add_task(NewTask(subject, priority=1, max_retries=0))
     claim = await store.claim_next(worker="w", lease_ms=MIN)
     assert claim is not None
     await store.finish(claim, Outcome(OutcomeKind.FAILED, summary="it broke"), TaskStatus.FAILED, worker="w")
@@ -66,7 +65,7 @@ async def _fail_a_task(store: SqliteStore, subject: str) -> int:
     return added.task_id
 
 
-async def broken(ctx: SensorContext) -> list[NewTask]:
+async def broken(ctx: SensorContext) -> list[FoundTask]:
     raise RuntimeError("cannot reach the feed")
 
 
@@ -74,7 +73,7 @@ async def test_queue_health_triages_failed_stuck_and_unhealthy_once(
     store: SqliteStore, clock: ManualClock, make_spec: SpecFactory, make_runner: RunnerFactory
 ) -> None:
     failed_id = await _fail_a_task(store, "deploy the site")
-    await store.add_task(StoreTask("long job"))
+    await store.add_task(NewTask("long job"))
     stuck = await store.claim_next(worker="dead-dispatcher", lease_ms=MIN)
     assert stuck is not None
     failing = make_spec(broken, "feedwatch")
@@ -110,7 +109,7 @@ async def test_queue_health_triages_failed_stuck_and_unhealthy_once(
 async def test_queue_health_reports_a_stale_sensor(
     store: SqliteStore, clock: ManualClock, make_spec: SpecFactory, make_runner: RunnerFactory
 ) -> None:
-    async def quiet(ctx: SensorContext) -> list[NewTask]:
+    async def quiet(ctx: SensorContext) -> list[FoundTask]:
         return []
 
     await make_runner(make_spec(quiet, every="1m")).run_now()

@@ -1,7 +1,8 @@
 """The store backends the contract suite runs against, and how to open each.
 
 A backend's store lives at a *location*: a file for SQLite, a database URL for
-PostgreSQL (a fresh empty database per test, from the ``postgres_url`` fixture).
+PostgreSQL (a fresh database per test, already migrated: the
+``postgres_migrated_url`` fixture).
 """
 
 from __future__ import annotations
@@ -33,14 +34,17 @@ async def open_backend(
 
 
 @contextmanager
-def fresh_location(name: str, folder: Path, postgres_admin_url: str | None) -> Iterator[Path | str]:
-    """A new empty location for backend ``name``: a file in ``folder`` for SQLite, a
-    fresh database on the server at ``postgres_admin_url`` (dropped afterwards)."""
+def fresh_location(
+    name: str, folder: Path, postgres_admin_url: str | None, template: str | None = None
+) -> Iterator[Path | str]:
+    """A new location for backend ``name``: a file in ``folder`` for SQLite, a fresh
+    database on the server at ``postgres_admin_url`` (a copy of database
+    ``template``, else empty; dropped afterwards)."""
     if name == "sqlite":
         yield folder / "vigil.db"
         return
     from tests.postgres_server import fresh_database
 
     assert postgres_admin_url is not None, "a PostgreSQL location needs the server's URL"
-    with fresh_database(postgres_admin_url) as url:
+    with fresh_database(postgres_admin_url, template) as url:
         yield url

@@ -30,9 +30,10 @@ def db_path(tmp_path: Path) -> Path:
 @pytest.fixture
 def location(backend: str, db_path: Path, request: pytest.FixtureRequest) -> Path | str:
     """Where the backend's store lives: the SQLite file, or a fresh PostgreSQL
-    database (the server is started only when a PostgreSQL test runs)."""
+    database, already migrated (the server is started only when a PostgreSQL test
+    runs)."""
     if backend == "postgres":
-        return str(request.getfixturevalue("postgres_url"))
+        return str(request.getfixturevalue("postgres_migrated_url"))
     return db_path
 
 
@@ -41,6 +42,13 @@ def postgres_admin(backend: str, request: pytest.FixtureRequest) -> str | None:
     """The PostgreSQL server's admin URL for the postgres backend (None for SQLite),
     for tests that need several fresh databases."""
     return str(request.getfixturevalue("postgres_server")) if backend == "postgres" else None
+
+
+@pytest.fixture
+def template(backend: str, request: pytest.FixtureRequest) -> str | None:
+    """For the postgres backend, the name of the session's migrated database to copy
+    fresh ones from (``fresh_location``); None for SQLite."""
+    return str(request.getfixturevalue("postgres_template")) if backend == "postgres" else None
 
 
 @pytest.fixture

@@ -133,12 +133,15 @@ _tasks = st.lists(st.tuples(st.integers(1, 9), st.integers(-5, 3)), max_size=25)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(specs=_tasks)
 def test_claim_order_equals_sorting_the_due_tasks(
-    backend: str, postgres_admin: str | None, specs: list[tuple[int, int]]
+    backend: str, postgres_admin: str | None, template: str | None, specs: list[tuple[int, int]]
 ) -> None:
     async def run() -> None:
         clock = ManualClock()
         now = clock.now_ms()
-        with tempfile.TemporaryDirectory() as folder, fresh_location(backend, Path(folder), postgres_admin) as location:
+        with (
+            tempfile.TemporaryDirectory() as folder,
+            fresh_location(backend, Path(folder), postgres_admin, template) as location,
+        ):
             store = await open_backend(backend, location, clock)
             try:
                 keys = []

@@ -94,13 +94,16 @@ class StoreMachine(RuleBasedStateMachine):
 
     backend = "sqlite"
     postgres_admin: str | None = None  # the server's admin URL, for the postgres backend
+    postgres_template: str | None = None  # a migrated database each example's is copied from
 
     def __init__(self) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.folder = tempfile.TemporaryDirectory()
         self.location = contextlib.ExitStack()
-        where = self.location.enter_context(fresh_location(self.backend, Path(self.folder.name), self.postgres_admin))
+        where = self.location.enter_context(
+            fresh_location(self.backend, Path(self.folder.name), self.postgres_admin, self.postgres_template)
+        )
         self.clock = ManualClock()
         self.store: Store = self.run(open_backend(self.backend, where, self.clock))
         self.model = Model()
@@ -302,10 +305,11 @@ class PostgresStoreMachine(StoreMachine):
     backend = "postgres"
 
 
-def test_postgres_store_follows_the_model(postgres_server: str) -> None:
+def test_postgres_store_follows_the_model(postgres_server: str, postgres_template: str) -> None:
     """The same machine on PostgreSQL, each example on a fresh database (fewer
     examples: creating a database costs far more than creating a file)."""
     PostgresStoreMachine.postgres_admin = postgres_server
+    PostgresStoreMachine.postgres_template = postgres_template
     run_state_machine_as_test(
         PostgresStoreMachine, settings=settings(max_examples=30, stateful_step_count=40, deadline=None)
     )

@@ -23,9 +23,9 @@ TASKS = 300
 
 
 @pytest.fixture
-async def stores(postgres_url: str, clock: ManualClock) -> AsyncIterator[list[PostgresStore]]:
+async def stores(postgres_migrated_url: str, clock: ManualClock) -> AsyncIterator[list[PostgresStore]]:
     """One store (its own pool and sessions) per dispatcher, as on separate hosts."""
-    opened = [await PostgresStore.open(postgres_url, clock=clock) for _ in range(DISPATCHERS)]
+    opened = [await PostgresStore.open(postgres_migrated_url, clock=clock) for _ in range(DISPATCHERS)]
     yield opened
     for store in opened:
         await store.close()
@@ -111,11 +111,13 @@ def _fill(url: str, now: int) -> None:
 
 
 @pytest.mark.slow
-async def test_the_claim_seeks_the_claim_index_and_sorts_nothing(postgres_url: str, clock: ManualClock) -> None:
+async def test_the_claim_seeks_the_claim_index_and_sorts_nothing(
+    postgres_migrated_url: str, clock: ManualClock
+) -> None:
     now = clock.now_ms()
-    store = await PostgresStore.open(postgres_url, clock=clock)
+    store = await PostgresStore.open(postgres_migrated_url, clock=clock)
     try:
-        await asyncio.to_thread(_fill, postgres_url, now)
+        await asyncio.to_thread(_fill, postgres_migrated_url, now)
         due = await store.add_task(NewTask("due, not urgent", priority=7))
         params = {"now": now, "worker": "w", "lease_until": now + 1000, "executor": None, "max_priority": 9}
 

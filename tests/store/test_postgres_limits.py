@@ -20,9 +20,9 @@ TRIES = 4
 
 
 @pytest.fixture
-async def stores(postgres_url: str, clock: ManualClock) -> AsyncIterator[list[PostgresStore]]:
+async def stores(postgres_migrated_url: str, clock: ManualClock) -> AsyncIterator[list[PostgresStore]]:
     limits = LimitsSettings(max_depth=0, max_children=5, max_per_source_per_day=7)
-    opened = [await PostgresStore.open(postgres_url, clock=clock, limits=limits) for _ in range(SESSIONS)]
+    opened = [await PostgresStore.open(postgres_migrated_url, clock=clock, limits=limits) for _ in range(SESSIONS)]
     yield opened
     for store in opened:
         await store.close()

@@ -24,18 +24,20 @@ JOIN_TIMEOUT_S = 120  # a safety net against a hung child, not a measurement
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("scope", list(DedupScope))
 async def test_twenty_processes_adding_the_same_keys_create_each_once(
-    postgres_url: str, clock: ManualClock, scope: DedupScope
+    postgres_migrated_url: str, clock: ManualClock, scope: DedupScope
 ) -> None:
     from vigil.store.postgres import PostgresStore
 
-    async with await PostgresStore.open(postgres_url, clock=clock) as store:  # the schema, once, up front
+    async with await PostgresStore.open(postgres_migrated_url, clock=clock) as store:
         assert sum((await store.count_by_status()).values()) == 0
     keys = [f"key-{i}" for i in range(100)]
     n = 20
     barrier = SPAWN.Barrier(n)
     results = SPAWN.Queue()
     processes = [
-        SPAWN.Process(target=postgres_workers.add_keys, args=(postgres_url, keys, str(scope), seed, barrier, results))
+        SPAWN.Process(
+            target=postgres_workers.add_keys, args=(postgres_migrated_url, keys, str(scope), seed, barrier, results)
+        )
         for seed in range(n)
     ]
     for p in processes:
@@ -47,7 +49,7 @@ async def test_twenty_processes_adding_the_same_keys_create_each_once(
 
     created = Counter(key for _, keys_created in reports for key in keys_created)
     assert created == Counter(keys)  # every key reported created exactly once, across processes
-    store = await PostgresStore.open(postgres_url, clock=clock)
+    store = await PostgresStore.open(postgres_migrated_url, clock=clock)
     try:
         tasks = await all_tasks(store)
         assert sorted(t.source_key or "" for t in tasks) == sorted(keys)

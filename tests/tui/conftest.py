@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -49,10 +50,17 @@ AppFactory = Callable[..., VigilApp]
 
 @pytest.fixture
 def make_app(settings: Settings, clock: ManualClock) -> AppFactory:
-    def make(*, readonly: bool = False, probe_interval_s: float = PROBE_S) -> VigilApp:
+    def make(
+        *, readonly: bool = False, probe_interval_s: float = PROBE_S, busy_timeout_ms: int | None = None
+    ) -> VigilApp:
+        """The app on the test home; ``busy_timeout_ms`` replaces the home's ``[store]
+        busy_timeout`` (how long its writes wait for another process's lock)."""
+        app_settings = settings
+        if busy_timeout_ms is not None:
+            app_settings = replace(settings, store=replace(settings.store, busy_timeout_ms=busy_timeout_ms))
         return VigilApp(
-            settings,
-            opener=lambda: open_store(settings, clock),
+            app_settings,
+            opener=lambda: open_store(app_settings, clock),
             clock=clock,
             readonly=readonly,
             probe_interval_s=probe_interval_s,

@@ -9,7 +9,7 @@ from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import notes, queue, shown_ids, table
 from tui.dialogs import ConfirmDialog
 from tui.forms import DeferForm, NewTaskForm
-from tui.snapshot import RECENT_MS
+from tui.loaders import RECENT_MS
 from vigil.clock import ManualClock
 from vigil.config import Settings
 from vigil.models import TaskStatus

@@ -16,7 +16,7 @@ from tests.tui.conftest import wait_for
 from tests.tui.helpers import notes, queue, shown_ids, table
 from tui.app import VigilApp
 from tui.history_screen import HistoryScreen
-from tui.snapshot import HISTORY_PAGE, HOUR_MS, LIVE_LIMIT
+from tui.loaders import HISTORY_PAGE, HOUR_MS, LIVE_LIMIT
 from vigil.clock import ManualClock
 from vigil.config import Settings, load_settings
 from vigil.home import init_home

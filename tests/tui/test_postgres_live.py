@@ -17,12 +17,12 @@ from vigil.store import open_store
 
 
 async def test_task_added_by_another_process_on_postgres_appears(
-    home: Path, postgres_url: str, clock: ManualClock
+    home: Path, postgres_migrated_url: str, clock: ManualClock
 ) -> None:
     config = home / "vigil.toml"
-    config.write_text(config.read_text() + f'\n[store]\nurl = "{postgres_url}"\n')
+    config.write_text(config.read_text() + f'\n[store]\nurl = "{postgres_migrated_url}"\n')
     settings = load_settings(home)
-    assert settings.store.url == postgres_url
+    assert settings.store.url == postgres_migrated_url
     db = await open_store(settings, clock)
     try:
         await add(db, "already there")

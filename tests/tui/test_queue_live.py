@@ -12,8 +12,8 @@ import pytest
 from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import cell, queue, shown_ids, table
 from tui.filters import TaskFilter
+from tui.loaders import QueueSnapshot, load_queue
 from tui.queue_table import QueueTable
-from tui.snapshot import QueueSnapshot, load_queue
 from vigil.clock import ManualClock
 from vigil.store import Store
 

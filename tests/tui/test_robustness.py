@@ -130,9 +130,10 @@ async def test_write_while_another_process_holds_the_lock_is_reported_then_works
     make_app: AppFactory, db: Store, settings: Settings
 ) -> None:
     """In WAL mode readers are never blocked, so the screen stays live; a write that
-    cannot get the lock is refused with a clear message, and works once it is free."""
+    cannot get the lock is refused with a clear message, and works once it is free.
+    (A short busy timeout: the write gives up after its retries, each a timeout long.)"""
     task_id = await add(db, "one", priority=5)
-    app = make_app()
+    app = make_app(busy_timeout_ms=200)
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(lambda: shown_ids(app) == [task_id], "row")
         locker = subprocess.Popen(

@@ -15,8 +15,8 @@ from tui.app import VigilApp
 from tui.costs_screen import CostsScreen
 from tui.dialogs import HelpScreen
 from tui.history_screen import HistoryScreen
+from tui.loaders import HISTORY_PAGE
 from tui.sensors_screen import SensorsScreen
-from tui.snapshot import HISTORY_PAGE
 from tui.task_screen import TaskScreen
 from vigil.clock import ManualClock, SystemClock
 from vigil.config import load_settings

@@ -26,7 +26,6 @@ from dataclasses import dataclass, replace
 from vigil.config import Settings
 from vigil.errors import InputError, StoreError
 from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat
-from vigil.status import STALE_BEATS
 from vigil.store import open_store
 from vigil.store.sqlite_export import SqliteExport, TableTotals
 
@@ -99,9 +98,7 @@ async def migrate_home(settings: Settings, target_url: str, progress: Progress, 
 def _refuse_a_live_dispatcher(loop_values: dict[str, object], settings: Settings, now_ms: int) -> None:
     """Tasks it finishes during the copy would stay behind in the SQLite file."""
     beat = DispatcherHeartbeat.from_json(loop_values.get(HEARTBEAT_KEY))
-    if beat is None or beat.state == "stopped":
-        return
-    if now_ms - beat.heartbeat_at <= STALE_BEATS * settings.dispatch.heartbeat_ms:
+    if beat is not None and beat.alive(now_ms, settings.dispatch.heartbeat_ms):
         raise InputError(
             f"a dispatcher is running on this home (pid {beat.pid} on {beat.host}); stop every 'vigil run' "
             "first: what it does during the copy would stay behind in the SQLite file"

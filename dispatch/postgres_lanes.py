@@ -26,7 +26,7 @@ from vigil.errors import OperationError
 if TYPE_CHECKING:
     import psycopg
 
-log = logging.getLogger("vigil.store")
+log = logging.getLogger("vigil.dispatch")
 
 
 def _first_line(err: BaseException) -> str:
