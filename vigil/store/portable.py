@@ -191,3 +191,86 @@ UPDATE tasks SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'p
 WHERE id = :task_id AND status = 'active' AND claimed_by = :worker AND {_CLAIM_RUN_OPEN}
 RETURNING *
 """
+
+
+# --- retention (``tx.q.prune``: ``sqlite_retention``, ``postgres_retention``) ------
+
+SQL_PRUNE_WALK = "SELECT id, created_at FROM tasks WHERE id > :after ORDER BY id LIMIT :limit"
+
+SQL_EVENTS_WALK = "SELECT id, at FROM task_events WHERE id > :after ORDER BY id LIMIT :limit"
+
+# The primary key of ``cost_archive``, and every column of a row.
+ARCHIVE_KEY = "start_ms, span_ms, skills, source, model, sensor"
+ARCHIVE_COLUMNS = f"""{ARCHIVE_KEY}, runs, tasks_last, tasks_hour, tasks_day, tasks_model,
+    cost_usd, api_cost_usd, tokens_in, tokens_out, cache_read_tokens, cache_write_tokens"""
+
+# An archive row that exists already (``INSERT INTO cost_archive AS a … ON CONFLICT
+# (ARCHIVE_KEY) DO UPDATE SET``) takes the new sums on top of its own.
+ARCHIVE_ADD = """
+    runs = a.runs + excluded.runs, tasks_last = a.tasks_last + excluded.tasks_last,
+    tasks_hour = a.tasks_hour + excluded.tasks_hour, tasks_day = a.tasks_day + excluded.tasks_day,
+    tasks_model = a.tasks_model + excluded.tasks_model, cost_usd = a.cost_usd + excluded.cost_usd,
+    api_cost_usd = a.api_cost_usd + excluded.api_cost_usd, tokens_in = a.tokens_in + excluded.tokens_in,
+    tokens_out = a.tokens_out + excluded.tokens_out,
+    cache_read_tokens = a.cache_read_tokens + excluded.cache_read_tokens,
+    cache_write_tokens = a.cache_write_tokens + excluded.cache_write_tokens
+"""
+
+# Rows that ended at or before :before (no row starts less than an hour before its end).
+SQL_DROP_COSTS = f"""
+DELETE FROM cost_archive WHERE ({ARCHIVE_KEY}) IN (
+    SELECT {ARCHIVE_KEY} FROM cost_archive WHERE start_ms <= :before - 3600000 AND start_ms + span_ms <= :before
+    ORDER BY start_ms LIMIT :limit)
+"""
+
+SQL_DROP_KEYS = """
+DELETE FROM retired_keys WHERE source_key IN (
+    SELECT source_key FROM retired_keys WHERE retired_at < :before ORDER BY retired_at LIMIT :limit)
+"""
+
+# Dry run: the rows each step would take as the archive is now.
+SQL_ARCHIVE_PREVIEW = """
+SELECT (SELECT count(*) FROM cost_archive WHERE span_ms = 3600000 AND start_ms < :fold_before) AS folded,
+       (SELECT count(*) FROM cost_archive
+        WHERE start_ms <= :costs_before - 3600000 AND start_ms + span_ms <= :costs_before) AS costs,
+       (SELECT count(*) FROM retired_keys WHERE retired_at < :keys_before) AS keys
+"""
+
+
+# --- flood limits and requested retries ---------------------------------------------
+# A parameter PostgreSQL cannot type from its place (a bare SELECT value, an operand of
+# ``||``, a CASE branch with no typed sibling) is CAST, which SQLite reads the same way.
+
+# Depth the new task would have: 1 for a child of a root task, one more per ancestor.
+# Stops one step past :max_depth, which is all the limit needs to know.
+SQL_FOLLOW_UP_DEPTH = """
+WITH RECURSIVE chain(id, depth) AS (
+    SELECT CAST(:parent_id AS bigint), 1
+    UNION ALL
+    SELECT t.parent_id, c.depth + 1 FROM tasks t JOIN chain c ON t.id = c.id
+    WHERE t.parent_id IS NOT NULL AND c.depth <= :max_depth
+)
+SELECT max(depth) AS depth FROM chain
+"""
+
+# Both counts stop at :cap rows (ix_tasks_parent, ix_tasks_source_created).
+SQL_COUNT_CHILDREN = "SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE parent_id = :parent_id LIMIT :cap) AS x"
+SQL_COUNT_SOURCE_SINCE = """
+SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE source = :source AND created_at > :since LIMIT :cap) AS x
+"""
+
+# An active task asks for a later retry (Store.request_retry). With no retry left it
+# fails for good, as the dispatcher's own retries do; a requested cancel wins (the
+# row does not match, and the dispatcher ends the run).
+SQL_REQUEST_RETRY = """
+UPDATE tasks SET status = CASE WHEN attempt_count > max_retries THEN 'failed' ELSE 'pending' END,
+       scheduled_for = CASE WHEN attempt_count > max_retries THEN scheduled_for ELSE :retry_at END,
+       completed_at = CASE WHEN attempt_count > max_retries THEN CAST(:now AS bigint) END,
+       result_summary = CASE WHEN attempt_count > max_retries
+           THEN 'gave up after ' || attempt_count
+                || CASE WHEN attempt_count = 1 THEN ' attempt: ' ELSE ' attempts: ' END || CAST(:summary AS text)
+           ELSE CAST(:summary AS text) END,
+       updated_at = CAST(:now AS bigint), updated_by = :actor
+WHERE id = :id AND status = 'active' AND cancel_requested = 0
+RETURNING *
+"""

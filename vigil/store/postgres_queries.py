@@ -217,38 +217,6 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value
     || jsonb_build_object('total', coalesce((loop_state.value ->> 'total')::bigint, 0) + 1)
 """
 
-SQL_FOLLOW_UP_DEPTH = """
-WITH RECURSIVE chain(id, depth) AS (
-    SELECT %(parent_id)s::bigint, 1
-    UNION ALL
-    SELECT t.parent_id, c.depth + 1 FROM tasks t JOIN chain c ON t.id = c.id
-    WHERE t.parent_id IS NOT NULL AND c.depth <= %(max_depth)s
-)
-SELECT max(depth) AS depth FROM chain
-"""
-SQL_COUNT_CHILDREN = (
-    "SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE parent_id = %(parent_id)s LIMIT %(cap)s) AS x"
-)
-SQL_COUNT_SOURCE_SINCE = """
-SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE source = %(source)s AND created_at > %(since)s
-                           LIMIT %(cap)s) AS x
-"""
-
-# An active task asks for a later retry (Store.request_retry). With no retry left it
-# fails for good, as the dispatcher's own retries do; a requested cancel wins (the
-# row does not match, and the dispatcher ends the run).
-SQL_REQUEST_RETRY = """
-UPDATE tasks SET status = CASE WHEN attempt_count > max_retries THEN 'failed' ELSE 'pending' END,
-       scheduled_for = CASE WHEN attempt_count > max_retries THEN scheduled_for ELSE %(retry_at)s END,
-       completed_at = CASE WHEN attempt_count > max_retries THEN %(now)s::bigint END,
-       result_summary = CASE WHEN attempt_count > max_retries
-           THEN 'gave up after ' || attempt_count
-                || CASE WHEN attempt_count = 1 THEN ' attempt: ' ELSE ' attempts: ' END || %(summary)s::text
-           ELSE %(summary)s::text END,
-       updated_at = %(now)s::bigint, updated_by = %(actor)s
-WHERE id = %(id)s AND status = 'active' AND cancel_requested = 0
-RETURNING *
-"""
 
 # The event stream (Store.events_after): a walk up the primary key from after, the
 # filters applied on the way; kinds NULL: every kind.

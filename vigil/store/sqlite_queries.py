@@ -179,23 +179,6 @@ ON CONFLICT (name) DO UPDATE SET
 
 # --- guardrails: flood limits, spend, approvals ------------------------------------
 
-# Depth the new task would have: 1 for a child of a root task, one more per ancestor.
-# Stops one step past :max_depth, which is all the limit needs to know.
-SQL_FOLLOW_UP_DEPTH = """
-WITH RECURSIVE chain(id, depth) AS (
-    SELECT :parent_id, 1
-    UNION ALL
-    SELECT t.parent_id, c.depth + 1 FROM tasks t JOIN chain c ON t.id = c.id
-    WHERE t.parent_id IS NOT NULL AND c.depth <= :max_depth
-)
-SELECT max(depth) AS depth FROM chain
-"""
-
-# Both counts stop at :cap rows (ix_tasks_parent, ix_tasks_source_created).
-SQL_COUNT_CHILDREN = "SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE parent_id = :parent_id LIMIT :cap)"
-SQL_COUNT_SOURCE_SINCE = """
-SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE source = :source AND created_at > :since LIMIT :cap)
-"""
 # BEGIN IMMEDIATE already serialises every writer: nothing to lock for a count.
 SQL_LOCK_COUNT: str | None = None
 # A refused insert, counted in loop state in the refusing transaction.
@@ -235,22 +218,6 @@ def replace_loop_value(tx: Tx, key: str, expected: object, value: object) -> boo
     tx.run(SQL_SET_LOOP_VALUE, {"key": key, "value": tx.dumps(value)})
     return True
 
-
-# An active task asks for a later retry (Store.request_retry). With no retry left it
-# fails for good, as the dispatcher's own retries do; a requested cancel wins (the
-# row does not match, and the dispatcher ends the run).
-SQL_REQUEST_RETRY = """
-UPDATE tasks SET status = CASE WHEN attempt_count > max_retries THEN 'failed' ELSE 'pending' END,
-       scheduled_for = CASE WHEN attempt_count > max_retries THEN scheduled_for ELSE :retry_at END,
-       completed_at = CASE WHEN attempt_count > max_retries THEN :now END,
-       result_summary = CASE WHEN attempt_count > max_retries
-           THEN 'gave up after ' || attempt_count
-                || CASE WHEN attempt_count = 1 THEN ' attempt: ' ELSE ' attempts: ' END || :summary
-           ELSE :summary END,
-       updated_at = :now, updated_by = :actor
-WHERE id = :id AND status = 'active' AND cancel_requested = 0
-RETURNING *
-"""
 
 # The event stream (Store.events_after): a walk up the primary key from :after, the
 # filters applied on the way; :kinds is a JSON array (NULL: every kind).
