@@ -204,6 +204,24 @@ ARCHIVE_KEY = "start_ms, span_ms, skills, source, model, sensor"
 ARCHIVE_COLUMNS = f"""{ARCHIVE_KEY}, runs, tasks_last, tasks_hour, tasks_day, tasks_model,
     cost_usd, api_cost_usd, tokens_in, tokens_out, cache_read_tokens, cache_write_tokens"""
 
+# The runs to archive with four flags that mark one run per task and grouping (its
+# last run overall, in its hour, in its UTC day, with its model), so that a roll-up
+# counts each task once per group (schema V2). Each backend's ``SQL_ARCHIVE_RUNS``
+# defines ``origin`` (the sensor at the root of each task's parent chain) and adds
+# the WHERE that picks the doomed tasks' finished runs.
+ARCHIVE_FLAGGED = """
+    SELECT r.*, t.skills, t.source, o.sensor,
+           (r.finished_at / 3600000) * 3600000 AS hour_ms,
+           coalesce(r.model, '(none)') AS model_key,
+           row_number() OVER (PARTITION BY r.task_id ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_any,
+           row_number() OVER (PARTITION BY r.task_id, r.finished_at / 3600000
+                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_hour,
+           row_number() OVER (PARTITION BY r.task_id, r.finished_at / 86400000
+                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_day,
+           row_number() OVER (PARTITION BY r.task_id, coalesce(r.model, '(none)')
+                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_model
+    FROM runs r JOIN tasks t ON t.id = r.task_id JOIN origin o ON o.task_id = r.task_id"""
+
 # An archive row that exists already (``INSERT INTO cost_archive AS a … ON CONFLICT
 # (ARCHIVE_KEY) DO UPDATE SET``) takes the new sums on top of its own.
 ARCHIVE_ADD = """

@@ -17,6 +17,7 @@ from __future__ import annotations
 from vigil.store.portable import (
     ARCHIVE_ADD,
     ARCHIVE_COLUMNS,
+    ARCHIVE_FLAGGED,
     ARCHIVE_KEY,
 )
 
@@ -41,9 +42,9 @@ ORDER BY t.id
 FOR UPDATE OF t
 """
 
-# The archive rows of the doomed tasks' finished runs; the four flags mark one run per
-# task and grouping (see postgres_schema V2). The sensor origin is the root of the
-# task's parent chain, read while it still exists.
+# The archive rows of the doomed tasks' finished runs, flagged as ARCHIVE_FLAGGED
+# says (postgres_schema V2). The sensor origin is the root of the task's parent chain,
+# read while it still exists.
 SQL_ARCHIVE_RUNS = f"""
 WITH RECURSIVE chain(task_id, parent_id, source) AS (
     SELECT t.id, t.parent_id, t.source FROM tasks t WHERE t.id = {_IDS}
@@ -55,17 +56,7 @@ origin(task_id, sensor) AS (
     FROM chain WHERE parent_id IS NULL
 ),
 flagged AS (
-    SELECT r.*, t.skills, t.source, o.sensor,
-           (r.finished_at / 3600000) * 3600000 AS hour_ms,
-           coalesce(r.model, '(none)') AS model_key,
-           row_number() OVER (PARTITION BY r.task_id ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_any,
-           row_number() OVER (PARTITION BY r.task_id, r.finished_at / 3600000
-                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_hour,
-           row_number() OVER (PARTITION BY r.task_id, r.finished_at / 86400000
-                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_day,
-           row_number() OVER (PARTITION BY r.task_id, coalesce(r.model, '(none)')
-                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_model
-    FROM runs r JOIN tasks t ON t.id = r.task_id JOIN origin o ON o.task_id = r.task_id
+    {ARCHIVE_FLAGGED}
     WHERE r.task_id = {_IDS} AND r.finished_at IS NOT NULL
 )
 INSERT INTO cost_archive AS a ({ARCHIVE_COLUMNS})

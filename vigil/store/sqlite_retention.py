@@ -22,6 +22,7 @@ from __future__ import annotations
 from vigil.store.portable import (
     ARCHIVE_ADD,
     ARCHIVE_COLUMNS,
+    ARCHIVE_FLAGGED,
     ARCHIVE_KEY,
 )
 
@@ -48,10 +49,9 @@ WHERE t.id IN (SELECT value FROM json_each(:ids))
 ORDER BY t.id
 """
 
-# The archive rows of the doomed tasks' finished runs. The four flags mark one run
-# per task and grouping (its last run overall, in its hour, in its UTC day, with its
-# model) so that a roll-up counts each task once per group (sqlite_schema V2). The
-# sensor origin is the root of the task's parent chain, read while it still exists.
+# The archive rows of the doomed tasks' finished runs, flagged as ARCHIVE_FLAGGED
+# says (sqlite_schema V2). The sensor origin is the root of the task's parent chain,
+# read while it still exists.
 SQL_ARCHIVE_RUNS = f"""
 WITH RECURSIVE doomed(id) AS (SELECT value FROM json_each(:ids)),
 chain(task_id, parent_id, source) AS (
@@ -64,17 +64,7 @@ origin(task_id, sensor) AS (
     FROM chain WHERE parent_id IS NULL
 ),
 flagged AS (
-    SELECT r.*, t.skills, t.source, o.sensor,
-           (r.finished_at / 3600000) * 3600000 AS hour_ms,
-           coalesce(r.model, '(none)') AS model_key,
-           row_number() OVER (PARTITION BY r.task_id ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_any,
-           row_number() OVER (PARTITION BY r.task_id, r.finished_at / 3600000
-                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_hour,
-           row_number() OVER (PARTITION BY r.task_id, r.finished_at / 86400000
-                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_day,
-           row_number() OVER (PARTITION BY r.task_id, coalesce(r.model, '(none)')
-                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_model
-    FROM runs r JOIN tasks t ON t.id = r.task_id JOIN origin o ON o.task_id = r.task_id
+    {ARCHIVE_FLAGGED}
     WHERE r.task_id IN doomed AND r.finished_at IS NOT NULL
 )
 INSERT INTO cost_archive AS a ({ARCHIVE_COLUMNS})
