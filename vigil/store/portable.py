@@ -1,11 +1,21 @@
 """The statements both backends run as written: standard SQL with ``:name``
 parameters (``now`` is the store clock's epoch ms). ``sqlite_queries`` and
 ``postgres_queries`` both export them; the PostgreSQL ``Tx`` rewrites each to
-psycopg's ``%(name)s`` once (``postgres_db.dialect``). A statement that needs a
-backend's own syntax lives in that backend's queries module instead.
+psycopg's ``%(name)s`` once (``dialect``). A statement that needs a backend's own
+syntax lives in that backend's queries module instead; one whose shape is shared but
+whose pieces are not (the cost roll-ups) is built here from the backend's pieces.
 """
 
 from __future__ import annotations
+
+import re
+
+
+def dialect(sql: str) -> str:
+    """A ``portable`` statement in psycopg's style: ``:name`` becomes ``%(name)s``
+    (a ``::`` cast is left alone), a literal ``%`` becomes ``%%``."""
+    return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql.replace("%", "%%"))
+
 
 SQL_ADD_DEP = "INSERT INTO task_deps (task_id, depends_on) VALUES (:task_id, :depends_on) ON CONFLICT DO NOTHING"
 
@@ -292,3 +302,56 @@ UPDATE tasks SET status = CASE WHEN attempt_count > max_retries THEN 'failed' EL
 WHERE id = :id AND status = 'active' AND cancel_requested = 0
 RETURNING *
 """
+
+
+# --- cost reports (``sqlite_costs``, ``postgres_costs``) -----------------------------
+
+# Pruned tasks' spend is in the archive, by hour or folded day (one counts whole, as
+# in the roll-ups: for a budget that errs on the side of spend).
+SQL_SPEND_SINCE = """
+SELECT CAST((SELECT coalesce(sum(cost_usd), 0) FROM runs WHERE finished_at >= :since)
+            + (SELECT coalesce(sum(cost_usd), 0) FROM cost_archive
+               WHERE start_ms > :since - 86400000 AND start_ms + span_ms > :since) AS double precision) AS spent
+"""
+
+
+def cost_rollup(
+    live: tuple[str, str], archived: tuple[str, str, str], *, by_time: bool, with_sql: str = "", collate: str = ""
+) -> str:
+    """One ``SQL_COST_ROLLUP`` statement from a backend's pieces: ``live`` is the key
+    expression over the runs and their FROM (``r`` is the run), ``archived`` the key
+    expression over ``cost_archive a``, its task-count column and any joins;
+    ``with_sql`` a WITH clause the live FROM uses; ``collate`` the sort order of keys.
+
+    Live and archived runs are summed per key (a task is either live or archived:
+    prune takes all its runs, so adding the two task counts is exact). An archived
+    hour, or a folded day, counts whole when :since falls inside it (no archive row
+    starts more than a day before the runs it may count). Newest key first by time,
+    else the dearest first."""
+    live_key, live_from = live
+    archived_key, tasks, joins = archived
+    order = f"key{collate} DESC" if by_time else f"cost_usd DESC, key{collate}"
+    # GROUP BY 1, not key: SQLite's json_each (the skills) has a column of that name.
+    return f"""{with_sql}
+SELECT key, CAST(sum(runs) AS bigint) AS runs, CAST(sum(tasks) AS bigint) AS tasks,
+       CAST(coalesce(sum(cost_usd), 0) AS double precision) AS cost_usd,
+       CAST(coalesce(sum(api_cost_usd), 0) AS double precision) AS api_cost_usd,
+       CAST(coalesce(sum(tokens_in), 0) AS bigint) AS tokens_in,
+       CAST(coalesce(sum(tokens_out), 0) AS bigint) AS tokens_out,
+       CAST(coalesce(sum(cache_read_tokens), 0) AS bigint) AS cache_read_tokens,
+       CAST(coalesce(sum(cache_write_tokens), 0) AS bigint) AS cache_write_tokens
+FROM (
+    SELECT {live_key} AS key, count(*) AS runs, count(DISTINCT r.task_id) AS tasks,
+           sum(r.cost_usd) AS cost_usd, sum(r.api_cost_usd) AS api_cost_usd,
+           sum(r.tokens_in) AS tokens_in, sum(r.tokens_out) AS tokens_out,
+           sum(r.cache_read_tokens) AS cache_read_tokens, sum(r.cache_write_tokens) AS cache_write_tokens
+    FROM {live_from} WHERE r.finished_at >= :since GROUP BY 1
+    UNION ALL
+    SELECT {archived_key} AS key, sum(a.runs) AS runs, sum(a.{tasks}) AS tasks,
+           sum(a.cost_usd) AS cost_usd, sum(a.api_cost_usd) AS api_cost_usd,
+           sum(a.tokens_in) AS tokens_in, sum(a.tokens_out) AS tokens_out,
+           sum(a.cache_read_tokens) AS cache_read_tokens, sum(a.cache_write_tokens) AS cache_write_tokens
+    FROM cost_archive a {joins}
+    WHERE a.start_ms > :since - 86400000 AND a.start_ms + a.span_ms > :since GROUP BY 1
+) AS u
+GROUP BY key ORDER BY {order}"""

@@ -17,7 +17,6 @@ from vigil.store.portable import *  # noqa: F403 -- the statements both backends
 
 # The roll-ups live in postgres_costs; re-exported here, where Queries looks for them.
 from vigil.store.postgres_costs import SQL_COST_ROLLUP as SQL_COST_ROLLUP  # noqa: PLC0414
-from vigil.store.postgres_costs import SQL_SPEND_SINCE as SQL_SPEND_SINCE  # noqa: PLC0414
 from vigil.store.postgres_schema import LOCK_KEY
 
 if TYPE_CHECKING:

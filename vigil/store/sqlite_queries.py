@@ -18,7 +18,6 @@ from vigil.store.rows import row_to_note
 
 # The roll-ups live in sqlite_costs; re-exported here, where Queries looks for them.
 from vigil.store.sqlite_costs import SQL_COST_ROLLUP as SQL_COST_ROLLUP  # noqa: PLC0414
-from vigil.store.sqlite_costs import SQL_SPEND_SINCE as SQL_SPEND_SINCE  # noqa: PLC0414
 
 if TYPE_CHECKING:
     from vigil.store.transaction import PruneQueries, Tx
