@@ -17,6 +17,36 @@ def dialect(sql: str) -> str:
     return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql.replace("%", "%%"))
 
 
+# A new task, deduplicated in the insert itself: an ``open`` key conflicts through
+# ux_tasks_open_key, an ``ever`` key through ux_tasks_ever_key or the NOT EXISTS over
+# every earlier row or the keys of pruned tasks (retired_keys). DO NOTHING has no
+# target on purpose: those indexes are the only unique constraints a new row can
+# meet, and NOT NULL / CHECK failures still raise.
+_ADD_TASK_COLUMNS = """
+INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
+                   parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
+                   status, approval, model, workdir)"""
+
+
+def add_task_sql(values: str) -> tuple[str, str]:
+    """``SQL_ADD_TASK`` and ``SQL_ADD_TASK_EVER`` around a backend's ``values`` (the
+    new row's expressions over the named parameters). The ``open`` scope, by far the
+    common one, needs no NOT EXISTS, so it is a plain VALUES insert."""
+    plain = f"""{_ADD_TASK_COLUMNS}
+VALUES ({values})
+ON CONFLICT DO NOTHING
+RETURNING id
+"""
+    ever = f"""{_ADD_TASK_COLUMNS}
+SELECT {values}
+WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE source_key = :source_key)
+  AND NOT EXISTS (SELECT 1 FROM retired_keys WHERE source_key = :source_key)
+ON CONFLICT DO NOTHING
+RETURNING id
+"""
+    return plain, ever
+
+
 SQL_ADD_DEP = "INSERT INTO task_deps (task_id, depends_on) VALUES (:task_id, :depends_on) ON CONFLICT DO NOTHING"
 
 # The task a dedup hit names: the open holder (ux_tasks_open_key), else the newest

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from vigil.models import Claim, Note, TaskStatus
 from vigil.store import postgres_retention
 from vigil.store.portable import *  # noqa: F403 -- the statements both backends share
+from vigil.store.portable import add_task_sql, dialect
 
 # The roll-ups live in postgres_costs; re-exported here, where Queries looks for them.
 from vigil.store.postgres_costs import SQL_COST_ROLLUP as SQL_COST_ROLLUP  # noqa: PLC0414
@@ -26,33 +27,14 @@ prune: PruneQueries = postgres_retention  # the SQL of Store.prune
 
 _OPEN = "('pending', 'active', 'blocked')"
 
-# A new task, deduplicated in the insert itself: an ``open`` key conflicts through
-# ux_tasks_open_key, an ``ever`` key through ux_tasks_ever_key or the NOT EXISTS over
-# every earlier row or the keys of pruned tasks (retired_keys). DO NOTHING has no
-# target on purpose: those indexes are the only unique constraints a new row can
-# meet, and NOT NULL / CHECK failures still raise.
-# Casts: in INSERT … SELECT an untyped parameter would otherwise be taken as text.
-_ADD_TASK_COLUMNS = """
-INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
-                   parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
-                   status, approval, model, workdir)"""
-_ADD_TASK_VALUES = """%(subject)s::text, %(description)s::text, %(skills)s::jsonb, %(priority)s::int,
-       %(source)s::text, %(source_key)s::text, %(dedup)s::text, %(parent_id)s::bigint,
-       %(scheduled_for)s::bigint, %(now)s::bigint, %(now)s::bigint, %(actor)s::text, %(max_retries)s::int,
-       CASE WHEN %(approval)s::bool THEN 'blocked' ELSE 'pending' END,
-       CASE WHEN %(approval)s::bool THEN 'pending' END, %(model)s::text, %(workdir)s::text"""
-SQL_ADD_TASK = f"""{_ADD_TASK_COLUMNS}
-VALUES ({_ADD_TASK_VALUES})
-ON CONFLICT DO NOTHING
-RETURNING id
-"""
-SQL_ADD_TASK_EVER = f"""{_ADD_TASK_COLUMNS}
-SELECT {_ADD_TASK_VALUES}
-WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE source_key = %(source_key)s::text)
-  AND NOT EXISTS (SELECT 1 FROM retired_keys WHERE source_key = %(source_key)s::text)
-ON CONFLICT DO NOTHING
-RETURNING id
-"""
+# The new row's values (``portable.add_task_sql``), cast: in INSERT … SELECT an
+# untyped parameter would otherwise be taken as text.
+_ADD_TASK_VALUES = """:subject::text, :description::text, :skills::jsonb, :priority::int,
+       :source::text, :source_key::text, :dedup::text, :parent_id::bigint,
+       :scheduled_for::bigint, :now::bigint, :now::bigint, :actor::text, :max_retries::int,
+       CASE WHEN :approval::bool THEN 'blocked' ELSE 'pending' END,
+       CASE WHEN :approval::bool THEN 'pending' END, :model::text, :workdir::text"""
+SQL_ADD_TASK, SQL_ADD_TASK_EVER = (dialect(sql) for sql in add_task_sql(_ADD_TASK_VALUES))
 
 
 # The most urgent due task: one index seek (ix_tasks_claim) per priority level, most

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Claim, TaskStatus
 from vigil.store import sqlite_retention
 from vigil.store.portable import *  # noqa: F403 -- the statements both backends share
-from vigil.store.portable import SQL_LIST_NOTES, SQL_SET_LOOP_VALUE
+from vigil.store.portable import SQL_LIST_NOTES, SQL_SET_LOOP_VALUE, add_task_sql
 from vigil.store.rows import row_to_note
 
 # The roll-ups live in sqlite_costs; re-exported here, where Queries looks for them.
@@ -26,33 +26,12 @@ _PRIORITIES = range(MIN_PRIORITY, MAX_PRIORITY + 1)
 
 prune: PruneQueries = sqlite_retention  # the SQL of Store.prune
 
-# A new task, deduplicated in the insert itself: an ``open`` key conflicts through
-# ux_tasks_open_key, an ``ever`` key through ux_tasks_ever_key or the NOT EXISTS over
-# every earlier row or the keys of pruned tasks (retired_keys). DO NOTHING has no
-# target on purpose: those indexes are the only unique constraints on tasks, and
-# NOT NULL / CHECK failures still raise.
-# The ``open`` scope, by far the common one, needs no NOT EXISTS, so it is a plain
-# VALUES insert.
-_ADD_TASK_COLUMNS = """
-INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
-                   parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
-                   status, approval, model, workdir)"""
+# The new row's values (``portable.add_task_sql``).
 _ADD_TASK_VALUES = """:subject, :description, :skills, :priority, :source, :source_key, :dedup, :parent_id,
        :scheduled_for, :now, :now, :actor, :max_retries,
        CASE WHEN :approval THEN 'blocked' ELSE 'pending' END, CASE WHEN :approval THEN 'pending' END,
        :model, :workdir"""
-SQL_ADD_TASK = f"""{_ADD_TASK_COLUMNS}
-VALUES ({_ADD_TASK_VALUES})
-ON CONFLICT DO NOTHING
-RETURNING id
-"""
-SQL_ADD_TASK_EVER = f"""{_ADD_TASK_COLUMNS}
-SELECT {_ADD_TASK_VALUES}
-WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE source_key = :source_key)
-  AND NOT EXISTS (SELECT 1 FROM retired_keys WHERE source_key = :source_key)
-ON CONFLICT DO NOTHING
-RETURNING id
-"""
+SQL_ADD_TASK, SQL_ADD_TASK_EVER = add_task_sql(_ADD_TASK_VALUES)
 
 
 def _next_due_id(most_urgent_last: int) -> str:
