@@ -70,6 +70,54 @@ SQL_RENEW_LEASE = """
 UPDATE tasks SET lease_until = :lease_until WHERE id = :id AND claimed_by = :worker RETURNING cancel_requested
 """
 
+# The queue as the TUI shows it: every active task (by id), then the waiting ones,
+# due first in claim order, then not-yet-due and blocked, at most :limit of them.
+SQL_QUEUE = """
+SELECT * FROM (SELECT * FROM tasks WHERE status = 'active' ORDER BY id) AS running
+UNION ALL
+SELECT * FROM (SELECT * FROM tasks WHERE status IN ('pending', 'blocked')
+               ORDER BY status = 'blocked', (waiting_on > 0 OR scheduled_for > :now),
+                        CASE WHEN waiting_on = 0 AND scheduled_for <= :now THEN priority END,
+                        scheduled_for, priority, id
+               LIMIT :limit) AS waiting
+"""
+
+
+def recover_sql(worker_matches: str) -> str:
+    """``SQL_RECOVER``: settles the task of a run a dead dispatcher left open,
+    requeued (attempt counted) or finished; only while the run's worker still holds
+    it, like SQL_FINISH. ``worker_matches`` compares ``claimed_by`` with :worker,
+    NULL matching NULL (SQLite's ``IS``, PostgreSQL's ``IS NOT DISTINCT FROM``)."""
+    return f"""
+UPDATE tasks SET status = :status,
+       scheduled_for = CASE WHEN :status = 'pending' THEN CAST(:retry_at AS bigint) ELSE scheduled_for END,
+       completed_at = CASE WHEN :status = 'pending' THEN completed_at ELSE :now END,
+       updated_at = :now, updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
+       result_summary = :summary
+WHERE id = :task_id AND status = 'active' AND {worker_matches}
+"""
+
+
+def sensor_run_sql(state: str) -> str:
+    """``SQL_RECORD_SENSOR_RUN``: a sensor's run upserted into its row; ``state`` is
+    the :state parameter as the backend's JSON column takes it (NULL keeps the
+    saved state)."""
+    return f"""
+INSERT INTO sensor_state (name, last_run_at, last_duration_ms, last_status, last_error,
+                          consecutive_failures, created_last, ignored_last, dropped_last,
+                          rejected_last, next_due_at, state)
+VALUES (:name, :started_at, :duration_ms, :status, :error, :failures, :created, :ignored,
+        :dropped, :rejected, :next_due_at, coalesce({state}, '{{}}'))
+ON CONFLICT (name) DO UPDATE SET
+    last_run_at = excluded.last_run_at, last_duration_ms = excluded.last_duration_ms,
+    last_status = excluded.last_status, last_error = excluded.last_error,
+    consecutive_failures = excluded.consecutive_failures, created_last = excluded.created_last,
+    ignored_last = excluded.ignored_last, dropped_last = excluded.dropped_last,
+    rejected_last = excluded.rejected_last,
+    next_due_at = excluded.next_due_at, state = coalesce({state}, sensor_state.state)
+"""
+
+
 SQL_ACTIVE_TASKS = "SELECT * FROM tasks WHERE status = 'active' ORDER BY id"
 
 SQL_GET_TASK = "SELECT * FROM tasks WHERE id = :id"

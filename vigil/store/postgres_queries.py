@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from vigil.models import Claim, Note, TaskStatus
 from vigil.store import postgres_retention
 from vigil.store.portable import *  # noqa: F403 -- the statements both backends share
-from vigil.store.portable import add_task_sql, dialect
+from vigil.store.portable import add_task_sql, dialect, recover_sql, sensor_run_sql
 
 # The roll-ups live in postgres_costs; re-exported here, where Queries looks for them.
 from vigil.store.postgres_costs import SQL_COST_ROLLUP as SQL_COST_ROLLUP  # noqa: PLC0414
@@ -125,16 +125,6 @@ ORDER BY id DESC LIMIT %(limit)s
 # Summed over the per-session slots (see postgres_schema).
 SQL_COUNT_BY_STATUS = "SELECT status, sum(n)::bigint AS n FROM status_counts GROUP BY status"
 
-SQL_QUEUE = """
-(SELECT * FROM tasks WHERE status = 'active' ORDER BY id)
-UNION ALL
-(SELECT * FROM tasks WHERE status IN ('pending', 'blocked')
- ORDER BY status = 'blocked', (waiting_on > 0 OR scheduled_for > %(now)s),
-          CASE WHEN waiting_on = 0 AND scheduled_for <= %(now)s THEN priority END,
-          scheduled_for, priority, id
- LIMIT %(limit)s)
-"""
-
 
 # --- dispatching --------------------------------------------------------------------
 
@@ -142,35 +132,13 @@ UNION ALL
 SQL_OPEN_RUNS = "SELECT * FROM runs WHERE finished_at IS NULL ORDER BY id"
 # Locked: two dispatchers recovering the same dead run settle it once.
 SQL_GET_RUN_FOR_UPDATE = "SELECT * FROM runs WHERE id = %(id)s FOR UPDATE"
-
-SQL_RECOVER = """
-UPDATE tasks SET status = %(status)s,
-       scheduled_for = CASE WHEN %(status)s = 'pending' THEN %(retry_at)s::bigint ELSE scheduled_for END,
-       completed_at = CASE WHEN %(status)s = 'pending' THEN completed_at ELSE %(now)s END,
-       updated_at = %(now)s, updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
-       result_summary = %(summary)s
-WHERE id = %(task_id)s AND status = 'active' AND claimed_by IS NOT DISTINCT FROM %(worker)s::text
-"""
+SQL_RECOVER = dialect(recover_sql("claimed_by IS NOT DISTINCT FROM :worker::text"))
 
 
 # --- sensors and loop state ---------------------------------------------------------------
 
 SQL_SENSOR_STATES = 'SELECT * FROM sensor_state ORDER BY name COLLATE "C"'
-
-SQL_RECORD_SENSOR_RUN = """
-INSERT INTO sensor_state (name, last_run_at, last_duration_ms, last_status, last_error,
-                          consecutive_failures, created_last, ignored_last, dropped_last,
-                          rejected_last, next_due_at, state)
-VALUES (%(name)s, %(started_at)s, %(duration_ms)s, %(status)s, %(error)s, %(failures)s, %(created)s,
-        %(ignored)s, %(dropped)s, %(rejected)s, %(next_due_at)s, coalesce(%(state)s::jsonb, '{}'))
-ON CONFLICT (name) DO UPDATE SET
-    last_run_at = excluded.last_run_at, last_duration_ms = excluded.last_duration_ms,
-    last_status = excluded.last_status, last_error = excluded.last_error,
-    consecutive_failures = excluded.consecutive_failures, created_last = excluded.created_last,
-    ignored_last = excluded.ignored_last, dropped_last = excluded.dropped_last,
-    rejected_last = excluded.rejected_last,
-    next_due_at = excluded.next_due_at, state = coalesce(%(state)s::jsonb, sensor_state.state)
-"""
+SQL_RECORD_SENSOR_RUN = dialect(sensor_run_sql(":state::jsonb"))
 
 
 # Written only over the expected value (compared as JSON), in the one statement.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Claim, TaskStatus
 from vigil.store import sqlite_retention
 from vigil.store.portable import *  # noqa: F403 -- the statements both backends share
-from vigil.store.portable import SQL_LIST_NOTES, SQL_SET_LOOP_VALUE, add_task_sql
+from vigil.store.portable import SQL_LIST_NOTES, SQL_SET_LOOP_VALUE, add_task_sql, recover_sql, sensor_run_sql
 from vigil.store.rows import row_to_note
 
 # The roll-ups live in sqlite_costs; re-exported here, where Queries looks for them.
@@ -104,31 +104,12 @@ def search_tasks_sql(statuses: Collection[TaskStatus]) -> str:
 # Kept by triggers in the same transaction as every status change: no count(*).
 SQL_COUNT_BY_STATUS = "SELECT status, n FROM status_counts"
 
-SQL_QUEUE = """
-SELECT * FROM tasks WHERE status = 'active'
-UNION ALL
-SELECT * FROM (SELECT * FROM tasks WHERE status IN ('pending', 'blocked')
-               ORDER BY status = 'blocked', waiting_on > 0 OR scheduled_for > :now,
-                        CASE WHEN waiting_on = 0 AND scheduled_for <= :now THEN priority END,
-                        scheduled_for, priority, id
-               LIMIT :limit)
-"""
-
 
 # ``+id``: ordering by the bare rowid makes SQLite walk every run in id order instead
 # of the few rows of the partial index ix_runs_open (a full scan of the history).
 SQL_OPEN_RUNS = "SELECT * FROM runs WHERE finished_at IS NULL ORDER BY +id"
+SQL_RECOVER = recover_sql("claimed_by IS :worker")
 
-# Settles the task of a run a dead dispatcher left open: requeued (attempt counted)
-# or finished. Only while the run's worker still holds it, like SQL_FINISH.
-SQL_RECOVER = """
-UPDATE tasks SET status = :status,
-       scheduled_for = CASE WHEN :status = 'pending' THEN :retry_at ELSE scheduled_for END,
-       completed_at = CASE WHEN :status = 'pending' THEN completed_at ELSE :now END,
-       updated_at = :now, updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
-       result_summary = :summary
-WHERE id = :task_id AND status = 'active' AND claimed_by IS :worker
-"""
 
 # History search: ``+status`` keeps the planner off ix_tasks_status_id so it walks
 # the primary key downwards and stops at LIMIT matches (no sort of every finished row).
@@ -140,20 +121,6 @@ WHERE +status IN ({statuses}) AND id < :before_id
 ORDER BY id DESC LIMIT :limit
 """
 
-SQL_RECORD_SENSOR_RUN = """
-INSERT INTO sensor_state (name, last_run_at, last_duration_ms, last_status, last_error,
-                          consecutive_failures, created_last, ignored_last, dropped_last,
-                          rejected_last, next_due_at, state)
-VALUES (:name, :started_at, :duration_ms, :status, :error, :failures, :created, :ignored,
-        :dropped, :rejected, :next_due_at, coalesce(:state, '{}'))
-ON CONFLICT (name) DO UPDATE SET
-    last_run_at = excluded.last_run_at, last_duration_ms = excluded.last_duration_ms,
-    last_status = excluded.last_status, last_error = excluded.last_error,
-    consecutive_failures = excluded.consecutive_failures, created_last = excluded.created_last,
-    ignored_last = excluded.ignored_last, dropped_last = excluded.dropped_last,
-    rejected_last = excluded.rejected_last,
-    next_due_at = excluded.next_due_at, state = coalesce(:state, sensor_state.state)
-"""
 
 # --- guardrails: flood limits, spend, approvals ------------------------------------
 
@@ -169,6 +136,7 @@ ON CONFLICT (key) DO UPDATE SET
 
 
 SQL_SENSOR_STATES = "SELECT * FROM sensor_state ORDER BY name"
+SQL_RECORD_SENSOR_RUN = sensor_run_sql(":state")
 SQL_LOOP_VALUE = "SELECT value FROM loop_state WHERE key = :key"
 
 
