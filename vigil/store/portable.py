@@ -292,11 +292,28 @@ ARCHIVE_KEY = "start_ms, span_ms, skills, source, model, sensor"
 ARCHIVE_COLUMNS = f"""{ARCHIVE_KEY}, runs, tasks_last, tasks_hour, tasks_day, tasks_model,
     cost_usd, api_cost_usd, tokens_in, tokens_out, cache_read_tokens, cache_write_tokens"""
 
+
+def origin_chain(roots: str) -> str:
+    """The CTEs ``chain`` and ``origin(task_id, sensor)`` (after ``WITH RECURSIVE``):
+    for each task ``roots`` selects (``id, parent_id, source`` of ``tasks t``), the
+    sensor at the root of its parent chain ("feeds" for a follow-up of a follow-up
+    of a ``sensor:feeds`` task; ``(none)`` when the root is not a sensor's)."""
+    return f"""chain(task_id, parent_id, source) AS (
+    {roots}
+    UNION ALL
+    SELECT c.task_id, p.parent_id, p.source FROM chain c JOIN tasks p ON p.id = c.parent_id
+),
+origin(task_id, sensor) AS (
+    SELECT task_id, CASE WHEN source LIKE 'sensor:%' THEN substr(source, 8) ELSE '(none)' END
+    FROM chain WHERE parent_id IS NULL
+)"""
+
+
 # The runs to archive with four flags that mark one run per task and grouping (its
 # last run overall, in its hour, in its UTC day, with its model), so that a roll-up
 # counts each task once per group (schema V2). Each backend's ``SQL_ARCHIVE_RUNS``
-# defines ``origin`` (the sensor at the root of each task's parent chain) and adds
-# the WHERE that picks the doomed tasks' finished runs.
+# defines ``origin`` (``origin_chain``) and adds the WHERE that picks the doomed
+# tasks' finished runs.
 ARCHIVE_FLAGGED = """
     SELECT r.*, t.skills, t.source, o.sensor,
            (r.finished_at / 3600000) * 3600000 AS hour_ms,

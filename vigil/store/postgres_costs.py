@@ -9,7 +9,7 @@ whole when the window starts inside it, as on SQLite.
 from __future__ import annotations
 
 from vigil.store import CostGroup
-from vigil.store.portable import cost_rollup, dialect
+from vigil.store.portable import cost_rollup, dialect, origin_chain
 
 
 def _utc(epoch_ms: str, pattern: str) -> str:
@@ -20,16 +20,10 @@ _DAY, _HOUR = "YYYY-MM-DD", 'YYYY-MM-DD"T"HH24'
 _SKILLS_OF = "LEFT JOIN LATERAL jsonb_array_elements_text({0}.skills) AS s (value) ON true"
 
 # Each run counts for the sensor at the root of its task's parent chain.
-_ORIGIN = """WITH RECURSIVE chain(task_id, parent_id, source) AS (
-    SELECT DISTINCT t.id, t.parent_id, t.source FROM runs r JOIN tasks t ON t.id = r.task_id
-    WHERE r.finished_at >= :since
-    UNION ALL
-    SELECT c.task_id, p.parent_id, p.source FROM chain c JOIN tasks p ON p.id = c.parent_id
-),
-origin(task_id, key) AS (
-    SELECT task_id, CASE WHEN source LIKE 'sensor:%' THEN substr(source, 8) ELSE '(none)' END
-    FROM chain WHERE parent_id IS NULL
-)"""
+_ORIGIN = "WITH RECURSIVE " + origin_chain(
+    "SELECT DISTINCT t.id, t.parent_id, t.source FROM runs r JOIN tasks t ON t.id = r.task_id "
+    "WHERE r.finished_at >= :since"
+)
 
 # The live runs' part of a roll-up: (key expression, FROM and joins).
 _LIVE = {
@@ -41,7 +35,7 @@ _LIVE = {
         "coalesce(s.value, '(none)')",
         "runs r JOIN tasks t ON t.id = r.task_id " + _SKILLS_OF.format("t"),
     ),
-    CostGroup.SENSOR: ("coalesce(o.key, '(none)')", "runs r LEFT JOIN origin o ON o.task_id = r.task_id"),
+    CostGroup.SENSOR: ("coalesce(o.sensor, '(none)')", "runs r LEFT JOIN origin o ON o.task_id = r.task_id"),
 }
 # The pruned runs' part (postgres_schema V2): (key expression, task count column, joins).
 _ARCHIVED = {

@@ -19,6 +19,8 @@ from vigil.store.portable import (
     ARCHIVE_COLUMNS,
     ARCHIVE_FLAGGED,
     ARCHIVE_KEY,
+    dialect,
+    origin_chain,
 )
 
 # Run as written on both backends; re-exported here, where PruneQueries looks for them.
@@ -44,20 +46,12 @@ FOR UPDATE OF t
 
 # The archive rows of the doomed tasks' finished runs, flagged as ARCHIVE_FLAGGED
 # says (postgres_schema V2). The sensor origin is the root of the task's parent chain,
-# read while it still exists.
-SQL_ARCHIVE_RUNS = f"""
-WITH RECURSIVE chain(task_id, parent_id, source) AS (
-    SELECT t.id, t.parent_id, t.source FROM tasks t WHERE t.id = {_IDS}
-    UNION ALL
-    SELECT c.task_id, p.parent_id, p.source FROM chain c JOIN tasks p ON p.id = c.parent_id
-),
-origin(task_id, sensor) AS (
-    SELECT task_id, CASE WHEN source LIKE 'sensor:%%' THEN substr(source, 8) ELSE '(none)' END
-    FROM chain WHERE parent_id IS NULL
-),
+# read while it still exists. Written with :name parameters, as portable's fragments.
+SQL_ARCHIVE_RUNS = dialect(f"""
+WITH RECURSIVE {origin_chain("SELECT t.id, t.parent_id, t.source FROM tasks t WHERE t.id = ANY(:ids::bigint[])")},
 flagged AS (
     {ARCHIVE_FLAGGED}
-    WHERE r.task_id = {_IDS} AND r.finished_at IS NOT NULL
+    WHERE r.task_id = ANY(:ids::bigint[]) AND r.finished_at IS NOT NULL
 )
 INSERT INTO cost_archive AS a ({ARCHIVE_COLUMNS})
 SELECT hour_ms, 3600000, skills, source, model_key, sensor, count(*), count(*) FILTER (WHERE last_any),
@@ -66,7 +60,7 @@ SELECT hour_ms, 3600000, skills, source, model_key, sensor, count(*), count(*) F
        sum(cache_read_tokens), sum(cache_write_tokens)
 FROM flagged
 GROUP BY hour_ms, skills, source, model_key, sensor
-ON CONFLICT ({ARCHIVE_KEY}) DO UPDATE SET {ARCHIVE_ADD}"""
+ON CONFLICT ({ARCHIVE_KEY}) DO UPDATE SET {ARCHIVE_ADD}""")
 
 # What the doomed tasks take with them, counted before the delete cascades; the
 # parents and dependencies they free; their transcripts.

@@ -9,20 +9,14 @@ inside it.
 from __future__ import annotations
 
 from vigil.store import CostGroup
-from vigil.store.portable import cost_rollup
+from vigil.store.portable import cost_rollup, origin_chain
 
 # Each run counts for the sensor at the root of its task's parent chain, so the
 # follow-ups an agent added while working on a sensor's task count for that sensor.
-_ORIGIN = """WITH RECURSIVE chain(task_id, parent_id, source) AS (
-    SELECT DISTINCT t.id, t.parent_id, t.source FROM runs r CROSS JOIN tasks t ON t.id = r.task_id
-    WHERE r.finished_at >= :since
-    UNION ALL
-    SELECT c.task_id, p.parent_id, p.source FROM chain c JOIN tasks p ON p.id = c.parent_id
-),
-origin(task_id, key) AS (
-    SELECT task_id, CASE WHEN source LIKE 'sensor:%' THEN substr(source, 8) ELSE '(none)' END
-    FROM chain WHERE parent_id IS NULL
-)"""
+_ORIGIN = "WITH RECURSIVE " + origin_chain(
+    "SELECT DISTINCT t.id, t.parent_id, t.source FROM runs r CROSS JOIN tasks t ON t.id = r.task_id "
+    "WHERE r.finished_at >= :since"
+)
 
 # The live runs' part of a roll-up: (key expression, FROM and joins). Every roll-up
 # starts from the runs in the window (ix_runs_finished). CROSS JOIN keeps SQLite to
@@ -38,7 +32,7 @@ _LIVE = {
         "coalesce(s.value, '(none)')",
         "runs r CROSS JOIN tasks t ON t.id = r.task_id LEFT JOIN json_each(t.skills) s",
     ),
-    CostGroup.SENSOR: ("coalesce(o.key, '(none)')", "runs r LEFT JOIN origin o ON o.task_id = r.task_id"),
+    CostGroup.SENSOR: ("coalesce(o.sensor, '(none)')", "runs r LEFT JOIN origin o ON o.task_id = r.task_id"),
 }
 # The pruned runs' part (sqlite_schema V2): (key expression, task count column, joins).
 _ARCHIVED = {

@@ -24,6 +24,7 @@ from vigil.store.portable import (
     ARCHIVE_COLUMNS,
     ARCHIVE_FLAGGED,
     ARCHIVE_KEY,
+    origin_chain,
 )
 
 # Run as written on both backends; re-exported here, where PruneQueries looks for them.
@@ -54,15 +55,7 @@ ORDER BY t.id
 # read while it still exists.
 SQL_ARCHIVE_RUNS = f"""
 WITH RECURSIVE doomed(id) AS (SELECT value FROM json_each(:ids)),
-chain(task_id, parent_id, source) AS (
-    SELECT t.id, t.parent_id, t.source FROM tasks t WHERE t.id IN doomed
-    UNION ALL
-    SELECT c.task_id, p.parent_id, p.source FROM chain c JOIN tasks p ON p.id = c.parent_id
-),
-origin(task_id, sensor) AS (
-    SELECT task_id, CASE WHEN source LIKE 'sensor:%' THEN substr(source, 8) ELSE '(none)' END
-    FROM chain WHERE parent_id IS NULL
-),
+{origin_chain("SELECT t.id, t.parent_id, t.source FROM tasks t WHERE t.id IN doomed")},
 flagged AS (
     {ARCHIVE_FLAGGED}
     WHERE r.task_id IN doomed AND r.finished_at IS NOT NULL
