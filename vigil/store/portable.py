@@ -1,11 +1,51 @@
 """The statements both backends run as written: standard SQL with ``:name``
 parameters (``now`` is the store clock's epoch ms). ``sqlite_queries`` and
 ``postgres_queries`` both export them; the PostgreSQL ``Tx`` rewrites each to
-psycopg's ``%(name)s`` once (``postgres_db.dialect``). A statement that needs a
-backend's own syntax lives in that backend's queries module instead.
+psycopg's ``%(name)s`` once (``dialect``). A statement that needs a backend's own
+syntax lives in that backend's queries module instead; one whose shape is shared but
+whose pieces are not (the cost roll-ups) is built here from the backend's pieces.
 """
 
 from __future__ import annotations
+
+import re
+
+
+def dialect(sql: str) -> str:
+    """A ``portable`` statement in psycopg's style: ``:name`` becomes ``%(name)s``
+    (a ``::`` cast is left alone), a literal ``%`` becomes ``%%``."""
+    return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql.replace("%", "%%"))
+
+
+# A new task, deduplicated in the insert itself: an ``open`` key conflicts through
+# ux_tasks_open_key, an ``ever`` key through ux_tasks_ever_key or the NOT EXISTS over
+# every earlier row or the keys of pruned tasks (retired_keys). DO NOTHING has no
+# target on purpose: those indexes are the only unique constraints a new row can
+# meet, and NOT NULL / CHECK failures still raise.
+_ADD_TASK_COLUMNS = """
+INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
+                   parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
+                   status, approval, model, workdir)"""
+
+
+def add_task_sql(values: str) -> tuple[str, str]:
+    """``SQL_ADD_TASK`` and ``SQL_ADD_TASK_EVER`` around a backend's ``values`` (the
+    new row's expressions over the named parameters). The ``open`` scope, by far the
+    common one, needs no NOT EXISTS, so it is a plain VALUES insert."""
+    plain = f"""{_ADD_TASK_COLUMNS}
+VALUES ({values})
+ON CONFLICT DO NOTHING
+RETURNING id
+"""
+    ever = f"""{_ADD_TASK_COLUMNS}
+SELECT {values}
+WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE source_key = :source_key)
+  AND NOT EXISTS (SELECT 1 FROM retired_keys WHERE source_key = :source_key)
+ON CONFLICT DO NOTHING
+RETURNING id
+"""
+    return plain, ever
+
 
 SQL_ADD_DEP = "INSERT INTO task_deps (task_id, depends_on) VALUES (:task_id, :depends_on) ON CONFLICT DO NOTHING"
 
@@ -29,6 +69,54 @@ SQL_SET_TASK_EXECUTOR = "UPDATE tasks SET executor = :executor WHERE id = :task_
 SQL_RENEW_LEASE = """
 UPDATE tasks SET lease_until = :lease_until WHERE id = :id AND claimed_by = :worker RETURNING cancel_requested
 """
+
+# The queue as the TUI shows it: every active task (by id), then the waiting ones,
+# due first in claim order, then not-yet-due and blocked, at most :limit of them.
+SQL_QUEUE = """
+SELECT * FROM (SELECT * FROM tasks WHERE status = 'active' ORDER BY id) AS running
+UNION ALL
+SELECT * FROM (SELECT * FROM tasks WHERE status IN ('pending', 'blocked')
+               ORDER BY status = 'blocked', (waiting_on > 0 OR scheduled_for > :now),
+                        CASE WHEN waiting_on = 0 AND scheduled_for <= :now THEN priority END,
+                        scheduled_for, priority, id
+               LIMIT :limit) AS waiting
+"""
+
+
+def recover_sql(worker_matches: str) -> str:
+    """``SQL_RECOVER``: settles the task of a run a dead dispatcher left open,
+    requeued (attempt counted) or finished; only while the run's worker still holds
+    it, like SQL_FINISH. ``worker_matches`` compares ``claimed_by`` with :worker,
+    NULL matching NULL (SQLite's ``IS``, PostgreSQL's ``IS NOT DISTINCT FROM``)."""
+    return f"""
+UPDATE tasks SET status = :status,
+       scheduled_for = CASE WHEN :status = 'pending' THEN CAST(:retry_at AS bigint) ELSE scheduled_for END,
+       completed_at = CASE WHEN :status = 'pending' THEN completed_at ELSE :now END,
+       updated_at = :now, updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
+       result_summary = :summary
+WHERE id = :task_id AND status = 'active' AND {worker_matches}
+"""
+
+
+def sensor_run_sql(state: str) -> str:
+    """``SQL_RECORD_SENSOR_RUN``: a sensor's run upserted into its row; ``state`` is
+    the :state parameter as the backend's JSON column takes it (NULL keeps the
+    saved state)."""
+    return f"""
+INSERT INTO sensor_state (name, last_run_at, last_duration_ms, last_status, last_error,
+                          consecutive_failures, created_last, ignored_last, dropped_last,
+                          rejected_last, next_due_at, state)
+VALUES (:name, :started_at, :duration_ms, :status, :error, :failures, :created, :ignored,
+        :dropped, :rejected, :next_due_at, coalesce({state}, '{{}}'))
+ON CONFLICT (name) DO UPDATE SET
+    last_run_at = excluded.last_run_at, last_duration_ms = excluded.last_duration_ms,
+    last_status = excluded.last_status, last_error = excluded.last_error,
+    consecutive_failures = excluded.consecutive_failures, created_last = excluded.created_last,
+    ignored_last = excluded.ignored_last, dropped_last = excluded.dropped_last,
+    rejected_last = excluded.rejected_last,
+    next_due_at = excluded.next_due_at, state = coalesce({state}, sensor_state.state)
+"""
+
 
 SQL_ACTIVE_TASKS = "SELECT * FROM tasks WHERE status = 'active' ORDER BY id"
 
@@ -191,3 +279,174 @@ UPDATE tasks SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'p
 WHERE id = :task_id AND status = 'active' AND claimed_by = :worker AND {_CLAIM_RUN_OPEN}
 RETURNING *
 """
+
+
+# --- retention (``tx.q.prune``: ``sqlite_retention``, ``postgres_retention``) ------
+
+SQL_PRUNE_WALK = "SELECT id, created_at FROM tasks WHERE id > :after ORDER BY id LIMIT :limit"
+
+SQL_EVENTS_WALK = "SELECT id, at FROM task_events WHERE id > :after ORDER BY id LIMIT :limit"
+
+# The primary key of ``cost_archive``, and every column of a row.
+ARCHIVE_KEY = "start_ms, span_ms, skills, source, model, sensor"
+ARCHIVE_COLUMNS = f"""{ARCHIVE_KEY}, runs, tasks_last, tasks_hour, tasks_day, tasks_model,
+    cost_usd, api_cost_usd, tokens_in, tokens_out, cache_read_tokens, cache_write_tokens"""
+
+
+def origin_chain(roots: str) -> str:
+    """The CTEs ``chain`` and ``origin(task_id, sensor)`` (after ``WITH RECURSIVE``):
+    for each task ``roots`` selects (``id, parent_id, source`` of ``tasks t``), the
+    sensor at the root of its parent chain ("feeds" for a follow-up of a follow-up
+    of a ``sensor:feeds`` task; ``(none)`` when the root is not a sensor's)."""
+    return f"""chain(task_id, parent_id, source) AS (
+    {roots}
+    UNION ALL
+    SELECT c.task_id, p.parent_id, p.source FROM chain c JOIN tasks p ON p.id = c.parent_id
+),
+origin(task_id, sensor) AS (
+    SELECT task_id, CASE WHEN source LIKE 'sensor:%' THEN substr(source, 8) ELSE '(none)' END
+    FROM chain WHERE parent_id IS NULL
+)"""
+
+
+# The runs to archive with four flags that mark one run per task and grouping (its
+# last run overall, in its hour, in its UTC day, with its model), so that a roll-up
+# counts each task once per group (schema V2). Each backend's ``SQL_ARCHIVE_RUNS``
+# defines ``origin`` (``origin_chain``) and adds the WHERE that picks the doomed
+# tasks' finished runs.
+ARCHIVE_FLAGGED = """
+    SELECT r.*, t.skills, t.source, o.sensor,
+           (r.finished_at / 3600000) * 3600000 AS hour_ms,
+           coalesce(r.model, '(none)') AS model_key,
+           row_number() OVER (PARTITION BY r.task_id ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_any,
+           row_number() OVER (PARTITION BY r.task_id, r.finished_at / 3600000
+                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_hour,
+           row_number() OVER (PARTITION BY r.task_id, r.finished_at / 86400000
+                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_day,
+           row_number() OVER (PARTITION BY r.task_id, coalesce(r.model, '(none)')
+                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_model
+    FROM runs r JOIN tasks t ON t.id = r.task_id JOIN origin o ON o.task_id = r.task_id"""
+
+# An archive row that exists already (``INSERT INTO cost_archive AS a … ON CONFLICT
+# (ARCHIVE_KEY) DO UPDATE SET``) takes the new sums on top of its own.
+ARCHIVE_ADD = """
+    runs = a.runs + excluded.runs, tasks_last = a.tasks_last + excluded.tasks_last,
+    tasks_hour = a.tasks_hour + excluded.tasks_hour, tasks_day = a.tasks_day + excluded.tasks_day,
+    tasks_model = a.tasks_model + excluded.tasks_model, cost_usd = a.cost_usd + excluded.cost_usd,
+    api_cost_usd = a.api_cost_usd + excluded.api_cost_usd, tokens_in = a.tokens_in + excluded.tokens_in,
+    tokens_out = a.tokens_out + excluded.tokens_out,
+    cache_read_tokens = a.cache_read_tokens + excluded.cache_read_tokens,
+    cache_write_tokens = a.cache_write_tokens + excluded.cache_write_tokens
+"""
+
+# Rows that ended at or before :before (no row starts less than an hour before its end).
+SQL_DROP_COSTS = f"""
+DELETE FROM cost_archive WHERE ({ARCHIVE_KEY}) IN (
+    SELECT {ARCHIVE_KEY} FROM cost_archive WHERE start_ms <= :before - 3600000 AND start_ms + span_ms <= :before
+    ORDER BY start_ms LIMIT :limit)
+"""
+
+SQL_DROP_KEYS = """
+DELETE FROM retired_keys WHERE source_key IN (
+    SELECT source_key FROM retired_keys WHERE retired_at < :before ORDER BY retired_at LIMIT :limit)
+"""
+
+# Dry run: the rows each step would take as the archive is now.
+SQL_ARCHIVE_PREVIEW = """
+SELECT (SELECT count(*) FROM cost_archive WHERE span_ms = 3600000 AND start_ms < :fold_before) AS folded,
+       (SELECT count(*) FROM cost_archive
+        WHERE start_ms <= :costs_before - 3600000 AND start_ms + span_ms <= :costs_before) AS costs,
+       (SELECT count(*) FROM retired_keys WHERE retired_at < :keys_before) AS keys
+"""
+
+
+# --- flood limits and requested retries ---------------------------------------------
+# A parameter PostgreSQL cannot type from its place (a bare SELECT value, an operand of
+# ``||``, a CASE branch with no typed sibling) is CAST, which SQLite reads the same way.
+
+# Depth the new task would have: 1 for a child of a root task, one more per ancestor.
+# Stops one step past :max_depth, which is all the limit needs to know.
+SQL_FOLLOW_UP_DEPTH = """
+WITH RECURSIVE chain(id, depth) AS (
+    SELECT CAST(:parent_id AS bigint), 1
+    UNION ALL
+    SELECT t.parent_id, c.depth + 1 FROM tasks t JOIN chain c ON t.id = c.id
+    WHERE t.parent_id IS NOT NULL AND c.depth <= :max_depth
+)
+SELECT max(depth) AS depth FROM chain
+"""
+
+# Both counts stop at :cap rows (ix_tasks_parent, ix_tasks_source_created).
+SQL_COUNT_CHILDREN = "SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE parent_id = :parent_id LIMIT :cap) AS x"
+SQL_COUNT_SOURCE_SINCE = """
+SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE source = :source AND created_at > :since LIMIT :cap) AS x
+"""
+
+# An active task asks for a later retry (Store.request_retry). With no retry left it
+# fails for good, as the dispatcher's own retries do; a requested cancel wins (the
+# row does not match, and the dispatcher ends the run).
+SQL_REQUEST_RETRY = """
+UPDATE tasks SET status = CASE WHEN attempt_count > max_retries THEN 'failed' ELSE 'pending' END,
+       scheduled_for = CASE WHEN attempt_count > max_retries THEN scheduled_for ELSE :retry_at END,
+       completed_at = CASE WHEN attempt_count > max_retries THEN CAST(:now AS bigint) END,
+       result_summary = CASE WHEN attempt_count > max_retries
+           THEN 'gave up after ' || attempt_count
+                || CASE WHEN attempt_count = 1 THEN ' attempt: ' ELSE ' attempts: ' END || CAST(:summary AS text)
+           ELSE CAST(:summary AS text) END,
+       updated_at = CAST(:now AS bigint), updated_by = :actor
+WHERE id = :id AND status = 'active' AND cancel_requested = 0
+RETURNING *
+"""
+
+
+# --- cost reports (``sqlite_costs``, ``postgres_costs``) -----------------------------
+
+# Pruned tasks' spend is in the archive, by hour or folded day (one counts whole, as
+# in the roll-ups: for a budget that errs on the side of spend).
+SQL_SPEND_SINCE = """
+SELECT CAST((SELECT coalesce(sum(cost_usd), 0) FROM runs WHERE finished_at >= :since)
+            + (SELECT coalesce(sum(cost_usd), 0) FROM cost_archive
+               WHERE start_ms > :since - 86400000 AND start_ms + span_ms > :since) AS double precision) AS spent
+"""
+
+
+def cost_rollup(
+    live: tuple[str, str], archived: tuple[str, str, str], *, by_time: bool, with_sql: str = "", collate: str = ""
+) -> str:
+    """One ``SQL_COST_ROLLUP`` statement from a backend's pieces: ``live`` is the key
+    expression over the runs and their FROM (``r`` is the run), ``archived`` the key
+    expression over ``cost_archive a``, its task-count column and any joins;
+    ``with_sql`` a WITH clause the live FROM uses; ``collate`` the sort order of keys.
+
+    Live and archived runs are summed per key (a task is either live or archived:
+    prune takes all its runs, so adding the two task counts is exact). An archived
+    hour, or a folded day, counts whole when :since falls inside it (no archive row
+    starts more than a day before the runs it may count). Newest key first by time,
+    else the dearest first."""
+    live_key, live_from = live
+    archived_key, tasks, joins = archived
+    order = f"key{collate} DESC" if by_time else f"cost_usd DESC, key{collate}"
+    # GROUP BY 1, not key: SQLite's json_each (the skills) has a column of that name.
+    return f"""{with_sql}
+SELECT key, CAST(sum(runs) AS bigint) AS runs, CAST(sum(tasks) AS bigint) AS tasks,
+       CAST(coalesce(sum(cost_usd), 0) AS double precision) AS cost_usd,
+       CAST(coalesce(sum(api_cost_usd), 0) AS double precision) AS api_cost_usd,
+       CAST(coalesce(sum(tokens_in), 0) AS bigint) AS tokens_in,
+       CAST(coalesce(sum(tokens_out), 0) AS bigint) AS tokens_out,
+       CAST(coalesce(sum(cache_read_tokens), 0) AS bigint) AS cache_read_tokens,
+       CAST(coalesce(sum(cache_write_tokens), 0) AS bigint) AS cache_write_tokens
+FROM (
+    SELECT {live_key} AS key, count(*) AS runs, count(DISTINCT r.task_id) AS tasks,
+           sum(r.cost_usd) AS cost_usd, sum(r.api_cost_usd) AS api_cost_usd,
+           sum(r.tokens_in) AS tokens_in, sum(r.tokens_out) AS tokens_out,
+           sum(r.cache_read_tokens) AS cache_read_tokens, sum(r.cache_write_tokens) AS cache_write_tokens
+    FROM {live_from} WHERE r.finished_at >= :since GROUP BY 1
+    UNION ALL
+    SELECT {archived_key} AS key, sum(a.runs) AS runs, sum(a.{tasks}) AS tasks,
+           sum(a.cost_usd) AS cost_usd, sum(a.api_cost_usd) AS api_cost_usd,
+           sum(a.tokens_in) AS tokens_in, sum(a.tokens_out) AS tokens_out,
+           sum(a.cache_read_tokens) AS cache_read_tokens, sum(a.cache_write_tokens) AS cache_write_tokens
+    FROM cost_archive a {joins}
+    WHERE a.start_ms > :since - 86400000 AND a.start_ms + a.span_ms > :since GROUP BY 1
+) AS u
+GROUP BY key ORDER BY {order}"""

@@ -40,6 +40,9 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from vigil.errors import DuplicateOpenTask, InputError, StoreBusy, StoreError, VigilError
 from vigil.store import portable, postgres_queries
+
+# The rewrite of portable statements; re-exported, as it was first written here.
+from vigil.store.portable import dialect as dialect  # noqa: PLC0414
 from vigil.store.postgres_schema import CHANGES_CHANNEL, migrate
 from vigil.store.transaction import Params, Queries, Tx
 
@@ -205,12 +208,6 @@ class Changes:
             await self._task
         self._listening = False
         await self._drop_session()
-
-
-def dialect(sql: str) -> str:
-    """A ``portable`` statement in psycopg's style: ``:name`` becomes ``%(name)s``
-    (a ``::`` cast is left alone), a literal ``%`` becomes ``%%``."""
-    return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql.replace("%", "%%"))
 
 
 # Each portable statement, rewritten once; PostgreSQL's own pass through unchanged.

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from vigil.models import Claim, Note, TaskStatus
 from vigil.store import postgres_retention
 from vigil.store.portable import *  # noqa: F403 -- the statements both backends share
+from vigil.store.portable import add_task_sql, dialect, recover_sql, sensor_run_sql
 
 # The roll-ups live in postgres_costs; re-exported here, where Queries looks for them.
 from vigil.store.postgres_costs import SQL_COST_ROLLUP as SQL_COST_ROLLUP  # noqa: PLC0414
-from vigil.store.postgres_costs import SQL_SPEND_SINCE as SQL_SPEND_SINCE  # noqa: PLC0414
 from vigil.store.postgres_schema import LOCK_KEY
 
 if TYPE_CHECKING:
@@ -27,33 +27,14 @@ prune: PruneQueries = postgres_retention  # the SQL of Store.prune
 
 _OPEN = "('pending', 'active', 'blocked')"
 
-# A new task, deduplicated in the insert itself: an ``open`` key conflicts through
-# ux_tasks_open_key, an ``ever`` key through ux_tasks_ever_key or the NOT EXISTS over
-# every earlier row or the keys of pruned tasks (retired_keys). DO NOTHING has no
-# target on purpose: those indexes are the only unique constraints a new row can
-# meet, and NOT NULL / CHECK failures still raise.
-# Casts: in INSERT … SELECT an untyped parameter would otherwise be taken as text.
-_ADD_TASK_COLUMNS = """
-INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
-                   parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
-                   status, approval, model, workdir)"""
-_ADD_TASK_VALUES = """%(subject)s::text, %(description)s::text, %(skills)s::jsonb, %(priority)s::int,
-       %(source)s::text, %(source_key)s::text, %(dedup)s::text, %(parent_id)s::bigint,
-       %(scheduled_for)s::bigint, %(now)s::bigint, %(now)s::bigint, %(actor)s::text, %(max_retries)s::int,
-       CASE WHEN %(approval)s::bool THEN 'blocked' ELSE 'pending' END,
-       CASE WHEN %(approval)s::bool THEN 'pending' END, %(model)s::text, %(workdir)s::text"""
-SQL_ADD_TASK = f"""{_ADD_TASK_COLUMNS}
-VALUES ({_ADD_TASK_VALUES})
-ON CONFLICT DO NOTHING
-RETURNING id
-"""
-SQL_ADD_TASK_EVER = f"""{_ADD_TASK_COLUMNS}
-SELECT {_ADD_TASK_VALUES}
-WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE source_key = %(source_key)s::text)
-  AND NOT EXISTS (SELECT 1 FROM retired_keys WHERE source_key = %(source_key)s::text)
-ON CONFLICT DO NOTHING
-RETURNING id
-"""
+# The new row's values (``portable.add_task_sql``), cast: in INSERT … SELECT an
+# untyped parameter would otherwise be taken as text.
+_ADD_TASK_VALUES = """:subject::text, :description::text, :skills::jsonb, :priority::int,
+       :source::text, :source_key::text, :dedup::text, :parent_id::bigint,
+       :scheduled_for::bigint, :now::bigint, :now::bigint, :actor::text, :max_retries::int,
+       CASE WHEN :approval::bool THEN 'blocked' ELSE 'pending' END,
+       CASE WHEN :approval::bool THEN 'pending' END, :model::text, :workdir::text"""
+SQL_ADD_TASK, SQL_ADD_TASK_EVER = (dialect(sql) for sql in add_task_sql(_ADD_TASK_VALUES))
 
 
 # The most urgent due task: one index seek (ix_tasks_claim) per priority level, most
@@ -144,16 +125,6 @@ ORDER BY id DESC LIMIT %(limit)s
 # Summed over the per-session slots (see postgres_schema).
 SQL_COUNT_BY_STATUS = "SELECT status, sum(n)::bigint AS n FROM status_counts GROUP BY status"
 
-SQL_QUEUE = """
-(SELECT * FROM tasks WHERE status = 'active' ORDER BY id)
-UNION ALL
-(SELECT * FROM tasks WHERE status IN ('pending', 'blocked')
- ORDER BY status = 'blocked', (waiting_on > 0 OR scheduled_for > %(now)s),
-          CASE WHEN waiting_on = 0 AND scheduled_for <= %(now)s THEN priority END,
-          scheduled_for, priority, id
- LIMIT %(limit)s)
-"""
-
 
 # --- dispatching --------------------------------------------------------------------
 
@@ -161,35 +132,13 @@ UNION ALL
 SQL_OPEN_RUNS = "SELECT * FROM runs WHERE finished_at IS NULL ORDER BY id"
 # Locked: two dispatchers recovering the same dead run settle it once.
 SQL_GET_RUN_FOR_UPDATE = "SELECT * FROM runs WHERE id = %(id)s FOR UPDATE"
-
-SQL_RECOVER = """
-UPDATE tasks SET status = %(status)s,
-       scheduled_for = CASE WHEN %(status)s = 'pending' THEN %(retry_at)s::bigint ELSE scheduled_for END,
-       completed_at = CASE WHEN %(status)s = 'pending' THEN completed_at ELSE %(now)s END,
-       updated_at = %(now)s, updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
-       result_summary = %(summary)s
-WHERE id = %(task_id)s AND status = 'active' AND claimed_by IS NOT DISTINCT FROM %(worker)s::text
-"""
+SQL_RECOVER = dialect(recover_sql("claimed_by IS NOT DISTINCT FROM :worker::text"))
 
 
 # --- sensors and loop state ---------------------------------------------------------------
 
 SQL_SENSOR_STATES = 'SELECT * FROM sensor_state ORDER BY name COLLATE "C"'
-
-SQL_RECORD_SENSOR_RUN = """
-INSERT INTO sensor_state (name, last_run_at, last_duration_ms, last_status, last_error,
-                          consecutive_failures, created_last, ignored_last, dropped_last,
-                          rejected_last, next_due_at, state)
-VALUES (%(name)s, %(started_at)s, %(duration_ms)s, %(status)s, %(error)s, %(failures)s, %(created)s,
-        %(ignored)s, %(dropped)s, %(rejected)s, %(next_due_at)s, coalesce(%(state)s::jsonb, '{}'))
-ON CONFLICT (name) DO UPDATE SET
-    last_run_at = excluded.last_run_at, last_duration_ms = excluded.last_duration_ms,
-    last_status = excluded.last_status, last_error = excluded.last_error,
-    consecutive_failures = excluded.consecutive_failures, created_last = excluded.created_last,
-    ignored_last = excluded.ignored_last, dropped_last = excluded.dropped_last,
-    rejected_last = excluded.rejected_last,
-    next_due_at = excluded.next_due_at, state = coalesce(%(state)s::jsonb, sensor_state.state)
-"""
+SQL_RECORD_SENSOR_RUN = dialect(sensor_run_sql(":state::jsonb"))
 
 
 # Written only over the expected value (compared as JSON), in the one statement.
@@ -217,38 +166,6 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value
     || jsonb_build_object('total', coalesce((loop_state.value ->> 'total')::bigint, 0) + 1)
 """
 
-SQL_FOLLOW_UP_DEPTH = """
-WITH RECURSIVE chain(id, depth) AS (
-    SELECT %(parent_id)s::bigint, 1
-    UNION ALL
-    SELECT t.parent_id, c.depth + 1 FROM tasks t JOIN chain c ON t.id = c.id
-    WHERE t.parent_id IS NOT NULL AND c.depth <= %(max_depth)s
-)
-SELECT max(depth) AS depth FROM chain
-"""
-SQL_COUNT_CHILDREN = (
-    "SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE parent_id = %(parent_id)s LIMIT %(cap)s) AS x"
-)
-SQL_COUNT_SOURCE_SINCE = """
-SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE source = %(source)s AND created_at > %(since)s
-                           LIMIT %(cap)s) AS x
-"""
-
-# An active task asks for a later retry (Store.request_retry). With no retry left it
-# fails for good, as the dispatcher's own retries do; a requested cancel wins (the
-# row does not match, and the dispatcher ends the run).
-SQL_REQUEST_RETRY = """
-UPDATE tasks SET status = CASE WHEN attempt_count > max_retries THEN 'failed' ELSE 'pending' END,
-       scheduled_for = CASE WHEN attempt_count > max_retries THEN scheduled_for ELSE %(retry_at)s END,
-       completed_at = CASE WHEN attempt_count > max_retries THEN %(now)s::bigint END,
-       result_summary = CASE WHEN attempt_count > max_retries
-           THEN 'gave up after ' || attempt_count
-                || CASE WHEN attempt_count = 1 THEN ' attempt: ' ELSE ' attempts: ' END || %(summary)s::text
-           ELSE %(summary)s::text END,
-       updated_at = %(now)s::bigint, updated_by = %(actor)s
-WHERE id = %(id)s AND status = 'active' AND cancel_requested = 0
-RETURNING *
-"""
 
 # The event stream (Store.events_after): a walk up the primary key from after, the
 # filters applied on the way; kinds NULL: every kind.

@@ -14,6 +14,22 @@ fold line and the dry run's parameters are plain arithmetic, shared with SQLite.
 
 from __future__ import annotations
 
+from vigil.store.portable import (
+    ARCHIVE_ADD,
+    ARCHIVE_COLUMNS,
+    ARCHIVE_FLAGGED,
+    ARCHIVE_KEY,
+    dialect,
+    origin_chain,
+)
+
+# Run as written on both backends; re-exported here, where PruneQueries looks for them.
+from vigil.store.portable import SQL_ARCHIVE_PREVIEW as SQL_ARCHIVE_PREVIEW  # noqa: PLC0414
+from vigil.store.portable import SQL_DROP_COSTS as SQL_DROP_COSTS  # noqa: PLC0414
+from vigil.store.portable import SQL_DROP_KEYS as SQL_DROP_KEYS  # noqa: PLC0414
+from vigil.store.portable import SQL_EVENTS_WALK as SQL_EVENTS_WALK  # noqa: PLC0414
+from vigil.store.portable import SQL_PRUNE_WALK as SQL_PRUNE_WALK  # noqa: PLC0414
+
 _FINISHED = "('completed', 'failed', 'canceled')"
 _IDS = "ANY(%(ids)s::bigint[])"
 
@@ -28,53 +44,23 @@ ORDER BY t.id
 FOR UPDATE OF t
 """
 
-SQL_PRUNE_WALK = "SELECT id, created_at FROM tasks WHERE id > %(after)s ORDER BY id LIMIT %(limit)s"
-
-# The archive rows of the doomed tasks' finished runs; the four flags mark one run per
-# task and grouping (see postgres_schema V2). The sensor origin is the root of the
-# task's parent chain, read while it still exists.
-SQL_ARCHIVE_RUNS = f"""
-WITH RECURSIVE chain(task_id, parent_id, source) AS (
-    SELECT t.id, t.parent_id, t.source FROM tasks t WHERE t.id = {_IDS}
-    UNION ALL
-    SELECT c.task_id, p.parent_id, p.source FROM chain c JOIN tasks p ON p.id = c.parent_id
-),
-origin(task_id, sensor) AS (
-    SELECT task_id, CASE WHEN source LIKE 'sensor:%%' THEN substr(source, 8) ELSE '(none)' END
-    FROM chain WHERE parent_id IS NULL
-),
+# The archive rows of the doomed tasks' finished runs, flagged as ARCHIVE_FLAGGED
+# says (postgres_schema V2). The sensor origin is the root of the task's parent chain,
+# read while it still exists. Written with :name parameters, as portable's fragments.
+SQL_ARCHIVE_RUNS = dialect(f"""
+WITH RECURSIVE {origin_chain("SELECT t.id, t.parent_id, t.source FROM tasks t WHERE t.id = ANY(:ids::bigint[])")},
 flagged AS (
-    SELECT r.*, t.skills, t.source, o.sensor,
-           (r.finished_at / 3600000) * 3600000 AS hour_ms,
-           coalesce(r.model, '(none)') AS model_key,
-           row_number() OVER (PARTITION BY r.task_id ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_any,
-           row_number() OVER (PARTITION BY r.task_id, r.finished_at / 3600000
-                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_hour,
-           row_number() OVER (PARTITION BY r.task_id, r.finished_at / 86400000
-                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_day,
-           row_number() OVER (PARTITION BY r.task_id, coalesce(r.model, '(none)')
-                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_model
-    FROM runs r JOIN tasks t ON t.id = r.task_id JOIN origin o ON o.task_id = r.task_id
-    WHERE r.task_id = {_IDS} AND r.finished_at IS NOT NULL
+    {ARCHIVE_FLAGGED}
+    WHERE r.task_id = ANY(:ids::bigint[]) AND r.finished_at IS NOT NULL
 )
-INSERT INTO cost_archive AS a (start_ms, span_ms, skills, source, model, sensor, runs, tasks_last, tasks_hour,
-                               tasks_day, tasks_model, cost_usd, api_cost_usd, tokens_in, tokens_out,
-                               cache_read_tokens, cache_write_tokens)
+INSERT INTO cost_archive AS a ({ARCHIVE_COLUMNS})
 SELECT hour_ms, 3600000, skills, source, model_key, sensor, count(*), count(*) FILTER (WHERE last_any),
        count(*) FILTER (WHERE last_hour), count(*) FILTER (WHERE last_day), count(*) FILTER (WHERE last_model),
        coalesce(sum(cost_usd), 0), coalesce(sum(api_cost_usd), 0), sum(tokens_in), sum(tokens_out),
        sum(cache_read_tokens), sum(cache_write_tokens)
 FROM flagged
 GROUP BY hour_ms, skills, source, model_key, sensor
-ON CONFLICT (start_ms, span_ms, skills, source, model, sensor) DO UPDATE SET
-    runs = a.runs + excluded.runs, tasks_last = a.tasks_last + excluded.tasks_last,
-    tasks_hour = a.tasks_hour + excluded.tasks_hour, tasks_day = a.tasks_day + excluded.tasks_day,
-    tasks_model = a.tasks_model + excluded.tasks_model, cost_usd = a.cost_usd + excluded.cost_usd,
-    api_cost_usd = a.api_cost_usd + excluded.api_cost_usd, tokens_in = a.tokens_in + excluded.tokens_in,
-    tokens_out = a.tokens_out + excluded.tokens_out,
-    cache_read_tokens = a.cache_read_tokens + excluded.cache_read_tokens,
-    cache_write_tokens = a.cache_write_tokens + excluded.cache_write_tokens
-"""
+ON CONFLICT ({ARCHIVE_KEY}) DO UPDATE SET {ARCHIVE_ADD}""")
 
 # What the doomed tasks take with them, counted before the delete cascades; the
 # parents and dependencies they free; their transcripts.
@@ -96,7 +82,6 @@ ON CONFLICT (source_key) DO UPDATE SET retired_at = greatest(k.retired_at, exclu
 """
 SQL_PRUNE_TASKS = f"DELETE FROM tasks WHERE id = {_IDS}"
 
-SQL_EVENTS_WALK = "SELECT id, at FROM task_events WHERE id > %(after)s ORDER BY id LIMIT %(limit)s"
 SQL_DELETE_EVENTS = f"DELETE FROM task_events WHERE id = {_IDS}"
 
 # Dry run: everything a full prune would delete, in one read. A task stays if it is
@@ -130,52 +115,22 @@ SELECT (SELECT count(*) FROM doomed) AS tasks,
         WHERE task_id IN (SELECT id FROM doomed) AND transcript_path IS NOT NULL) AS transcripts
 """
 
-_KEY = "start_ms, span_ms, skills, source, model, sensor"
-
 # One row per hour row moved (its row count is what the batch took).
 SQL_FOLD_HOURS = f"""
 WITH moved AS (
-    DELETE FROM cost_archive WHERE ({_KEY}) IN (
-        SELECT {_KEY} FROM cost_archive WHERE span_ms = 3600000 AND start_ms < %(before)s
+    DELETE FROM cost_archive WHERE ({ARCHIVE_KEY}) IN (
+        SELECT {ARCHIVE_KEY} FROM cost_archive WHERE span_ms = 3600000 AND start_ms < %(before)s
         ORDER BY start_ms, skills, source, model, sensor LIMIT %(limit)s)
     RETURNING *
 ), folded AS (
-INSERT INTO cost_archive AS a ({_KEY}, runs, tasks_last, tasks_hour, tasks_day, tasks_model, cost_usd,
-                               api_cost_usd, tokens_in, tokens_out, cache_read_tokens, cache_write_tokens)
+INSERT INTO cost_archive AS a ({ARCHIVE_COLUMNS})
 SELECT (start_ms / 86400000) * 86400000 AS day_ms, 86400000, skills, source, model, sensor, sum(runs),
        sum(tasks_last), sum(tasks_day), sum(tasks_day), sum(tasks_model), sum(cost_usd), sum(api_cost_usd),
        sum(tokens_in), sum(tokens_out), sum(cache_read_tokens), sum(cache_write_tokens)
 FROM moved
 GROUP BY day_ms, skills, source, model, sensor
-ON CONFLICT ({_KEY}) DO UPDATE SET
-    runs = a.runs + excluded.runs, tasks_last = a.tasks_last + excluded.tasks_last,
-    tasks_hour = a.tasks_hour + excluded.tasks_hour, tasks_day = a.tasks_day + excluded.tasks_day,
-    tasks_model = a.tasks_model + excluded.tasks_model, cost_usd = a.cost_usd + excluded.cost_usd,
-    api_cost_usd = a.api_cost_usd + excluded.api_cost_usd, tokens_in = a.tokens_in + excluded.tokens_in,
-    tokens_out = a.tokens_out + excluded.tokens_out,
-    cache_read_tokens = a.cache_read_tokens + excluded.cache_read_tokens,
-    cache_write_tokens = a.cache_write_tokens + excluded.cache_write_tokens
-)
+ON CONFLICT ({ARCHIVE_KEY}) DO UPDATE SET {ARCHIVE_ADD})
 SELECT 1 FROM moved
-"""
-
-# Rows that ended at or before %(before)s (no row starts less than an hour before its end).
-SQL_DROP_COSTS = f"""
-DELETE FROM cost_archive WHERE ({_KEY}) IN (
-    SELECT {_KEY} FROM cost_archive
-    WHERE start_ms <= %(before)s - 3600000 AND start_ms + span_ms <= %(before)s
-    ORDER BY start_ms LIMIT %(limit)s)
-"""
-SQL_DROP_KEYS = """
-DELETE FROM retired_keys WHERE source_key IN (
-    SELECT source_key FROM retired_keys WHERE retired_at < %(before)s ORDER BY retired_at LIMIT %(limit)s)
-"""
-
-SQL_ARCHIVE_PREVIEW = """
-SELECT (SELECT count(*) FROM cost_archive WHERE span_ms = 3600000 AND start_ms < %(fold_before)s) AS folded,
-       (SELECT count(*) FROM cost_archive
-        WHERE start_ms <= %(costs_before)s - 3600000 AND start_ms + span_ms <= %(costs_before)s) AS costs,
-       (SELECT count(*) FROM retired_keys WHERE retired_at < %(keys_before)s) AS keys
 """
 
 FOLD_HOURS: tuple[str, ...] = (SQL_FOLD_HOURS,)

@@ -37,9 +37,9 @@ Design notes:
   ``loop_state`` and ``sensor_state`` send ``pg_notify('vigil_changes', '')``,
   delivered to listeners when the transaction commits, one per transaction
   (``data_version``).
-* ``loop_state_version``, a counter that every transaction writing ``loop_state``
-  bumps, is no longer read (the dispatcher reads the gate itself); its migration
-  stays, as migrations are history.
+* ``loop_state_version`` (V1: a counter that every transaction writing
+  ``loop_state`` bumped) was read by nothing once the dispatcher read the gate
+  itself; V4 drops it and its trigger, and ``loop_state`` notifies like the rest.
 """
 
 from __future__ import annotations
@@ -385,7 +385,17 @@ V3 = [
     "ALTER TABLE tasks ADD COLUMN workdir text",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3]
+# V4: ``loop_state_version`` and the trigger that bumped it go (nothing reads them);
+# writes to ``loop_state`` still notify listeners, through the common trigger.
+V4 = [
+    "DROP TRIGGER t90_written ON loop_state",
+    "DROP FUNCTION vigil_loop_state_written()",
+    "DROP TABLE loop_state_version",
+    "CREATE TRIGGER t90_notify AFTER INSERT OR UPDATE OR DELETE ON loop_state "
+    "FOR EACH STATEMENT EXECUTE FUNCTION vigil_notify()",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # After copying rows with their own ids: the identity columns continue past them.

@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Any
 from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Claim, TaskStatus
 from vigil.store import sqlite_retention
 from vigil.store.portable import *  # noqa: F403 -- the statements both backends share
-from vigil.store.portable import SQL_LIST_NOTES, SQL_SET_LOOP_VALUE
+from vigil.store.portable import SQL_LIST_NOTES, SQL_SET_LOOP_VALUE, add_task_sql, recover_sql, sensor_run_sql
 from vigil.store.rows import row_to_note
 
 # The roll-ups live in sqlite_costs; re-exported here, where Queries looks for them.
 from vigil.store.sqlite_costs import SQL_COST_ROLLUP as SQL_COST_ROLLUP  # noqa: PLC0414
-from vigil.store.sqlite_costs import SQL_SPEND_SINCE as SQL_SPEND_SINCE  # noqa: PLC0414
 
 if TYPE_CHECKING:
     from vigil.store.transaction import PruneQueries, Tx
@@ -27,33 +26,12 @@ _PRIORITIES = range(MIN_PRIORITY, MAX_PRIORITY + 1)
 
 prune: PruneQueries = sqlite_retention  # the SQL of Store.prune
 
-# A new task, deduplicated in the insert itself: an ``open`` key conflicts through
-# ux_tasks_open_key, an ``ever`` key through ux_tasks_ever_key or the NOT EXISTS over
-# every earlier row or the keys of pruned tasks (retired_keys). DO NOTHING has no
-# target on purpose: those indexes are the only unique constraints on tasks, and
-# NOT NULL / CHECK failures still raise.
-# The ``open`` scope, by far the common one, needs no NOT EXISTS, so it is a plain
-# VALUES insert.
-_ADD_TASK_COLUMNS = """
-INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
-                   parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
-                   status, approval, model, workdir)"""
+# The new row's values (``portable.add_task_sql``).
 _ADD_TASK_VALUES = """:subject, :description, :skills, :priority, :source, :source_key, :dedup, :parent_id,
        :scheduled_for, :now, :now, :actor, :max_retries,
        CASE WHEN :approval THEN 'blocked' ELSE 'pending' END, CASE WHEN :approval THEN 'pending' END,
        :model, :workdir"""
-SQL_ADD_TASK = f"""{_ADD_TASK_COLUMNS}
-VALUES ({_ADD_TASK_VALUES})
-ON CONFLICT DO NOTHING
-RETURNING id
-"""
-SQL_ADD_TASK_EVER = f"""{_ADD_TASK_COLUMNS}
-SELECT {_ADD_TASK_VALUES}
-WHERE NOT EXISTS (SELECT 1 FROM tasks WHERE source_key = :source_key)
-  AND NOT EXISTS (SELECT 1 FROM retired_keys WHERE source_key = :source_key)
-ON CONFLICT DO NOTHING
-RETURNING id
-"""
+SQL_ADD_TASK, SQL_ADD_TASK_EVER = add_task_sql(_ADD_TASK_VALUES)
 
 
 def _next_due_id(most_urgent_last: int) -> str:
@@ -126,31 +104,12 @@ def search_tasks_sql(statuses: Collection[TaskStatus]) -> str:
 # Kept by triggers in the same transaction as every status change: no count(*).
 SQL_COUNT_BY_STATUS = "SELECT status, n FROM status_counts"
 
-SQL_QUEUE = """
-SELECT * FROM tasks WHERE status = 'active'
-UNION ALL
-SELECT * FROM (SELECT * FROM tasks WHERE status IN ('pending', 'blocked')
-               ORDER BY status = 'blocked', waiting_on > 0 OR scheduled_for > :now,
-                        CASE WHEN waiting_on = 0 AND scheduled_for <= :now THEN priority END,
-                        scheduled_for, priority, id
-               LIMIT :limit)
-"""
-
 
 # ``+id``: ordering by the bare rowid makes SQLite walk every run in id order instead
 # of the few rows of the partial index ix_runs_open (a full scan of the history).
 SQL_OPEN_RUNS = "SELECT * FROM runs WHERE finished_at IS NULL ORDER BY +id"
+SQL_RECOVER = recover_sql("claimed_by IS :worker")
 
-# Settles the task of a run a dead dispatcher left open: requeued (attempt counted)
-# or finished. Only while the run's worker still holds it, like SQL_FINISH.
-SQL_RECOVER = """
-UPDATE tasks SET status = :status,
-       scheduled_for = CASE WHEN :status = 'pending' THEN :retry_at ELSE scheduled_for END,
-       completed_at = CASE WHEN :status = 'pending' THEN completed_at ELSE :now END,
-       updated_at = :now, updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
-       result_summary = :summary
-WHERE id = :task_id AND status = 'active' AND claimed_by IS :worker
-"""
 
 # History search: ``+status`` keeps the planner off ix_tasks_status_id so it walks
 # the primary key downwards and stops at LIMIT matches (no sort of every finished row).
@@ -162,40 +121,9 @@ WHERE +status IN ({statuses}) AND id < :before_id
 ORDER BY id DESC LIMIT :limit
 """
 
-SQL_RECORD_SENSOR_RUN = """
-INSERT INTO sensor_state (name, last_run_at, last_duration_ms, last_status, last_error,
-                          consecutive_failures, created_last, ignored_last, dropped_last,
-                          rejected_last, next_due_at, state)
-VALUES (:name, :started_at, :duration_ms, :status, :error, :failures, :created, :ignored,
-        :dropped, :rejected, :next_due_at, coalesce(:state, '{}'))
-ON CONFLICT (name) DO UPDATE SET
-    last_run_at = excluded.last_run_at, last_duration_ms = excluded.last_duration_ms,
-    last_status = excluded.last_status, last_error = excluded.last_error,
-    consecutive_failures = excluded.consecutive_failures, created_last = excluded.created_last,
-    ignored_last = excluded.ignored_last, dropped_last = excluded.dropped_last,
-    rejected_last = excluded.rejected_last,
-    next_due_at = excluded.next_due_at, state = coalesce(:state, sensor_state.state)
-"""
 
 # --- guardrails: flood limits, spend, approvals ------------------------------------
 
-# Depth the new task would have: 1 for a child of a root task, one more per ancestor.
-# Stops one step past :max_depth, which is all the limit needs to know.
-SQL_FOLLOW_UP_DEPTH = """
-WITH RECURSIVE chain(id, depth) AS (
-    SELECT :parent_id, 1
-    UNION ALL
-    SELECT t.parent_id, c.depth + 1 FROM tasks t JOIN chain c ON t.id = c.id
-    WHERE t.parent_id IS NOT NULL AND c.depth <= :max_depth
-)
-SELECT max(depth) AS depth FROM chain
-"""
-
-# Both counts stop at :cap rows (ix_tasks_parent, ix_tasks_source_created).
-SQL_COUNT_CHILDREN = "SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE parent_id = :parent_id LIMIT :cap)"
-SQL_COUNT_SOURCE_SINCE = """
-SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE source = :source AND created_at > :since LIMIT :cap)
-"""
 # BEGIN IMMEDIATE already serialises every writer: nothing to lock for a count.
 SQL_LOCK_COUNT: str | None = None
 # A refused insert, counted in loop state in the refusing transaction.
@@ -208,6 +136,7 @@ ON CONFLICT (key) DO UPDATE SET
 
 
 SQL_SENSOR_STATES = "SELECT * FROM sensor_state ORDER BY name"
+SQL_RECORD_SENSOR_RUN = sensor_run_sql(":state")
 SQL_LOOP_VALUE = "SELECT value FROM loop_state WHERE key = :key"
 
 
@@ -235,22 +164,6 @@ def replace_loop_value(tx: Tx, key: str, expected: object, value: object) -> boo
     tx.run(SQL_SET_LOOP_VALUE, {"key": key, "value": tx.dumps(value)})
     return True
 
-
-# An active task asks for a later retry (Store.request_retry). With no retry left it
-# fails for good, as the dispatcher's own retries do; a requested cancel wins (the
-# row does not match, and the dispatcher ends the run).
-SQL_REQUEST_RETRY = """
-UPDATE tasks SET status = CASE WHEN attempt_count > max_retries THEN 'failed' ELSE 'pending' END,
-       scheduled_for = CASE WHEN attempt_count > max_retries THEN scheduled_for ELSE :retry_at END,
-       completed_at = CASE WHEN attempt_count > max_retries THEN :now END,
-       result_summary = CASE WHEN attempt_count > max_retries
-           THEN 'gave up after ' || attempt_count
-                || CASE WHEN attempt_count = 1 THEN ' attempt: ' ELSE ' attempts: ' END || :summary
-           ELSE :summary END,
-       updated_at = :now, updated_by = :actor
-WHERE id = :id AND status = 'active' AND cancel_requested = 0
-RETURNING *
-"""
 
 # The event stream (Store.events_after): a walk up the primary key from :after, the
 # filters applied on the way; :kinds is a JSON array (NULL: every kind).

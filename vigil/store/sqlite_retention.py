@@ -19,6 +19,21 @@ folded once); a batch that finds fewer rows than that ends the step.
 
 from __future__ import annotations
 
+from vigil.store.portable import (
+    ARCHIVE_ADD,
+    ARCHIVE_COLUMNS,
+    ARCHIVE_FLAGGED,
+    ARCHIVE_KEY,
+    origin_chain,
+)
+
+# Run as written on both backends; re-exported here, where PruneQueries looks for them.
+from vigil.store.portable import SQL_ARCHIVE_PREVIEW as SQL_ARCHIVE_PREVIEW  # noqa: PLC0414
+from vigil.store.portable import SQL_DROP_COSTS as SQL_DROP_COSTS  # noqa: PLC0414
+from vigil.store.portable import SQL_DROP_KEYS as SQL_DROP_KEYS  # noqa: PLC0414
+from vigil.store.portable import SQL_EVENTS_WALK as SQL_EVENTS_WALK  # noqa: PLC0414
+from vigil.store.portable import SQL_PRUNE_WALK as SQL_PRUNE_WALK  # noqa: PLC0414
+
 _FINISHED = "('completed', 'failed', 'canceled')"
 
 # Of the tasks in :ids (a JSON array), those that may go now: finished, last updated
@@ -35,54 +50,23 @@ WHERE t.id IN (SELECT value FROM json_each(:ids))
 ORDER BY t.id
 """
 
-SQL_PRUNE_WALK = "SELECT id, created_at FROM tasks WHERE id > :after ORDER BY id LIMIT :limit"
-
-# The archive rows of the doomed tasks' finished runs. The four flags mark one run
-# per task and grouping (its last run overall, in its hour, in its UTC day, with its
-# model) so that a roll-up counts each task once per group (sqlite_schema V2). The
-# sensor origin is the root of the task's parent chain, read while it still exists.
-SQL_ARCHIVE_RUNS = """
+# The archive rows of the doomed tasks' finished runs, flagged as ARCHIVE_FLAGGED
+# says (sqlite_schema V2). The sensor origin is the root of the task's parent chain,
+# read while it still exists.
+SQL_ARCHIVE_RUNS = f"""
 WITH RECURSIVE doomed(id) AS (SELECT value FROM json_each(:ids)),
-chain(task_id, parent_id, source) AS (
-    SELECT t.id, t.parent_id, t.source FROM tasks t WHERE t.id IN doomed
-    UNION ALL
-    SELECT c.task_id, p.parent_id, p.source FROM chain c JOIN tasks p ON p.id = c.parent_id
-),
-origin(task_id, sensor) AS (
-    SELECT task_id, CASE WHEN source LIKE 'sensor:%' THEN substr(source, 8) ELSE '(none)' END
-    FROM chain WHERE parent_id IS NULL
-),
+{origin_chain("SELECT t.id, t.parent_id, t.source FROM tasks t WHERE t.id IN doomed")},
 flagged AS (
-    SELECT r.*, t.skills, t.source, o.sensor,
-           (r.finished_at / 3600000) * 3600000 AS hour_ms,
-           coalesce(r.model, '(none)') AS model_key,
-           row_number() OVER (PARTITION BY r.task_id ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_any,
-           row_number() OVER (PARTITION BY r.task_id, r.finished_at / 3600000
-                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_hour,
-           row_number() OVER (PARTITION BY r.task_id, r.finished_at / 86400000
-                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_day,
-           row_number() OVER (PARTITION BY r.task_id, coalesce(r.model, '(none)')
-                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_model
-    FROM runs r JOIN tasks t ON t.id = r.task_id JOIN origin o ON o.task_id = r.task_id
+    {ARCHIVE_FLAGGED}
     WHERE r.task_id IN doomed AND r.finished_at IS NOT NULL
 )
-INSERT INTO cost_archive (start_ms, span_ms, skills, source, model, sensor, runs, tasks_last, tasks_hour,
-                          tasks_day, tasks_model, cost_usd, api_cost_usd, tokens_in, tokens_out,
-                          cache_read_tokens, cache_write_tokens)
+INSERT INTO cost_archive AS a ({ARCHIVE_COLUMNS})
 SELECT hour_ms, 3600000, skills, source, model_key, sensor, count(*), sum(last_any), sum(last_hour),
        sum(last_day), sum(last_model), total(cost_usd), total(api_cost_usd), sum(tokens_in),
        sum(tokens_out), sum(cache_read_tokens), sum(cache_write_tokens)
 FROM flagged WHERE true
 GROUP BY hour_ms, skills, source, model_key, sensor
-ON CONFLICT (start_ms, span_ms, skills, source, model, sensor) DO UPDATE SET
-    runs = runs + excluded.runs, tasks_last = tasks_last + excluded.tasks_last,
-    tasks_hour = tasks_hour + excluded.tasks_hour, tasks_day = tasks_day + excluded.tasks_day,
-    tasks_model = tasks_model + excluded.tasks_model, cost_usd = cost_usd + excluded.cost_usd,
-    api_cost_usd = api_cost_usd + excluded.api_cost_usd, tokens_in = tokens_in + excluded.tokens_in,
-    tokens_out = tokens_out + excluded.tokens_out,
-    cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
-    cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens
-"""
+ON CONFLICT ({ARCHIVE_KEY}) DO UPDATE SET {ARCHIVE_ADD}"""
 
 _IDS = "(SELECT value FROM json_each(:ids))"
 
@@ -110,7 +94,6 @@ ON CONFLICT (source_key) DO UPDATE SET retired_at = max(retired_at, excluded.ret
 """
 SQL_PRUNE_TASKS = f"DELETE FROM tasks WHERE id IN {_IDS}"
 
-SQL_EVENTS_WALK = "SELECT id, at FROM task_events WHERE id > :after ORDER BY id LIMIT :limit"
 SQL_DELETE_EVENTS = f"DELETE FROM task_events WHERE id IN {_IDS}"
 
 # Dry run: everything a full prune would delete, in one read. A task stays if it
@@ -141,8 +124,6 @@ SELECT (SELECT count(*) FROM doomed) AS tasks,
             ORDER BY id)) AS transcripts
 """
 
-_KEY = "start_ms, span_ms, skills, source, model, sensor"
-
 # The oldest hour rows before the fold line, in primary-key order (the same rows for
 # both statements of a batch: nothing else writes between them).
 _PICK_HOURS = """
@@ -152,41 +133,13 @@ ORDER BY start_ms, skills, source, model, sensor LIMIT :limit
 
 SQL_FOLD_HOURS = f"""
 WITH picked AS ({_PICK_HOURS})
-INSERT INTO cost_archive ({_KEY}, runs, tasks_last, tasks_hour, tasks_day, tasks_model, cost_usd,
-                          api_cost_usd, tokens_in, tokens_out, cache_read_tokens, cache_write_tokens)
+INSERT INTO cost_archive AS a ({ARCHIVE_COLUMNS})
 SELECT (start_ms / 86400000) * 86400000 AS day_ms, 86400000, skills, source, model, sensor, sum(runs),
        sum(tasks_last), sum(tasks_day), sum(tasks_day), sum(tasks_model), total(cost_usd), total(api_cost_usd),
        sum(tokens_in), sum(tokens_out), sum(cache_read_tokens), sum(cache_write_tokens)
 FROM picked WHERE true
 GROUP BY day_ms, skills, source, model, sensor
-ON CONFLICT ({_KEY}) DO UPDATE SET
-    runs = runs + excluded.runs, tasks_last = tasks_last + excluded.tasks_last,
-    tasks_hour = tasks_hour + excluded.tasks_hour, tasks_day = tasks_day + excluded.tasks_day,
-    tasks_model = tasks_model + excluded.tasks_model, cost_usd = cost_usd + excluded.cost_usd,
-    api_cost_usd = api_cost_usd + excluded.api_cost_usd, tokens_in = tokens_in + excluded.tokens_in,
-    tokens_out = tokens_out + excluded.tokens_out,
-    cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
-    cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens
-"""
-SQL_DELETE_FOLDED = f"DELETE FROM cost_archive WHERE ({_KEY}) IN (SELECT {_KEY} FROM ({_PICK_HOURS}))"
-
-# Rows that ended at or before :before (no row starts less than an hour before its end).
-SQL_DROP_COSTS = f"""
-DELETE FROM cost_archive WHERE ({_KEY}) IN (
-    SELECT {_KEY} FROM cost_archive WHERE start_ms <= :before - 3600000 AND start_ms + span_ms <= :before
-    ORDER BY start_ms LIMIT :limit)
-"""
-SQL_DROP_KEYS = """
-DELETE FROM retired_keys WHERE source_key IN (
-    SELECT source_key FROM retired_keys WHERE retired_at < :before ORDER BY retired_at LIMIT :limit)
-"""
-
-# Dry run: the rows each step would take as the archive is now.
-SQL_ARCHIVE_PREVIEW = """
-SELECT (SELECT count(*) FROM cost_archive WHERE span_ms = 3600000 AND start_ms < :fold_before) AS folded,
-       (SELECT count(*) FROM cost_archive
-        WHERE start_ms <= :costs_before - 3600000 AND start_ms + span_ms <= :costs_before) AS costs,
-       (SELECT count(*) FROM retired_keys WHERE retired_at < :keys_before) AS keys
-"""
+ON CONFLICT ({ARCHIVE_KEY}) DO UPDATE SET {ARCHIVE_ADD}"""
+SQL_DELETE_FOLDED = f"DELETE FROM cost_archive WHERE ({ARCHIVE_KEY}) IN (SELECT {ARCHIVE_KEY} FROM ({_PICK_HOURS}))"
 
 FOLD_HOURS: tuple[str, ...] = (SQL_FOLD_HOURS, SQL_DELETE_FOLDED)
