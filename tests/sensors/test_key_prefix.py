@@ -5,15 +5,12 @@ for the race, two processes on one database."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, VigilRunner
+from tests.conftest import VigilRunner
+from tests.sensors.racers import run_racers
 from vigil.store.sqlite import SqliteStore
 
 # Two entries use this one function; each returns the same keys (from its options).
@@ -107,25 +104,7 @@ async def test_two_processes_racing_two_sensors_of_one_prefix(tmp_path: Path, de
         f'[[sensors]]\nuse = "contacts.py:contacts"\nname = "crm"\nevery = "1m"\n{race}\n'
         f'[[sensors]]\nuse = "contacts.py:contacts"\nname = "mail"\nevery = "1m"\n{race}',
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.sensors.race_worker", str(home), "30"],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    time.sleep(1.0)  # both are importing and open the store; then the start line
-    (home / "go").touch()
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
-        results.append(json.loads(out.strip().splitlines()[-1]))
+    results = run_racers(home, 30)
 
     assert all(r["statuses"] == ["ok"] and r["rejected"] == 0 for r in results), results
     store = await SqliteStore.open(home / "data" / "vigil.db")

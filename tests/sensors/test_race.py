@@ -3,14 +3,9 @@ database drops every duplicate, and neither process fails."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.sensors.racers import run_racers
 from vigil.models import TaskStatus
 from vigil.store.sqlite import SqliteStore
 
@@ -32,29 +27,7 @@ async def test_two_processes_racing_the_same_keys_create_no_duplicate(tmp_path: 
     (home / "vigil.toml").write_text(
         '[limits]\nmax_per_source_per_day = 0\n\n[[sensors]]\nuse = "racer.py:racer"\nevery = "1m"\n'
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.sensors.race_worker", str(home), "40"],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    deadline = time.monotonic() + 60
-    # both have opened the store (a racer that failed instead is reported below); then the start line
-    while len(list(home.glob("ready-*"))) < 2 and all(proc.poll() is None for proc in procs):
-        assert time.monotonic() < deadline, "the racers did not get ready"
-        time.sleep(0.01)
-    (home / "go").touch()
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
-        results.append(json.loads(out.strip().splitlines()[-1]))
+    results = run_racers(home, 40)
 
     assert all(r["statuses"] == ["ok"] and r["rejected"] == 0 for r in results), results
     store = await SqliteStore.open(home / "data" / "vigil.db")
