@@ -118,6 +118,18 @@ class ClaudeHome:
     def runs(self, task_id: int) -> list[sqlite3.Row]:
         return self.rows("SELECT * FROM runs WHERE task_id = ? ORDER BY id", task_id)
 
+    def notes(self, task_id: int) -> list[tuple[str, str]]:
+        """The task's notes as (author, text), oldest first."""
+        rows = self.rows("SELECT author, text FROM notes WHERE task_id = ? ORDER BY id", task_id)
+        return [(row["author"], row["text"]) for row in rows]
+
+    def completed_by(self, task_id: int) -> list[str]:
+        """Who moved the task to completed, per the audit trail."""
+        rows = self.rows(
+            "SELECT actor FROM task_events WHERE task_id = ? AND kind = 'status' AND to_value = 'completed'", task_id
+        )
+        return [row["actor"] for row in rows]
+
     def transcript(self, run: sqlite3.Row) -> list[dict[str, Any]]:
         lines = Path(run["transcript_path"]).read_text().splitlines()
         return [json.loads(line) for line in lines if line.startswith("{")]

@@ -45,12 +45,8 @@ def test_the_agent_notes_and_closes_its_task_through_vigil(tmp_path: Path) -> No
     task = home.task(task_id)
     assert task["status"] == "completed"
     assert task["result_summary"] == "filed both"
-    notes = home.rows("SELECT author, text FROM notes WHERE task_id = ?", task_id)
-    assert [(n["author"], n["text"]) for n in notes] == [("agent", "two files, both invoices")]
-    closed = home.rows(
-        "SELECT actor FROM task_events WHERE task_id = ? AND kind = 'status' AND to_value = 'completed'", task_id
-    )
-    assert [e["actor"] for e in closed] == ["agent"]
+    assert home.notes(task_id) == [("agent", "two files, both invoices")]
+    assert home.completed_by(task_id) == ["agent"]
     (run,) = home.runs(task_id)
     assert run["outcome"] == "success"
     assert run["permission_denials"] is None

@@ -77,12 +77,8 @@ def test_the_agent_notes_and_closes_its_task_from_inside_its_sandbox(tmp_path: P
     task = home.task(task_id)
     assert task["status"] == "completed"
     assert task["result_summary"] == "filed both"
-    notes = home.rows("SELECT author, text FROM notes WHERE task_id = ?", task_id)
-    assert [(n["author"], n["text"]) for n in notes] == [("agent", "two files, both invoices")]
-    closed = home.rows(
-        "SELECT actor FROM task_events WHERE task_id = ? AND kind = 'status' AND to_value = 'completed'", task_id
-    )
-    assert [e["actor"] for e in closed] == ["agent"]
+    assert home.notes(task_id) == [("agent", "two files, both invoices")]
+    assert home.completed_by(task_id) == ["agent"]
     (run,) = home.runs(task_id)
     assert run["outcome"] == "success", run["error"]
 
@@ -262,5 +258,4 @@ def test_in_another_working_directory_the_agent_writes_there_and_still_reports_b
     # the sandbox let it write in its working directory and in the home's database
     assert (repo / "where.txt").read_text().strip() == str(repo)
     assert not (home.path / "where.txt").exists()
-    notes = home.rows("SELECT author, text FROM notes WHERE task_id = ?", task_id)
-    assert [(n["author"], n["text"]) for n in notes] == [("agent", "report written")]
+    assert home.notes(task_id) == [("agent", "report written")]
