@@ -15,6 +15,7 @@ left, integrity ok.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -62,7 +63,7 @@ subject = "tick {n} {{datetime}}"
 class Sample:
     at_s: float
     rss_kib: int
-    fds: int
+    fds: int  # open descriptors, less the pipes of live children (fds_at_rest)
     children: int
     db_bytes: int
     wal_bytes: int
@@ -108,6 +109,29 @@ def _descendants(pid: int) -> list[int]:
                 break
             parent = parents.get(parent)
     return found
+
+
+def _links(pid: int) -> list[str]:
+    """What each open descriptor of ``pid`` points at (``pipe:[123]``, a path …)."""
+    links: list[str] = []
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:  # it has just ended
+        return links
+    for name in names:
+        with contextlib.suppress(OSError):  # closed meanwhile
+            links.append(os.readlink(f"/proc/{pid}/fd/{name}"))
+    return links
+
+
+def fds_at_rest(pid: int, children: list[int]) -> int:
+    """``pid``'s open descriptors, less the pipes it shares with a live descendant:
+    a run's (or a command sensor's) stdin, stdout and stderr come and go with it, so
+    counting them would make a sample taken between two runs look like a drop, and
+    any other sample like a rise. A pipe left open after its child ended still
+    counts: that is a leak."""
+    shared = {link for child in children for link in _links(child) if link.startswith("pipe:")}
+    return sum(1 for link in _links(pid) if link not in shared)
 
 
 def _size(path: Path) -> int:
@@ -158,7 +182,7 @@ def soak(home: Path, *, seconds: float, sensors: int, every: str, sample_s: floa
                 Sample(
                     at_s=round(time.monotonic() - started, 1),
                     rss_kib=_proc_value(proc.pid, "VmRSS"),
-                    fds=len(os.listdir(f"/proc/{proc.pid}/fd")),
+                    fds=fds_at_rest(proc.pid, children),
                     children=len(children),
                     db_bytes=_size(db),
                     wal_bytes=_size(Path(f"{db}-wal")),

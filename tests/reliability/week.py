@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.reliability.soak import _alive, _descendants, _proc_value
+from tests.reliability.soak import _alive, _descendants, _proc_value, fds_at_rest
 from tests.reliability.week_observer import HOUR_MS, Observer, logged_alerts, remember, start_time
 from vigil.clock import ACCELERATED_CLOCK_ENV, AcceleratedClock
 from vigil.durations import parse_duration_ms
@@ -333,7 +333,7 @@ def _sample(
         sim_h=round((clock.now_ms() - clock.anchor_ms) / HOUR_MS, 2),
         real_s=round(time.monotonic() - started, 1),
         rss_kib=_proc_value(pid, "VmRSS"),
-        fds=len(os.listdir(f"/proc/{pid}/fd")),
+        fds=fds_at_rest(pid, children),
         children=len(children),
         db_bytes=_size(db),
         wal_bytes=_size(Path(f"{db}-wal")),
