@@ -4,12 +4,13 @@ raises its priority in the database, ctrl+q quits and says what happens to the l
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -24,28 +25,53 @@ WAIT_S = 30.0  # safety net only
 UNSIZED = "-u COLUMNS -u LINES"
 
 
-def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
+@dataclass(frozen=True)
+class Pane:
+    """The one pane of a tmux server of its own (its socket in the test's folder).
+    Tests never share a server: a server exits when its last session is killed,
+    and a test starting a session on a shared one could reach it while it is
+    still shutting down."""
+
+    socket: Path
+    name: str
+
+    def tmux(self, *args: str) -> str:
+        proc = subprocess.run(["tmux", "-S", str(self.socket), *args], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args[:1])} exited {proc.returncode}: {proc.stderr.strip()}")
+        return proc.stdout
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", self.name, *keys)
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", self.name)
+
+
+@contextmanager
+def started(folder: Path, name: str, width: int, height: int, command: str) -> Iterator[Pane]:
+    pane = Pane(folder / "tmux.sock", name)
+    pane.tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), command)
+    try:
+        yield pane
+    finally:
+        subprocess.run(["tmux", "-S", str(pane.socket), "kill-server"], capture_output=True, check=False)
 
 
 @pytest.fixture
-def session(home: Path, tmp_path: Path) -> Iterator[str]:
-    name = f"vigil-test-{os.getpid()}-{tmp_path.name}"
+def session(home: Path, tmp_path: Path) -> Iterator[Pane]:
     env = " ".join(f"{k}={v}" for k, v in {"TERM": "xterm-256color", "PYTHONUNBUFFERED": "1"}.items())
     done = tmp_path / "tui.exit"
     # The shell stays a minute after the TUI exits so its last words can be read.
     command = f"env {UNSIZED} {env} {sys.executable} -m vigil --home {home} tui; echo exit=$? > {done}; sleep 60"
-    tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30", command)
-    try:
-        yield name
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, check=False)
+    with started(tmp_path, "vigil-test", 100, 30, command) as pane:
+        yield pane
 
 
-def wait_screen(name: str, condition: Callable[[str], bool], what: str) -> str:
+def wait_screen(pane: Pane, condition: Callable[[str], bool], what: str) -> str:
     deadline = time.monotonic() + WAIT_S
     while True:
-        screen = tmux("capture-pane", "-p", "-t", name)
+        screen = pane.screen()
         if condition(screen):
             return screen
         if time.monotonic() > deadline:
@@ -54,19 +80,19 @@ def wait_screen(name: str, condition: Callable[[str], bool], what: str) -> str:
 
 
 def test_tui_in_tmux_shows_cli_task_and_plus_raises_it(
-    session: str, vigil: VigilRunner, home: Path, tmp_path: Path
+    session: Pane, vigil: VigilRunner, home: Path, tmp_path: Path
 ) -> None:
     wait_screen(session, lambda s: "no dispatcher seen" in s, "the dashboard")
     added = vigil("task", "add", "seen in a real terminal", "--json", check=True)
     task_id = json.loads(added.stdout)["id"]
     wait_screen(session, lambda s: "seen in a real terminal" in s, "the new task on screen")
-    tmux("send-keys", "-t", session, "+")
+    session.keys("+")
     deadline = time.monotonic() + WAIT_S
     while json.loads(vigil("task", "show", str(task_id), "--json", check=True).stdout)["priority"] != 4:
         assert time.monotonic() < deadline, "priority never changed"
         time.sleep(0.1)
     wait_screen(session, lambda s: "priority 5 → 4" in s, "the confirmation")
-    tmux("send-keys", "-t", session, "C-q")
+    session.keys("C-q")
     wait_screen(session, lambda s: "keeps running" in s, "the quit message")
     exit_file = tmp_path / "tui.exit"
     deadline = time.monotonic() + WAIT_S
@@ -77,51 +103,47 @@ def test_tui_in_tmux_shows_cli_task_and_plus_raises_it(
 
 
 @pytest.fixture
-def loop_session(home: Path, tmp_path: Path) -> Iterator[str]:
-    name = f"vigil-loop-{os.getpid()}-{tmp_path.name}"
+def loop_session(home: Path, tmp_path: Path) -> Iterator[Pane]:
     done = tmp_path / "tui.exit"
     tui = f"env {UNSIZED} TERM=xterm-256color {sys.executable} -m vigil --home {home} tui --with-loop"
     command = f"{tui}; echo exit=$? > {done}; sleep 60"
-    tmux("new-session", "-d", "-s", name, "-x", "80", "-y", "24", command)
-    try:
-        yield name
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True, check=False)
+    with started(tmp_path, "vigil-loop", 80, 24, command) as pane:
+        yield pane
 
 
 def test_with_loop_runs_the_loop_in_the_background_and_stops_it_on_quit(
-    loop_session: str, vigil: VigilRunner, home: Path
+    loop_session: Pane, vigil: VigilRunner, home: Path
 ) -> None:
     """`make run`'s command at 80x24: the loop runs tasks while the TUI shows them."""
     screen = wait_screen(loop_session, lambda s: "background process (pid" in s, "the loop's pid")
     pid = int(screen.split("background process (pid ")[1].split(")")[0])
     vigil("task", "add", "handled by the background loop", check=True)
     wait_screen(loop_session, lambda s: "Completed 1" in s, "the task completed by the loop")
-    tmux("send-keys", "-t", loop_session, "C-q")
+    loop_session.keys("C-q")
     wait_screen(loop_session, lambda s: f"pid {pid}) will be stopped" in s, "the quit question")
-    tmux("send-keys", "-t", loop_session, "y")
+    loop_session.keys("y")
     wait_screen(loop_session, lambda s: f"stopped the background loop (pid {pid}) with SIGTERM" in s, "the report")
     assert "dispatcher" in (home / "logs" / "loop.out").read_text()
 
 
 def test_the_palette_runs_a_vigil_action_in_a_real_terminal(
-    session: str, vigil: VigilRunner, home: Path, tmp_path: Path
+    session: Pane, vigil: VigilRunner, home: Path, tmp_path: Path
 ) -> None:
     """ctrl+p, type "defer", enter: the palette opens the defer dialog on the
     highlighted task; enter takes the focused preset (1 hour)."""
     added = vigil("task", "add", "put off by the palette", "--json", check=True)
     task_id = json.loads(added.stdout)["id"]
     wait_screen(session, lambda s: "put off by the palette" in s, "the task on screen")
-    tmux("send-keys", "-t", session, "C-p")
+    session.keys("C-p")
     wait_screen(session, lambda s: "Quit (^q)" in s or "Search for commands" in s, "the palette")
-    tmux("send-keys", "-t", session, "-l", "defer")
+    session.keys("-l", "defer")
     wait_screen(session, lambda s: "Defer (d)" in s, "the defer action, with its key")
-    tmux("send-keys", "-t", session, "Enter")
+    session.keys("Enter")
     wait_screen(session, lambda s: f"Defer #{task_id}" in s, "the defer dialog")
-    tmux("send-keys", "-t", session, "Enter")
+    session.keys("Enter")
     wait_screen(session, lambda s: f"#{task_id} deferred to" in s, "the confirmation")
     shown = json.loads(vigil("task", "show", str(task_id), "--json", check=True).stdout)
     later = datetime.fromisoformat(shown["scheduled_for"]) - datetime.fromisoformat(shown["created_at"])
     assert later >= timedelta(minutes=59)  # the preset: an hour from when the key was pressed
-    tmux("send-keys", "-t", session, "C-q")
+    session.keys("C-q")
     wait_screen(session, lambda s: "it started no loop" in s, "the quit message, which claims no loop")
