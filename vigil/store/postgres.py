@@ -30,9 +30,9 @@ from vigil.models import DEFAULT_MAX_RETRIES
 from vigil.store.dispatching import Dispatching
 from vigil.store.postgres_db import POOL_MAX, PgDatabase, PgEngine
 from vigil.store.pruning import AsyncRetention
-from vigil.store.state import AsyncState, State
+from vigil.store.state import State
 from vigil.store.tasks import Tasks
-from vigil.store.threaded import AsyncDispatching, AsyncTasks
+from vigil.store.threaded import AsyncDispatching, AsyncState, AsyncTasks
 from vigil.store.transaction import Engine
 
 T = TypeVar("T")

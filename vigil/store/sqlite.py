@@ -22,9 +22,9 @@ from vigil.store.dispatching import Dispatching
 from vigil.store.pruning import AsyncRetention
 from vigil.store.sqlite_db import TRUNCATE_WAIT_MS, Database, SqliteEngine
 from vigil.store.sqlite_schema import check_openable, migrate
-from vigil.store.state import AsyncState, State
+from vigil.store.state import State
 from vigil.store.tasks import Tasks
-from vigil.store.threaded import AsyncDispatching, AsyncTasks
+from vigil.store.threaded import AsyncDispatching, AsyncState, AsyncTasks
 from vigil.store.transaction import Engine
 
 T = TypeVar("T")

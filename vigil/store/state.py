@@ -1,7 +1,7 @@
 """Sensor state and the loop's key/value state, written once for every backend.
 
 Blocking, like ``tasks.Tasks``; the async stores run each call whole in their
-worker thread (``AsyncState``). The conditional write of a loop value is each
+worker thread (``threaded.AsyncState``). The conditional write of a loop value is each
 backend's own (``replace_loop_value`` in its queries module). The guarantees are
 those of the ``vigil.store.Store`` protocol.
 """
@@ -16,7 +16,6 @@ from vigil.faults import crash_point
 from vigil.models import BatchResult, NewTask, SensorRun, SensorState
 from vigil.store.rows import Row, sensor_state_from_row
 from vigil.store.tasks import insert_batch
-from vigil.store.threaded import Hopping
 from vigil.store.transaction import Engine, Tx
 
 
@@ -91,32 +90,3 @@ class State:
 
     def replace_loop_value(self, key: str, expected: object, value: object) -> bool:
         return self._engine.write(lambda tx: tx.q.replace_loop_value(tx, key, expected, value))
-
-
-class AsyncState(Hopping):
-    """The sensor-state and loop-state methods of ``Store`` (see its docstrings)."""
-
-    state: State
-
-    async def sensor_states(self) -> list[SensorState]:
-        return await self._hop(self.state.sensor_states)
-
-    async def sensor_state(self, name: str) -> SensorState | None:
-        return await self._hop(self.state.sensor_state, name)
-
-    async def record_sensor_run(
-        self, name: str, run: SensorRun, tasks: Sequence[NewTask], state: Mapping[str, object] | None
-    ) -> BatchResult:
-        return await self._hop(self.state.record_sensor_run, name, run, tasks, state)
-
-    async def set_sensor_enabled(self, name: str, enabled: bool) -> None:
-        await self._hop(self.state.set_sensor_enabled, name, enabled)
-
-    async def loop_values(self) -> dict[str, object]:
-        return await self._hop(self.state.loop_values)
-
-    async def set_loop_values(self, values: Mapping[str, object]) -> None:
-        await self._hop(self.state.set_loop_values, values)
-
-    async def replace_loop_value(self, key: str, expected: object, value: object) -> bool:
-        return await self._hop(self.state.replace_loop_value, key, expected, value)
