@@ -21,7 +21,9 @@ from vigil.errors import InputError, VigilError
 
 if TYPE_CHECKING:  # imported inside the commands at run time: start-up stays light
     from vigil.config import Settings
+    from vigil.models import TaskEvent
     from vigil.store import Store
+    from vigil.store.tasks import Tasks
 
 T = TypeVar("T")
 
@@ -94,7 +96,7 @@ def with_store(ctx: click.Context, work: Callable[[Store, Settings], Awaitable[T
     return asyncio.run(main())
 
 
-def with_tasks(ctx: click.Context, work: Callable[[Any, Any], T]) -> T:
+def with_tasks(ctx: click.Context, work: Callable[[Tasks, Settings], T]) -> T:
     """Run ``work(tasks, settings)`` on the home's store's blocking task methods
     (``vigil.store.tasks.Tasks``): on SQLite no event loop and no thread."""
     from vigil.store import task_desk
@@ -299,11 +301,11 @@ def events_command(ctx: click.Context, /, **opts: Any) -> None:
         kinds=parse_kinds(opts["kinds"]),
     )
 
-    def emit(event: Any) -> None:
+    def emit(event: TaskEvent) -> None:
         text = json.dumps(event_record(event), ensure_ascii=False) if as_json else event_line(event)
         click.echo(text)  # flushed per line, so a follower's reader sees each at once
 
-    def work(store: Any, settings: Any) -> Awaitable[None]:
+    def work(store: Store, settings: Settings) -> Awaitable[None]:
         lookback = 0 if settings.store.url is None else POSTGRES_LOOKBACK
         return stream(store, wanted, emit, follow=follow, lookback=lookback)
 
