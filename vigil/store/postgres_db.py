@@ -156,7 +156,7 @@ class Changes:
         self._version = 0
         self._listening = True
         self._ticked_at = time.monotonic()
-        self._conn: psycopg.AsyncConnection[Any] | None = listening  # the session now listening
+        self._listener: psycopg.AsyncConnection[Any] | None = listening  # the session now listening
         self._task = asyncio.create_task(self._listen(), name="vigil-store-listen")
 
     def version(self) -> int:
@@ -173,16 +173,16 @@ class Changes:
         delay_s = RECONNECT_S
         while True:
             try:
-                if self._conn is None:
-                    self._conn = await psycopg.AsyncConnection.connect(
+                if self._listener is None:
+                    self._listener = await psycopg.AsyncConnection.connect(
                         self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, **KEEPALIVES
                     )
-                    await self._conn.execute(SQL_LISTEN)
+                    await self._listener.execute(SQL_LISTEN)
                     self._listening = True
                     self._bump()  # whatever happened while not listening
                     log.info("change notifications from PostgreSQL resumed")
                     delay_s = RECONNECT_S
-                async for note in self._conn.notifies():
+                async for note in self._listener.notifies():
                     if note.pid not in self._own_pids:
                         self._bump()
             except psycopg.Error as err:
@@ -196,7 +196,7 @@ class Changes:
             delay_s = min(delay_s * 2, RECONNECT_MAX_S)
 
     async def _drop_session(self) -> None:
-        conn, self._conn = self._conn, None
+        conn, self._listener = self._listener, None
         if conn is not None:
             with contextlib.suppress(psycopg.Error):
                 await conn.close()
@@ -220,21 +220,21 @@ class PgTx:
     q: Queries = postgres_queries
 
     def __init__(self, conn: Conn) -> None:
-        self._conn = conn
+        self._session = conn
 
     def one(self, sql: str, params: Params | None = None) -> Row | None:
-        return self._conn.execute(_DIALECT.get(sql, sql), params).fetchone()
+        return self._session.execute(_DIALECT.get(sql, sql), params).fetchone()
 
     def all(self, sql: str, params: Params | None = None) -> list[Row]:
-        return self._conn.execute(_DIALECT.get(sql, sql), params).fetchall()
+        return self._session.execute(_DIALECT.get(sql, sql), params).fetchall()
 
     def run(self, sql: str, params: Params | None = None) -> int:
-        return self._conn.execute(_DIALECT.get(sql, sql), params).rowcount
+        return self._session.execute(_DIALECT.get(sql, sql), params).rowcount
 
     def many(self, sql: str, rows: Iterable[Params]) -> None:
         batch = list(rows)
         if batch:
-            with self._conn.cursor() as cur:
+            with self._session.cursor() as cur:
                 cur.executemany(_DIALECT.get(sql, sql), batch)
 
     def loads(self, value: Any) -> Any:

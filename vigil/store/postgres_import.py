@@ -37,7 +37,7 @@ class PostgresImport:
     ``commit()`` or ``rollback()`` ends it (``close()`` without a commit rolls back)."""
 
     def __init__(self, conn: psycopg.AsyncConnection[Any], where: str, columns: dict[str, list[str]]) -> None:
-        self._conn = conn
+        self._session = conn
         self.where = where
         self._columns = columns
 
@@ -96,7 +96,7 @@ class PostgresImport:
         )
         count = 0
         try:
-            async with self._conn.cursor() as cur, cur.copy(statement) as copy:
+            async with self._session.cursor() as cur, cur.copy(statement) as copy:
                 for row in rows:
                     await copy.write_row(row)
                     count += 1
@@ -108,7 +108,7 @@ class PostgresImport:
         """Move every id sequence past the largest copied id."""
         try:
             for statement in SQL_RESET_IDENTITIES:
-                await self._conn.execute(statement)
+                await self._session.execute(statement)
         except psycopg.Error as err:
             raise translate(err, self.where) from None
 
@@ -125,7 +125,7 @@ class PostgresImport:
     async def status_totals(self) -> dict[str, int]:
         """Tasks per status from the trigger-kept counts (only statuses that occur)."""
         try:
-            async with self._conn.cursor() as cur:
+            async with self._session.cursor() as cur:
                 await cur.execute(SQL_STATUS_TOTALS)
                 return {str(status): int(n) for status, n in await cur.fetchall()}
         except psycopg.Error as err:
@@ -133,20 +133,20 @@ class PostgresImport:
 
     async def commit(self) -> None:
         try:
-            await self._conn.commit()
+            await self._session.commit()
         except psycopg.Error as err:
             raise translate(err, self.where) from None
 
     async def close(self) -> None:
         """Roll back whatever was not committed and disconnect."""
-        await self._conn.close()
+        await self._session.close()
 
     async def _scalar(self, statement: sql.Composed) -> object:
         return (await self._row(statement))[0]
 
     async def _row(self, statement: sql.Composed) -> tuple[Any, ...]:
         try:
-            async with self._conn.cursor() as cur:
+            async with self._session.cursor() as cur:
                 await cur.execute(statement)
                 row = await cur.fetchone()
         except psycopg.Error as err:

@@ -140,7 +140,7 @@ class Connection:
     """
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        self._conn = conn
+        self._sqlite = conn
         self.path = path
 
     @classmethod
@@ -194,7 +194,7 @@ class Connection:
         body = _in_transaction if transactional else _plain
         for attempt in range(BUSY_RETRIES + 1):
             try:
-                return body(self._conn, fn)
+                return body(self._sqlite, fn)
             except sqlite3.OperationalError as err:
                 if not _is_busy(err) or attempt == BUSY_RETRIES:
                     raise translate(err, self.path) from None
@@ -212,7 +212,7 @@ class Connection:
         disk) never leaves a half copy under the name a person will restore from.
         """
         try:
-            _backup(self._conn, target)
+            _backup(self._sqlite, target)
         except sqlite3.Error as err:
             failure = translate(err, target)
             if isinstance(failure, StoreBusy):
@@ -223,7 +223,7 @@ class Connection:
             raise StoreError(f"cannot back up {self.path} to {target}: {err.strerror}") from None
 
     def close(self) -> None:
-        self._conn.close()
+        self._sqlite.close()
 
 
 def _backup(conn: sqlite3.Connection, target: Path) -> None:
@@ -257,20 +257,20 @@ class SqliteTx:
     q: Queries = sqlite_queries
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
+        self._sqlite = conn
 
     def one(self, sql: str, params: Params | None = None) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self._conn.execute(sql, params or {}).fetchone()
+        row: sqlite3.Row | None = self._sqlite.execute(sql, params or {}).fetchone()
         return row
 
     def all(self, sql: str, params: Params | None = None) -> list[sqlite3.Row]:
-        return self._conn.execute(sql, params or {}).fetchall()
+        return self._sqlite.execute(sql, params or {}).fetchall()
 
     def run(self, sql: str, params: Params | None = None) -> int:
-        return self._conn.execute(sql, params or {}).rowcount
+        return self._sqlite.execute(sql, params or {}).rowcount
 
     def many(self, sql: str, rows: Iterable[Params]) -> None:
-        self._conn.executemany(sql, rows)
+        self._sqlite.executemany(sql, rows)
 
     def loads(self, value: Any) -> Any:
         return json.loads(value)
@@ -288,13 +288,13 @@ class SqliteEngine:
     q: Queries = sqlite_queries
 
     def __init__(self, conn: Connection) -> None:
-        self._conn = conn
+        self._connection = conn
 
     def read(self, fn: Callable[[Tx], T]) -> T:
-        return self._conn.read(lambda conn: fn(SqliteTx(conn)))
+        return self._connection.read(lambda conn: fn(SqliteTx(conn)))
 
     def write(self, fn: Callable[[Tx], T]) -> T:
-        return self._conn.write(lambda conn: fn(SqliteTx(conn)))
+        return self._connection.write(lambda conn: fn(SqliteTx(conn)))
 
 
 class Database:

@@ -45,10 +45,10 @@ class SqliteExport:
             raise StoreError(f"no database at {path}; nothing to migrate")
         self.path = path
         try:
-            self._conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, isolation_level=None)
+            self._reader = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, isolation_level=None)
             # One deferred transaction: its first read fixes the snapshot for every table.
-            self._conn.execute("BEGIN")
-            self._tables = [row[0] for row in self._conn.execute(SQL_TABLES)]
+            self._reader.execute("BEGIN")
+            self._tables = [row[0] for row in self._reader.execute(SQL_TABLES)]
         except sqlite3.Error as err:
             raise StoreError(f"cannot read {path}: {err}") from None
 
@@ -59,7 +59,7 @@ class SqliteExport:
         self.close()
 
     def close(self) -> None:
-        self._conn.close()
+        self._reader.close()
 
     def tables(self) -> list[str]:
         """The tables to copy, in a safe order: ``tasks`` first, then the rest as created."""
@@ -68,31 +68,31 @@ class SqliteExport:
 
     def columns(self, table: str) -> list[str]:
         """The table's column names, in their declared order."""
-        return [row[1] for row in self._conn.execute(f"PRAGMA table_info({_quoted(table)})")]
+        return [row[1] for row in self._reader.execute(f"PRAGMA table_info({_quoted(table)})")]
 
     def totals(self, table: str) -> TableTotals:
         """Row count and money/token sums of ``table``, from the snapshot."""
         summed = [c for c in TOTAL_COLUMNS if c in self.columns(table)]
         select = ", ".join(["count(*)", *(f"coalesce(total({_quoted(c)}), 0)" for c in summed)])
-        row = self._conn.execute(f"SELECT {select} FROM {_quoted(table)}").fetchone()
+        row = self._reader.execute(f"SELECT {select} FROM {_quoted(table)}").fetchone()
         return TableTotals(int(row[0]), {c: float(v) for c, v in zip(summed, row[1:], strict=True)})
 
     def status_totals(self) -> dict[str, int]:
         """How many tasks have each status (only statuses that occur)."""
-        return {str(status): int(n) for status, n in self._conn.execute(SQL_STATUS_TOTALS)}
+        return {str(status): int(n) for status, n in self._reader.execute(SQL_STATUS_TOTALS)}
 
     def rows(self, table: str, columns: list[str], *, batch: int = 5000) -> Iterator[list[tuple[object, ...]]]:
         """The table's rows as tuples of ``columns``, ``batch`` at a time; rowid tables
         in rowid (id) order."""
         names = ", ".join(_quoted(c) for c in columns)
         order = " ORDER BY rowid" if self._has_rowid(table) else ""
-        cursor = self._conn.execute(f"SELECT {names} FROM {_quoted(table)}{order}")
+        cursor = self._reader.execute(f"SELECT {names} FROM {_quoted(table)}{order}")
         while chunk := cursor.fetchmany(batch):
             yield [tuple(row) for row in chunk]
 
     def _has_rowid(self, table: str) -> bool:
         try:
-            self._conn.execute(f"SELECT rowid FROM {_quoted(table)} LIMIT 0")
+            self._reader.execute(f"SELECT rowid FROM {_quoted(table)} LIMIT 0")
         except sqlite3.OperationalError:  # a WITHOUT ROWID table
             return False
         return True
