@@ -5,7 +5,9 @@ finding the home, loading ``vigil.toml``, opening the database (WAL,
 ``synchronous=FULL``), one durable insert, printing. The floor is the interpreter
 itself; ``FLOOR`` (click and sqlite3 imported: a one-shot command runs the store's
 blocking behaviours on a plain connection, with no event loop) is what the design
-costs before any Vigil code runs. ``-X importtime`` then names the slowest imports.
+costs before any Vigil code runs, and ``STACK`` (those and the standard modules the
+models and settings are built from) what any command of this stack costs. ``-X
+importtime`` then names the slowest imports.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ TARGET_TIMES = 5.0  # the issue's bound on `vigil task add` ÷ `python -c pass`
 # What the design puts on every command's path before any Vigil code: the CLI
 # parser and the SQLite driver (no event loop: task commands are blocking).
 FLOOR = "import click, sqlite3"
+# ... and the standard modules Vigil's models and settings are built from: what a
+# command costs before its first line of Vigil runs.
+STACK = "import click, sqlite3, dataclasses, enum, json, re, tomllib, zoneinfo"
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,16 @@ def time_table(results: Sequence[Result], vigil: Result) -> str:
     return "\n".join(lines)
 
 
+def stack_floor(stack: Result, bare: Result) -> str:
+    """How far the ratio target is from the stack alone: its imports ÷ ``python -c pass``."""
+    value = median([s / b for s, b in zip(stack.round_means_s, bare.round_means_s, strict=True)])
+    budget = TARGET_TIMES - value
+    return (
+        f"The stack alone (`{STACK}`) is {value:.2f}× `python -c pass`, "
+        f"which leaves {budget:.2f}× of the {TARGET_TIMES:g}× target for Vigil's own code and the durable insert."
+    )
+
+
 def import_profile(argv: Sequence[str], env: dict[str, str], runs: int, top: int = 12) -> str:
     """The slowest imports of ``argv`` by median self time over ``runs`` runs of
     ``python -X importtime``, with their median cumulative time, as a table."""
@@ -137,11 +152,12 @@ def main(argv: list[str] | None = None) -> int:
             spawner("vigil task add", add, "synchronous=FULL, WAL (the home's default)", env),
             spawner("python -c pass", [sys.executable, "-c", "pass"], "— (no write)", env),
             spawner(f'python -c "{FLOOR}"', [sys.executable, "-c", FLOOR], "— (no write)", env),
+            spawner(f'python -c "{STACK}"', [sys.executable, "-c", STACK], "— (no write)", env),
             spawner("vigil --help", [*vigil_command(), "--help"], "— (no write)", env),
         ]
         heading("vigil task add, a new process each time")
         results = interleave(contenders, rounds=sizes.rounds, ops=sizes.spawns)
-        timing = time_table(results, results[0])
+        timing = time_table(results, results[0]) + "\n\n" + stack_floor(results[3], results[1])
         print(timing, flush=True)
         heading("slowest imports of `vigil task add` (python -X importtime)")
         profile = import_profile(["-m", "vigil", "--home", str(home), "task", "add", "profiled"], env, sizes.profiles)
