@@ -8,7 +8,7 @@ line saying no cap is set.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.table import Table
 from rich.text import Text
@@ -81,7 +81,7 @@ def day_chart(rows: tuple[CostRow, ...]) -> Text:
     return chart or Text("no finished runs in this window", style="dim")
 
 
-class CostsScreen(LiveScreen):
+class CostsScreen(LiveScreen[CostSnapshot]):
     TITLE = "Costs"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left_square_bracket", "window(-1)", "Shorter", key_display="[", tooltip="a shorter window"),
@@ -110,7 +110,7 @@ class CostsScreen(LiveScreen):
         ctx = self.ctx
         return await load_costs(ctx.store, ctx.clock.now_ms(), self.days, ctx.settings.budget, ctx.times)
 
-    def apply(self, data: Any) -> None:
+    def apply(self, data: CostSnapshot) -> None:
         costs: CostSnapshot = data
         self.costs = costs
         total = sum(r.cost_usd for r in costs.by_day)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on
@@ -61,7 +61,7 @@ def history_cells(task: Task, now_ms: int) -> dict[str, Text]:
     }
 
 
-class HistoryScreen(LiveScreen):
+class HistoryScreen(LiveScreen[tuple[Task, ...]]):
     TITLE = "History"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "search", "Search", key_display="/", tooltip="search subject, description, source, result"),
@@ -114,7 +114,7 @@ class HistoryScreen(LiveScreen):
     async def load(self) -> tuple[Task, ...]:
         return await load_history_page(self.ctx.store, self.query_text, before_id=None)
 
-    def apply(self, data: Any) -> None:
+    def apply(self, data: tuple[Task, ...]) -> None:
         """A fresh first page (search changed, screen shown, or data changed)."""
         first: tuple[Task, ...] = data
         table = self.query_one(DataTable)

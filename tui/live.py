@@ -11,7 +11,7 @@ only a change of the view itself (a new filter) loads while frozen.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from rich.text import Text
 from textual.screen import Screen
@@ -28,8 +28,12 @@ class Banner(Static):
     DEFAULT_CSS = "Banner { dock: top; height: auto; background: $error; color: $text; padding: 0 1; display: none; }"
 
 
-class LiveScreen(Screen[None]):
-    """Subclasses implement ``load`` (async, queries only) and ``apply`` (widgets only).
+Data = TypeVar("Data")
+
+
+class LiveScreen(Screen[None], Generic[Data]):
+    """Subclasses implement ``load`` (async, queries only) and ``apply`` (widgets
+    only) over one ``Data`` type: what a load returns is what apply shows.
     Their ``action_*`` and ``on_*`` handlers are guarded: an exception is shown and
     logged, and the app carries on."""
 
@@ -47,10 +51,10 @@ class LiveScreen(Screen[None]):
         self._again = False  # another load was asked for while one ran
         self._discard = False  # ...and the result in flight is outdated: do not show it
 
-    async def load(self) -> Any:
+    async def load(self) -> Data:
         raise NotImplementedError
 
-    def apply(self, data: Any) -> None:
+    def apply(self, data: Data) -> None:
         raise NotImplementedError
 
     def data_changed(self) -> None:

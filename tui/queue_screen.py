@@ -7,7 +7,7 @@ happened; its widgets only display what they are given.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on
@@ -45,7 +45,7 @@ TASK_ACTIONS = {"raise": Action.RAISE, "lower": Action.LOWER, "defer": Action.DE
 TASK_ACTIONS |= {"retry": Action.RETRY, "approve": Action.APPROVE, "reject": Action.REJECT}
 
 
-class QueueScreen(LiveScreen):
+class QueueScreen(LiveScreen[QueueSnapshot]):
     TITLE = "Queue"
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -129,7 +129,7 @@ class QueueScreen(LiveScreen):
         now = self.ctx.clock.now_ms()
         return await load_queue(self.ctx.store, self.filter, now, today_ms=self.ctx.times.start_of_day(now))
 
-    def apply(self, data: Any) -> None:
+    def apply(self, data: QueueSnapshot) -> None:
         snapshot: QueueSnapshot = data
         self.snapshot = snapshot
         now = self.ctx.clock.now_ms()

@@ -89,7 +89,7 @@ def next_due_cell(state: SensorState, now_ms: int, style: str) -> Text:
     return Text(relative(state.next_due_at, now_ms) if state.next_due_at else "—", style=style)
 
 
-class SensorsScreen(LiveScreen):
+class SensorsScreen(LiveScreen[tuple[SensorState, ...]]):
     TITLE = "Sensors"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "run_now", "Run now", tooltip="run the sensor now, as `vigil sensors run NAME`"),
@@ -118,7 +118,7 @@ class SensorsScreen(LiveScreen):
     async def load(self) -> tuple[SensorState, ...]:
         return with_configured(await load_sensors(self.ctx.store), self.ctx.settings.sensors)
 
-    def apply(self, data: Any) -> None:
+    def apply(self, data: tuple[SensorState, ...]) -> None:
         self.states = data
         table = self.query_one(DataTable)
         now = self.ctx.clock.now_ms()

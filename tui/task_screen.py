@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.table import Table
 from rich.text import Text
@@ -76,7 +76,7 @@ def read_tail(path: Path) -> str:
     return "\n".join(data.splitlines()[-TAIL_LINES:])
 
 
-class TaskScreen(LiveScreen):
+class TaskScreen(LiveScreen[TaskDetail | None]):
     TITLE = "Task"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,backspace,q", "back", "Back", tooltip="back to the screen below"),
@@ -138,7 +138,7 @@ class TaskScreen(LiveScreen):
         except TaskNotFound:
             return None
 
-    def apply(self, data: Any) -> None:
+    def apply(self, data: TaskDetail | None) -> None:
         detail: TaskDetail | None = data
         self.detail = detail
         if detail is None:

@@ -6,6 +6,7 @@ import io
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -340,7 +341,7 @@ async def test_the_pane_names_the_dependencies_by_id(make_app: AppFactory, db: S
     ("key", "label", "screen_type"), [("3", "3 History", HistoryScreen), ("5", "5 Costs", CostsScreen)]
 )
 async def test_every_screen_says_which_it_is_and_what_the_loop_does(
-    make_app: AppFactory, db: Store, key: str, label: str, screen_type: type[LiveScreen]
+    make_app: AppFactory, db: Store, key: str, label: str, screen_type: type[LiveScreen[Any]]
 ) -> None:
     running = await add(db, "running")
     await db.claim_next(worker="w", lease_ms=600_000)
