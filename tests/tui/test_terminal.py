@@ -38,7 +38,7 @@ class Pane:
     def tmux(self, *args: str) -> str:
         proc = subprocess.run(["tmux", "-S", str(self.socket), *args], capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            raise AssertionError(f"tmux {' '.join(args[:1])} exited {proc.returncode}: {proc.stderr.strip()}")
+            raise AssertionError(f"tmux {args[0]} exited {proc.returncode}: {proc.stderr.strip()}")
         return proc.stdout
 
     def keys(self, *keys: str) -> None:
