@@ -7,7 +7,7 @@ import pytest
 from tests.store.contract import claim, new, success
 from vigil.clock import ManualClock
 from vigil.errors import InvalidTransition
-from vigil.models import TaskStatus
+from vigil.models import Outcome, OutcomeKind, TaskStatus
 from vigil.store import Store
 
 
@@ -49,3 +49,37 @@ async def test_only_a_running_task_without_a_cancel_request_may_ask(store: Store
     await store.cancel(c.task.id, actor="human")
     with pytest.raises(InvalidTransition, match="is active with a cancel requested"):
         await store.request_retry(c.task.id, clock.now_ms(), "later", actor="agent")
+
+
+async def test_no_second_run_starts_while_the_asking_run_is_still_open(store: Store, clock: ManualClock) -> None:
+    """With lanes, another dispatcher must not claim the task while the run that
+    asked for the retry is still ending, even once the retry time has come."""
+    await store.add_task(new("retry at once", max_retries=2))
+    c = await claim(store)
+    asked = await store.request_retry(c.task.id, clock.now_ms(), "again, now", actor="agent")
+    clock.advance(60_000)
+    assert await store.claim_next(worker="w2", lease_ms=60_000) is None
+    assert await store.next_due_at() is None  # an idle lane sleeps until the run ends
+
+    await store.finish(c, success(), TaskStatus.COMPLETED, worker="w1")
+    assert await store.next_due_at() == asked.scheduled_for
+    again = await claim(store, "w2")
+    assert (again.task.id, again.attempt) == (c.task.id, 2)
+
+
+async def test_the_task_of_a_dead_asking_run_is_claimable_once_recovered(store: Store, clock: ManualClock) -> None:
+    await store.add_task(new("retry, then the dispatcher dies", max_retries=2))
+    c = await claim(store)
+    asked = await store.request_retry(c.task.id, clock.now_ms(), "again, now", actor="agent")
+    assert await store.claim_next(worker="w2", lease_ms=60_000) is None
+
+    died = Outcome(OutcomeKind.INTERRUPTED, summary="interrupted: dispatcher died", error="dispatcher died")
+    recovered = await store.recover(c.run_id, died, status=TaskStatus.PENDING, retry_at=clock.now_ms())
+    assert (recovered.status, recovered.claimed_by, recovered.scheduled_for) == (
+        TaskStatus.PENDING,
+        None,
+        asked.scheduled_for,
+    )
+    assert await store.next_due_at() == asked.scheduled_for
+    again = await claim(store, "w2")
+    assert (again.task.id, again.attempt) == (c.task.id, 2)

@@ -41,12 +41,15 @@ SQL_ADD_TASK, SQL_ADD_TASK_EVER = (dialect(sql) for sql in add_task_sql(_ADD_TAS
 # urgent level first, stopping at the first level that has a due task; so neither
 # finished tasks nor many not-yet-due urgent tasks are walked, and nothing is sorted.
 # SKIP LOCKED passes over a task another dispatcher is claiming right now; the outer
-# ``status = 'pending'`` re-check is what makes a claim exclusive.
+# ``status = 'pending'`` re-check is what makes a claim exclusive. A pending task
+# still claimed is one whose run asked for a retry and has not been recorded yet: no
+# second run of it starts until that one has ended.
 _NEXT_DUE_ID = """
 SELECT c.id FROM generate_series(1, %(max_priority)s::int) AS p (priority)
 CROSS JOIN LATERAL (
     SELECT id FROM tasks
     WHERE status = 'pending' AND waiting_on = 0 AND priority = p.priority AND scheduled_for <= %(now)s
+      AND claimed_by IS NULL
     ORDER BY scheduled_for, id LIMIT 1
     FOR UPDATE SKIP LOCKED
 ) AS c
@@ -91,7 +94,7 @@ SQL_NEXT_DUE_AT = """
 SELECT min(x.scheduled_for) AS m FROM generate_series(1, 9) AS p (priority)
 CROSS JOIN LATERAL (
     SELECT scheduled_for FROM tasks
-    WHERE status = 'pending' AND waiting_on = 0 AND priority = p.priority
+    WHERE status = 'pending' AND waiting_on = 0 AND priority = p.priority AND claimed_by IS NULL
     ORDER BY scheduled_for LIMIT 1
 ) AS x
 """

@@ -40,10 +40,12 @@ def _next_due_id(most_urgent_last: int) -> str:
     ``scheduled_for <= :now``: neither finished tasks nor many not-yet-due urgent
     tasks are walked, nothing is sorted, and LIMIT 1 ends the walk at the first due
     task. Only priorities up to ``most_urgent_last`` take part (the budget's urgency
-    gate)."""
+    gate). A pending task still claimed is one whose run asked for a retry and has
+    not been recorded yet: no second run of it starts until that one has ended."""
     priorities = ", ".join(str(p) for p in _PRIORITIES if p <= most_urgent_last)
     return f"""SELECT id FROM tasks
         WHERE status = 'pending' AND waiting_on = 0 AND priority IN ({priorities}) AND scheduled_for <= :now
+          AND claimed_by IS NULL
         ORDER BY priority, scheduled_for, id LIMIT 1"""
 
 
@@ -74,7 +76,8 @@ RETURNING id, attempt
 SQL_NEXT_DUE_AT = (
     "SELECT min(m) AS m FROM ("
     + " UNION ALL ".join(
-        f"SELECT min(scheduled_for) AS m FROM tasks WHERE status = 'pending' AND waiting_on = 0 AND priority = {p}"
+        "SELECT min(scheduled_for) AS m FROM tasks"
+        f" WHERE status = 'pending' AND waiting_on = 0 AND priority = {p} AND claimed_by IS NULL"
         for p in _PRIORITIES
     )
     + ")"
