@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test check run lint bench clean agent-clis
+.PHONY: test check run lint bench clean agent-clis bytecode
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -27,12 +27,19 @@ lint: $(STAMP)
 # slowest are listed at the end so a regression shows.
 PYTEST_PARALLEL ?= -n 3 --dist loadfile --no-loadscope-reorder
 
-test: lint
+test: lint bytecode
 	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not alone" --durations=20
 	$(BIN)/pytest -m alone -n 2 --dist loadfile --durations=5
 
+# The project's modules compiled once, up front. Where PYTHONDONTWRITEBYTECODE is
+# set (container images often set it), Python writes no cache, so every `vigil` process a
+# test starts would compile them again; compileall writes the cache regardless, and
+# is a no-op for modules that have not changed.
+bytecode: $(STAMP)
+	$(BIN)/python -m compileall -q vigil dispatch sensors tui tests bench
+
 # The inner loop: lint, then the fast tier (the slow tier is listed in tests/conftest.py).
-check: lint
+check: lint bytecode
 	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not slow" --durations=10
 
 # The real agent CLIs at the versions the tests pin, installed outside the tree
