@@ -32,9 +32,9 @@ test: lint bytecode
 	$(BIN)/pytest -m alone -n 2 --dist loadfile --durations=5
 
 # The project's modules compiled once, up front. Where PYTHONDONTWRITEBYTECODE is
-# set (container images often set it), Python writes no cache, so every `vigil` process a
-# test starts would compile them again; compileall writes the cache regardless, and
-# is a no-op for modules that have not changed.
+# set (container images often set it), Python writes no cache, so every `vigil`
+# process a test starts would compile them again; compileall writes the cache
+# regardless, and is a no-op for modules that have not changed.
 bytecode: $(STAMP)
 	$(BIN)/python -m compileall -q vigil dispatch sensors tui tests bench
 
