@@ -63,9 +63,8 @@ SLOW_TIER = (
 
 
 # Tests that judge throughput against a clock (a simulated day at 1,440 times real
-# speed, a soak's task count): run beside the rest of the suite, which keeps both
-# cores busy, they would measure the suite. `make test` runs them after the rest
-# (the `alone` marker), the two files side by side: each takes under half a core.
+# speed, a soak's task count): beside other work they would measure that work.
+# `make test` runs them after the rest, one at a time (the `alone` marker).
 ALONE = (
     "tests/reliability/test_soak.py",
     "tests/reliability/test_week.py",
