@@ -23,6 +23,7 @@ from tui.cells import STATUS_STYLE, cut, money, relative
 from tui.columns import Column, fit
 from tui.context import Context
 from tui.keybar import KeyBar
+from tui.keys import RETRY
 from tui.live import Banner, LiveScreen
 from tui.loaders import HISTORY_PAGE, load_history_page
 from tui.queue_table import JumpTable
@@ -66,7 +67,7 @@ class HistoryScreen(LiveScreen[tuple[Task, ...]]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "search", "Search", key_display="/", tooltip="search subject, description, source, result"),
         Binding("m", "more", "More", tooltip="load the next page of older tasks"),
-        Binding("r", "retry", "Retry", tooltip="run a failed or canceled task again"),
+        RETRY,
         Binding("enter", "open", "Open", show=False, tooltip="open the task screen"),
         Binding("escape", "clear", "Clear", show=False, tooltip="clear the search"),
     ]

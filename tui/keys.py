@@ -36,6 +36,16 @@ VIEW_ACTIONS = frozenset(
 )
 APP_GROUPS = {"show": "Screens", "show_task": "Screens", "loop_gate": "Loop", "toggle_utc": "View"}
 
+# The task keys, bound alike on every screen that shows tasks, so a key reads the
+# same in each screen's footer, help and palette.
+RAISE = Binding("plus,equals_sign", "raise", "Raise", key_display="+", tooltip="more urgent (a lower number)")
+LOWER = Binding("minus", "lower", "Lower", key_display="-", tooltip="less urgent (a higher number)")
+DEFER = Binding("d", "defer", "Defer", tooltip="run later: 1 hour … 1 week, or a duration or time")
+CANCEL = Binding("x", "cancel", "Cancel", tooltip="cancel, after a confirmation (a running task is asked to stop)")
+RETRY = Binding("r", "retry", "Retry", tooltip="run a failed or canceled task again")
+APPROVE = Binding("a", "approve", "Approve", tooltip="approve a task that waits for approval")
+REJECT = Binding("R", "reject", "Reject", show=False, tooltip="reject a task that waits for approval, with a reason")
+
 
 @dataclass(frozen=True)
 class KeyInfo:

@@ -26,6 +26,7 @@ from tui.filters import TaskFilter, parse_filter
 from tui.forms import DeferForm, NewTaskForm, ReasonForm
 from tui.header import STALE_AFTER_MS, STATUS_KEYS, StatusHeader
 from tui.keybar import KeyBar
+from tui.keys import APPROVE, CANCEL, DEFER, LOWER, RAISE, REJECT, RETRY
 from tui.live import Banner, LiveScreen
 from tui.loaders import QueueSnapshot, load_queue
 from tui.ordering import SortBy, clicked_sort, next_sort, sort_rows
@@ -50,19 +51,19 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "new_task", "New", tooltip="new task: a form checked as `vigil task add` checks it"),
-        Binding("plus,equals_sign", "raise", "Raise", key_display="+", tooltip="more urgent (a lower number)"),
-        Binding("minus", "lower", "Lower", key_display="-", tooltip="less urgent (a higher number)"),
-        Binding("d", "defer", "Defer", tooltip="run later: 1 hour … 1 week, or a duration or time"),
-        Binding("x", "cancel", "Cancel", tooltip="cancel, after a confirmation (a running task is asked to stop)"),
-        Binding("r", "retry", "Retry", tooltip="run a failed or canceled task again"),
+        RAISE,
+        LOWER,
+        DEFER,
+        CANCEL,
+        RETRY,
         Binding("space", "mark", "Mark", tooltip="mark the row; the task keys then act on every marked task"),
         Binding("enter", "open", "Open", show=False, tooltip="open the task screen"),
         Binding("slash", "filter", "Filter", key_display="/", tooltip="filter as you type (words, status:, pri<3 …)"),
         Binding("p", "freeze", "Freeze", tooltip="freeze this view (not the loop: that is L); changes are counted"),
         # After the everyday keys: the footer drops keys from the end when it is narrow;
         # reject is in the help and the palette (and named in the approve confirmation).
-        Binding("a", "approve", "Approve", tooltip="approve a task that waits for approval"),
-        Binding("R", "reject", "Reject", show=False, tooltip="reject a task that waits for approval, with a reason"),
+        APPROVE,
+        REJECT,
         Binding("f", "follow", "Follow", show=False, tooltip="keep the cursor on the running task"),
         Binding("i", "toggle_detail", "Detail", show=False, tooltip="show or hide the detail pane"),
         Binding("s", "sort", "Sort", show=False, tooltip="sort by priority, age, subject, source, cost, or dispatch"),

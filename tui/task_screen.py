@@ -24,6 +24,7 @@ from tui.detail import field_table
 from tui.dialogs import ConfirmDialog, preview
 from tui.forms import DeferForm, ReasonForm
 from tui.keybar import KeyBar
+from tui.keys import APPROVE, CANCEL, DEFER, LOWER, RAISE, REJECT, RETRY
 from tui.live import Banner, LiveScreen
 from tui.loaders import TaskDetail, load_task
 from tui.safety import guarded
@@ -80,13 +81,13 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
     TITLE = "Task"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,backspace,q", "back", "Back", tooltip="back to the screen below"),
-        Binding("plus,equals_sign", "raise", "Raise", key_display="+", tooltip="more urgent (a lower number)"),
-        Binding("minus", "lower", "Lower", key_display="-", tooltip="less urgent (a higher number)"),
-        Binding("d", "defer", "Defer", tooltip="run later: 1 hour … 1 week, or a duration or time"),
-        Binding("x", "cancel", "Cancel", tooltip="cancel, after a confirmation (a running task is asked to stop)"),
-        Binding("r", "retry", "Retry", tooltip="run a failed or canceled task again"),
-        Binding("a", "approve", "Approve", tooltip="approve a task that waits for approval"),
-        Binding("R", "reject", "Reject", show=False, tooltip="reject a task that waits for approval, with a reason"),
+        RAISE,
+        LOWER,
+        DEFER,
+        CANCEL,
+        RETRY,
+        APPROVE,
+        REJECT,
     ]
 
     def __init__(self, ctx: Context, task_id: int) -> None:
