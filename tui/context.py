@@ -6,6 +6,7 @@ reopened), so screens read ``ctx.store`` at each use instead of keeping it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 
@@ -29,3 +30,6 @@ class Context:
     banner: str = ""  # a problem with the database, shown on every screen ("" = none)
     times: Times = field(default_factory=Times)  # local time or UTC (z switches)
     loop: LoopState | None = None  # what the loop does, for the loop line (None: not read yet)
+    # The TUI's writes run one at a time, so a step (raise, lower) starts from what the
+    # previous one left, however fast the keys come.
+    writes: asyncio.Lock = field(default_factory=asyncio.Lock)

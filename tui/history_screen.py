@@ -206,7 +206,7 @@ class HistoryScreen(LiveScreen[tuple[Task, ...]]):
 
     @guarded("retrying")
     async def _retry(self, task: Task) -> None:
-        message, ok = summarize(await apply_many(self.ctx.store, Action.RETRY, [task]))
+        message, ok = summarize(await apply_many(self.ctx, Action.RETRY, [task]))
         self.notify(message, severity="information" if ok else "warning", markup=False)
         self.rows = []
         self.reload()

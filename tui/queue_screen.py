@@ -420,7 +420,7 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
 
     @guarded("changing tasks")
     async def _apply_write(self, action: Action, targets: list[Task], until_ms: int | None, reason: str | None) -> None:
-        reports = await apply_many(self.ctx.store, action, targets, until_ms=until_ms, reason=reason)
+        reports = await apply_many(self.ctx, action, targets, until_ms=until_ms, reason=reason)
         message, ok = summarize(reports)
         self.notify(message, severity="information" if ok else "warning", markup=False)
         if self.table.marks:

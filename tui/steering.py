@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from tui.context import Context
 from vigil.clock import iso_utc
 from vigil.errors import InvalidTransition, VigilError
 from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Task, TaskStatus
@@ -103,6 +104,7 @@ async def apply(
     Never raises ``VigilError``: failures become a report."""
     try:
         if action is Action.RAISE or action is Action.LOWER:
+            task = await store.get_task(task.id)  # a step starts from the stored priority
             step = -1 if action is Action.RAISE else 1
             wanted = min(MAX_PRIORITY, max(MIN_PRIORITY, task.priority + step))
             if wanted == task.priority:
@@ -137,9 +139,11 @@ async def apply(
 
 
 async def apply_many(
-    store: Store, action: Action, tasks: Sequence[Task], *, until_ms: int | None = None, reason: str | None = None
+    ctx: Context, action: Action, tasks: Sequence[Task], *, until_ms: int | None = None, reason: str | None = None
 ) -> list[Report]:
-    return [await apply(store, action, task, until_ms=until_ms, reason=reason) for task in tasks]
+    """``apply`` to each task in turn, after every write the TUI started earlier."""
+    async with ctx.writes:
+        return [await apply(ctx.store, action, task, until_ms=until_ms, reason=reason) for task in tasks]
 
 
 def summarize(reports: Sequence[Report]) -> tuple[str, bool]:

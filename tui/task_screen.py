@@ -284,7 +284,7 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
 
     @guarded("changing the task")
     async def _apply_write(self, action: Action, task: Task, until_ms: int | None, reason: str | None) -> None:
-        reports = await apply_many(self.ctx.store, action, [task], until_ms=until_ms, reason=reason)
+        reports = await apply_many(self.ctx, action, [task], until_ms=until_ms, reason=reason)
         message, ok = summarize(reports)
         self.notify(message, severity="information" if ok else "warning", markup=False)
         self.reload()

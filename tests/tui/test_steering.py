@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tests.tui.conftest import add
-from tui.steering import Action, apply, refusal, summarize
+from tui.context import Context
+from tui.steering import Action, apply, apply_many, refusal, summarize
+from vigil.clock import ManualClock
+from vigil.config import Settings
 from vigil.errors import InvalidTransition
 from vigil.models import TaskStatus
 from vigil.store import Store
@@ -40,3 +45,14 @@ async def test_every_action_goes_through_the_conditional_write(db: Store) -> Non
     assert [r.ok for r in reports] == [False] * len(Action)
     assert (await db.get_task(task_id)).status is TaskStatus.COMPLETED
     assert summarize(reports)[0].startswith(f"0 of {len(Action)} done")
+
+
+async def test_two_quick_steps_both_count_from_a_stale_view(db: Store, settings: Settings, clock: ManualClock) -> None:
+    """Two presses of `-` before the table reloads: both start from the row as it
+    was shown (priority 5), yet the second lowers what the first left."""
+    task_id = await add(db, "pressed twice", priority=5)
+    shown = await db.get_task(task_id)
+    ctx = Context(db, clock, settings)
+    first, second = await asyncio.gather(apply_many(ctx, Action.LOWER, [shown]), apply_many(ctx, Action.LOWER, [shown]))
+    assert [first[0].message, second[0].message] == [f"#{task_id} priority 5 → 6", f"#{task_id} priority 6 → 7"]
+    assert (await db.get_task(task_id)).priority == 7
