@@ -103,15 +103,15 @@ def group_members(pgid: int) -> list[int]:
 
 def group_alive(pgid: int) -> bool:
     """True while any process of group ``pgid`` runs (zombies do not count)."""
-    if PROC.is_dir():
-        return bool(group_members(pgid))
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
-        return False
+        return False  # no process at all, zombies included: the usual answer, in one call
     except PermissionError:
-        return True
-    return True
+        pass  # it exists, but is not ours to signal
+    # Something is in the group; only /proc tells a zombie (which runs nothing) from a
+    # live process. Reading every process's stat is why this is not the first check.
+    return bool(group_members(pgid)) if PROC.is_dir() else True
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
