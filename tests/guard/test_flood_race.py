@@ -3,26 +3,25 @@ insert share one write transaction, so no two processes pass a limit together.""
 
 from __future__ import annotations
 
-import multiprocessing
 from pathlib import Path
 
 from tests.guard import workers
+from tests.processes import PROCESSES
 from vigil.clock import ManualClock
 from vigil.config import LimitsSettings
 from vigil.models import NewTask
 from vigil.store.sqlite import SqliteStore
 
-SPAWN = multiprocessing.get_context("spawn")
 JOIN_TIMEOUT_S = 90  # a safety net against a hung child, not a measurement
 
 
 async def _race(
     path: Path, parent_id: int, limits: LimitsSettings, processes: int, tries: int
 ) -> list[tuple[int, int]]:
-    barrier = SPAWN.Barrier(processes)
-    results = SPAWN.Queue()
+    barrier = PROCESSES.Barrier(processes)
+    results = PROCESSES.Queue()
     procs = [
-        SPAWN.Process(target=workers.add_follow_ups, args=(str(path), parent_id, tries, limits, barrier, results))
+        PROCESSES.Process(target=workers.add_follow_ups, args=(str(path), parent_id, tries, limits, barrier, results))
         for _ in range(processes)
     ]
     for p in procs:

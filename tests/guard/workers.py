@@ -1,5 +1,6 @@
 """Code that runs in other OS processes during the flood-limit race tests
-(``multiprocessing`` spawn targets: importable by name, each with its own connection)."""
+(``multiprocessing`` targets, forked from the fork server of ``tests.processes``;
+each opens its own connection)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Code that runs in other OS processes during the PostgreSQL multi-process tests.
 
-Each function is a ``multiprocessing`` target (spawn context: importable by name);
-each opens its own store, with its own connections, as a separate host would.
+Each function is a ``multiprocessing`` target (forked from the fork server of
+``tests.processes``, which imports this module once); each opens its own store,
+with its own connections, as a separate host would.
 """
 
 from __future__ import annotations

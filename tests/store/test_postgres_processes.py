@@ -7,17 +7,16 @@ once; the partial unique indexes must let exactly one task per key through.
 
 from __future__ import annotations
 
-import multiprocessing
 from collections import Counter
 
 import pytest
 
+from tests.processes import PROCESSES
 from tests.store import postgres_workers
 from tests.store.contract import all_tasks
 from vigil.clock import ManualClock
 from vigil.models import DedupScope, NewTask, TaskStatus
 
-SPAWN = multiprocessing.get_context("spawn")
 JOIN_TIMEOUT_S = 120  # a safety net against a hung child, not a measurement
 
 
@@ -32,10 +31,10 @@ async def test_twenty_processes_adding_the_same_keys_create_each_once(
         assert sum((await store.count_by_status()).values()) == 0
     keys = [f"key-{i}" for i in range(100)]
     n = 20
-    barrier = SPAWN.Barrier(n)
-    results = SPAWN.Queue()
+    barrier = PROCESSES.Barrier(n)
+    results = PROCESSES.Queue()
     processes = [
-        SPAWN.Process(
+        PROCESSES.Process(
             target=postgres_workers.add_keys, args=(postgres_migrated_url, keys, str(scope), seed, barrier, results)
         )
         for seed in range(n)

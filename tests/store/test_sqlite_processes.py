@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import random
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from typing import TypeVar
 import pytest
 
 from tests.conftest import REPO
+from tests.processes import PROCESSES
 from tests.store import workers
 from tests.store.contract import all_tasks, new
 from vigil.clock import ManualClock
@@ -26,7 +26,6 @@ from vigil.models import DedupScope, TaskStatus
 from vigil.store import sqlite_db
 from vigil.store.sqlite import SqliteStore
 
-SPAWN = multiprocessing.get_context("spawn")
 JOIN_TIMEOUT_S = 90  # a safety net against a hung child, not a measurement
 
 Report = TypeVar("Report")
@@ -50,10 +49,10 @@ async def test_twenty_processes_adding_the_same_keys_create_each_once(
     await (await SqliteStore.open(path, clock=clock)).close()  # migrate once, up front
     keys = [f"key-{i}" for i in range(100)]
     n = 20
-    barrier = SPAWN.Barrier(n)
-    results: Queue[tuple[int, list[str]]] = SPAWN.Queue()
+    barrier = PROCESSES.Barrier(n)
+    results: Queue[tuple[int, list[str]]] = PROCESSES.Queue()
     processes = [
-        SPAWN.Process(target=workers.add_keys, args=(str(path), keys, str(scope), seed, barrier, results))
+        PROCESSES.Process(target=workers.add_keys, args=(str(path), keys, str(scope), seed, barrier, results))
         for seed in range(n)
     ]
     reports = _run_all(processes, results, n)
@@ -69,9 +68,9 @@ async def test_twenty_processes_adding_the_same_keys_create_each_once(
 async def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "new" / "vigil.db"
     n = 12
-    barrier = SPAWN.Barrier(n)
-    results: Queue[tuple[int, str]] = SPAWN.Queue()
-    processes = [SPAWN.Process(target=workers.open_new, args=(str(path), i, barrier, results)) for i in range(n)]
+    barrier = PROCESSES.Barrier(n)
+    results: Queue[tuple[int, str]] = PROCESSES.Queue()
+    processes = [PROCESSES.Process(target=workers.open_new, args=(str(path), i, barrier, results)) for i in range(n)]
     reports = dict(_run_all(processes, results, n))
     assert reports == dict.fromkeys(range(n), "ok")
     async with await SqliteStore.open(path, clock=clock) as store:
@@ -91,10 +90,10 @@ async def test_eight_processes_claim_every_task_exactly_once_in_order(tmp_path: 
     assert len(all_ids) == 2000
 
     n = 8
-    barrier = SPAWN.Barrier(n)
-    results: Queue[tuple[str, list[tuple[int, int, int]]]] = SPAWN.Queue()
+    barrier = PROCESSES.Barrier(n)
+    results: Queue[tuple[str, list[tuple[int, int, int]]]] = PROCESSES.Queue()
     processes = [
-        SPAWN.Process(target=workers.claim_all, args=(str(path), now, f"w{i}", barrier, results)) for i in range(n)
+        PROCESSES.Process(target=workers.claim_all, args=(str(path), now, f"w{i}", barrier, results)) for i in range(n)
     ]
     reports = dict(_run_all(processes, results, n))
 

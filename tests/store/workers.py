@@ -1,7 +1,8 @@
 """Code that runs in other OS processes during the store's multi-process tests.
 
-Each function is a ``multiprocessing`` target (spawn context: importable by name) or a
-``python -m tests.store.workers`` entry point; each opens its own connection.
+Each function is a ``multiprocessing`` target (forked from the fork server of
+``tests.processes``, which imports this module once) or a ``python -m
+tests.store.workers`` entry point; each opens its own connection.
 """
 
 from __future__ import annotations
