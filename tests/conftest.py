@@ -64,7 +64,7 @@ SLOW_TIER = (
 
 # Tests that judge throughput against a clock (a simulated day at 1,440 times real
 # speed, a soak's task count): beside other work they would measure that work.
-# `make test` runs them after the rest, one at a time (the `alone` marker).
+# `make test` runs them after the rest, side by side (the `alone` marker).
 ALONE = (
     "tests/reliability/test_soak.py",
     "tests/reliability/test_week.py",
