@@ -9,8 +9,8 @@ tests are skipped with the reason.
 The throwaway server runs without fsync, ``synchronous_commit`` or full-page
 writes, and keeps its data in memory (``/dev/shm``) where the system has it: its
 data dies with the test session, so durability buys nothing but time. On disk,
-copying the template for each test (about 7 MB of files and their log)
-cost 50 to 300 ms of CPU, mostly the kernel writing it back; in memory, 10 ms.
+copying the template for each test (about 7 MB of files and their log) cost 50 to
+300 ms of CPU, mostly the kernel writing it back; in memory, 10 ms.
 A test gets either an empty database (``fresh_database``) or a copy of one that
 Vigil's migrations already ran on (``migrated_template`` once per session, then
 ``fresh_database(…, template=…)``): ``CREATE DATABASE … TEMPLATE`` copies a few
