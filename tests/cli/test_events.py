@@ -69,6 +69,12 @@ def test_bad_filters_are_one_line_and_exit_2(vigil: VigilRunner) -> None:
         assert result.stderr.count("\n") == 1
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    # A suite started in the background by a script (`make test &`) inherits SIGINT
+    # ignored, and Python then leaves it ignored: the follower would never see Ctrl-C.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _follow(home: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("VIGIL_")} | env
     return subprocess.Popen(
@@ -77,7 +83,20 @@ def _follow(home: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str
         stderr=subprocess.PIPE,
         text=True,
         env=full_env,
+        preexec_fn=_ctrl_c_as_in_a_terminal,  # noqa: PLW1509 - only a signal disposition, no lock
     )
+
+
+def _ctrl_c(follower: subprocess.Popen[str]) -> str:
+    """Press Ctrl-C: SIGINT, then wait for the follower to end; returns its stderr.
+    One that does not end is killed, so its pipes never leak into later tests."""
+    follower.send_signal(signal.SIGINT)
+    try:
+        return follower.communicate(timeout=20)[1]
+    except subprocess.TimeoutExpired:
+        follower.kill()
+        follower.communicate()
+        raise
 
 
 def _line(stream: IO[str] | None, timeout_s: float = 20.0) -> dict[str, object]:
@@ -113,8 +132,7 @@ def _follows_new_events_and_ends_on_ctrl_c(home: Path, vigil: VigilRunner, env: 
         assert (canceled["kind"], canceled["from"], canceled["to"]) == ("status", "pending", "canceled")
         assert time.monotonic() - started < 15
     finally:
-        follower.send_signal(signal.SIGINT)
-        _, err = follower.communicate(timeout=20)
+        err = _ctrl_c(follower)
     assert follower.returncode == 0
     assert err == ""  # no traceback, no message: Ctrl-C is how a follower ends
 
@@ -169,8 +187,7 @@ def test_the_idle_follower_reads_nothing_until_a_commit(
         vigil("task", "add", "wake up", env=env, check=True)
         assert _line(follower.stdout)["kind"] == "created"
     finally:
-        follower.send_signal(signal.SIGINT)
-        follower.communicate(timeout=20)
+        _ctrl_c(follower)
     assert follower.returncode == 0
 
 
