@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.harness import command_line, cpu_seconds, heading, machine, median, record, workload_args
+from bench.harness import command_line, cpu_seconds, filesystem_of, heading, machine, median, record, workload_args
 
 FULL = {"tasks": 2000, "rounds": 3}
 QUICK = {"tasks": 50, "rounds": 1}  # a smoke run: every configuration starts and drains
@@ -252,8 +252,12 @@ def server_durability(admin_url: str) -> str:
         fsync = conn.execute("SHOW fsync").fetchone()
         commit = conn.execute("SHOW synchronous_commit").fetchone()
         version = conn.execute("SHOW server_version").fetchone()
-    return f"PostgreSQL {version[0] if version else '?'}, fsync={fsync[0] if fsync else '?'}, " + (
-        f"synchronous_commit={commit[0] if commit else '?'}"
+        data = conn.execute("SELECT setting FROM pg_settings WHERE name = 'data_directory'").fetchone()
+    # only a superuser sees the data folder; a remote server's is not on this machine
+    where = f", data on {filesystem_of(Path(data[0]))}" if data and Path(data[0]).is_dir() else ""
+    return (
+        f"PostgreSQL {version[0] if version else '?'}, fsync={fsync[0] if fsync else '?'}, "
+        f"synchronous_commit={commit[0] if commit else '?'}{where}"
     )
 
 
