@@ -27,14 +27,17 @@ lint: $(STAMP)
 # 16 s, the day a quarter of one for a minute, so on two cores neither measures the
 # other. The 20 slowest are listed at the end so a regression shows. The second
 # run starts even when the first failed (one failure must not hide the tests that
-# run alone), and `make test` fails at the end if either did.
+# run alone), and `make test` fails at the end if either did. Last, one block counts
+# the tests both runs skipped, by reason (tests/skips.py), so a green run that left
+# something out says so.
 PYTEST_PARALLEL ?= -n 3 --dist loadfile --no-loadscope-reorder
 
 test: lint bytecode
-	status=0; \
-	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not alone" --durations=20 || status=1; \
-	$(BIN)/pytest -n 2 --dist loadfile -m alone --durations=5 || status=1; \
-	exit $$status
+	skips=$$(mktemp) || exit 1; status=0; \
+	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not alone" --durations=20 --skip-report=$$skips || status=1; \
+	$(BIN)/pytest -n 2 --dist loadfile -m alone --durations=5 --skip-report=$$skips || status=1; \
+	echo; $(BIN)/python -m tests.skips $$skips || status=1; \
+	rm -f $$skips; exit $$status
 
 # The project's modules compiled once, up front. Where PYTHONDONTWRITEBYTECODE is
 # set (container images often set it), Python writes no cache, so every `vigil`
