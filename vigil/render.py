@@ -46,6 +46,8 @@ def task_json(task: Task) -> dict[str, object]:
         "cancel_requested": task.cancel_requested,
         "waiting_on": task.waiting_on,
         "approval": task.approval,
+        "review": task.review,
+        "denials": task.denials,
         "workdir": task.workdir,
     }
 
@@ -69,6 +71,7 @@ def run_json(run: Run) -> dict[str, object]:
         "session_id": run.session_id,
         "transcript_path": run.transcript_path,
         "permission_denials": list(run.permission_denials),
+        "workspace": run.workspace,
     }
 
 
@@ -151,6 +154,19 @@ def _due(task: Task, now_ms: int) -> str:
     return format_duration(now_ms - task.created_at) + " ago"
 
 
+def markers(task: Task) -> str:
+    """What a person should know at a glance, before the subject: ``(awaiting
+    review, 2 denied) ``; empty when there is nothing to say."""
+    said = []
+    if task.awaiting_approval:
+        said.append("awaiting approval")
+    if task.awaiting_review:
+        said.append("awaiting review")
+    if task.denials:
+        said.append(f"{task.denials} denied")
+    return f"({', '.join(said)}) " if said else ""
+
+
 def task_table(tasks: Sequence[Task], now_ms: int) -> str:
     """A plain-text table (no colour: it is also read by scripts and agents)."""
     if not tasks:
@@ -160,7 +176,8 @@ def task_table(tasks: Sequence[Task], now_ms: int) -> str:
     for t in tasks:
         tries = f"{t.attempt_count}/{t.max_retries + 1}"
         lines.append(
-            f"{t.id:>6}  {t.priority}  {t.status!s:<9}  {tries:<5}  {_due(t, now_ms):<11}  {one_line(t.subject, 60)}"
+            f"{t.id:>6}  {t.priority}  {t.status!s:<9}  {tries:<5}  {_due(t, now_ms):<11}  "
+            f"{markers(t)}{one_line(t.subject, 60)}"
         )
     return "\n".join(lines)
 
@@ -180,6 +197,8 @@ def task_details(
             f"tokens={r.tokens_in}/{r.tokens_out}" + (f" error={one_line(r.error, 80)}" if r.error else "")
         )
         run_lines += [f"     denied: {one_line(denial, 100)}" for denial in r.permission_denials]
+        if r.workspace:
+            run_lines.append(f"     workspace: {r.workspace}")
     if run_lines:
         lines += ["runs:", *run_lines]
     note_lines = [f"  [{iso_utc(n.at)}] {n.author}: {n.text}" for n in notes]

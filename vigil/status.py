@@ -8,7 +8,7 @@ intervals and it did not say ``stopped`` (``DispatcherHeartbeat.alive``).
 
 from __future__ import annotations
 
-from vigil.budget import BudgetUse, budget_json, budget_line, budget_use
+from vigil.budget import WINDOW_MS, BudgetUse, budget_json, budget_line, budget_use
 from vigil.clock import iso_utc
 from vigil.config import Settings
 from vigil.durations import format_duration
@@ -77,6 +77,7 @@ async def gather_status(store: Store, settings: Settings, now_ms: int) -> dict[s
     queue["next_due_in_s"] = None if next_due is None else max(0, next_due - now_ms) // 1000
     loop_values = await store.loop_values()
     use = await budget_use(store, settings.budget, now_ms)
+    attention = await store.attention(now_ms - WINDOW_MS)
     return {
         "now": iso_utc(now_ms),
         "dispatcher": dispatcher,
@@ -84,6 +85,11 @@ async def gather_status(store: Store, settings: Settings, now_ms: int) -> dict[s
         "budget": budget_json(use),
         "rejected_inserts": loop_values.get(REJECTED_INSERTS_KEY, {"total": 0}),
         "queue": queue,
+        "attention": {
+            "awaiting_review": attention.awaiting_review,
+            "awaiting_approval": attention.awaiting_approval,
+            "denied_runs_24h": attention.denied_runs,
+        },
         "sensors": [_sensor_json(s) for s in await store.sensor_states()],
         # the URL's password is masked: this output is pasted into chats and issues
         "store": {"backend": "sqlite" if settings.store.url is None else "postgresql", "at": settings.store.location},
@@ -138,11 +144,32 @@ def render_status(status: dict[str, object]) -> str:
         lines.append("  next pending task: due now")
     else:
         lines.append(f"  next pending task: due in {_ago(queue['next_due_in_s'])} ({queue['next_due_at']})")
+    lines.extend(_attention_lines(status.get("attention")))
     lines.extend(_sensor_lines(sensors))
     where = status.get("store")
     if isinstance(where, dict):
         lines.append(f"store: {where['backend']} at {where['at']}")
     return "\n".join(lines)
+
+
+def _attention_lines(attention: object) -> list[str]:
+    """What waits for a person; nothing when nothing does."""
+    if not isinstance(attention, dict):
+        return []
+    lines = []
+    waiting = [
+        f"{attention[key]} awaiting {what} (vigil task approve/reject ID)"
+        for key, what in (("awaiting_review", "review"), ("awaiting_approval", "approval"))
+        if attention.get(key)
+    ]
+    if waiting:
+        lines.append("needs a person: " + "; ".join(waiting))
+    if attention.get("denied_runs_24h"):
+        lines.append(
+            f"denied actions: {attention['denied_runs_24h']} run(s) in the last 24 h had actions refused to the agent "
+            "(vigil task list shows which tasks; vigil task show ID, what)"
+        )
+    return lines
 
 
 def _sensor_lines(sensors: list[dict[str, object]]) -> list[str]:

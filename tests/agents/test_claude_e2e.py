@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from tests.agents.anthropic_api import anthropic_server
+from tests.agents.anthropic_api import anthropic_server, vigil_tool
 from tests.agents.clis import needs_claude
 from tests.agents.homes import ClaudeHome
 from tests.agents.model_server import Cut, Slow, Text, ToolCall, Usage, rate_limited, server_error, unauthorized
@@ -24,24 +25,24 @@ from tests.agents.model_server import Cut, Slow, Text, ToolCall, Usage, rate_lim
 pytestmark = needs_claude
 
 
-def test_the_agent_notes_and_closes_its_task_through_vigil(tmp_path: Path) -> None:
+def test_the_agent_notes_and_closes_its_task_through_vigils_tools(tmp_path: Path) -> None:
     with anthropic_server() as api:
         home = ClaudeHome.make(tmp_path, api.server.url)
         task_id = home.add_task("Look at the inbox")
         usage = Usage(input=200, output=50, cache_read=1000, cache_write=100)
         api.script.add(
-            ToolCall("Bash", {"command": f'vigil task note {task_id} "two files, both invoices"'}, usage=usage),
-            ToolCall(
-                "Bash",
-                {"command": f'vigil task close {task_id} --status completed --summary "filed both"'},
-                usage=usage,
-            ),
+            replace(vigil_tool("note", text="two files, both invoices"), usage=usage),
+            replace(vigil_tool("close", status="completed", summary="filed both"), usage=usage),
             Text("Filed both invoices.", usage),
         )
         proc = home.vigil("dispatch", "once")
-        prompt = api.conversation()[0]["messages"][0]["content"]
+        first = api.conversation()[0]
     assert proc.returncode == 0, proc.stderr
-    assert f"vigil task close {task_id} --status completed" in str(prompt)
+    prompt = json.dumps(first["messages"][0]["content"])
+    assert "`close` with status `completed`" in prompt
+    assert f"vigil task close {task_id}" not in prompt  # no shell command to compose
+    offered = {tool["name"] for tool in first["tools"]}
+    assert {"mcp__vigil__note", "mcp__vigil__close", "mcp__vigil__add_followup", "mcp__vigil__show"} <= offered
     task = home.task(task_id)
     assert task["status"] == "completed"
     assert task["result_summary"] == "filed both"
@@ -77,41 +78,40 @@ def test_a_plain_answer_completes_the_task_through_vigil_run(tmp_path: Path) -> 
     assert run["model"] is not None
 
 
-def test_a_denied_report_back_gives_the_task_back_and_gates_the_loop(tmp_path: Path) -> None:
+def test_the_vigil_command_in_bash_is_a_denial_that_never_gates_the_loop(tmp_path: Path) -> None:
     with anthropic_server() as api:
-        # allow nothing: the agent's `vigil task close` is refused by Claude Code
-        home = ClaudeHome.make(tmp_path, api.server.url, claude={"allowed_tools": []})
+        home = ClaudeHome.make(tmp_path, api.server.url)
         task_id = home.add_task("Close me")
-        api.script.add(
-            ToolCall("Bash", {"command": f'vigil task close {task_id} --status completed --summary "done"'}),
-            Text("I could not close it."),
-        )
+        command = f'vigil task close {task_id} --status completed --summary "done"'
+        api.script.add(ToolCall("Bash", {"command": command}), Text("I could not close it."))
         proc = home.vigil("dispatch", "once")
         shown = home.vigil("task", "show", str(task_id))
         gate = home.gate()
     assert proc.returncode == 0, proc.stderr
-    task = home.task(task_id)
-    assert (task["status"], task["attempt_count"]) == ("pending", 0)
     (run,) = home.runs(task_id)
-    assert run["outcome"] == "refused"
-    assert "allowed_tools" in run["error"]
-    denied = f'Bash: vigil task close {task_id} --status completed --summary "done"'
-    assert json.loads(run["permission_denials"]) == [denied]
-    assert f"denied: {denied}" in shown.stdout
-    assert gate["state"] == "gated"
-    assert "refused" in gate["reason"]
+    assert run["outcome"] == "success"
+    assert json.loads(run["permission_denials"]) == [f"Bash: {command}"]
+    assert f"denied: Bash: {command}" in shown.stdout
+    # the agent did not close it and was refused something: a person reviews it
+    task = home.task(task_id)
+    assert (task["status"], task["review"], task["denials"]) == ("blocked", "pending", 1)
+    assert gate["state"] == "running"
 
 
-def test_another_denial_is_recorded_on_a_successful_run(tmp_path: Path) -> None:
+def test_a_write_outside_the_workspace_is_a_recorded_denial(tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere.txt"
     with anthropic_server() as api:
         home = ClaudeHome.make(tmp_path, api.server.url)
         task_id = home.add_task("Tidy up")
-        api.script.add(ToolCall("Bash", {"command": "rm -rf /srv/everything"}), Text("Could not tidy."))
+        api.script.add(ToolCall("Write", {"file_path": str(outside), "content": "x"}), Text("Could not tidy."))
         proc = home.vigil("dispatch", "once")
     assert proc.returncode == 0, proc.stderr
     (run,) = home.runs(task_id)
     assert run["outcome"] == "success"
-    assert json.loads(run["permission_denials"]) == ["Bash: rm -rf /srv/everything"]
+    (denial,) = json.loads(run["permission_denials"])
+    assert denial.startswith("Write: ")
+    assert str(outside) in denial
+    assert not outside.exists()
 
 
 def test_a_refused_key_gives_the_task_back_and_gates_the_loop_at_the_first_retry(tmp_path: Path) -> None:

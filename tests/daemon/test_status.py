@@ -152,7 +152,18 @@ def test_status_cli_json_and_text(vigil: VigilRunner, home: Path) -> None:
     as_json = json.loads(vigil("status", "--json", check=True).stdout)
     text = vigil("status", check=True).stdout
 
-    assert set(as_json) == {"now", "dispatcher", "gate", "budget", "rejected_inserts", "queue", "sensors", "store"}
+    assert set(as_json) == {
+        "now",
+        "dispatcher",
+        "gate",
+        "budget",
+        "rejected_inserts",
+        "queue",
+        "attention",
+        "sensors",
+        "store",
+    }
+    assert as_json["attention"] == {"awaiting_review": 0, "awaiting_approval": 0, "denied_runs_24h": 0}
     database = str((home / "data" / "vigil.db").resolve())
     assert as_json["store"] == {"backend": "sqlite", "at": database}
     assert f"store: sqlite at {database}" in text
