@@ -108,7 +108,8 @@ class AttemptPreparer:
         timeout_ms = next((s.timeout_ms for s in skills if s.timeout_ms), None) or settings.dispatch.timeout_ms
         command = next((s.command for s in skills if s.command), None)
         workspace = workspace_of(task, skills, settings)
-        make_workspace(workspace)
+        if executor != "dry-run":  # it starts no process: no folder to leave behind
+            make_workspace(workspace)
         # The attempt number counts every run ever made: a first attempt has no history
         # to read (one thread hop saved per task). The notes came with the claim.
         previous_runs = (

@@ -57,6 +57,11 @@ def needs(name: str) -> pytest.MarkDecorator:
 
 needs_claude = needs("claude")
 needs_codex = needs("codex")
+# Claude Code's OS sandbox for Bash on Linux (what `vigil doctor` reports as ok)
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None or shutil.which("socat") is None,
+    reason="Claude Code's sandbox needs bwrap and socat, not found: install bubblewrap and socat",
+)
 
 
 def claude_path() -> Path:
