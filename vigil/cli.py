@@ -595,6 +595,7 @@ def pause_command(ctx: click.Context, reason: str) -> None:
     from vigil.clock import SystemClock
     from vigil.gate import pause
 
+    _person_only("pause the loop")
     now = SystemClock().now_ms()
     with_store(ctx, lambda store, settings: pause(store, reason=reason, by=actor(), now_ms=now))
     why = f": {reason.strip()}" if reason.strip() else ""
