@@ -55,7 +55,8 @@ def test_pause_and_resume(vigil_in_process: VigilRunner, home: Path) -> None:
 
 def test_an_agent_may_never_pause_resume_approve_or_reject(vigil_in_process: VigilRunner, home: Path) -> None:
     inside = {"VIGIL_TASK_ID": "7"}
-    _one_line_error(vigil_in_process("pause", "--reason", "I broke something", env=inside), 2, "only a person can pause")
+    paused = vigil_in_process("pause", "--reason", "I broke something", env=inside)
+    _one_line_error(paused, 2, "only a person can pause")
     assert "gate" not in _loop_values(home)  # nothing was written
     _one_line_error(vigil_in_process("resume", env=inside), 2, "only a person can resume the loop")
     vigil_in_process("task", "add", "drop the table", "--requires-approval", check=True)
