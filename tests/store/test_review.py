@@ -104,3 +104,13 @@ async def test_what_waits_for_a_person_is_counted(store: Store) -> None:
     assert (attention.awaiting_review, attention.awaiting_approval, attention.denied_runs) == (1, 1, 1)
     later = await store.attention(2**62)  # no run finished after that
     assert later.denied_runs == 0
+
+
+async def test_a_follow_up_works_where_its_parent_does_unless_it_names_a_folder(store: Store) -> None:
+    parent = await store.add_task(new("fix the parser", workdir="/srv/repo"))
+    assert parent.task_id is not None
+    child = await store.add_task(new("add a test", parent_id=parent.task_id))
+    own = await store.add_task(new("update the docs", parent_id=parent.task_id, workdir="/srv/docs"))
+    orphan = await store.add_task(new("unrelated"))
+    workdirs = [(await store.get_task(r.task_id)).workdir for r in (child, own, orphan) if r.task_id is not None]
+    assert workdirs == ["/srv/repo", "/srv/docs", None]
