@@ -13,10 +13,12 @@ import json
 import os
 import time
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from dispatch.process import group_alive
 from tests.agents.anthropic_api import anthropic_server, vigil_tool
 from tests.agents.clis import needs_claude
 from tests.agents.homes import ClaudeHome
@@ -162,7 +164,9 @@ def test_a_rate_limit_requeues_without_counting_and_gates_until_the_fallback(tmp
     # no reset time named: the fallback decides when the task and the loop go on
     assert task["scheduled_for"] - run["finished_at"] == pytest.approx(2 * 3_600_000, abs=5_000)
     assert gate["state"] == "gated"
-    assert gate["until_in_s"] == pytest.approx(7200, abs=10)
+    # gated until about when the task is due again, whenever this line runs (a busy machine is slow)
+    until_ms = datetime.fromisoformat(str(gate["until"]).replace("Z", "+00:00")).timestamp() * 1000
+    assert until_ms == pytest.approx(task["scheduled_for"], abs=5_000)
 
 
 def test_a_subscriptions_usage_limit_waits_for_its_reset_time(tmp_path: Path) -> None:
@@ -218,8 +222,8 @@ def test_a_timeout_ends_the_whole_process_group(tmp_path: Path) -> None:
     (run,) = home.runs(task_id)
     assert run["outcome"] == "timeout"
     assert run["pgid"] is not None
-    with pytest.raises(ProcessLookupError):
-        os.killpg(run["pgid"], 0)
+    # nothing of the group lives on (a zombie a dead parent left unreaped is not alive)
+    assert not group_alive(run["pgid"])
 
 
 def test_the_budget_cap_ends_the_run_as_budget(tmp_path: Path) -> None:
