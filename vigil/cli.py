@@ -99,7 +99,7 @@ def _refuse_undecodable(argv: Any) -> None:
             arg.encode("utf-8")
         except UnicodeEncodeError:
             raw = os.fsencode(arg)
-            fail(f"argument {number} ({str(raw[:40])[2:-1]}) is not valid UTF-8 text")
+            fail(f"argument {number} ({raw[:40].decode('ascii', 'backslashreplace')}) is not valid UTF-8 text")
 
 
 def settings_for(ctx: click.Context) -> Settings:
