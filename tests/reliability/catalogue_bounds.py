@@ -316,7 +316,7 @@ STORED_TEXT = [
         "terminal escapes in JSON output",
         ("task", "show", "1", "--json"),
         0,
-        '"subject": "\\u001b]52;c;',
+        'hidden\\u001b[0m\\r\\u202eevil",',  # JSON escapes the C0 controls itself; U+202E it left raw
         store_sql("UPDATE tasks SET subject = ? WHERE id = 1", HOSTILE),
         kind="shown",
     ),
