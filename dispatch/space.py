@@ -55,7 +55,8 @@ class SpaceWait:
         self._until = self._clock.now_ms() + wait_ms
         where = f": {err.filename}" if err.filename else ""
         self._reason = f"the disk is full ({err.strerror}{where})"
-        log.warning("%s: not running tasks for %s; the task was given back", self._reason, format_duration(wait_ms))
+        wait = f"{wait_ms / 1000:g}s" if wait_ms < 60_000 else format_duration(wait_ms)
+        log.warning("%s: not running tasks for %s; the task was given back", self._reason, wait)
         return f"not run: {self._reason}; given back, its attempt not counted"
 
     def gate(self, now_ms: int) -> GateDecision | None:
