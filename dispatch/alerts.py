@@ -11,10 +11,14 @@ docs/guardrails.md). Kinds: ``gate_changed``, ``auth_failed``, ``budget_warning`
 ``[alerts] task_events`` subscribes to them ``task_added`` and ``task_completed``
 (``dispatch.task_alerts``).
 
-The hook runs in its own process group with the home as working directory, the
-caller's environment plus ``VIGIL_HOME`` and ``VIGIL_ALERT_EVENT``, and a timeout
-(``[alerts] timeout``; the whole group is killed past it). A hook that is missing,
-fails, or hangs is logged and never raised: alerting must not stop the loop.
+The hook runs in its own process group with the home as working directory, an
+explicit environment (``vigil.environment``: PATH, HOME, locale, proxies, the names
+in ``[alerts] pass_env``) plus ``VIGIL_HOME`` and ``VIGIL_ALERT_EVENT``, never the
+daemon's whole one, and a timeout (``[alerts] timeout``; the whole group is killed
+past it). Secrets (``vigil.redaction``) are masked in every text of the event, the
+task's subject and the message included: the hook forwards them to chat or mail. A
+hook that is missing, fails, or hangs is logged and never raised: alerting must not
+stop the loop.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from vigil.clock import iso_utc
-from vigil.config import AlertSettings
+from vigil.config import AlertSettings, Settings
+from vigil.environment import explicit_env
+from vigil.redaction import Redactor
 
 log = logging.getLogger("vigil.alerts")
 
@@ -63,9 +69,12 @@ class AlertHook:
     ``drain`` waits until every queued event was sent (shutdown, tests).
     """
 
-    def __init__(self, settings: AlertSettings, home: Path) -> None:
+    def __init__(self, settings: AlertSettings, home: Path, *, secrets: Redactor | None = None) -> None:
+        """``secrets``: what to mask in events (None: this process's secret-looking
+        variables and the hook's ``pass_env``)."""
         self._settings = settings
         self._home = home
+        self._secrets = secrets or Redactor.from_env(os.environ, settings.pass_env)
         self._tail: asyncio.Task[None] | None = None  # the last queued send
         self.last_error: str | None = None  # why the last send failed (None: it did not)
 
@@ -90,12 +99,17 @@ class AlertHook:
     async def send(self, event: Mapping[str, object]) -> bool:
         """Run the hook with ``event``; True when it exited 0. Never raises (but
         cancellation, which also ends the hook's process group)."""
+        event = {key: self._secrets.text(value) if isinstance(value, str) else value for key, value in event.items()}
         log.info("alert %s: %s", event.get("event"), event.get("message"))
         if not self._settings.command:
             return False
         self.last_error = None
         payload = json.dumps({**event, "home": str(self._home)}).encode()
-        env = {**os.environ, "VIGIL_HOME": str(self._home), "VIGIL_ALERT_EVENT": str(event.get("event"))}
+        env = {
+            **explicit_env(os.environ, self._settings.pass_env),
+            "VIGIL_HOME": str(self._home),
+            "VIGIL_ALERT_EVENT": str(event.get("event")),
+        }
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self._settings.command,
@@ -126,6 +140,13 @@ class AlertHook:
         self.last_error = f"alert hook {self._settings.command[0]} {problem}"
         log.error("%s", self.last_error)
         return False
+
+
+def alert_hook(settings: Settings) -> AlertHook:
+    """The home's hook, masking the secrets of this process's environment and of
+    both ``pass_env`` lists (what the agent and the hook were given)."""
+    names = (*settings.dispatch.pass_env, *settings.alerts.pass_env)
+    return AlertHook(settings.alerts, settings.home, secrets=Redactor.from_env(os.environ, names))
 
 
 def _kill_group(pgid: int) -> None:

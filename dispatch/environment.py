@@ -21,18 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vigil.config import STORE_URL_ENV, Settings
+from vigil.environment import BASE_NAMES, DEFAULT_PATH, NETWORK_VARIABLES
 
-BASE_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
-DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-
-NETWORK_VARIABLES = (
-    *(name for proxy in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY") for name in (proxy, proxy.lower())),
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "NODE_EXTRA_CA_CERTS",
-    "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE",
-)
+__all__ = ["BASE_NAMES", "CLI_VARIABLES", "DEFAULT_PATH", "NETWORK_VARIABLES", "agent_env", "base_env", "with_run_ids"]
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,12 @@ from vigil.store import LoopState
 log = logging.getLogger("vigil.dispatch")
 
 MIN_INTERVAL_S = 1.0  # same-state writes closer together than this are skipped
+WARN_EVERY_S = 60.0  # a heartbeat that keeps failing is logged this seldom
 
 
 class Heartbeat:
-    """Writes one dispatcher's heartbeat; never raises (a failure is logged)."""
+    """Writes one dispatcher's heartbeat; never raises (a failure is logged, once a
+    minute while it lasts)."""
 
     def __init__(self, store: LoopState, clock: Clock, owner: str) -> None:
         self._store = store
@@ -36,6 +38,8 @@ class Heartbeat:
         self._state: str | None = None
         self._written_at = 0.0  # monotonic seconds
         self.note: str | None = None  # the running agent's live note, written with each beat
+        self._failing_since: float | None = None  # monotonic seconds of the first failed write in a row
+        self._warned_at = 0.0
 
     async def beat(self, state: str, claim: Claim | None = None, *, periodic: bool = False) -> None:
         """Record ``state`` (and ``claim``'s task while running). ``periodic`` beats
@@ -58,7 +62,14 @@ class Heartbeat:
         try:
             await self._store.set_loop_values({HEARTBEAT_KEY: value.to_json()})
         except VigilError as err:
-            log.warning("could not write the heartbeat: %s", err)
+            # every beat fails alike while the disk is full: said once a minute
+            if self._failing_since is None or now - self._warned_at >= WARN_EVERY_S:
+                log.warning("could not write the heartbeat: %s", err)
+                self._warned_at = now
+            self._failing_since = self._failing_since or now
             return
+        if self._failing_since is not None:
+            log.info("the heartbeat is written again (after %.0fs)", now - self._failing_since)
+            self._failing_since = None
         self._state = state
         self._written_at = now

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from dispatch.lock import DispatcherLock, LockHolder, lock_path_for
-from vigil.clock import Clock
+from vigil.clock import Clock, SystemClock
 from vigil.errors import ConfigError, OperationError
 
 MOUNTINFO = Path("/proc/self/mountinfo")
@@ -134,6 +134,56 @@ class FileLanes:
         if self._lane is not None:
             lane, self._lane = self._lane, None
             self._locks[lane].release()
+
+
+def _lane_paths(database: Path, lanes: int) -> list[Path]:
+    """The lock files of ``lanes`` lanes, and of any lane beyond them that a lock file
+    exists for (a dispatcher started before ``[dispatch] lanes`` was lowered)."""
+    paths = [lane_path(database, lane) for lane in range(lanes)]
+    extra = lanes
+    while lane_path(database, extra).exists():
+        paths.append(lane_path(database, extra))
+        extra += 1
+    return paths
+
+
+def lanes_held(database: Path, lanes: int) -> bool | None:
+    """Whether a process on this machine holds a lane of the SQLite ``database`` now:
+    a dispatcher running (``vigil run``, ``vigil dispatch once``). Unlike its
+    heartbeat, the lock is freed by the kernel the moment its holder dies, and held
+    however long the holder cannot write the database. None: cannot be told (a lock
+    file that cannot be opened)."""
+    found = [DispatcherLock(path, SystemClock()).taken_by_another() for path in _lane_paths(database, lanes)]
+    if any(found):
+        return True
+    return None if None in found else False
+
+
+class AllLanes:
+    """Every lane of a SQLite home at once, held by what must not run beside any
+    dispatcher (``vigil restore``, ``vigil store migrate``): a dispatcher started
+    meanwhile stands by (``vigil run``) or is refused (``vigil dispatch once``), and
+    says who holds them (``purpose``)."""
+
+    def __init__(self, database: Path, lanes: int, clock: Clock, purpose: str) -> None:
+        self._locks = [DispatcherLock(path, clock, purpose) for path in _lane_paths(database, lanes)]
+
+    def try_acquire(self) -> bool:
+        """Take every lane, or none: False when a lane is held. Raises
+        ``OperationError`` when a lock file cannot be opened."""
+        for lock in self._locks:
+            if not lock.try_acquire():
+                self.release()
+                return False
+        return True
+
+    def holders(self) -> str:
+        """Who holds the lanes this could not take, for the refusal."""
+        return _describe([h for lock in self._locks if not lock.held and (h := lock.holder()) is not None])
+
+    def release(self) -> None:
+        for lock in self._locks:
+            lock.release()
 
 
 def _describe(holders: list[LockHolder]) -> str:

@@ -25,14 +25,17 @@ from vigil.errors import OperationError
 
 @dataclass(frozen=True, slots=True)
 class LockHolder:
-    """Who wrote the lock file. ``since`` is epoch ms."""
+    """Who wrote the lock file. ``since`` is epoch ms; ``purpose`` names a holder
+    that is not a dispatcher (``vigil restore``, ``vigil store migrate``)."""
 
     pid: int
     host: str
     since: int
+    purpose: str | None = None
 
     def describe(self) -> str:
-        return f"pid {self.pid} on {self.host} since {iso_utc(self.since)}"
+        what = f" ({self.purpose})" if self.purpose else ""
+        return f"pid {self.pid} on {self.host}{what} since {iso_utc(self.since)}"
 
 
 def lock_path_for(database: Path) -> Path:
@@ -42,9 +45,10 @@ def lock_path_for(database: Path) -> Path:
 class DispatcherLock:
     """The lock beside one database. Not reentrant; one instance per process."""
 
-    def __init__(self, path: Path, clock: Clock) -> None:
+    def __init__(self, path: Path, clock: Clock, purpose: str | None = None) -> None:
         self.path = path
         self._clock = clock
+        self._purpose = purpose  # written for others to read: None, a dispatcher
         self._fd: int | None = None
 
     @property
@@ -72,8 +76,10 @@ class DispatcherLock:
             os.close(fd)
             raise
         self._fd = fd
-        holder = LockHolder(pid=os.getpid(), host=this_host(), since=self._clock.now_ms())
-        data = json.dumps({"pid": holder.pid, "host": holder.host, "since": holder.since}).encode()
+        holder = {"pid": os.getpid(), "host": this_host(), "since": self._clock.now_ms()}
+        if self._purpose is not None:
+            holder["purpose"] = self._purpose
+        data = json.dumps(holder).encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, data + b"\n", 0)
         return True
@@ -83,9 +89,35 @@ class DispatcherLock:
         (the holder may be between taking the lock and writing its details)."""
         try:
             value = json.loads(self.path.read_text(encoding="utf-8"))
-            return LockHolder(pid=int(value["pid"]), host=str(value["host"]), since=int(value["since"]))
+            purpose = value.get("purpose")
+            return LockHolder(
+                pid=int(value["pid"]),
+                host=str(value["host"]),
+                since=int(value["since"]),
+                purpose=purpose if isinstance(purpose, str) else None,
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+    def taken_by_another(self) -> bool | None:
+        """Whether another process holds the lock now, probed without taking it
+        (a shared lock, let go at once); None when the file cannot be opened. A
+        missing file is a lock nobody holds. Never raises."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return None
+        finally:
+            os.close(fd)  # also lets the probe's own lock go
+        return False
 
     def release(self) -> None:
         """Give the lock up (idempotent). The file stays: removing it would let a

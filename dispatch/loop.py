@@ -30,6 +30,7 @@ from dispatch.executors import Executor, ProgressNoted, RunContext
 from dispatch.guard import GateDecision, Guard
 from dispatch.heartbeat import Heartbeat
 from dispatch.retry import RETRYABLE, Requeue, Review, decide, gave_up
+from dispatch.space import OutOfSpace, SpaceWait, out_of_space
 from vigil.clock import Clock, real_seconds
 from vigil.config import Settings
 from vigil.errors import InputError, InvalidTransition, VigilError
@@ -45,6 +46,7 @@ ExecutorFactory = Callable[[str], Executor]
 POLL_S = 0.15  # data_version probe interval while idle: a few µs per probe
 STOP_POLL_S = 0.2  # how often a stopping dispatcher checks for a second signal
 ERROR_PAUSE_S = 1.0  # after a failed step (database trouble), before trying again
+REPEAT_ERROR_S = 60.0  # how seldom the same failed step is logged again
 CANCELLED_EXECUTOR = Outcome(OutcomeKind.INTERRUPTED, summary="interrupted", error="executor was cancelled")
 
 
@@ -83,6 +85,7 @@ class Dispatcher:
         self._note_writes: set[asyncio.Future[None]] = set()  # heartbeats carrying a live note
         self._preparer = AttemptPreparer(store, settings)
         self._closed_gate: GateDecision | None = None  # the guard's last "no", while it lasts
+        self._space = SpaceWait(settings.dispatch, clock)  # after runs that found the disk full
 
     # --- control -------------------------------------------------------------------
     def wake(self) -> None:
@@ -137,7 +140,13 @@ class Dispatcher:
         return task
 
     async def _gate(self) -> GateDecision | None:
-        """The guard's answer (None without a guard); logs when the gate closes or opens."""
+        """The guard's answer (None without a guard); logs when the gate closes or
+        opens. While a full disk keeps the loop waiting, that wait (announced when it
+        began)."""
+        waiting = self._space.gate(self._clock.now_ms())
+        if waiting is not None:
+            self._closed_gate = waiting
+            return waiting
         if self._guard is None:
             return None
         decision = await self._guard.may_claim(self._clock.now_ms())
@@ -178,6 +187,20 @@ class Dispatcher:
         log.info("task #%d started (attempt %d): %s", task.id, claim.attempt, task.subject)
         crash_point("after-claim")
         await self._heartbeat.beat("running", claim)
+        outcome, stopped = await self._prepare_and_run(claim)
+        recorded, next_claim = await self._record(claim, outcome, stopped=stopped, chain=chain)
+        log.info("task #%d %s (%s)%s%s", recorded.id, recorded.status, outcome.kind, _denied(outcome), _brief(outcome))
+        if self._guard is not None:
+            try:
+                await self._guard.after_outcome(recorded, outcome)
+            except VigilError as err:
+                log.error("guard could not record task #%d's outcome: %s", recorded.id, err)
+        return recorded, next_claim
+
+    async def _prepare_and_run(self, claim: Claim) -> tuple[Outcome, bool]:
+        """Prepare the attempt and run it. Returns its outcome and whether it is to be
+        given back (a stop, a full disk)."""
+        task = claim.task
         try:
             executor_name, ctx = await self._preparer.prepare(claim)
             executor = self._executors(executor_name)
@@ -187,12 +210,20 @@ class Dispatcher:
         except InputError as err:  # an unknown skill, a bad skill file: the task's fault
             outcome, stopped = Outcome(OutcomeKind.FAILED, summary=str(err), error=str(err)), False
         except OSError as err:  # logs/ not writable, disk full: the machine's fault, retried
-            text = f"could not prepare the run: {err}"
-            log.error("task #%d: %s", task.id, text)
-            outcome, stopped = Outcome(OutcomeKind.TRANSIENT, summary=text, error=text), False
+            if out_of_space(err):
+                outcome, stopped = self._out_of_space(err), True
+            else:
+                text = f"could not prepare the run: {err}"
+                log.error("task #%d: %s", task.id, text)
+                outcome, stopped = Outcome(OutcomeKind.TRANSIENT, summary=text, error=text), False
         else:
             ctx = replace(ctx, on_progress=self._progress_writer(claim))
-            outcome, stopped = await self._run(executor, task, ctx, claim)
+            try:
+                outcome, stopped = await self._run(executor, task, ctx, claim)
+            except OutOfSpace as full:
+                outcome, stopped = self._out_of_space(full.error), True
+            else:
+                self._space.wrote()
             if self._note_writes:
                 await asyncio.gather(*self._note_writes)  # so that none lands after the clear
             if self._heartbeat.note is not None:
@@ -200,14 +231,13 @@ class Dispatcher:
                 await self._heartbeat.beat("running", claim, periodic=True)
             # what the agent printed may hold a secret it was given
             outcome = ctx.redactor.outcome(outcome)
-        recorded, next_claim = await self._record(claim, outcome, stopped=stopped, chain=chain)
-        log.info("task #%d %s (%s)%s%s", recorded.id, recorded.status, outcome.kind, _denied(outcome), _brief(outcome))
-        if self._guard is not None:
-            try:
-                await self._guard.after_outcome(recorded, outcome)
-            except VigilError as err:
-                log.error("guard could not record task #%d's outcome: %s", recorded.id, err)
-        return recorded, next_claim
+        return outcome, stopped
+
+    def _out_of_space(self, err: OSError) -> Outcome:
+        """The outcome of a run the full disk stopped: given back like a stop's
+        (``_record`` with ``stopped``), so neither its attempt nor a failure counts."""
+        text = self._space.full(err)
+        return Outcome(OutcomeKind.INTERRUPTED, summary=text, error=text)
 
     async def _run(self, executor: Executor, task: Task, ctx: RunContext, claim: Claim) -> tuple[Outcome, bool]:
         """Run the executor as its own asyncio task and watch over it: heartbeat,
@@ -287,8 +317,8 @@ class Dispatcher:
         now = self._clock.now_ms()
         worker = self.worker_id
         if stopped:
-            # The operator stopped the service: not the task's failure, so the attempt
-            # is given back; the run stays recorded as interrupted.
+            # The operator stopped the service, or the disk is full: not the task's
+            # failure, so the attempt is given back; the run stays recorded as interrupted.
             return await self._store.requeue(claim, outcome, retry_at=now, count_attempt=False, worker=worker), None
         decision = decide(claim.task, outcome, self._settings.dispatch, now, self._rng)
         if isinstance(decision, Requeue):
@@ -349,6 +379,7 @@ class Dispatcher:
         self._stop = stop
         await self._heartbeat.beat("idle")
         claim: Claim | None = None
+        said, said_at = "", 0.0
         try:
             while not stop.is_set():
                 # Cleared before looking, so a wake-up during the claim is not lost.
@@ -363,7 +394,10 @@ class Dispatcher:
                     current, claim = claim, None
                     _, claim = await self._attempt(current, chain=True)
                 except VigilError as err:
-                    log.error("dispatch step failed: %s", err)
+                    # the same failure every second (a full disk) is said once a minute
+                    if str(err) != said or time.monotonic() - said_at >= REPEAT_ERROR_S:
+                        log.error("dispatch step failed: %s", err)
+                        said, said_at = str(err), time.monotonic()
                     await _wait_event(stop, ERROR_PAUSE_S)
             if claim is not None:
                 await self._give_back(claim)
@@ -402,10 +436,13 @@ class Dispatcher:
 
 def _outcome_of(run: asyncio.Task[Outcome]) -> Outcome:
     """The finished executor task's outcome. The one place where an executor's
-    unexpected exception is caught: it becomes a transient crash, retried."""
+    unexpected exception is caught: it becomes a transient crash, retried; but a
+    disk found full is the machine's problem (raises ``OutOfSpace``)."""
     if run.cancelled():
         return CANCELLED_EXECUTOR
     err = run.exception()
+    if isinstance(err, OSError) and out_of_space(err):
+        raise OutOfSpace(err)
     return run.result() if err is None else _crash(err)
 
 

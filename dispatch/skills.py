@@ -35,7 +35,7 @@ from vigil.config import EXECUTORS
 from vigil.durations import parse_duration_ms
 from vigil.errors import InputError, SkillError
 from vigil.home import skill_names
-from vigil.models import SKILL_NAME, skill_name_problem
+from vigil.models import SKILL_NAME, model_name_problem, skill_name_problem
 
 SKILL_FILE = "SKILL.md"
 NAME = SKILL_NAME
@@ -164,13 +164,16 @@ def _parse_skill(path: Path, text: str) -> Skill:
     approval = data.get("requires_approval", False)
     if not isinstance(approval, bool):
         raise SkillError(f"{path}: requires_approval: expected true or false, got {approval!r}")
+    model = _opt_str(data, "model", path)
+    if model is not None and (problem := model_name_problem(model)) is not None:
+        raise SkillError(f"{path}: model: {problem}")
     return Skill(
         name=name,
         description=description,
         body=body,
         folder=folder,
         executor=executor,
-        model=_opt_str(data, "model", path),
+        model=model,
         timeout_ms=_timeout_ms(data, path),
         command=command,
         requires_approval=approval,

@@ -15,6 +15,7 @@ from vigil.clock import SystemClock, iso_utc
 from vigil.config import Settings
 from vigil.errors import InputError
 from vigil.models import SensorState
+from vigil.printable import printable
 from vigil.store import Store
 
 
@@ -76,7 +77,7 @@ def sensors_table(rows: Sequence[dict[str, object]]) -> str:
     for row in rows:
         if row["error"]:
             text.append(f"{row['name']}: {row['error']}")
-    return "\n".join(text)
+    return printable("\n".join(text))
 
 
 async def run_sensors(store: Store, settings: Settings, names: Sequence[str]) -> list[SensorReport]:
@@ -107,7 +108,7 @@ def report_line(report: SensorReport) -> str:
     """``inbox: ok, created 2 (#4, #5), ignored 1`` or ``http: error: …``."""
     if not report.ok:
         return f"{report.name}: {report.status}: {report.error}"
-    ids = ", ".join(f"#{i}" for i in report.created_ids)
+    ids = id_ranges(report.created_ids)
     text = f"{report.name}: ok, created {report.created}" + (f" ({ids})" if ids else "")
     text += f", ignored {report.ignored}"
     if report.dropped:
@@ -119,12 +120,33 @@ def report_line(report: SensorReport) -> str:
     return text
 
 
+MAX_ID_GROUPS = 10  # ranges of ids a report line shows; --json has them all
+
+
+def id_ranges(ids: Sequence[int]) -> str:
+    """``#4, #5, #6, #9`` as ``#4-#6, #9`` (three or more in a row), at most
+    ``MAX_ID_GROUPS`` groups and then how many ids are left: a run that created
+    10,000 tasks stays a short line."""
+    runs: list[tuple[int, int]] = []
+    for task_id in sorted(ids):
+        if runs and task_id == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], task_id)
+        else:
+            runs.append((task_id, task_id))
+    groups = [g for a, b in runs for g in ([(a, b)] if b - a >= 2 else [(i, i) for i in range(a, b + 1)])]
+    shown = [f"#{a}" if a == b else f"#{a}-#{b}" for a, b in groups[:MAX_ID_GROUPS]]
+    left = sum(b - a + 1 for a, b in groups[MAX_ID_GROUPS:])
+    return ", ".join(shown) + (f" and {left} more" if left else "")
+
+
 def reports_text(reports: Sequence[SensorReport], as_json: bool) -> str:
+    """What ``vigil sensors run`` prints; a sensor's error text is its program's, so
+    control characters are written as escapes (``vigil.printable``)."""
     if as_json:
-        return json.dumps([report_json(r) for r in reports], indent=2, ensure_ascii=False)
+        return printable(json.dumps([report_json(r) for r in reports], indent=2, ensure_ascii=False))
     if not reports:
         return "no enabled sensors to run"
-    return "\n".join(report_line(r) for r in reports)
+    return printable("\n".join(report_line(r) for r in reports))
 
 
 async def set_enabled(store: Store, settings: Settings, name: str, enabled: bool) -> str:

@@ -24,6 +24,7 @@ from sensors.api import FoundTask, HttpPool, SensorContext
 from sensors.config import SensorSpec
 from sensors.timing import next_due
 from vigil.clock import Clock
+from vigil.durations import time_problem
 from vigil.home import missing_skills_problem
 from vigil.models import (
     DEFAULT_PRIORITY,
@@ -160,8 +161,8 @@ def _convert(spec: SensorSpec, index: int, item: Any) -> NewTask:
     if not isinstance(skills, list | tuple) or not all(isinstance(s, str) and s.strip() for s in skills):
         raise SensorFailed(f"item {index} (key {item.key!r}): skills must be a list of names")
     when = item.scheduled_for
-    if when is not None and (isinstance(when, bool) or not isinstance(when, int)):
-        raise SensorFailed(f"item {index} (key {item.key!r}): scheduled_for must be epoch ms")
+    if when is not None and (problem := time_problem(when)) is not None:
+        raise SensorFailed(f"item {index} (key {item.key!r}): scheduled_for {problem}")
     try:
         dedup = DedupScope(item.dedup)
     except ValueError:

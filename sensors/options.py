@@ -76,6 +76,15 @@ class OptionReader:
             raise ValueError(f"{key}: expected a non-empty list of strings (an argv, not a shell string)")
         return tuple(value)
 
+    def names(self, key: str) -> tuple[str, ...]:
+        """A list of environment variable names (empty when absent)."""
+        value = self._get(key, False)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ValueError(f"{key}: expected a list of variable names")
+        return tuple(value)
+
     def str_map(self, key: str) -> dict[str, str]:
         value = self._get(key, False)
         if value is None:

@@ -43,6 +43,7 @@ from vigil.clock import Clock
 from vigil.config import Settings
 from vigil.gate import GateState, pause, read_gate, resume
 from vigil.logfile import private_log_handler
+from vigil.printable import printable, printable_values
 from vigil.store import Store
 
 PROBE_INTERVAL_S = 0.3
@@ -242,7 +243,7 @@ class VigilApp(App[str]):
     async def _ask_loop_gate(self) -> None:
         """Pause a running loop (asking for an optional reason), or resume a paused or
         gated one, after a confirmation. The gate is read afresh, not from a screen."""
-        gate = await read_gate(self.ctx.store)
+        gate = printable_values(await read_gate(self.ctx.store))  # its reason may quote the agent
         if gate.is_open(self.clock.now_ms()):
             title = Text("Pause the loop?", style="bold")
             title.append("\nThe dispatcher stops claiming tasks; sensors keep running and a running task finishes.")
@@ -277,7 +278,7 @@ class VigilApp(App[str]):
             if before.state is GateState.RUNNING:
                 self.notify("the loop was already running", markup=False)
             else:
-                self.notify(f"loop resumed (was {before.state}: {before.reason})", markup=False)
+                self.notify(printable(f"loop resumed (was {before.state}: {before.reason})"), markup=False)
         await self._read_loop_gate()
         if isinstance(self.screen, LiveScreen):
             self.screen.reload()  # our own commit does not move our data_version

@@ -1,6 +1,11 @@
 """What each screen shows, read from the store in one bounded batch of queries.
 
 Loaders run in a Textual worker and return frozen values; widgets never query.
+Every text in what they return has its control and bidirectional characters
+written as escapes (``vigil.printable.printable_values``): subjects, notes and
+errors come from sensors and agents, and an escape sequence drawn raw would drive
+the terminal (set its title, write its clipboard, hide text). The store keeps them
+as they are.
 Every query here is bounded: the live queue by ``LIVE_LIMIT`` rows, history by a
 keyset page, costs by a time window (``ix_runs_finished``), counts by the
 trigger-kept ``status_counts`` table. ``now_ms`` comes from the app's clock.
@@ -29,6 +34,7 @@ from vigil.models import (
     TaskEvent,
     TaskStatus,
 )
+from vigil.printable import printable_values
 from vigil.store import CostGroup, Store
 
 LIVE_LIMIT = 500  # rows in the live queue table; more are counted, not shown
@@ -110,7 +116,7 @@ async def load_queue(store: Store, flt: TaskFilter, now_ms: int, *, today_ms: in
     if flt.is_empty:
         finished = await store.list_tasks(statuses=RAN_STATUSES, limit=RECENT_LIMIT)
         recent = tuple(t for t in finished if t.completed_at is not None and now_ms - t.completed_at <= RECENT_MS)
-    return QueueSnapshot(
+    snapshot = QueueSnapshot(
         taken_at=now_ms,
         tasks=shown,
         counts=counts,
@@ -125,6 +131,7 @@ async def load_queue(store: Store, flt: TaskFilter, now_ms: int, *, today_ms: in
         active=tuple(active),
         recent=recent,
     )
+    return printable_values(snapshot)
 
 
 @dataclass(frozen=True)
@@ -140,13 +147,14 @@ class TaskDetail:
 
 async def load_task(store: Store, task_id: int) -> TaskDetail:
     """Raises ``TaskNotFound`` when the task is gone."""
-    return TaskDetail(
+    detail = TaskDetail(
         task=await store.get_task(task_id),
         runs=tuple(await store.list_runs(task_id)),
         notes=tuple(await store.list_notes(task_id)),
         events=tuple(await store.list_events(task_id)),
         depends_on=tuple(await store.dependencies(task_id)),
     )
+    return printable_values(detail)
 
 
 async def load_history_page(store: Store, query: str, *, before_id: int | None) -> tuple[Task, ...]:
@@ -155,12 +163,14 @@ async def load_history_page(store: Store, query: str, *, before_id: int | None) 
         found = await store.search_tasks(
             query.strip(), statuses=FINISHED_STATUSES, limit=HISTORY_PAGE, before_id=before_id
         )
-        return tuple(found)
-    return tuple(await store.list_tasks(statuses=FINISHED_STATUSES, limit=HISTORY_PAGE, before_id=before_id))
+        return printable_values(tuple(found))
+    return printable_values(
+        tuple(await store.list_tasks(statuses=FINISHED_STATUSES, limit=HISTORY_PAGE, before_id=before_id))
+    )
 
 
 async def load_sensors(store: Store) -> tuple[SensorState, ...]:
-    return tuple(await store.sensor_states())
+    return printable_values(tuple(await store.sensor_states()))
 
 
 @dataclass(frozen=True)
@@ -208,7 +218,7 @@ async def load_costs(store: Store, now_ms: int, days: int, budget: BudgetSetting
     """The window is ``days`` days of the zone ``times`` shows, today included."""
     since = times.start_of_day(now_ms - (days - 1) * MS_PER_DAY)
     hours = await store.cost_rollup(since_ms=since, by=CostGroup.HOUR)
-    return CostSnapshot(
+    costs = CostSnapshot(
         since_ms=since,
         by_day=days_of(hours, times),
         by_skill=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.SKILL)),
@@ -216,3 +226,4 @@ async def load_costs(store: Store, now_ms: int, days: int, budget: BudgetSetting
         by_model=tuple(await store.cost_rollup(since_ms=since, by=CostGroup.MODEL)),
         budget=await budget_use(store, budget, now_ms),
     )
+    return printable_values(costs)

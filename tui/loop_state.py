@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from vigil.gate import GATE_KEY, LoopGate
 from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, Task, TaskStatus
+from vigil.printable import printable_values
 from vigil.store import Store
 
 ACTIVE_LIMIT = 20  # running tasks read (one per lane)
@@ -27,9 +28,10 @@ class LoopState:
 async def load_loop(store: Store) -> LoopState:
     """Three bounded queries."""
     values = await store.loop_values()
-    return LoopState(
+    state = LoopState(
         heartbeat=DispatcherHeartbeat.from_json(values.get(HEARTBEAT_KEY)),
         gate=LoopGate.from_json(values.get(GATE_KEY)),
         active=tuple(await store.list_tasks(statuses=(TaskStatus.ACTIVE,), limit=ACTIVE_LIMIT)),
         next_due_at=await store.next_due_at(),
     )
+    return printable_values(state)  # the agent's note, the gate's reason: see tui.loaders

@@ -12,6 +12,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, tzinfo
 from zoneinfo import ZoneInfo
 
+from vigil.clock import iso_utc
+
 
 class Times:
     """``zone_name`` None: the machine's zone. ``utc`` True shows UTC instead."""
@@ -28,8 +30,12 @@ class Times:
         return datetime.fromtimestamp(epoch_ms / 1000, tz=self._zone)
 
     def at(self, epoch_ms: int) -> str:
-        """``2026-01-01 04:00:00 EST`` locally, ``2026-01-01T09:00:00Z`` in UTC."""
-        moment = self._moment(epoch_ms)
+        """``2026-01-01 04:00:00 EST`` locally, ``2026-01-01T09:00:00Z`` in UTC; a time
+        no date can show (past year 9999) as ``vigil.clock.iso_utc`` shows it."""
+        try:
+            moment = self._moment(epoch_ms)
+        except (ValueError, OverflowError, OSError):
+            return iso_utc(epoch_ms) or ""
         if self.utc:
             return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
         return moment.strftime("%Y-%m-%d %H:%M:%S %Z").rstrip()

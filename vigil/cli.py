@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from vigil.errors import InputError, VigilError
+from vigil.models import MAX_ID, MAX_RETRIES
+from vigil.printable import printable
 
 if TYPE_CHECKING:  # imported inside the commands at run time: start-up stays light
     from vigil.config import Settings
@@ -28,13 +30,32 @@ if TYPE_CHECKING:  # imported inside the commands at run time: start-up stays li
 T = TypeVar("T")
 
 
+class Bounded(click.types.IntParamType):
+    """An integer from ``low`` to ``high``. Every number the CLI takes is bounded (a
+    task id by the database's 64-bit ids), so that a number beyond is a usage error,
+    not an overflow deep in the driver."""
+
+    def __init__(self, low: int, high: int, what: str) -> None:
+        self.low, self.high, self.what = low, high, what
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        number: int = super().convert(value, param, ctx)  # "… is not a valid integer."
+        if not self.low <= number <= self.high:
+            self.fail(f"{number} is not {self.what} (an integer from {self.low} to {self.high})", param, ctx)
+        return number
+
+
+TASK_ID = Bounded(1, MAX_ID, "a task id")
+MAX_LIST_LIMIT = 1_000_000
+
+
 @dataclass
 class CliState:
     home_arg: str | None
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    click.echo(f"vigil: error: {message}", err=True)
+    click.echo(f"vigil: error: {printable(message, keep_newlines=False)}", err=True)
     sys.exit(code)
 
 
@@ -48,6 +69,7 @@ class VigilGroup(click.Group):
     code, for every command."""
 
     def main(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _refuse_undecodable(kwargs.get("args", args[0] if args else None))
         kwargs["standalone_mode"] = False  # errors come back here instead of click's three lines
         try:
             code = super().main(*args, **kwargs)
@@ -67,6 +89,17 @@ class VigilGroup(click.Group):
             fail(str(err), err.exit_code)
         except KeyboardInterrupt:
             fail("interrupted", 130)
+
+
+def _refuse_undecodable(argv: Any) -> None:
+    """Exit 2 naming the first argument that is not UTF-8: Python hands such bytes
+    over as lone surrogates, which no file, database or terminal can take."""
+    for number, arg in enumerate(sys.argv[1:] if argv is None else argv, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            raw = os.fsencode(arg)
+            fail(f"argument {number} ({raw[:40].decode('ascii', 'backslashreplace')}) is not valid UTF-8 text")
 
 
 def settings_for(ctx: click.Context) -> Settings:
@@ -146,9 +179,11 @@ def task() -> None:
 @click.option("--key", "source_key", help="Source key: a second task with the same key is not created.")
 @click.option("--dedup", type=click.Choice(["open", "ever"]), help="open (default with --key) or ever.")
 @click.option("--source", default=None, help="Provenance (default: human, or task:<id> inside a run).")
-@click.option("--parent", type=int, help="Parent task id (a follow-up).")
+@click.option("--parent", type=TASK_ID, help="Parent task id (a follow-up).")
 @click.option("--depends-on", "depends_on", default="", help="Task ids that must complete first.")
-@click.option("--max-retries", type=click.IntRange(min=0), help="Retries after the first attempt.")
+@click.option(
+    "--max-retries", type=Bounded(0, MAX_RETRIES, "a number of retries"), help="Retries after the first attempt."
+)
 @click.option("--requires-approval", is_flag=True, help="Wait (blocked) until a person runs vigil task approve.")
 @click.option("--workdir", metavar="DIR", help="Folder the agent works in (default: the skill's, or the home).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -173,7 +208,7 @@ def task_add(ctx: click.Context, /, subject: str, **opts: Any) -> None:
 
 @task.command("list")
 @click.option("--status", default="", help="Statuses, comma-separated (default: open tasks in queue order).")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--limit", type=Bounded(1, MAX_LIST_LIMIT, "a limit"), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def task_list(ctx: click.Context, status: str, limit: int, as_json: bool) -> None:
@@ -186,7 +221,7 @@ def task_list(ctx: click.Context, status: str, limit: int, as_json: bool) -> Non
 
 
 @task.command("show")
-@click.argument("task_id", type=int)
+@click.argument("task_id", type=TASK_ID)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def task_show(ctx: click.Context, task_id: int, as_json: bool) -> None:
@@ -197,7 +232,7 @@ def task_show(ctx: click.Context, task_id: int, as_json: bool) -> None:
 
 
 @task.command("prio")
-@click.argument("task_id", type=int)
+@click.argument("task_id", type=TASK_ID)
 @click.argument("priority")
 @click.pass_context
 def task_prio(ctx: click.Context, task_id: int, priority: str) -> None:
@@ -210,7 +245,7 @@ def task_prio(ctx: click.Context, task_id: int, priority: str) -> None:
 
 
 @task.command("defer")
-@click.argument("task_id", type=int)
+@click.argument("task_id", type=TASK_ID)
 @click.argument("when")
 @click.pass_context
 def task_defer(ctx: click.Context, task_id: int, when: str) -> None:
@@ -223,7 +258,7 @@ def task_defer(ctx: click.Context, task_id: int, when: str) -> None:
 
 
 @task.command("cancel")
-@click.argument("task_id", type=int)
+@click.argument("task_id", type=TASK_ID)
 @click.pass_context
 def task_cancel(ctx: click.Context, task_id: int) -> None:
     """Cancel a task; an active task gets a cancel request the dispatcher honours."""
@@ -235,7 +270,7 @@ def task_cancel(ctx: click.Context, task_id: int) -> None:
 
 
 @task.command("retry")
-@click.argument("task_id", type=int)
+@click.argument("task_id", type=TASK_ID)
 @click.pass_context
 def task_retry(ctx: click.Context, task_id: int) -> None:
     """Put a failed or canceled task back in the queue (its history is kept)."""
@@ -244,7 +279,7 @@ def task_retry(ctx: click.Context, task_id: int) -> None:
 
 
 @task.command("note")
-@click.argument("task_id", type=int)
+@click.argument("task_id", type=TASK_ID)
 @click.argument("text")
 @click.pass_context
 def task_note(ctx: click.Context, task_id: int, text: str) -> None:
@@ -254,7 +289,7 @@ def task_note(ctx: click.Context, task_id: int, text: str) -> None:
 
 
 @task.command("close")
-@click.argument("task_id", type=int)
+@click.argument("task_id", type=TASK_ID)
 @click.option("--status", required=True, type=click.Choice(["completed", "failed", "blocked", "pending"]))
 @click.option("--summary", required=True, help="What was done, or why not.")
 @click.option("--at", "at", metavar="WHEN", help="With --status pending: try again at WHEN (ISO 8601).")
@@ -272,7 +307,8 @@ def task_close(ctx: click.Context, /, task_id: int, **opts: Any) -> None:
         retry = f"retry {t.attempt_count + 1} of {t.max_retries + 1}"
         click.echo(f"task #{t.id} pending: {retry} due {iso_utc(t.scheduled_for)}")
     else:
-        click.echo(f"task #{t.id} {t.status}" + (f": {t.result_summary}" if opts["status"] != t.status else ""))
+        shown = f": {printable(t.result_summary or '')}" if opts["status"] != t.status else ""
+        click.echo(f"task #{t.id} {t.status}{shown}")
 
 
 # --- reports and maintenance ---------------------------------------------------------
@@ -280,19 +316,18 @@ def task_close(ctx: click.Context, /, task_id: int, **opts: Any) -> None:
 
 @main.command("events")
 @click.option("--since", metavar="TIME", help="Only events at or after TIME: ISO 8601, or a duration ago (2h, 1d).")
-@click.option("--task", "task_id", type=int, metavar="ID", help="Only this task's events.")
+@click.option("--task", "task_id", type=TASK_ID, metavar="ID", help="Only this task's events.")
 @click.option("--kind", "kinds", multiple=True, metavar="K", help="Only this kind (repeatable): created, status, …")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.option("--follow", "-f", is_flag=True, help="Then print new events as they commit, until Ctrl-C.")
 @click.pass_context
 def events_command(ctx: click.Context, /, **opts: Any) -> None:
     """The audit trail of every task, in order: who changed what, from → to."""
-    import json
 
     from vigil.clock import SystemClock
     from vigil.events import POSTGRES_LOOKBACK, EventFilter, parse_kinds, parse_since
     from vigil.events import stream_events as stream
-    from vigil.render import event_line, event_record
+    from vigil.render import dumps_line, event_line, event_record
 
     since, as_json, follow = opts["since"], opts["as_json"], opts["follow"]
     wanted = EventFilter(
@@ -302,7 +337,7 @@ def events_command(ctx: click.Context, /, **opts: Any) -> None:
     )
 
     def emit(event: TaskEvent) -> None:
-        text = json.dumps(event_record(event), ensure_ascii=False) if as_json else event_line(event)
+        text = dumps_line(event_record(event)) if as_json else event_line(event)
         click.echo(text)  # flushed per line, so a follower's reader sees each at once
 
     def work(store: Store, settings: Settings) -> Awaitable[None]:
@@ -350,6 +385,29 @@ def doctor(ctx: click.Context) -> None:
 
 
 @main.command()
+@click.argument("backup_path", metavar="BACKUP", type=click.Path(dir_okay=False, path_type=Path))
+@click.pass_context
+def restore(ctx: click.Context, backup_path: Path) -> None:
+    """Replace the database with a verified copy of BACKUP (stop every Vigil process
+    of the home first); the replaced file is kept beside it."""
+    from vigil.clock import SystemClock
+    from vigil.daemon import every_lane
+    from vigil.store.sqlite_backup import restore_file
+
+    _person_only("restore the database")
+    settings = settings_for(ctx)
+    if settings.store.url is not None:
+        raise InputError(
+            f"the store is PostgreSQL ({settings.store.location}): restore it with pg_restore (see docs/scaling.md)"
+        )
+    with every_lane(settings, "vigil restore", "it would write on to the replaced file"):
+        done = restore_file(settings.store.path, backup_path.resolve(), SystemClock().now_ms())
+    click.echo(f"restored {done.database} from {backup_path} ({done.tasks} task(s))")
+    if done.kept is not None:
+        click.echo(f"the replaced file is kept as {done.kept}")
+
+
+@main.command()
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 @click.pass_context
 def backup(ctx: click.Context, path: Path) -> None:
@@ -386,7 +444,7 @@ def tui_command(ctx: click.Context, readonly: bool, with_loop: bool) -> None:
         raise InputError(f"no database at {settings.store.path}; --readonly does not create one")
     message = run_tui(settings, readonly=readonly, with_loop=with_loop)
     if message:
-        click.echo(message)
+        click.echo(printable(message))
 
 
 @main.group("store")
@@ -414,9 +472,10 @@ def store_prune(ctx: click.Context, older_than: str | None, dry_run: bool, as_js
 def store_migrate(ctx: click.Context, target: str) -> None:
     """Copy this home's SQLite store into an empty PostgreSQL database and verify it.
 
-    Stop the loop first: rows written during the copy stay behind. The SQLite file is
-    not changed."""
-    from vigil.clock import SystemClock
+    Refused while a dispatcher runs; while it copies, every dispatcher lane and the
+    SQLite file's write lock are held, so nothing can change behind it. The SQLite
+    file is not changed."""
+    from vigil.daemon import every_lane
     from vigil.store.transfer import migrate_home, progress_line, summary
     from vigil.store_url import check_store_url, mask_password
 
@@ -435,7 +494,9 @@ def store_migrate(ctx: click.Context, target: str) -> None:
 
     import asyncio
 
-    copies = asyncio.run(migrate_home(settings, url, progress, now_ms=SystemClock().now_ms()))
+    why = "what it does during the copy would stay behind in the SQLite file"
+    with every_lane(settings, "vigil store migrate", why):
+        copies = asyncio.run(migrate_home(settings, url, progress))
     click.echo(summary(copies, mask_password(url)))
 
 
@@ -523,9 +584,9 @@ def dispatch_once(ctx: click.Context) -> None:
 
     task, closed = asyncio.run(run_next(settings))
     if task is None:
-        click.echo(f"not claiming: {closed}" if closed else "no task is due")
+        click.echo(f"not claiming: {printable(closed)}" if closed else "no task is due")
         sys.exit(3)
-    summary = f": {task.result_summary}" if task.result_summary else ""
+    summary = f": {printable(task.result_summary)}" if task.result_summary else ""
     click.echo(f"task #{task.id} {task.status}{summary}")
 
 
@@ -546,10 +607,14 @@ def mcp_command(ctx: click.Context, run_id: int) -> None:
 def status_command(ctx: click.Context, as_json: bool) -> None:
     """Is a dispatcher alive, what is it running, the queue, and the sensors' health."""
     from vigil.clock import SystemClock
+    from vigil.daemon import lock_probe
     from vigil.render import dumps
     from vigil.status import gather_status, render_status
 
-    report = with_store(ctx, lambda store, settings: gather_status(store, settings, SystemClock().now_ms()))
+    def work(store: Store, settings: Settings) -> Awaitable[dict[str, object]]:
+        return gather_status(store, settings, SystemClock().now_ms(), lock_probe(settings))
+
+    report = with_store(ctx, work)
     click.echo(dumps(report) if as_json else render_status(report))
 
 
@@ -598,7 +663,7 @@ def pause_command(ctx: click.Context, reason: str) -> None:
     _person_only("pause the loop")
     now = SystemClock().now_ms()
     with_store(ctx, lambda store, settings: pause(store, reason=reason, by=actor(), now_ms=now))
-    why = f": {reason.strip()}" if reason.strip() else ""
+    why = f": {printable(reason.strip())}" if reason.strip() else ""
     click.echo(f"loop paused{why}; a running task finishes; resume with: vigil resume")
 
 
@@ -615,11 +680,11 @@ def resume_command(ctx: click.Context) -> None:
     if before.state is GateState.RUNNING:
         click.echo("the loop was already running")
     else:
-        click.echo(f"loop resumed (was {before.state}: {before.reason})")
+        click.echo(printable(f"loop resumed (was {before.state}: {before.reason})"))
 
 
 @task.command("approve")
-@click.argument("task_id", type=int)
+@click.argument("task_id", type=TASK_ID)
 @click.pass_context
 def task_approve(ctx: click.Context, task_id: int) -> None:
     """Approve a task that waits for approval: it becomes pending and runs when due."""
@@ -629,7 +694,7 @@ def task_approve(ctx: click.Context, task_id: int) -> None:
 
 
 @task.command("reject")
-@click.argument("task_id", type=int)
+@click.argument("task_id", type=TASK_ID)
 @click.option("--reason", required=True, help="Why not; kept in the task's summary and audit trail.")
 @click.pass_context
 def task_reject(ctx: click.Context, task_id: int, reason: str) -> None:
@@ -657,14 +722,14 @@ def alerts_group() -> None:
 @click.pass_context
 def alerts_test(ctx: click.Context) -> None:
     """Send a test event to the [alerts] command. Exits 1 if the hook failed."""
-    from dispatch.alerts import AlertHook, make_event
+    from dispatch.alerts import alert_hook, make_event
     from vigil.clock import SystemClock
 
     settings = settings_for(ctx)
     if not settings.alerts.command:
         raise InputError("no [alerts] command in vigil.toml; see docs/guardrails.md")
     _quiet_alert_log()
-    hook = AlertHook(settings.alerts, settings.home)
+    hook = alert_hook(settings)
     event = make_event("test", "test alert from vigil alerts test", SystemClock().now_ms())
     import asyncio
 
@@ -677,14 +742,14 @@ def alerts_test(ctx: click.Context) -> None:
 @click.pass_context
 def alerts_check(ctx: click.Context) -> None:
     """Alert once for a stale dispatcher or overdue sensors; run it from cron every few minutes."""
-    from dispatch.alerts import AlertHook
+    from dispatch.alerts import alert_hook
     from dispatch.watchdog import check_stale
     from vigil.clock import SystemClock
 
     _quiet_alert_log()
 
     def check(store: Store, settings: Settings) -> Awaitable[list[dict[str, object]]]:
-        return check_stale(store, settings, AlertHook(settings.alerts, settings.home), SystemClock().now_ms())
+        return check_stale(store, settings, alert_hook(settings), SystemClock().now_ms())
 
     for event in with_store(ctx, check):
-        click.echo(f"alerted: {event['message']}")
+        click.echo(printable(f"alerted: {event['message']}"))

@@ -126,8 +126,13 @@ def clock_from_env(environ: Mapping[str, str]) -> Clock:
 
 
 def iso_utc(epoch_ms: int | None) -> str | None:
-    """ISO 8601 UTC text for an epoch-ms time (None stays None)."""
+    """ISO 8601 UTC text for an epoch-ms time (None stays None). Never raises: a
+    stored time no calendar date can show (before year 1 or after 9999, written by
+    an older Vigil or by hand) is shown as ``epoch-ms:<value>``."""
     if epoch_ms is None:
         return None
-    moment = datetime.fromtimestamp(epoch_ms / MS_PER_SECOND, tz=UTC)
+    try:
+        moment = datetime.fromtimestamp(epoch_ms / MS_PER_SECOND, tz=UTC)
+    except (ValueError, OverflowError, OSError):
+        return f"epoch-ms:{epoch_ms}"
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")

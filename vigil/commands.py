@@ -19,6 +19,7 @@ from vigil.durations import parse_duration_ms, parse_when_ms
 from vigil.errors import InputError, SkillError
 from vigil.home import check_skills_exist
 from vigil.models import (
+    MAX_ID,
     MAX_PRIORITY,
     MIN_PRIORITY,
     OPEN_STATUSES,
@@ -27,6 +28,7 @@ from vigil.models import (
     NewTask,
     Task,
     TaskStatus,
+    model_name_problem,
     skill_name_problem,
 )
 from vigil.store import CostGroup, Store
@@ -62,17 +64,32 @@ def _parse_ids(text: str, option: str) -> tuple[int, ...]:
         ids = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise InputError(f"{option}: expected task ids separated by commas, got {text!r}") from None
-    if any(i <= 0 for i in ids):
-        raise InputError(f"{option}: task ids are positive integers")
+    if any(not 0 < i <= MAX_ID for i in ids):
+        raise InputError(f"{option}: task ids are integers from 1 to {MAX_ID}")
     return ids
 
 
+def task_in_run() -> int | None:
+    """The task this process works on (``VIGIL_TASK_ID``, set by the dispatcher for
+    the agent), or None outside a run. Raises ``InputError`` when it is set to
+    something that is not a task id."""
+    text = os.environ.get("VIGIL_TASK_ID")
+    if not text:
+        return None
+    value = int(text) if text.isascii() and text.isdigit() and len(text) <= 19 else 0
+    if not 0 < value <= MAX_ID:
+        shown = text if len(text) <= 30 else text[:29] + "…"
+        raise InputError(f"VIGIL_TASK_ID={shown!r} is not a task id (an integer from 1 to {MAX_ID})")
+    return value
+
+
 def _model(value: object) -> str | None:
-    """``--model``: a model name as the agent CLI takes it (no spaces); None: not set."""
+    """``--model``: a model name as the agent CLI takes it (``model_name_problem``:
+    never a flag, no space or control character); None: not set."""
     if value is None:
         return None
     text = str(value).strip()
-    if not text or any(c.isspace() for c in text) or len(text) > 200:
+    if model_name_problem(text) is not None:
         raise InputError(f"--model: expected a model name such as claude-sonnet-4-5, got {value!r}")
     return text
 
@@ -116,13 +133,13 @@ def new_task_from_options(
         check_skills_exist(skills_dir, skills)
     parent = opts.get("parent")
     source = opts.get("source")
-    in_run = os.environ.get("VIGIL_TASK_ID")
-    if parent is None and in_run and in_run.isdigit():
+    in_run = task_in_run()
+    if parent is None and in_run is not None:
         # The agent's new task is a follow-up of the one it works on, so the flood
         # limits on depth and children hold even when it forgets --parent.
-        parent = int(in_run)
+        parent = in_run
     if source is None:
-        source = f"task:{in_run}" if in_run else "human"
+        source = f"task:{in_run}" if in_run is not None else "human"
     return NewTask(
         subject=subject,
         description=opts.get("description") or "",

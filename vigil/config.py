@@ -9,6 +9,7 @@ package, which knows the built-ins.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -17,14 +18,17 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from vigil.durations import parse_duration_ms
+from vigil.durations import MAX_DURATION_DAYS, parse_duration_ms
 from vigil.errors import ConfigError, InputError
+from vigil.models import MAX_RETRIES, model_name_problem
 from vigil.store_url import check_store_url, mask_password
 
 CONFIG_NAME = "vigil.toml"
 STORE_URL_ENV = "VIGIL_STORE_URL"  # a PostgreSQL URL; wins over [store] url
 EXECUTORS = ("claude", "codex", "command", "dry-run")
 MAX_LANES = 256  # [dispatch] lanes: each is a lock file or an advisory lock to try in turn
+MAX_INT = 1_000_000_000  # the largest integer a key takes, unless it says less
+MIN_HEARTBEAT_MS = 100  # a heartbeat renews the lease: it must tick
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,7 @@ class AlertSettings:
     # Task events the hook subscribes to (TASK_EVENT_ALERTS); empty: none. A task
     # that failed for good is always sent (task_failed), subscribed or not.
     task_events: tuple[str, ...] = ()
+    pass_env: tuple[str, ...] = ()  # the daemon's variables the hook gets (beyond PATH, HOME, locale, proxies)
 
 
 TASK_EVENT_ALERTS = ("added", "completed")  # [alerts] task_events: what may be subscribed to
@@ -219,6 +224,11 @@ class Settings:
         return self.home / "logs"
 
 
+def _amount(value: object) -> bool:
+    """A number of dollars: finite (TOML has nan and inf) and not negative."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
 class _Section:
     """Typed access to one TOML table; every error names file and key."""
 
@@ -256,19 +266,19 @@ class _Section:
             raise self._fail(key, "one of " + ", ".join(repr(c) for c in choices))
         return value
 
-    def int_(self, key: str, default: int, minimum: int = 0) -> int:
+    def int_(self, key: str, default: int, minimum: int = 0, maximum: int = MAX_INT) -> int:
         value = self._get(key)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self._fail(key, f"an integer ≥ {minimum}")
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+            raise self._fail(key, f"an integer ≥ {minimum} (at most {maximum})")
         return value
 
     def opt_float(self, key: str) -> float | None:
         value = self._get(key)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        if not _amount(value):
             raise self._fail(key, "a non-negative number")
         return float(value)
 
@@ -287,12 +297,13 @@ class _Section:
         value = self._get(key)
         if value is None:
             return default
+        expected = f"a duration such as 30s, 5m, 2h, 1d (at most {MAX_DURATION_DAYS}d)"
         if not isinstance(value, str):
-            raise self._fail(key, "a duration such as 30s, 5m, 2h, 1d")
+            raise self._fail(key, expected)
         try:
             return parse_duration_ms(value)
         except InputError:
-            raise self._fail(key, "a duration such as 30s, 5m, 2h, 1d") from None
+            raise self._fail(key, expected) from None
 
     def argv(self, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
         value = self._get(key)
@@ -320,9 +331,7 @@ class _Section:
         value = self._get(key)
         if value is None:
             return {}
-        if not isinstance(value, dict) or not all(
-            isinstance(n, int | float) and not isinstance(n, bool) and n >= 0 for n in value.values()
-        ):
+        if not isinstance(value, dict) or not all(_amount(n) for n in value.values()):
             raise self._fail(key, "a table of name = USD, e.g. feeds = 2.0")
         return {name: float(n) for name, n in value.items()}
 
@@ -332,7 +341,7 @@ class _Section:
         if value is None:
             return {}
         if not isinstance(value, dict) or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value.values()
+            isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_INT for n in value.values()
         ):
             raise self._fail(key, 'a table of name = count, e.g. "sensor:feeds" = 50')
         return dict(value)
@@ -352,6 +361,20 @@ def _lanes(section: _Section, default: int) -> int:
     return lanes
 
 
+def _check_lease(section: _Section, dispatch: DispatchSettings) -> None:
+    """The heartbeat renews the lease of the running task: it must tick, and the lease
+    must outlast two of its beats, or crash recovery would take a live agent for an
+    orphan (one late beat on a busy machine would be enough)."""
+    if dispatch.heartbeat_ms < MIN_HEARTBEAT_MS:
+        raise section._fail("heartbeat", f"a duration of at least {MIN_HEARTBEAT_MS}ms")
+    if dispatch.lease_ms <= 2 * dispatch.heartbeat_ms:
+        where = f"{section._source}: " if section._source else ""
+        raise ConfigError(
+            f"{where}[dispatch] lease ({dispatch.lease_ms} ms) must be longer than two heartbeats "
+            f"(heartbeat = {dispatch.heartbeat_ms} ms): a live agent would be taken for an orphan"
+        )
+
+
 def _table(data: Mapping[str, Any], key: str, source: Path | None) -> Mapping[str, Any]:
     value = data.get(key, {})
     if not isinstance(value, dict):
@@ -361,9 +384,12 @@ def _table(data: Mapping[str, Any], key: str, source: Path | None) -> Mapping[st
 
 def _agent_cli(data: Mapping[str, Any], name: str, source: Path | None) -> AgentCliSettings:
     section = _Section(_table(data, name, source), f"executors.{name}", source)
+    model = section.opt_str("model")
+    if model is not None and model_name_problem(model) is not None:
+        raise section._fail("model", "a model name such as claude-sonnet-4-5 (never starting with '-')")
     settings = AgentCliSettings(
         command=section.argv("command", (name,)),
-        model=section.opt_str("model"),
+        model=model,
         max_budget_usd=section.opt_float("max_budget_usd"),
         extra_args=section.argv("extra_args", ()),
     )
@@ -427,6 +453,7 @@ def _alerts(data: Mapping[str, Any], source: Path | None) -> AlertSettings:
         stale_dispatcher_ms=section.duration_ms("stale_dispatcher", defaults.stale_dispatcher_ms),
         stale_sensor_ms=section.duration_ms("stale_sensor", defaults.stale_sensor_ms),
         task_events=_task_events(section),
+        pass_env=section.argv("pass_env", ()),
     )
     section.done()
     return settings
@@ -534,7 +561,7 @@ def settings_from_mapping(
     dispatch = DispatchSettings(
         executor=d.choice("executor", defaults.executor, EXECUTORS),
         timeout_ms=d.duration_ms("timeout", defaults.timeout_ms),
-        max_retries=d.int_("max_retries", defaults.max_retries),
+        max_retries=d.int_("max_retries", defaults.max_retries, maximum=MAX_RETRIES),
         retry_backoff_ms=d.duration_ms("retry_backoff", defaults.retry_backoff_ms),
         retry_backoff_max_ms=d.duration_ms("retry_backoff_max", defaults.retry_backoff_max_ms),
         usage_limit_fallback_ms=d.duration_ms("usage_limit_fallback", defaults.usage_limit_fallback_ms),
@@ -549,6 +576,7 @@ def settings_from_mapping(
         on_denial=d.choice("on_denial", defaults.on_denial, ON_DENIAL),
         keep_workspace_ms=d.duration_ms("keep_workspace", defaults.keep_workspace_ms),
     )
+    _check_lease(d, dispatch)
     d.done()
 
     executors = _table(data, "executors", source)

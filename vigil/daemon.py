@@ -13,17 +13,18 @@ second one cuts the grace short. See docs/running.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from vigil.clock import ACCELERATED_CLOCK_ENV, AcceleratedClock, Clock, clock_from_env, real_seconds
+from vigil.clock import ACCELERATED_CLOCK_ENV, AcceleratedClock, Clock, SystemClock, clock_from_env, real_seconds
 from vigil.config import Settings
-from vigil.errors import LockHeld, OperationError
-from vigil.logfile import private_log_handler
+from vigil.errors import DatabaseReplaced, InputError, LockHeld, OperationError
+from vigil.logfile import PrintableFilter, private_log_handler
 from vigil.models import Task
 from vigil.redaction import RedactingFilter, Redactor
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from dispatch.lanes import LaneLock
     from dispatch.loop import Dispatcher
     from sensors.runner import SensorRunner
+    from vigil.status import LockProbe
     from vigil.store import Store
 
 log = logging.getLogger("vigil.daemon")
@@ -78,6 +80,7 @@ def configure_logging(settings: Settings, *, console: bool = True) -> None:
     for handler in handlers:
         if handler is not file_handler:  # the file handler has its own
             handler.addFilter(secrets)
+            handler.addFilter(PrintableFilter())
         root.addHandler(handler)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -118,9 +121,9 @@ def _make_dispatcher(store: Store, settings: Settings, clock: Clock, alerts: Ale
 
 
 def _make_alerts(settings: Settings) -> AlertHook:
-    from dispatch.alerts import AlertHook
+    from dispatch.alerts import alert_hook
 
-    return AlertHook(settings.alerts, settings.home)
+    return alert_hook(settings)
 
 
 def _make_lanes(settings: Settings, clock: Clock, worker_id: str) -> LaneLock:
@@ -135,6 +138,36 @@ def _make_lanes(settings: Settings, clock: Clock, worker_id: str) -> LaneLock:
         return PostgresLanes(settings.store.url, lanes, name=f"vigil dispatcher {worker_id}")
     refuse_network_filesystem(settings.store.path, lanes)
     return FileLanes(settings.store.path, lanes, clock)
+
+
+@contextlib.contextmanager
+def every_lane(settings: Settings, purpose: str, why: str) -> Iterator[None]:
+    """Hold every dispatcher lane of the SQLite home for the block (``purpose`` says
+    who, to a dispatcher that stands by meanwhile). Raises ``InputError`` naming the
+    dispatchers that hold one, with ``why`` they must stop first."""
+    from dispatch.lanes import AllLanes
+
+    lanes = AllLanes(settings.store.path, settings.dispatch.lanes, SystemClock(), purpose)
+    if not lanes.try_acquire():
+        raise InputError(
+            f"a dispatcher is running on this home ({lanes.holders()}); stop every 'vigil run' first: {why}"
+        )
+    try:
+        yield
+    finally:
+        lanes.release()
+
+
+def lock_probe(settings: Settings) -> LockProbe | None:
+    """What this machine's dispatcher lanes' locks say, for ``vigil status``; None on
+    PostgreSQL, whose lanes other machines hold (the heartbeat tells there)."""
+    from dispatch.lanes import lanes_held
+    from dispatch.worker import this_host
+    from vigil.status import LockProbe
+
+    if settings.store.url is not None:
+        return None
+    return LockProbe(lanes_held(settings.store.path, settings.dispatch.lanes), this_host())
 
 
 class _Signals:
@@ -202,8 +235,15 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
     lanes = _make_lanes(settings, clock, worker_id)
     store = await open_store(settings, clock)
     alerts = _make_alerts(settings)
+    lost: list[str] = []  # why the database file cannot be used any more
     try:
         dispatcher = _make_dispatcher(store, settings, clock, alerts, worker_id)
+
+        def file_lost(problem: str) -> None:
+            lost.append(problem)
+            dispatcher.hurry(problem)  # the running task's outcome could not be recorded anyway
+
+        watcher = _watch_file(store, stop, file_lost)
         # late-bound: a lost lane replaces the dispatcher
         sensors = _Sensors(store, settings, clock, lambda: dispatcher.wake())  # noqa: PLW0108
         # Standing by or dispatching, this process settles what dead dispatchers left.
@@ -229,17 +269,31 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
                         await lanes.release()  # lost: stand by for a lane again
                         dispatcher = _make_dispatcher(store, settings, clock, alerts, worker_id)
             finally:
-                recovery.cancel()
-                await asyncio.gather(recovery, return_exceptions=True)
+                for helper in (recovery, watcher):
+                    helper.cancel()
+                await asyncio.gather(recovery, watcher, return_exceptions=True)
                 await sensors.stop()
+        if lost:
+            raise DatabaseReplaced(lost[0])
         log.info("stopped")
         return 0
     finally:
         await alerts.drain()  # alerts already sent out; each is bounded by its timeout
-        if lanes.lane is not None:  # stopped while dispatching: the last one out says so
+        if lanes.lane is not None and not lost:  # stopped while dispatching: the last one out says so
             await release_lane(dispatcher, lanes)
         await lanes.release()
         await store.close()
+
+
+def _watch_file(store: Store, stop: asyncio.Event, on_problem: Callable[[str], None]) -> asyncio.Task[None]:
+    """Watch the SQLite file under the store (``vigil.database_file``); on
+    PostgreSQL, a task that does nothing."""
+    from vigil.database_file import watch_database_file
+    from vigil.store.sqlite import SqliteStore
+
+    if not isinstance(store, SqliteStore):
+        return asyncio.create_task(asyncio.sleep(0))
+    return asyncio.create_task(watch_database_file(store.file_problem, stop, on_problem))
 
 
 async def _dispatch(

@@ -14,7 +14,8 @@ The tree::
         ├── StoreError             the database cannot be used
         │   ├── NotADatabase       the file is not an SQLite database (exit 2)
         │   ├── SchemaTooNew       the database was written by a newer Vigil (exit 2)
-        │   └── StoreBusy          still locked after the busy timeout and retries
+        │   ├── StoreBusy          still locked after the busy timeout and retries
+        │   └── DatabaseReplaced   the file was replaced or removed while this process had it open
         ├── FloodLimited           a flood limit ([limits]) refused a new task
         └── LockHeld               another process holds the dispatcher lock
 
@@ -97,6 +98,12 @@ class SchemaTooNew(StoreError):
 
 class StoreBusy(StoreError):
     """The database stayed locked past the busy timeout and every retry."""
+
+
+class DatabaseReplaced(StoreError):
+    """The database file this process opened was replaced (a restore) or removed
+    while it was open: going on would write to a file nobody reads, beside the new
+    one's write-ahead log. The process must stop and start again on the new file."""
 
 
 class FloodLimited(OperationError):

@@ -21,7 +21,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
-from vigil.durations import parse_duration_ms, parse_iso_ms
+from vigil.durations import is_duration, parse_duration_ms, parse_iso_ms
 from vigil.errors import InputError
 from vigil.models import TaskEvent
 from vigil.store import Store
@@ -35,10 +35,8 @@ POSTGRES_LOOKBACK = 1000  # ids read back on PostgreSQL (late commits); 0 on SQL
 
 def parse_since(text: str, now_ms: int) -> int:
     """``--since``: an ISO 8601 time, or a duration meaning "that long ago"."""
-    try:
-        return now_ms - parse_duration_ms(text)
-    except InputError:
-        pass
+    if is_duration(text):
+        return now_ms - parse_duration_ms(text)  # its error says what is wrong with it
     try:
         return parse_iso_ms(text)
     except InputError:

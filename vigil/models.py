@@ -14,9 +14,28 @@ MIN_PRIORITY = 1  # most urgent
 MAX_PRIORITY = 9  # least urgent
 DEFAULT_PRIORITY = 5
 DEFAULT_MAX_RETRIES = 3
+MAX_RETRIES = 1000  # the most retries a task may have (its attempts: one more)
+MAX_ID = 2**63 - 1  # ids are the database's 64-bit integers
+# A model name as the agent CLIs take it (claude-sonnet-4-5, sonnet[1m], gpt-5-codex,
+# us.anthropic.claude-3-7-sonnet-20250219-v1:0, qwen2.5-coder:7b, org/model@rev): it
+# goes into the agent's argv, so it never starts with "-" (it would be read as a flag)
+# and holds no space or control character.
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+\[\]-]*")
+MODEL_NAME_MAX = 200
 # A skill name is a folder name under skills/ and can never be a path.
 SKILL_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 SKILL_NAME_MAX = 64
+
+
+def model_name_problem(name: object) -> str | None:
+    """Why ``name`` is not a model name an agent CLI can be given; None when it is."""
+    if isinstance(name, str) and len(name) <= MODEL_NAME_MAX and MODEL_NAME.fullmatch(name):
+        return None
+    shown = repr(name) if not isinstance(name, str) or len(name) <= 60 else repr(name[:59] + "…")
+    return (
+        f"invalid model name {shown}: expected a name such as claude-sonnet-4-5 (letters, digits, "
+        "and . _ : / @ + [ ] - inside; not starting with '-')"
+    )
 
 
 def skill_name_problem(name: object) -> str | None:

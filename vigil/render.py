@@ -1,7 +1,9 @@
 """Turning domain values into what the CLI prints: stable JSON and plain text.
 
 JSON field names are a contract (scripts and the agent parse them); times in JSON
-are ISO 8601 UTC strings.
+are ISO 8601 UTC strings. Every text made here for a terminal, JSON included, has
+its control and bidirectional characters written as escapes (``vigil.printable``):
+stored text comes from sensors and agents, and must not drive the terminal.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from vigil.clock import iso_utc
 from vigil.durations import format_duration
 from vigil.models import CostRow, Note, Run, Task, TaskEvent, TaskStatus
+from vigil.printable import printable
 
 
 def task_json(task: Task) -> dict[str, object]:
@@ -115,7 +118,9 @@ def event_line(event: TaskEvent, *, with_task: bool = True) -> str:
     change = f"{before} → {after}" if before is not None else (after or "")
     detail = f"  ({' '.join(event.detail.split())})" if event.detail else ""
     task = f"  #{event.task_id}" if with_task else ""
-    return f"{iso_utc(event.at)}{task}  {event.kind}  {change}  by {event.actor}{detail}"
+    return printable(
+        f"{iso_utc(event.at)}{task}  {event.kind}  {change}  by {event.actor}{detail}", keep_newlines=False
+    )
 
 
 def note_json(note: Note) -> dict[str, object]:
@@ -137,7 +142,12 @@ def cost_json(row: CostRow) -> dict[str, object]:
 
 
 def dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, indent=2)
+    return printable(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def dumps_line(value: object) -> str:
+    """``value`` as one line of JSON (``vigil events --json``)."""
+    return printable(json.dumps(value, ensure_ascii=False))
 
 
 def one_line(text: str, width: int) -> str:
@@ -179,7 +189,7 @@ def task_table(tasks: Sequence[Task], now_ms: int) -> str:
             f"{t.id:>6}  {t.priority}  {t.status!s:<9}  {tries:<5}  {_due(t, now_ms):<11}  "
             f"{markers(t)}{one_line(t.subject, 60)}"
         )
-    return "\n".join(lines)
+    return printable("\n".join(lines))
 
 
 def task_details(
@@ -209,7 +219,7 @@ def task_details(
         lines += ["events:", *event_lines]
     if task.result_detail:
         lines += ["result:", task.result_detail]
-    return "\n".join(lines)
+    return printable("\n".join(lines))
 
 
 def cost_table(rows: Sequence[CostRow], by: str) -> str:
@@ -224,4 +234,4 @@ def cost_table(rows: Sequence[CostRow], by: str) -> str:
         )
     total = sum(r.cost_usd for r in rows)
     lines.append(f"{'total':<24} {'':>6} {sum(r.runs for r in rows):>6} {total:>10.4f}")
-    return "\n".join(lines)
+    return printable("\n".join(lines))

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from vigil.config import STORE_URL_ENV, Settings
-from vigil.errors import OperationError
+from vigil.errors import InputError, OperationError
 
 UNIT_NAME = "vigil.service"
 STOP_MARGIN_S = 30  # beyond shutdown_grace: recording the run, ending the group, closing
@@ -29,19 +29,31 @@ def _quote(arg: str) -> str:
     return f'"{escaped}"'
 
 
+def _plain(value: str, what: str) -> str:
+    """A value for ``Description=`` or ``WorkingDirectory=``: taken as written, but
+    systemd expands ``%`` specifiers in both (a home named ``100%data`` would be read
+    as ``100`` plus the unit's data folder), so ``%`` is doubled. A control character
+    (a newline would end the line and start a setting of its own) is refused."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise InputError(f"{what} {value!r} holds a control character; a systemd unit cannot name it")
+    return value.replace("%", "%%")
+
+
 def unit_text(settings: Settings, python: str | None = None) -> str:
-    """The unit file for this home; ``python`` defaults to this interpreter."""
+    """The unit file for this home; ``python`` defaults to this interpreter. Raises
+    ``InputError`` for a home path a unit cannot hold."""
     argv = [python or sys.executable, "-m", "vigil", "--home", str(settings.home), "run"]
+    home = _plain(str(settings.home), "the home")
     stop_s = settings.dispatch.shutdown_grace_ms // 1000 + STOP_MARGIN_S
     return f"""\
 [Unit]
-Description=Vigil: keeps an autonomous agent working ({settings.home})
+Description=Vigil: keeps an autonomous agent working ({home})
 After=network-online.target
 Wants=network-online.target
 
 [Service]
 Type=simple
-WorkingDirectory={settings.home}
+WorkingDirectory={home}
 ExecStart={" ".join(_quote(a) for a in argv)}
 Restart=always
 RestartSec=5

@@ -3,10 +3,16 @@ the sensors — read from the database alone, so it works from any terminal.
 
 A dispatcher counts as alive when its heartbeat (``loop_state``, written every
 ``[dispatch] heartbeat`` while idle or running) is younger than ``STALE_BEATS``
-intervals and it did not say ``stopped`` (``DispatcherHeartbeat.alive``).
+intervals and it did not say ``stopped`` (``DispatcherHeartbeat.alive``). On the
+dispatcher's own machine the lock it holds says more, and wins (``LockProbe``): the
+kernel frees it the moment its holder dies, so a killed dispatcher is DOWN at once,
+not after its heartbeat goes stale; and it stays held while the holder lives, so a
+dispatcher that cannot write its heartbeat (a full disk) is not called DOWN.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from vigil.budget import WINDOW_MS, BudgetUse, budget_json, budget_line, budget_use
 from vigil.clock import iso_utc
@@ -14,17 +20,36 @@ from vigil.config import Settings
 from vigil.durations import format_duration
 from vigil.gate import GATE_KEY, LoopGate, gate_json, gate_line
 from vigil.models import HEARTBEAT_KEY, REJECTED_INSERTS_KEY, DispatcherHeartbeat, SensorState, TaskStatus
+from vigil.printable import printable
 from vigil.store import Store
 
 
-def _dispatcher_json(beat: DispatcherHeartbeat | None, settings: Settings, now_ms: int) -> dict[str, object]:
+@dataclass(frozen=True)
+class LockProbe:
+    """What the dispatcher lanes' locks say, probed on this machine: ``held`` (a
+    process holds one now; None: cannot be told), and ``host``, this machine's name
+    in heartbeats (a lock tells nothing of a dispatcher on another machine)."""
+
+    held: bool | None
+    host: str
+
+
+def _dispatcher_json(
+    beat: DispatcherHeartbeat | None, settings: Settings, now_ms: int, lock: LockProbe | None
+) -> dict[str, object]:
+    held = None if lock is None or (beat is not None and beat.host != lock.host) else lock.held
     if beat is None:
+        if held:  # started, no heartbeat written yet
+            return {"alive": True, "seen": True, "lock_held": True, "heartbeat_fresh": False}
         return {"alive": False, "seen": False}
     age_ms = max(0, now_ms - beat.heartbeat_at)
-    alive = beat.alive(now_ms, settings.dispatch.heartbeat_ms)
+    fresh = beat.alive(now_ms, settings.dispatch.heartbeat_ms)
+    alive = fresh if held is None else held
     return {
         "alive": alive,
         "seen": True,
+        "lock_held": held,
+        "heartbeat_fresh": fresh,
         "state": beat.state,
         "owner": beat.owner,
         "pid": beat.pid,
@@ -49,10 +74,13 @@ def _sensor_json(state: SensorState) -> dict[str, object]:
     }
 
 
-async def gather_status(store: Store, settings: Settings, now_ms: int) -> dict[str, object]:
-    """The status as a JSON-ready dict with stable field names (``vigil status --json``)."""
+async def gather_status(
+    store: Store, settings: Settings, now_ms: int, lock: LockProbe | None = None
+) -> dict[str, object]:
+    """The status as a JSON-ready dict with stable field names (``vigil status --json``).
+    ``lock``: what the lanes' locks say (None: judge by the heartbeat alone)."""
     beat = DispatcherHeartbeat.from_json((await store.loop_values()).get(HEARTBEAT_KEY))
-    dispatcher = _dispatcher_json(beat, settings, now_ms)
+    dispatcher = _dispatcher_json(beat, settings, now_ms, lock)
     current = None
     if dispatcher["alive"] and beat is not None:
         # The task the owner holds, not the heartbeat's task_id: the heartbeat is
@@ -103,7 +131,14 @@ def _ago(seconds: object) -> str:
 def _dispatcher_lines(d: dict[str, object]) -> list[str]:
     if not d["seen"]:
         return ["dispatcher: none has run on this home yet (start one with 'vigil run')"]
+    if "pid" not in d:
+        return ["dispatcher: alive (it holds the dispatcher lock), no heartbeat written yet"]
     who = f"pid {d['pid']} on {d['host']}"
+    if d["alive"] and d["lock_held"] and not d["heartbeat_fresh"]:
+        return [
+            f"dispatcher: alive ({who} holds the dispatcher lock), but its heartbeat is "
+            f"{_ago(d['heartbeat_age_s'])} old: it cannot write the database (a full disk? a stuck lock?)"
+        ]
     if d["alive"]:
         lines = [f"dispatcher: alive, {d['state']} ({who}, heartbeat {_ago(d['heartbeat_age_s'])} ago)"]
         task = d.get("task")
@@ -115,6 +150,11 @@ def _dispatcher_lines(d: dict[str, object]) -> list[str]:
         return lines
     if d["state"] == "stopped":
         return [f"dispatcher: stopped {_ago(d['heartbeat_age_s'])} ago ({who} exited cleanly)"]
+    if d["heartbeat_fresh"]:  # and no lock: its holder is gone
+        return [
+            f"dispatcher: DOWN: {who} no longer holds the dispatcher lock (it died; last heartbeat "
+            f"{_ago(d['heartbeat_age_s'])} ago)"
+        ]
     return [f"dispatcher: DOWN: no dispatcher seen for {_ago(d['heartbeat_age_s'])} (last: {who}, {d['state']})"]
 
 
@@ -149,7 +189,7 @@ def render_status(status: dict[str, object]) -> str:
     where = status.get("store")
     if isinstance(where, dict):
         lines.append(f"store: {where['backend']} at {where['at']}")
-    return "\n".join(lines)
+    return printable("\n".join(lines))  # subjects, notes, errors: text from outside
 
 
 def _attention_lines(attention: object) -> list[str]:

@@ -50,7 +50,9 @@ class Case:
     ``status`` is the status that task must end in. ``kind``: ``refused`` (nothing
     may change; one line on stderr), ``run`` (task 4 runs; the message is its stored
     summary), ``sensor`` (a sensor run; the message is in its printed report, new
-    tasks may be added, the seeded ones must not change)."""
+    tasks may be added, the seeded ones must not change), ``shown`` (a read of what
+    the case stored: the message is in its output, nothing on stderr, nothing
+    changes)."""
 
     area: str
     title: str
@@ -225,6 +227,10 @@ def run_case(case: Case, home: Path, seeded: Path) -> Result:
             problems.append(f"task ended {status}, expected {case.status}")
     elif case.kind == "sensor":
         shown = " ".join(done.stdout.split())
+    elif case.kind == "shown":
+        shown = done.stdout
+        if done.stderr:
+            problems.append(f"stderr is not empty: {done.stderr[:200]!r}")
     else:
         shown = lines[0] if lines else ""
         if len(lines) != 1:
@@ -240,7 +246,11 @@ def run_case(case: Case, home: Path, seeded: Path) -> Result:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    from vigil.printable import printable
+
+    # control characters and undecodable bytes as escapes: the table is read on terminals too
+    text = text.replace("\n", " ").encode("utf-8", "backslashreplace").decode("utf-8")
+    return printable(text).replace("|", "\\|")
 
 
 def render_table(cases: list[Case]) -> str:
@@ -250,8 +260,10 @@ def render_table(cases: list[Case]) -> str:
         "|---|------|-------|---------|------|-------------------------------|-----------------|",
     ]
     for number, case in enumerate(cases, start=1):
-        command = "vigil " + " ".join(case.command)
-        where = {"run": f"task #{RUN_TASK} ends {case.status}: ", "sensor": "report: "}.get(case.kind, "")
+        command = "".join(f"{name}={value} " for name, value in case.extra.items()) + "vigil " + " ".join(case.command)
+        where = {"run": f"task #{RUN_TASK} ends {case.status}: ", "sensor": "report: ", "shown": "output: "}.get(
+            case.kind, ""
+        )
         data = {
             "run": "other tasks unchanged, integrity ok",
             "sensor": "seeded tasks unchanged, integrity ok",
@@ -283,7 +295,7 @@ def scratch_home() -> Iterator[Path]:
 
 
 def main(argv: list[str]) -> int:
-    from tests.reliability.catalogue_inputs import CASES as cases
+    from tests.reliability.catalogue_bounds import CASES as cases
 
     if "--write" in argv:
         text = DOC.read_text(encoding="utf-8")

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.catalogue import DOC, Case, current_doc_section, doc_section, run_case, seed_data
-from tests.reliability.catalogue_inputs import CASES
+from tests.reliability.catalogue_bounds import CASES
 from vigil.home import init_home
 
-AREAS = {"CLI", "vigil.toml", "sensor", "agent output", "skill", "database"}
+AREAS = {"CLI", "vigil.toml", "sensor", "agent output", "skill", "database", "stored text"}
 
 
 def test_the_catalogue_covers_every_area_with_at_least_40_cases() -> None:

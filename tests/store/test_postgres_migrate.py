@@ -4,12 +4,14 @@ empty PostgreSQL database; the real CLI then reports the same on both stores."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from dispatch.lock import DispatcherLock, lock_path_for
 from tests.conftest import VigilRunner
 from vigil.clock import ManualClock, SystemClock
 from vigil.config import load_settings
@@ -263,27 +265,35 @@ async def test_tables_longer_than_one_batch_arrive_whole(vigil: VigilRunner, hom
     assert _json(vigil(*args, env=pg)) == _json(vigil(*args))
 
 
-@pytest.mark.parametrize(
-    ("state", "age_ms", "refused"), [("idle", 1_000, True), ("stopped", 1_000, False), ("idle", HOUR_MS, False)]
-)
-async def test_a_live_dispatcher_on_the_home_is_refused(
-    vigil: VigilRunner, home: Path, postgres_url: str, state: str, age_ms: int, refused: bool
+@pytest.mark.parametrize("held", [True, False])
+async def test_a_dispatcher_holding_a_lane_is_refused_and_a_dead_one_is_not(
+    vigil: VigilRunner, home: Path, postgres_url: str, held: bool
 ) -> None:
+    """A dispatcher is told by its lock, not by its heartbeat: one that holds a lane is
+    refused at once; one that died a moment ago (its heartbeat still fresh, its lock
+    freed by the kernel) is not waited for."""
     now = SystemClock().now_ms()
-    async with await SqliteStore.open(load_settings(home).store.path, clock=ManualClock(now)) as store:
+    path = load_settings(home).store.path
+    async with await SqliteStore.open(path, clock=ManualClock(now)) as store:
         await store.add_task(NewTask("in flight?"))
-        beat = DispatcherHeartbeat("vm:42:abc", 42, "vm", now - HOUR_MS, now - age_ms, state)
+        beat = DispatcherHeartbeat("vm:42:abc", 42, "vm", now - HOUR_MS, now - 1_000, "idle")
         await store.set_loop_values({HEARTBEAT_KEY: beat.to_json()})
-    proc = vigil("store", "migrate", "--to", postgres_url)
+    lock = DispatcherLock(lock_path_for(path), ManualClock(now))
+    if held:
+        assert lock.try_acquire()
+    try:
+        proc = vigil("store", "migrate", "--to", postgres_url)
+    finally:
+        lock.release()
     listed = _json(vigil("task", "list", "--json", env=_pg(postgres_url)))
-    if refused:
+    if held:
         assert proc.returncode == 2
-        assert proc.stderr == (
-            "vigil: error: a dispatcher is running on this home (pid 42 on vm); stop every 'vigil run' first: "
-            "what it does during the copy would stay behind in the SQLite file\n"
+        assert proc.stderr.startswith(f"vigil: error: a dispatcher is running on this home (pid {os.getpid()} on ")
+        assert proc.stderr.endswith(
+            "stop every 'vigil run' first: what it does during the copy would stay behind in the SQLite file\n"
         )
         assert listed == []
-    else:  # a clean exit, or a heartbeat too old to be alive (a dead dispatcher)
+    else:
         assert proc.returncode == 0, proc.stderr
         assert isinstance(listed, list)
         assert [t["subject"] for t in listed] == ["in flight?"]

@@ -176,6 +176,7 @@ async def test_backup_opens_and_holds_the_same_tasks(tmp_path: Path, clock: Manu
             await store.add_task(new(f"task {i}", source_key=f"k{i}"))
         await store.add_note(3, "a note", author="human")
         target = tmp_path / "backups" / "copy.db"
+        target.parent.mkdir()  # a backup does not make folders (vigil backup into a mistyped one must fail)
         await store.backup(target)
         live = await all_tasks(store)
         await store.add_task(new("after the backup"))

@@ -60,6 +60,7 @@ async def open_store(settings: Settings, clock: Clock | None = None) -> Store:
         busy_timeout_ms=settings.store.busy_timeout_ms,
         default_max_retries=settings.dispatch.max_retries,
         limits=settings.limits,
+        pass_env=settings.dispatch.pass_env,
     )
 
 
@@ -94,7 +95,13 @@ def task_desk(settings: Settings) -> Iterator[Tasks]:
     )
     try:
         conn.read(lambda c: migrate(c, path))
-        yield Tasks(SqliteEngine(conn), SystemClock(), settings.dispatch.max_retries, settings.limits)
+        yield Tasks(
+            SqliteEngine(conn),
+            SystemClock(),
+            settings.dispatch.max_retries,
+            settings.limits,
+            pass_env=settings.dispatch.pass_env,
+        )
     finally:
         conn.close()
 
@@ -116,6 +123,7 @@ async def _open_postgres(settings: Settings, clock: Clock | None) -> PostgresSto
         default_max_retries=settings.dispatch.max_retries,
         limits=settings.limits,
         busy_timeout_ms=settings.store.busy_timeout_ms,
+        pass_env=settings.dispatch.pass_env,
     )
 
 

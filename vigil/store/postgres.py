@@ -19,7 +19,7 @@ Differences from SQLite that callers may notice:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,14 +42,19 @@ class PostgresStore(AsyncTasks, AsyncDispatching, AsyncState, AsyncRetention):
     """The ``Store`` protocol on one PostgreSQL database."""
 
     def __init__(
-        self, db: PgDatabase, clock: Clock, default_max_retries: int, limits: LimitsSettings | None = None
+        self,
+        db: PgDatabase,
+        clock: Clock,
+        default_max_retries: int,
+        limits: LimitsSettings | None = None,
+        pass_env: Sequence[str] = (),
     ) -> None:
         self._db = db
         self._clock = clock
         self.where = db.where
         # The blocking behaviours; the async methods run them in _hop.
         self.engine: Engine = PgEngine(db)
-        self.tasks = Tasks(self.engine, clock, default_max_retries, limits)
+        self.tasks = Tasks(self.engine, clock, default_max_retries, limits, pass_env=pass_env)
         self.dispatching = Dispatching(self.engine, clock)
         self.state = State(self.engine, clock, default_max_retries, limits)
 
@@ -63,16 +68,18 @@ class PostgresStore(AsyncTasks, AsyncDispatching, AsyncState, AsyncRetention):
         limits: LimitsSettings | None = None,
         pool_max: int = POOL_MAX,
         busy_timeout_ms: int = 5000,
+        pass_env: Sequence[str] = (),
     ) -> PostgresStore:
         """Connect to ``url`` (a ``postgresql://`` URL), creating or migrating the
         schema if needed. ``limits`` are the flood limits every insert obeys (None:
         none); ``pool_max`` bounds this store's connections (plus one listening);
         ``busy_timeout_ms`` is how long a write waits for a row or table another
-        session holds locked before it is retried (then ``StoreBusy``).
+        session holds locked before it is retried (then ``StoreBusy``);
+        ``pass_env`` names more secrets to mask in what the agent writes (``Tasks``).
         Raises ``StoreError`` (one line naming host:port/db, never the password) or
         ``SchemaTooNew``."""
         db = await PgDatabase.open(url, pool_max=pool_max, lock_timeout_ms=busy_timeout_ms)
-        return cls(db, clock or SystemClock(), default_max_retries, limits)
+        return cls(db, clock or SystemClock(), default_max_retries, limits, pass_env)
 
     async def _hop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn`` in a worker thread (it borrows a pooled session there)."""

@@ -34,14 +34,19 @@ class SqliteStore(AsyncTasks, AsyncDispatching, AsyncState, AsyncRetention):
     """The ``Store`` protocol on one SQLite file. Open with ``await SqliteStore.open(path)``."""
 
     def __init__(
-        self, db: Database, clock: Clock, default_max_retries: int, limits: LimitsSettings | None = None
+        self,
+        db: Database,
+        clock: Clock,
+        default_max_retries: int,
+        limits: LimitsSettings | None = None,
+        pass_env: Sequence[str] = (),
     ) -> None:
         self._db = db
         self._clock = clock
         self.path = db.path
         # The blocking behaviours; the async methods run them in _hop.
         self.engine: Engine = SqliteEngine(db.connection)
-        self.tasks = Tasks(self.engine, clock, default_max_retries, limits)
+        self.tasks = Tasks(self.engine, clock, default_max_retries, limits, pass_env=pass_env)
         self.dispatching = Dispatching(self.engine, clock)
         self.state = State(self.engine, clock, default_max_retries, limits)
 
@@ -55,10 +60,12 @@ class SqliteStore(AsyncTasks, AsyncDispatching, AsyncState, AsyncRetention):
         busy_timeout_ms: int = 5000,
         default_max_retries: int = DEFAULT_MAX_RETRIES,
         limits: LimitsSettings | None = None,
+        pass_env: Sequence[str] = (),
     ) -> SqliteStore:
         """Open (creating and migrating if needed) the database at ``path``.
 
-        ``limits`` are the flood limits every insert obeys (None: none). Raises
+        ``limits`` are the flood limits every insert obeys (None: none);
+        ``pass_env`` names more secrets to mask in what the agent writes (``Tasks``). Raises
         ``NotADatabase``, ``SchemaTooNew`` or ``StoreError``.
         """
         db = await Database.open(path, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms, check=check_openable)
@@ -67,7 +74,7 @@ class SqliteStore(AsyncTasks, AsyncDispatching, AsyncState, AsyncRetention):
         except BaseException:
             await db.close()
             raise
-        return cls(db, clock or SystemClock(), default_max_retries, limits)
+        return cls(db, clock or SystemClock(), default_max_retries, limits, pass_env)
 
     async def _hop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await self._db.call(fn, *args, **kwargs)
@@ -80,6 +87,12 @@ class SqliteStore(AsyncTasks, AsyncDispatching, AsyncState, AsyncRetention):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    def file_problem(self) -> str | None:
+        """Why this store must stop (its file was removed or replaced, or its
+        write-ahead log deleted), or None; a ``stat`` or two, no database work
+        (``sqlite_db.Connection.file_problem``)."""
+        return self._db.connection.file_problem(with_log=True)
 
     async def data_version(self) -> int:
         # Changes whenever another connection commits (this one's commits leave it).

@@ -12,11 +12,17 @@ Rules (DESIGN §2) enforced here, once:
   command (``Connection``) runs the same bodies with no event loop and no thread;
 * ``SQLITE_BUSY`` that outlives ``busy_timeout`` is retried as a whole unit with
   jittered backoff, then raised as ``StoreBusy``;
-* driver errors become ``vigil.errors`` types here and nowhere else.
+* driver errors become ``vigil.errors`` types here and nowhere else (through
+  ``sqlite_errors.translate``);
+* a connection stays on the file it opened: each unit of work first checks (one
+  ``stat``) that the path still names that file, and raises ``DatabaseReplaced``
+  once it was removed or replaced (a restore), so that a process never writes on to
+  a file nobody reads, nor logs beside the new one (``Connection.check_file``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -27,9 +33,15 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from vigil.errors import DuplicateOpenTask, InputError, NotADatabase, StoreBusy, StoreError, VigilError
-from vigil.faults import crash_point
+from vigil.errors import (
+    DatabaseReplaced,
+    InputError,
+    StoreBusy,
+    StoreError,
+)
 from vigil.store import sqlite_queries
+from vigil.store.sqlite_backup import write_backup
+from vigil.store.sqlite_errors import is_busy, translate
 from vigil.store.transaction import Params, Queries, Tx
 
 if TYPE_CHECKING:
@@ -41,7 +53,6 @@ FileCheck = Callable[[sqlite3.Connection, Path], None]
 MIN_SQLITE = (3, 35, 0)
 BUSY_RETRIES = 5
 BUSY_BACKOFF_S = 0.05
-BACKUP_STEP_PAGES = 1024  # 4 MiB of 4 KiB pages per step; the connection's other users wait at most one step
 # When a connection restarts the write-ahead log it cuts the file back to this size:
 # without it a log that once grew (a stuck reader, a big batch) keeps its size on
 # disk forever. Twice the automatic checkpoint's 1000 pages, so the steady log is
@@ -52,56 +63,7 @@ JOURNAL_SIZE_LIMIT_BYTES = 8 * 1024 * 1024
 # writer waiting behind it (busy_timeout: seconds) never notices.
 TRUNCATE_WAIT_MS = 200
 OPEN_BUSY_PAUSE_S = 0.02  # between attempts to configure a new file another process is configuring
-
-
-def _is_busy(err: sqlite3.OperationalError) -> bool:
-    code = getattr(err, "sqlite_errorcode", None)
-    if code is not None:
-        return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-    return "locked" in str(err) or "busy" in str(err)
-
-
-def translate(err: sqlite3.Error, path: Path) -> VigilError:
-    """The ``vigil.errors`` type for a driver error (the only translation point).
-
-    A constraint failure is bad input (the transaction was rolled back, nothing
-    changed): the open-scope source-key index → ``DuplicateOpenTask``, any other
-    → ``InputError`` naming the constraint.
-    """
-    if isinstance(err, sqlite3.IntegrityError):
-        if "tasks.source_key" in str(err):
-            return DuplicateOpenTask("another open task already has this source key")
-        return InputError(f"the database refused the change: {err}")
-    if isinstance(err, sqlite3.DatabaseError) and "file is not a database" in str(err):
-        return NotADatabase(f"{path} is not a Vigil database (file is not a database)")
-    if isinstance(err, sqlite3.OperationalError) and _is_busy(err):
-        return StoreBusy(f"{path} stayed locked by another process; try again")
-    code = (getattr(err, "sqlite_errorcode", None) or 0) & 0xFF
-    if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN) and _read_only_mount(path):
-        # an agent's sandbox mounts the home read-only: say so plainly (its executor
-        # records a "Read-only file system" in a command's output as a denial)
-        return StoreError(f"{path}: Read-only file system: the database cannot be written from here; nothing changed")
-    hint = _HINTS.get(code)
-    return StoreError(f"{path}: {err}" + (f" ({hint})" if hint else ""))
-
-
-def _read_only_mount(path: Path) -> bool:
-    """Whether the database's folder is on a file system mounted read-only."""
-    try:
-        return bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
-
-
-# What a person can do about the errors a machine, not Vigil, causes. A failed write
-# was rolled back, so each hint can say nothing of the change was stored.
-_HINTS = {
-    sqlite3.SQLITE_READONLY: "the file or its folder is read-only; nothing was changed",
-    sqlite3.SQLITE_CANTOPEN: "the file and its folder must be readable and writable: SQLite keeps its -wal "
-    "and -shm files beside the database",
-    sqlite3.SQLITE_FULL: "the disk is full; nothing of this change was stored",
-    sqlite3.SQLITE_IOERR: "the write failed (a full disk or a file-size limit?); nothing of this change was stored",
-}
+SWAP_RETRIES = 5  # opens of a path whose file a restore swapped meanwhile
 
 
 def _prepare_file(path: Path) -> None:
@@ -116,16 +78,47 @@ def _prepare_file(path: Path) -> None:
     os.close(fd)
 
 
+FileIdentity = tuple[int, int]  # (st_dev, st_ino): which file a path names now
+
+
+def file_identity(path: Path) -> FileIdentity | None:
+    """Which file ``path`` names now; None when there is none."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+class _Swapped(Exception):
+    """The path was given another file while this connection was being opened."""
+
+
 def _configure(
-    conn: sqlite3.Connection, path: Path, synchronous: str, busy_timeout_ms: int, check: FileCheck | None
+    conn: sqlite3.Connection,
+    path: Path,
+    *,
+    synchronous: str,
+    busy_timeout_ms: int,
+    check: FileCheck | None,
+    identity: FileIdentity | None,
 ) -> None:
-    """Run ``check``, then set and verify the pragmas. Runs in the connection's thread."""
+    """Run ``check``, then set and verify the pragmas. Runs in the connection's thread.
+    Raises ``_Swapped`` when ``path`` no longer names the file of ``identity`` (the
+    one this connection opened, known before it did)."""
     if sqlite3.sqlite_version_info < MIN_SQLITE:
         raise StoreError(f"SQLite {sqlite3.sqlite_version} is too old; Vigil needs 3.35 or newer")
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     if check is not None:
         check(conn, path)  # before WAL: switching the journal mode rewrites the header
+    else:
+        conn.execute("PRAGMA schema_version").fetchone()
+    # The first read waited for any lock a restore held while it swapped the files.
+    # A connection left on the replaced file must not go on to WAL mode: its log
+    # would be named after the path, beside the new file, which would replay it.
+    if file_identity(path) != identity:
+        raise _Swapped
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if str(mode).lower() != "wal":
         raise StoreError(f"{path}: could not enable WAL (journal_mode is {mode})")
@@ -152,9 +145,11 @@ class Connection:
     one-shot command uses this directly; long-running processes use ``Database``.
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, identity: FileIdentity | None = None) -> None:
         self._sqlite = conn
         self.path = path
+        self.identity = identity  # the file opened; None: not known (not checked)
+        self._log_released = False  # the log was emptied after the file was replaced
 
     @classmethod
     def open(
@@ -168,22 +163,45 @@ class Connection:
             _prepare_file(path)
         except OSError as err:
             raise StoreError(f"cannot create database {path}: {err.strerror}") from None
-        try:
-            # check_same_thread off: a Database opens it in its worker thread and may
-            # close it from there too, but never uses it from two threads at once.
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as err:
-            raise translate(err, path) from None
+        for _ in range(SWAP_RETRIES):
+            identity = file_identity(path)
+            try:
+                # check_same_thread off: a Database opens it in its worker thread and may
+                # close it from there too, but never uses it from two threads at once.
+                conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            except sqlite3.Error as err:
+                raise translate(err, path) from None
+            try:
+                return cls._configured(
+                    conn, path, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms, check=check, identity=identity
+                )
+            except _Swapped:
+                conn.close()  # opened just before a restore swapped the file: open the new one
+        raise StoreError(f"{path} keeps being replaced while it is opened; try again")
+
+    @classmethod
+    def _configured(
+        cls,
+        conn: sqlite3.Connection,
+        path: Path,
+        *,
+        synchronous: str,
+        busy_timeout_ms: int,
+        check: FileCheck | None,
+        identity: FileIdentity | None,
+    ) -> Connection:
         deadline = time.monotonic() + busy_timeout_ms / 1000
         while True:
             try:
-                _configure(conn, path, synchronous, busy_timeout_ms, check)
-                return cls(conn, path)
+                _configure(
+                    conn, path, synchronous=synchronous, busy_timeout_ms=busy_timeout_ms, check=check, identity=identity
+                )
+                return cls(conn, path, identity)
             except sqlite3.OperationalError as err:
                 # Processes opening a new file at once: switching it to WAL can report
                 # busy at once, without waiting in the busy handler, while another one
                 # switches it. Every step of _configure can simply run again.
-                if _is_busy(err) and time.monotonic() < deadline:
+                if is_busy(err) and time.monotonic() < deadline:
                     time.sleep(OPEN_BUSY_PAUSE_S * (0.5 + random.random()))
                     continue
                 conn.close()
@@ -191,9 +209,54 @@ class Connection:
             except sqlite3.Error as err:
                 conn.close()
                 raise translate(err, path) from None
+            except _Swapped:
+                raise
             except BaseException:
                 conn.close()
                 raise
+
+    def file_problem(self, *, with_log: bool = False) -> str | None:
+        """Why this connection must not go on, or None: the path no longer names the
+        file it has open (removed, or replaced by a restore), or (``with_log``) the
+        write-ahead log was deleted under it. One or two ``stat`` calls."""
+        if self.identity is None:
+            return None
+        now = file_identity(self.path)
+        if now != self.identity:
+            what = "removed" if now is None else "replaced by another file"
+            return (
+                f"the database file {self.path} was {what} while this process had it open; "
+                "nothing more is written to the old one: start again to use the file now there"
+            )
+        if with_log and not Path(f"{self.path}-wal").exists():
+            return (
+                f"the write-ahead log {self.path}-wal was deleted while this process had the database open; "
+                "stopping, so that closing writes its changes back into the database: start again then"
+            )
+        return None
+
+    def check_file(self) -> None:
+        """Raise ``DatabaseReplaced`` when the path no longer names the file this
+        connection has open: nothing more may be written to it. Run in the
+        connection's thread."""
+        problem = self.file_problem()
+        if problem is not None:
+            self._let_go_of_log()
+            raise DatabaseReplaced(problem)
+
+    def _let_go_of_log(self) -> None:
+        """Once the file was replaced or removed, empty this connection's write-ahead
+        log into the old file (a ``TRUNCATE`` checkpoint). The log is named after the
+        path, so it now lies beside the new file, whose next opener would replay it
+        onto itself; and SQLite does not checkpoint a moved file when it closes. A
+        reader of the old file that holds the log is waited for briefly; past that,
+        nothing more can be done."""
+        if self._log_released or file_identity(self.path) == self.identity:
+            return
+        self._log_released = True
+        with contextlib.suppress(sqlite3.Error):
+            self._sqlite.execute(f"PRAGMA busy_timeout = {TRUNCATE_WAIT_MS}")
+            self._sqlite.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run a read-only body (autocommit: each statement sees committed data)."""
@@ -205,27 +268,34 @@ class Connection:
 
     def _retrying(self, fn: Callable[[sqlite3.Connection], T], *, transactional: bool) -> T:
         body = _in_transaction if transactional else _plain
+        self.check_file()
         for attempt in range(BUSY_RETRIES + 1):
             try:
                 return body(self._sqlite, fn)
             except sqlite3.OperationalError as err:
-                if not _is_busy(err) or attempt == BUSY_RETRIES:
+                if not is_busy(err) or attempt == BUSY_RETRIES:
                     raise translate(err, self.path) from None
             except sqlite3.Error as err:
                 raise translate(err, self.path) from None
+            except OverflowError:
+                # the driver's own refusal of an integer beyond 64 bits (rolled back)
+                raise InputError(f"a number is too large for the database (at most {2**63 - 1})") from None
+            except UnicodeEncodeError:
+                # a lone surrogate (undecodable bytes, a "\ud800" escape) in text (rolled back)
+                raise InputError("text that is not valid UTF-8 cannot be stored (a lone surrogate)") from None
             # Busy past busy_timeout: another writer held the lock for seconds.
             time.sleep(BUSY_BACKOFF_S * (2**attempt) * (0.5 + random.random()))
         raise AssertionError("unreachable")
 
     def backup(self, target: Path) -> None:
-        """Copy the whole database to ``target`` with SQLite's online backup API.
-
-        The copy is made beside ``target`` under a temporary name and renamed into
-        place only when complete and synced: a backup cut short (a crash, a full
-        disk) never leaves a half copy under the name a person will restore from.
-        """
+        """Copy the whole database to ``target`` with SQLite's online backup API, under
+        a temporary name renamed into place only when complete and synced
+        (``sqlite_backup.write_backup``). Raises ``InputError`` for a target folder
+        that does not exist or a target that is not an SQLite file, else
+        ``StoreError`` naming both files."""
+        self.check_file()
         try:
-            _backup(self._sqlite, target)
+            write_backup(self._sqlite, target)
         except sqlite3.Error as err:
             failure = translate(err, target)
             if isinstance(failure, StoreBusy):
@@ -236,32 +306,9 @@ class Connection:
             raise StoreError(f"cannot back up {self.path} to {target}: {err.strerror}") from None
 
     def close(self) -> None:
+        if self.identity is not None:
+            self._let_go_of_log()
         self._sqlite.close()
-
-
-def _backup(conn: sqlite3.Connection, target: Path) -> None:
-    if target.exists():
-        # replacing a folder or another program's file would lose it: only an
-        # SQLite file (an older backup) may be overwritten
-        probe = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
-        try:
-            probe.execute("PRAGMA schema_version").fetchone()
-        finally:
-            probe.close()
-    partial = target.with_name(f".{target.name}.partial")
-    partial.unlink(missing_ok=True)  # left by an earlier backup that died
-    _prepare_file(partial)
-    dest = sqlite3.connect(partial)
-    try:
-        conn.backup(dest, pages=BACKUP_STEP_PAGES, progress=lambda *_: crash_point("during-backup"))
-    finally:
-        dest.close()
-    fd = os.open(partial, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(partial, target)
 
 
 class SqliteTx:

@@ -10,15 +10,20 @@ of the ``vigil.store.Store`` protocol, whose docstrings they keep.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Sequence
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from vigil.clock import Clock
 from vigil.config import LimitsSettings
+from vigil.durations import check_time_ms
 from vigil.errors import DuplicateOpenTask, FloodLimited, InputError, InvalidTransition, TaskNotFound
 from vigil.faults import crash_point
 from vigil.models import (
+    MAX_ID,
     MAX_PRIORITY,
+    MAX_RETRIES,
     MIN_PRIORITY,
     AddResult,
     Attention,
@@ -31,13 +36,18 @@ from vigil.models import (
     Task,
     TaskEvent,
     TaskStatus,
+    model_name_problem,
 )
 from vigil.store import CostGroup
 from vigil.store.limits import FloodGate, Refusal
 from vigil.store.rows import Row, row_to_note, row_to_run, row_to_task_event, task_from_row
 from vigil.store.transaction import Engine, Tx
 
+if TYPE_CHECKING:
+    from vigil.redaction import Redactor
+
 NO_UPPER_ID = 2**62  # "no upper bound" for keyset paging
+AGENT_ACTOR = "agent"  # who writes from inside a run (the CLI's actor() and the MCP server)
 
 
 def task_of(tx: Tx, row: Row) -> Task:
@@ -53,15 +63,24 @@ def require_task(tx: Tx, task_id: int) -> Row:
 
 
 def check_new_task(new: NewTask) -> None:
-    """Refuse what the schema cannot say clearly, before any insert (``InputError``)."""
+    """Refuse what the schema cannot say clearly, before any insert (``InputError``):
+    whoever asks (a person, a sensor, the agent), a time is in the range Vigil can
+    show, a count or id fits the database's integers, a model name is no flag."""
     if not new.subject.strip():
         raise InputError("subject must not be empty")
     if not MIN_PRIORITY <= new.priority <= MAX_PRIORITY:
         raise InputError(f"priority must be {MIN_PRIORITY}-{MAX_PRIORITY}, not {new.priority}")
-    if new.max_retries is not None and new.max_retries < 0:
-        raise InputError(f"max retries must be 0 or more, not {new.max_retries}")
+    if new.max_retries is not None and not 0 <= new.max_retries <= MAX_RETRIES:
+        raise InputError(f"max retries must be 0 to {MAX_RETRIES}, not {new.max_retries}")
     if new.dedup is DedupScope.EVER and new.source_key is None:
         raise InputError("dedup scope 'ever' needs a source key")
+    if new.scheduled_for is not None:
+        check_time_ms(new.scheduled_for, "the due time")
+    for task_id in ([] if new.parent_id is None else [new.parent_id]) + list(new.depends_on):
+        if not 0 < task_id <= MAX_ID:
+            raise InputError(f"task ids are integers from 1 to {MAX_ID}, not {task_id}")
+    if new.model is not None and (problem := model_name_problem(new.model)) is not None:
+        raise InputError(problem)
 
 
 def insert_task(
@@ -135,19 +154,50 @@ def _not_awaiting_approval(tx: Tx, task_id: int, action: str) -> InvalidTransiti
 
 
 class Tasks:
-    """The task methods of ``Store``, blocking, over one backend's ``Engine``."""
+    """The task methods of ``Store``, blocking, over one backend's ``Engine``.
+
+    What the agent writes back from a run (actor ``agent``: a close summary, a note,
+    a follow-up's subject and description) is masked with ``agent_secrets`` before it
+    is stored, however it arrives (``vigil task …`` inside the run, the MCP server):
+    the agent can print any secret it was given. The secrets are those of this
+    process's environment (``vigil.redaction``) and the names in ``pass_env``
+    (``[dispatch] pass_env``): inside a run that environment is the one the
+    dispatcher gave the agent, which its commands and its MCP server inherit.
+    """
 
     def __init__(
-        self, engine: Engine, clock: Clock, default_max_retries: int, limits: LimitsSettings | None = None
+        self,
+        engine: Engine,
+        clock: Clock,
+        default_max_retries: int,
+        limits: LimitsSettings | None = None,
+        *,
+        pass_env: Sequence[str] = (),
     ) -> None:
         self._engine = engine
         self._clock = clock
         self._default_max_retries = default_max_retries
         self._limits = limits
+        self._pass_env = tuple(pass_env)
+        self._agent_secrets: Redactor | None = None  # read from the environment at the first agent write
+
+    def _masked(self, text: str, actor: str) -> str:
+        """``text`` as stored: masked when the agent wrote it."""
+        if actor != AGENT_ACTOR:
+            return text
+        if self._agent_secrets is None:
+            from vigil.redaction import Redactor  # only inside a run: people's commands skip logging's import
+
+            self._agent_secrets = Redactor.from_env(os.environ, self._pass_env)
+        return self._agent_secrets.text(text)
 
     # --- adding -------------------------------------------------------------------
     def add_task(self, new: NewTask, *, actor: str = "human") -> AddResult:
         now = self._clock.now_ms()
+        if actor == AGENT_ACTOR:
+            new = replace(
+                new, subject=self._masked(new.subject, actor), description=self._masked(new.description, actor)
+            )
 
         def body(tx: Tx) -> AddResult | Refusal:
             flood = None if self._limits is None else FloodGate(self._limits, now)
@@ -309,6 +359,7 @@ class Tasks:
         return self._change(task_id, "change its priority", sql, priority=priority, actor=actor)
 
     def defer(self, task_id: int, until_ms: int, *, actor: str) -> Task:
+        check_time_ms(until_ms, "the new due time")
         return self._change(task_id, "defer it", self._engine.q.SQL_DEFER, until=until_ms, actor=actor)
 
     def retry(self, task_id: int, *, actor: str) -> Task:
@@ -318,9 +369,12 @@ class Tasks:
         if status not in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.BLOCKED):
             raise InputError(f"a task can be closed as completed, failed or blocked, not {status}")
         sql = self._engine.q.SQL_CLOSE_TASK
+        summary = self._masked(summary, actor)
         return self._change(task_id, f"close it as {status}", sql, status=str(status), summary=summary, actor=actor)
 
     def request_retry(self, task_id: int, retry_at: int, summary: str, *, actor: str) -> Task:
+        check_time_ms(retry_at, "the retry time")
+        summary = self._masked(summary, actor)
         params = {"id": task_id, "retry_at": retry_at, "summary": summary, "now": self._clock.now_ms(), "actor": actor}
 
         def body(tx: Tx) -> Task:
@@ -336,7 +390,7 @@ class Tasks:
     def add_note(self, task_id: int, text: str, *, author: str) -> Note:
         if not text.strip():
             raise InputError("note text must not be empty")
-        params = {"id": task_id, "now": self._clock.now_ms(), "author": author, "text": text}
+        params = {"id": task_id, "now": self._clock.now_ms(), "author": author, "text": self._masked(text, author)}
 
         def body(tx: Tx) -> Note:
             require_task(tx, task_id)

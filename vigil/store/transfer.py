@@ -3,29 +3,35 @@
 The steps, in order:
 
 1. open both stores the normal way (the SQLite file is brought to this Vigil's
-   schema; the PostgreSQL database gets the schema if it has none), and refuse
-   while a dispatcher's heartbeat says it is alive on the home;
-2. read the SQLite file through one read-only snapshot (``sqlite_export``);
-3. refuse a target that has rows in any table to be copied;
-4. in one PostgreSQL transaction (``postgres_import``): copy every table with its
+   schema; the PostgreSQL database gets the schema if it has none);
+2. take SQLite's write lock and hold it until the copy is committed: whatever tries
+   to write meanwhile (a person's ``vigil task add``, a standby's sensors) waits and
+   is then refused as busy, instead of writing what the copy would leave behind.
+   The caller holds every dispatcher lane around all this (``vigil store migrate``
+   does), so no dispatcher runs a task meanwhile, and a dead one is told from a live
+   one at once by its lock, not by the age of its heartbeat;
+3. read the SQLite file through one read-only snapshot (``sqlite_export``);
+4. refuse a target that has rows in any table to be copied;
+5. in one PostgreSQL transaction (``postgres_import``): copy every table with its
    ids, move the id sequences past them, read the totals back and compare them with
    the snapshot's (rows per table, money and tokens, tasks per status); commit only
    when they match.
 
 The SQLite file is never changed by the copy: it stays as it was, a backup of the
-moment of the move. Rows written to it after the snapshot are not copied, so the
-loop should be stopped first (docs/scaling.md).
+moment of the move (docs/scaling.md).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+import sqlite3
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from vigil.config import Settings
-from vigil.errors import InputError, StoreError
-from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat
+from vigil.errors import StoreBusy, StoreError
 from vigil.store import open_store
 from vigil.store.sqlite_export import SqliteExport, TableTotals
 
@@ -43,27 +49,45 @@ class TableCopy:
     totals: TableTotals
 
 
-async def migrate_home(settings: Settings, target_url: str, progress: Progress, *, now_ms: int) -> list[TableCopy]:
+async def migrate_home(settings: Settings, target_url: str, progress: Progress) -> list[TableCopy]:
     """Copy the home's SQLite store into the empty PostgreSQL database at
     ``target_url``; returns the verified totals per table, in copy order.
 
     Atomic on the target: all rows are committed or none. Raises ``InputError`` for a
-    target that is not empty or a dispatcher still alive on the home (judged by its
-    heartbeat at ``now_ms``), ``StoreError`` when either side cannot be used or the
-    copy does not verify (then nothing was committed)."""
-    from vigil.store.postgres_import import PostgresImport
-
+    target that is not empty, ``StoreBusy`` when another process keeps writing the
+    SQLite file, ``StoreError`` when either side cannot be used or the copy does not
+    verify (then nothing was committed)."""
     source = settings.store.path
     if not source.is_file():
         raise StoreError(f"no database at {source}; nothing to migrate")
     sqlite_settings = replace(settings, store=replace(settings.store, url=None))
-    sqlite = await open_store(sqlite_settings)  # brings an older file to this schema
-    try:
-        _refuse_a_live_dispatcher(await sqlite.loop_values(), settings, now_ms)
-    finally:
-        await sqlite.close()
+    await (await open_store(sqlite_settings)).close()  # brings an older file to this schema
     target_settings = replace(settings, store=replace(settings.store, url=target_url))
     await (await open_store(target_settings)).close()  # creates the schema when missing
+    with _writers_held_off(source, settings.store.busy_timeout_ms):
+        return await _copy_all(source, target_url, progress)
+
+
+@contextlib.contextmanager
+def _writers_held_off(path: Path, busy_timeout_ms: int) -> Iterator[None]:
+    """Hold SQLite's write lock on ``path`` for the block (waiting up to the busy
+    timeout for a writer to finish). This is the one place a transaction stays open
+    across awaits, on purpose: it is what keeps the file still while it is copied."""
+    conn = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000)
+    try:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as err:
+            raise StoreBusy(f"{path} stayed locked by another writer ({err}); try again") from None
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        conn.close()
+
+
+async def _copy_all(source: Path, target_url: str, progress: Progress) -> list[TableCopy]:
+    from vigil.store.postgres_import import PostgresImport
 
     with SqliteExport(source) as export:
         target = await PostgresImport.open(target_url)
@@ -93,16 +117,6 @@ async def migrate_home(settings: Settings, target_url: str, progress: Progress, 
         finally:
             await target.close()
     return copies
-
-
-def _refuse_a_live_dispatcher(loop_values: dict[str, object], settings: Settings, now_ms: int) -> None:
-    """Tasks it finishes during the copy would stay behind in the SQLite file."""
-    beat = DispatcherHeartbeat.from_json(loop_values.get(HEARTBEAT_KEY))
-    if beat is not None and beat.alive(now_ms, settings.dispatch.heartbeat_ms):
-        raise InputError(
-            f"a dispatcher is running on this home (pid {beat.pid} on {beat.host}); stop every 'vigil run' "
-            "first: what it does during the copy would stay behind in the SQLite file"
-        )
 
 
 def _verify(table: str, want: TableTotals, got: TableTotals) -> None:
