@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from sensors.config import SensorSpec, load_sensor_specs
+from sensors.config import load_sensor_specs
 from sensors.execution import SensorReport
+from sensors.spec import SensorSpec
 from sensors.timing import next_due
 from vigil.clock import SystemClock, iso_utc
 from vigil.config import Settings
