@@ -217,6 +217,17 @@ def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def due_at(spec: SensorSpec, state: SensorState | None, max_backoff_ms: int, since_ms: int) -> int:
+    """When ``spec`` is next due (epoch ms): from its persisted last run and
+    failures, or the persisted next due time when that is earlier (its job's next
+    fire time, which a run records). One that never ran is due at ``since_ms`` (when
+    its runner started; ``every``) or at its first occurrence after that (``cron``)."""
+    if state is None or state.last_run_at is None:
+        return next_due(spec.schedule, None, 0, max_backoff_ms, since_ms)
+    due = next_due(spec.schedule, state.last_run_at, state.consecutive_failures, max_backoff_ms, since_ms)
+    return due if state.next_due_at is None else min(due, state.next_due_at)
+
+
 class SensorRunner:
     """Runs the configured sensors on their schedules, or on demand.
 
@@ -248,15 +259,8 @@ class SensorRunner:
         return list(self._specs.values())
 
     def due_at(self, spec: SensorSpec, state: SensorState | None) -> int:
-        """When ``spec`` is next due (epoch ms): from its persisted last run and
-        failures, or the persisted next due time when that is earlier (its job's next
-        fire time, which a run records). One that never ran is due when this runner
-        started (``every``) or at its first occurrence after that (``cron``)."""
-        max_backoff = self._settings.sensor_defaults.max_backoff_ms
-        if state is None or state.last_run_at is None:
-            return next_due(spec.schedule, None, 0, max_backoff, self._since)
-        due = next_due(spec.schedule, state.last_run_at, state.consecutive_failures, max_backoff, self._since)
-        return due if state.next_due_at is None else min(due, state.next_due_at)
+        """When ``spec`` is next due (epoch ms), for this runner (see ``due_at``)."""
+        return due_at(spec, state, self._settings.sensor_defaults.max_backoff_ms, self._since)
 
     def _env(self, http: HttpPool) -> RunEnv:
         return RunEnv(
