@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 from sensors.config import load_sensor_specs
 from sensors.execution import SensorReport
-from sensors.runner import SensorRunner, due_at
+from sensors.runner import SensorRunner
 from sensors.spec import SensorSpec
-from sensors.timing import MAX_COUNTED
+from sensors.timing import MAX_COUNTED, due_at
 from vigil.clock import SystemClock, iso_utc
 from vigil.config import Settings
 from vigil.errors import InputError
@@ -25,7 +25,7 @@ def sensor_row(spec: SensorSpec, state: SensorState | None, settings: Settings, 
     enabled = spec.enabled and (state is None or state.enabled)
     last_run = state.last_run_at if state else None
     failures = state.consecutive_failures if state else 0
-    due = due_at(spec, state, settings.sensor_defaults.max_backoff_ms, now_ms)
+    due = due_at(spec.schedule, state, settings.sensor_defaults.max_backoff_ms, now_ms)
     return {
         "name": spec.name,
         "use": spec.use,

@@ -1,9 +1,10 @@
 """``SensorRunner``: the sensors' scheduler, one APScheduler job per sensor.
 
 The only module that imports APScheduler (3.x, ``AsyncIOScheduler`` in the daemon's
-event loop). Each sensor's job fires on an APScheduler trigger: an
-``IntervalTrigger`` with its jitter for ``every``, a ``CronTrigger`` in the entry's
-time zone for ``cron`` (``_Crontab``). APScheduler also keeps each job's rhythm
+event loop), so it also parses schedules (``parse_schedule``). Each sensor's job
+fires on an APScheduler trigger: an ``IntervalTrigger`` with its jitter for
+``every``, a ``CronTrigger`` read in the entry's time zone for ``cron``
+(``_Crontab``); each fire is a tick (``SensorRuns.consider``). APScheduler also keeps each job's rhythm
 (nothing moves a job by hand) and applies its options: ``max_instances=1`` (a slow
 sensor never overlaps itself), ``coalesce`` (runs missed while the process slept
 collapse into one) and a misfire grace that is the sensor's ``catch_up``: none for
@@ -20,11 +21,11 @@ on the same database) is not run twice for one turn, ``vigil sensors disable``
 takes effect at the next tick, and a failing sensor's ticks do nothing until its
 back-off ends.
 
-Every run not made is recorded in the sensor's state (``Store.record_sensor_skip``)
-with its reason: ``downtime`` (due while no process ran it, or too late for its
+Every run not made is recorded in the sensor's state (``sensors.skips``) with its
+reason: ``downtime`` (due while no process ran it, or too late for its
 ``catch_up``), ``disabled``, ``backoff`` (recorded when the failure pushes the next
-run out) and ``busy`` (its previous run was still going). Every run, scheduled or
-``run_now``, goes through ``sensors.execution.execute``.
+run out) and ``busy`` (its previous run was still going, which APScheduler reports
+here, as it reports a run too late for its misfire grace).
 
 Simulated time: APScheduler fires on the wall clock while due times are in the
 runner's clock, so every time handed to it goes through ``vigil.clock.wall_ms``
@@ -40,7 +41,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta, tzinfo
-from typing import Any, TypeVar
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEvent
@@ -51,20 +52,17 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from sensors.api import HttpPool
 from sensors.cron import FIELDS, CronError, crontab_fields
-from sensors.execution import RunEnv, SensorReport, execute
+from sensors.runs import SensorRuns
+from sensors.skips import record_missed, record_skip
 from sensors.spec import SensorSpec
-from sensors.timing import Schedule, next_due, parse_every
+from sensors.timing import Schedule, parse_every
 from vigil.clock import Clock, clock_ms, real_seconds, wall_ms
 from vigil.config import Settings
-from vigil.errors import InputError
-from vigil.models import SensorSkip, SensorState
+from vigil.models import SensorSkip
 from vigil.store import Store
 
 log = logging.getLogger("vigil.sensors")
 
-RUN_NOW_CONCURRENCY = 32  # sensors run at once by run_now; they mostly wait on I/O
-DUE_TOLERANCE_MS = 50  # a tick this early still counts as due (clock rounding)
-R = TypeVar("R")
 _MS = timedelta(milliseconds=1)
 _SECOND = timedelta(seconds=1)
 _CHANGE = timedelta(hours=3)  # the largest change of a zone's offset looked around (DST: 1 h)
@@ -217,19 +215,9 @@ def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def due_at(spec: SensorSpec, state: SensorState | None, max_backoff_ms: int, since_ms: int) -> int:
-    """When ``spec`` is next due (epoch ms): from its persisted last run and
-    failures, or the persisted next due time when that is earlier (its job's next
-    fire time, which a run records). One that never ran is due at ``since_ms`` (when
-    its runner started; ``every``) or at its first occurrence after that (``cron``)."""
-    if state is None or state.last_run_at is None:
-        return next_due(spec.schedule, None, 0, max_backoff_ms, since_ms)
-    due = next_due(spec.schedule, state.last_run_at, state.consecutive_failures, max_backoff_ms, since_ms)
-    return due if state.next_due_at is None else min(due, state.next_due_at)
-
-
-class SensorRunner:
-    """Runs the configured sensors on their schedules, or on demand.
+class SensorRunner(SensorRuns):
+    """Runs the configured sensors on their schedules (``start``/``stop``), or on
+    demand (``SensorRuns``).
 
     ``on_created`` is called (in the event loop) after a run stored at least one new
     task: the dispatcher's in-process wake-up.
@@ -244,101 +232,9 @@ class SensorRunner:
         *,
         on_created: Callable[[], None] | None = None,
     ) -> None:
-        self._store = store
-        self._settings = settings
-        self._clock = clock
-        self._specs = {spec.name: spec for spec in specs}
-        self._on_created = on_created
-        self._http: HttpPool | None = None
+        super().__init__(store, settings, clock, specs, on_created=on_created)
         self._scheduler: Any = None
         self._inflight: set[asyncio.Task[Any]] = set()
-        self._since = clock.now_ms()  # when it started: a sensor that never ran is due from then
-
-    @property
-    def specs(self) -> list[SensorSpec]:
-        return list(self._specs.values())
-
-    def due_at(self, spec: SensorSpec, state: SensorState | None) -> int:
-        """When ``spec`` is next due (epoch ms), for this runner (see ``due_at``)."""
-        return due_at(spec, state, self._settings.sensor_defaults.max_backoff_ms, self._since)
-
-    def _env(self, http: HttpPool) -> RunEnv:
-        return RunEnv(
-            store=self._store,
-            clock=self._clock,
-            http=http,
-            home=self._settings.home,
-            max_backoff_ms=self._settings.sensor_defaults.max_backoff_ms,
-            peers=tuple(self._specs),
-        )
-
-    async def _run(
-        self, spec: SensorSpec, env: RunEnv, state: SensorState | None, next_fire_at: int | None = None
-    ) -> SensorReport:
-        report = await execute(spec, env, state, next_fire_at=next_fire_at)
-        if not report.ok:
-            await self._record_backoff(spec, report)
-        if report.created and self._on_created is not None:
-            try:
-                self._on_created()
-            except Exception:
-                log.exception("on_created callback failed")
-        return report
-
-    async def _consider(self, spec: SensorSpec, env: RunEnv, next_fire_at: int | None) -> SensorReport | None:
-        """One tick of ``spec``: run it if it is enabled and due (after recording the
-        runs missed before), else record why not. None: not run."""
-        state = await self._store.sensor_state(spec.name)
-        now = self._clock.now_ms()
-        if not _enabled(state):
-            turn = self._turn(spec, now)
-            await self._skip(spec.name, SensorSkip("disabled", turn, turn))
-            return None
-        if self.due_at(spec, state) > now + DUE_TOLERANCE_MS:
-            return None  # another process ran it for this turn, or it backs off (recorded then)
-        await self._record_missed(spec, state, through=self._turn(spec, now) - (spec.schedule.every_ms or 1))
-        return await self._run(spec, env, state, next_fire_at)
-
-    def _turn(self, spec: SensorSpec, now_ms: int) -> int:
-        """The run a tick at ``now_ms`` stands for: a cron's occurrence, an interval's now."""
-        if spec.schedule.cron is None:
-            return now_ms
-        return spec.schedule.occurrence_at_or_before(now_ms + DUE_TOLERANCE_MS)
-
-    # --- skips ------------------------------------------------------------------------
-    async def _record_missed(self, spec: SensorSpec, state: SensorState | None, *, through: int) -> None:
-        """Record as skipped (downtime) the runs due from the first one neither made
-        nor already skipped up to ``through`` (epoch ms). A sensor that never ran
-        has missed nothing."""
-        if state is None or state.last_run_at is None:
-            return
-        first = self.due_at(spec, state)
-        if state.skips and state.skips[-1].last_at >= first:
-            first = spec.schedule.next_after(state.skips[-1].last_at)
-        await self._skip_runs(spec, "downtime", first, through)
-
-    async def _record_backoff(self, spec: SensorSpec, report: SensorReport) -> None:
-        """A failure pushes the next run to ``report.next_due_at``: the runs that
-        would have come before it are skipped (backoff)."""
-        first = spec.schedule.next_after(report.started_at)
-        await self._skip_runs(spec, "backoff", first, report.next_due_at - 1)
-
-    async def _skip_runs(self, spec: SensorSpec, reason: str, first: int, through: int) -> None:
-        """Record the runs of ``spec`` in ``[first, through]`` (``first`` is one) as
-        skipped for ``reason``."""
-        if spec.schedule.cron is not None:
-            first = spec.schedule.next_after(first - 1)  # a persisted due time may carry jitter
-        runs = spec.schedule.runs_between(first, through)
-        if runs:
-            every = spec.schedule.every_ms
-            last = first + (runs - 1) * every if every else spec.schedule.occurrence_at_or_before(through)
-            await self._skip(spec.name, SensorSkip(reason, first, last, runs))
-
-    async def _skip(self, name: str, skip: SensorSkip) -> None:
-        try:
-            await self._store.record_sensor_skip(name, skip)
-        except Exception as err:  # a record of what did not happen must not stop what does
-            log.warning("sensor %s: recording a skipped run failed: %s", name, err)
 
     def _on_not_run(self, event: JobEvent) -> None:
         """APScheduler did not run a job: too late for its misfire grace (the event
@@ -352,59 +248,17 @@ class SensorRunner:
             self._spawn(self._missed(spec, at))
         else:
             for fired in event.scheduled_run_times:
-                turn = self._turn(spec, clock_ms(self._clock, _ms(fired)))
-                self._spawn(self._skip(spec.name, SensorSkip("busy", turn, turn)))
+                turn = self.turn(spec, clock_ms(self._clock, _ms(fired)))
+                self._spawn(record_skip(self._store, spec.name, SensorSkip("busy", turn, turn)))
 
     async def _missed(self, spec: SensorSpec, at: int) -> None:
-        await self._record_missed(spec, await self._store.sensor_state(spec.name), through=at)
+        state = await self._store.sensor_state(spec.name)
+        await record_missed(self._store, spec, state, self.due_at(spec, state), through=at)
 
     def _spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
-
-    # --- on demand ------------------------------------------------------------------
-    async def run_now(self, names: Sequence[str] | None = None) -> list[SensorReport]:
-        """Run the named sensors (or every enabled one) once, now, concurrently; one
-        report per sensor, in the order given. Raises ``InputError`` for an unknown
-        name. Disabled sensors run when named explicitly."""
-        if names is not None:
-            unknown = [n for n in names if n not in self._specs]
-            if unknown:
-                known = ", ".join(self._specs) or "none configured"
-                raise InputError(f"unknown sensor {unknown[0]!r} (sensors: {known})")
-        states = {s.name: s for s in await self._store.sensor_states()}
-        if names is None:
-            chosen = [s for s in self._specs.values() if s.enabled and _enabled(states.get(s.name))]
-        else:
-            chosen = [self._specs[n] for n in dict.fromkeys(names)]
-        return await self._each(chosen, lambda spec, env: self._run(spec, env, states.get(spec.name)))
-
-    async def run_due(self) -> list[SensorReport]:
-        """What a scheduler tick does, for every enabled sensor at the clock's now:
-        run those that are due (their persisted last run and back-off decide), and
-        record the runs not made. Returns the reports of the runs made."""
-        chosen = [spec for spec in self._specs.values() if spec.enabled]
-        reports = await self._each(chosen, lambda spec, env: self._consider(spec, env, None))
-        return [report for report in reports if report is not None]
-
-    async def _each(self, chosen: Sequence[SensorSpec], one: Callable[[SensorSpec, RunEnv], Awaitable[R]]) -> list[R]:
-        """``one`` for each of ``chosen`` concurrently (at most ``RUN_NOW_CONCURRENCY``
-        at a time), sharing one HTTP client."""
-        own_client = self._http is None
-        http = self._http or HttpPool()
-        gate = asyncio.Semaphore(RUN_NOW_CONCURRENCY)
-        env = self._env(http)
-
-        async def bounded(spec: SensorSpec) -> R:
-            async with gate:
-                return await one(spec, env)
-
-        try:
-            return list(await asyncio.gather(*(bounded(spec) for spec in chosen)))
-        finally:
-            if own_client:
-                await http.aclose()
 
     # --- scheduled ----------------------------------------------------------------
     async def start(self) -> None:
@@ -497,7 +351,7 @@ class SensorRunner:
             self._inflight.add(task)
         try:
             if self._http is not None:
-                await self._consider(self._specs[name], self._env(self._http), self._next_fire(name))
+                await self.consider(self._specs[name], self._env(self._http), self._next_fire(name))
         except asyncio.CancelledError:
             return  # stop() asked; the job ends quietly instead of logging a traceback
         except Exception:
@@ -505,7 +359,3 @@ class SensorRunner:
         finally:
             if task is not None:
                 self._inflight.discard(task)
-
-
-def _enabled(state: SensorState | None) -> bool:
-    return state is None or state.enabled

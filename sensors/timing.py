@@ -20,6 +20,7 @@ from typing import Protocol
 
 from vigil.durations import parse_duration_ms
 from vigil.errors import InputError
+from vigil.models import SensorState
 
 MAX_DOUBLINGS = 30  # 2**30 × any interval is past every sane cap; avoids huge ints
 MAX_COUNTED = 200  # missed cron runs counted one by one, at most (some ms)
@@ -136,3 +137,14 @@ def next_due(schedule: Schedule, last_run_ms: int | None, failures: int, max_bac
     if last_run_ms is None:
         return now_ms
     return last_run_ms + backoff_ms(schedule, failures, max_backoff_ms, last_run_ms)
+
+
+def due_at(schedule: Schedule, state: SensorState | None, max_backoff_ms: int, since_ms: int) -> int:
+    """When a sensor is next due: from its persisted last run and failures, or the
+    persisted next due time when that is earlier (its job's next fire time, which a
+    run records). One that never ran is due at ``since_ms`` (when its runner
+    started; ``every``) or at its first occurrence after that (``cron``)."""
+    if state is None or state.last_run_at is None:
+        return next_due(schedule, None, 0, max_backoff_ms, since_ms)
+    due = next_due(schedule, state.last_run_at, state.consecutive_failures, max_backoff_ms, since_ms)
+    return due if state.next_due_at is None else min(due, state.next_due_at)

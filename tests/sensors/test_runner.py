@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from sensors.api import FoundTask, SensorContext
-from sensors.runner import DUE_TOLERANCE_MS, SensorRunner
+from sensors.runner import SensorRunner
+from sensors.runs import DUE_TOLERANCE_MS
 from tests.sensors.conftest import RunnerFactory, SpecFactory
 from vigil.clock import AcceleratedClock, ManualClock, SystemClock
 from vigil.config import Settings
