@@ -252,7 +252,11 @@ class SensorRunner(SensorRuns):
                 self._spawn(record_skip(self._store, spec.name, SensorSkip("busy", turn, turn)))
 
     async def _missed(self, spec: SensorSpec, at: int) -> None:
-        state = await self._store.sensor_state(spec.name)
+        try:
+            state = await self._store.sensor_state(spec.name)
+        except Exception as err:  # e.g. the store is busy: the sensor's next tick records them
+            log.warning("sensor %s: reading its state to record a missed run failed: %s", spec.name, err)
+            return
         await record_missed(self._store, spec, state, self.due_at(spec, state), through=at)
 
     def _spawn(self, work: Awaitable[None]) -> None:
