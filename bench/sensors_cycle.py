@@ -27,8 +27,8 @@ from pathlib import Path
 
 from bench.harness import command_line, fmt_s, heading, machine, median, record, synchronous_of, workload_args
 from sensors.api import FoundTask, SensorContext, SensorFunc
-from sensors.config import SensorSpec
 from sensors.runner import SensorRunner
+from sensors.spec import SensorSpec
 from sensors.timing import Schedule
 from vigil.clock import SystemClock
 from vigil.config import LimitsSettings, SensorDefaults, Settings, StoreSettings

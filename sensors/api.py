@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 import httpx
 
-from sensors.timing import Schedule, parse_schedule
+from sensors.timing import Schedule, parse_every
 from vigil.clock import Clock
 from vigil.models import DedupScope, SensorState, Task, TaskStatus
 
@@ -136,11 +136,13 @@ F = TypeVar("F", bound=SensorFunc)
 
 @dataclass(frozen=True, slots=True)
 class SensorMeta:
-    """What ``@sensor`` attaches. ``schedule`` None: vigil.toml must give one.
-    ``timeout_ms`` None: ``[sensor_defaults] timeout``. ``options`` validates the
-    entry's own keys at start-up (raise ``ValueError`` with a message)."""
+    """What ``@sensor`` attaches. ``every``/``cron`` both None: vigil.toml must give a
+    schedule (a cron is checked when an entry uses it: only ``sensors.runner`` reads
+    cron). ``timeout_ms`` None: ``[sensor_defaults] timeout``. ``options`` validates
+    the entry's own keys at start-up (raise ``ValueError`` with a message)."""
 
-    schedule: Schedule | None = None
+    every: str | None = None
+    cron: str | None = None
     timeout_ms: int | None = None
     options: OptionParser | None = None
     description: str = ""
@@ -157,12 +159,15 @@ def sensor(
     (``"30s"``) and an option parser to a sensor function. Registers nothing."""
     from vigil.durations import parse_duration_ms
 
-    schedule = parse_schedule(every, cron) if (every or cron) else None
+    if every and cron:
+        raise ValueError("give every or cron, not both")
+    if every:
+        parse_every(every)  # a bad duration fails here, at import
     timeout_ms = parse_duration_ms(timeout) if timeout else None
 
     def attach(func: F) -> F:
         doc = (func.__doc__ or "").strip().splitlines()
-        meta = SensorMeta(schedule, timeout_ms, options, doc[0] if doc else "")
+        meta = SensorMeta(every, cron, timeout_ms, options, doc[0] if doc else "")
         setattr(func, META_ATTR, meta)
         return func
 

@@ -8,13 +8,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from sensors.config import SensorSpec, load_sensor_specs
+from sensors.config import load_sensor_specs
 from sensors.execution import SensorReport
-from sensors.timing import next_due
+from sensors.runner import SensorRunner
+from sensors.spec import SensorSpec
+from sensors.timing import MAX_COUNTED, due_at
 from vigil.clock import SystemClock, iso_utc
 from vigil.config import Settings
 from vigil.errors import InputError
-from vigil.models import SensorState
+from vigil.models import SensorSkip, SensorState
 from vigil.printable import printable
 from vigil.store import Store
 
@@ -24,7 +26,7 @@ def sensor_row(spec: SensorSpec, state: SensorState | None, settings: Settings, 
     enabled = spec.enabled and (state is None or state.enabled)
     last_run = state.last_run_at if state else None
     failures = state.consecutive_failures if state else 0
-    due = next_due(spec.schedule, last_run, failures, settings.sensor_defaults.max_backoff_ms, now_ms)
+    due = due_at(spec.schedule, state, settings.sensor_defaults.max_backoff_ms, now_ms)
     return {
         "name": spec.name,
         "use": spec.use,
@@ -41,7 +43,25 @@ def sensor_row(spec: SensorSpec, state: SensorState | None, settings: Settings, 
         "dropped_last": state.dropped_last if state else 0,
         "rejected_last": state.rejected_last if state else 0,
         "consecutive_failures": failures,
+        "catch_up": spec.catch_up,
+        "skips": [skip_record(skip) for skip in (state.skips if state else ())],
     }
+
+
+def skip_record(skip: SensorSkip) -> dict[str, object]:
+    """One stretch of runs not made, for JSON: ``runs`` of them, due from ``first_at``
+    to ``last_at``."""
+    return {
+        "reason": skip.reason,
+        "runs": skip.runs,
+        "first_at": iso_utc(skip.first_at),
+        "last_at": iso_utc(skip.last_at),
+    }
+
+
+def runs_text(runs: int) -> str:
+    """A count of skipped runs; a cron's are counted up to ``MAX_COUNTED`` at a time."""
+    return f"{runs}+" if runs >= MAX_COUNTED else str(runs)
 
 
 async def list_sensors(store: Store, settings: Settings) -> list[dict[str, object]]:
@@ -55,10 +75,13 @@ def sensors_table(rows: Sequence[dict[str, object]]) -> str:
     """Plain text for people; ``rows`` as ``list_sensors`` returns them."""
     if not rows:
         return "no sensors configured (add [[sensors]] entries to vigil.toml; see docs/sensors.md)"
-    header = ("NAME", "SCHEDULE", "ENABLED", "LAST RUN", "STATUS", "NEXT DUE", "NEW", "DUP", "FAILS")
+    header = ("NAME", "SCHEDULE", "ENABLED", "LAST RUN", "STATUS", "NEXT DUE", "NEW", "DUP", "FAILS", "SKIPPED")
     lines = [header]
     for row in rows:
         enabled = "yes" if row["enabled"] else f"no ({row['disabled_by']})"
+        skips = row["skips"]
+        assert isinstance(skips, list)
+        latest = f"{runs_text(skips[-1]['runs'])} {skips[-1]['reason']}" if skips else "-"
         lines.append(
             (
                 str(row["name"]),
@@ -70,6 +93,7 @@ def sensors_table(rows: Sequence[dict[str, object]]) -> str:
                 str(row["created_last"]),
                 str(row["ignored_last"]),
                 str(row["consecutive_failures"]),
+                latest,
             )
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
@@ -80,10 +104,39 @@ def sensors_table(rows: Sequence[dict[str, object]]) -> str:
     return printable("\n".join(text))
 
 
+async def list_skips(store: Store, settings: Settings, names: Sequence[str]) -> list[dict[str, object]]:
+    """The runs not made, newest first, of the named sensors (every configured one
+    when none is named) for ``vigil sensors skips --json``; raises ``InputError`` for
+    an unknown name."""
+    configured = [spec.name for spec in load_sensor_specs(settings)]
+    unknown = [name for name in names if name not in configured]
+    if unknown:
+        raise InputError(f"unknown sensor {unknown[0]!r} (sensors: {', '.join(configured) or 'none configured'})")
+    chosen = set(names or configured)
+    found = [
+        {"name": state.name} | skip_record(skip)
+        for state in await store.sensor_states()
+        if state.name in chosen
+        for skip in state.skips
+    ]
+    return sorted(found, key=lambda row: str(row["last_at"]), reverse=True)
+
+
+def skips_table(rows: Sequence[dict[str, object]]) -> str:
+    """Plain text for people; ``rows`` as ``list_skips`` returns them."""
+    if not rows:
+        return "no skipped runs"
+    lines = [("NAME", "REASON", "RUNS", "FIRST DUE", "LAST DUE")]
+    for row in rows:
+        runs = row["runs"]
+        assert isinstance(runs, int)
+        lines.append((str(row["name"]), str(row["reason"]), runs_text(runs), str(row["first_at"]), str(row["last_at"])))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines)
+
+
 async def run_sensors(store: Store, settings: Settings, names: Sequence[str]) -> list[SensorReport]:
     """Run the named sensors (all enabled ones when none is named) once, now."""
-    from sensors.runner import SensorRunner
-
     runner = SensorRunner(store, settings, SystemClock(), load_sensor_specs(settings))
     return await runner.run_now(list(names) or None)
 

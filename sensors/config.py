@@ -12,6 +12,7 @@ An entry has the common keys below; every other key is the sensor's own option::
     enabled = true
     max_tasks_per_run = 100    # default: [sensor_defaults] max_tasks_per_run
     key_prefix = "contacts"    # default: the name; "" shares the keys of `vigil task add --key`
+    catch_up = "once"          # or "skip": runs missed while down (see sensors.spec)
     path = "inbox"             # … the sensor's own options
 
 A bad entry raises ``ConfigError`` naming it: ``vigil.toml: [[sensors]] #2 (name
@@ -27,13 +28,13 @@ import inspect
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sensors.api import SensorFunc, meta_of
 from sensors.builtin import BUILTINS
-from sensors.timing import Schedule, parse_schedule
+from sensors.runner import parse_schedule
+from sensors.spec import CATCH_UPS, CatchUp, SensorSpec
 from vigil.config import Settings
 from vigil.durations import parse_duration_ms
 from vigil.errors import ConfigError, InputError
@@ -41,36 +42,9 @@ from vigil.models import MAX_PRIORITY, MIN_PRIORITY
 
 COMMON_KEYS = frozenset(
     {"use", "name", "every", "cron", "timezone", "timeout", "priority", "skills", "enabled", "max_tasks_per_run"}
-    | {"key_prefix"}
+    | {"key_prefix", "catch_up"}
 )
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-
-
-@dataclass(frozen=True)
-class SensorSpec:
-    """One configured sensor. ``priority``/``skills`` None: no default set (tasks get
-    5 and no skills unless the sensor says otherwise). Times in ms."""
-
-    name: str
-    use: str
-    func: SensorFunc
-    schedule: Schedule
-    timeout_ms: int
-    max_tasks: int
-    enabled: bool
-    options: Mapping[str, Any]
-    priority: int | None = None
-    skills: tuple[str, ...] | None = None
-    description: str = ""
-    # The key space its tasks' keys live in; None: the sensor's own name. Sensors
-    # with one prefix dedupe against each other; "" is the space of bare keys.
-    key_prefix: str | None = None
-
-    def source_key(self, key: str) -> str:
-        """The stored source key of a task this sensor returned with ``key``:
-        ``"<key_prefix>:<key>"``, or the bare key when the prefix is empty."""
-        prefix = self.name if self.key_prefix is None else self.key_prefix
-        return f"{prefix}:{key}" if prefix else key
 
 
 def load_sensor_specs(settings: Settings) -> list[SensorSpec]:
@@ -109,10 +83,10 @@ def _spec(raw: Mapping[str, Any], settings: Settings) -> SensorSpec:
     every, cron, timezone = (_opt_str(raw, k) for k in ("every", "cron", "timezone"))
     if every or cron:
         schedule = parse_schedule(every, cron, timezone)
-    elif meta.schedule is not None:
-        schedule = meta.schedule
+    elif meta.every or meta.cron:
         if timezone:
             raise ValueError("timezone needs a cron in this entry")
+        schedule = parse_schedule(meta.every, meta.cron)
     else:
         raise ValueError("no schedule: set every or cron")
 
@@ -140,6 +114,7 @@ def _spec(raw: Mapping[str, Any], settings: Settings) -> SensorSpec:
         skills=_skills(raw),
         description=meta.description,
         key_prefix=_key_prefix(raw),
+        catch_up=_catch_up(raw),
     )
 
 
@@ -228,3 +203,11 @@ def _skills(raw: Mapping[str, Any]) -> tuple[str, ...] | None:
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise ValueError("skills: expected a list of skill names")
     return tuple(value)
+
+
+def _catch_up(raw: Mapping[str, Any]) -> CatchUp:
+    value = raw.get("catch_up", "once")
+    for choice in CATCH_UPS:
+        if value == choice:
+            return choice
+    raise ValueError(f'catch_up: expected "once" or "skip", got {value!r}')

@@ -1,16 +1,19 @@
-"""Five-field cron expressions (``minute hour day-of-month month day-of-week``).
+"""Classic cron, where APScheduler 3 reads an expression differently.
 
-Supports ``*``, lists ``a,b``, ranges ``a-b``, steps ``*/n`` and ``a-b/n``, month
-and weekday names (``jan``, ``mon``), weekday 0 or 7 = Sunday, and the macros
-``@hourly @daily @weekly @monthly @yearly``. As in classic cron, when both
-day-of-month and day-of-week are restricted a day matching either one matches.
-Times are computed on the wall clock of a time zone (UTC unless one is given).
+A sensor's ``cron`` is five fields (``minute hour day-of-month month day-of-week``).
+APScheduler's ``CronTrigger`` (built in ``sensors.runner``) reads the first four as
+written (``*``, lists, ranges, steps, month names) and does all the date arithmetic,
+time zones and daylight-saving changes included. What it does differently from
+classic cron is kept here:
+
+* day-of-week numbers: 0 and 7 are Sunday, where APScheduler 3 counts 0 = Monday,
+  so the field is read here and handed on as day names (``1-5`` → ``mon,…,fri``);
+* when both day-of-month and day-of-week are restricted, a day matching *either*
+  one matches (APScheduler wants both): the expression becomes two triggers;
+* the macros ``@hourly @daily @weekly @monthly @yearly``.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
 
 _MACROS = {
     "@hourly": "0 * * * *",
@@ -21,119 +24,58 @@ _MACROS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
 }
-_MONTH_NAMES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES, start=1)}
-_DAYS = {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])}
-# (name, low, high, names)
-_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
-    ("minute", 0, 59, {}),
-    ("hour", 0, 23, {}),
-    ("day of month", 1, 31, {}),
-    ("month", 1, 12, _MONTHS),
-    ("day of week", 0, 7, _DAYS),
-)
-_SEARCH_DAYS = 366 * 5  # Feb 29 on a Monday recurs within 28 years; 5 covers any sane spec
+_DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+FIELDS = ("minute", "hour", "day", "month", "day_of_week")  # CronTrigger's names, in crontab order
 
 
 class CronError(ValueError):
     """The expression is not valid cron; the message says which field."""
 
 
-def _value(text: str, low: int, high: int, names: dict[str, int], field: str) -> int:
-    value = names.get(text.lower())
-    if value is None:
-        if not text.isdigit():
-            raise CronError(f"{field}: {text!r} is not a number")
-        value = int(text)
-    if not low <= value <= high:
-        raise CronError(f"{field}: {value} is outside {low}-{high}")
-    return value
+def crontab_fields(text: str) -> list[dict[str, str]]:
+    """``CronTrigger`` keyword arguments for ``text``: one set, or two (either one
+    matches) when both day fields are restricted. Raises ``CronError`` for a wrong
+    number of fields or a bad day of week; the other fields are checked by
+    ``CronTrigger`` itself."""
+    parts = _MACROS.get(text.strip().lower(), text).split()
+    if len(parts) != len(FIELDS):
+        raise CronError(f"expected 5 fields (minute hour day month weekday), got {len(parts)}")
+    fields = dict(zip(FIELDS, parts, strict=True))
+    fields["day_of_week"] = _weekdays(fields["day_of_week"])
+    if fields["day"] != "*" and fields["day_of_week"] != "*":
+        return [fields | {"day_of_week": "*"}, fields | {"day": "*"}]
+    return [fields]
 
 
-def _field(text: str, low: int, high: int, names: dict[str, int], field: str) -> frozenset[int]:
-    values: set[int] = set()
+def _weekdays(text: str) -> str:
+    """The day-of-week field as day names: ``*``, lists, ranges and steps over 0-7
+    (0 and 7: Sunday) or ``sun``-``sat``."""
+    if text == "*":
+        return text
+    days: set[int] = set()
     for part in text.split(","):
         base, _, step_text = part.partition("/")
-        step = 1
-        if step_text:
-            if not step_text.isdigit() or int(step_text) == 0:
-                raise CronError(f"{field}: step {step_text!r} must be a positive number")
-            step = int(step_text)
+        if step_text and (not step_text.isdigit() or int(step_text) == 0):
+            raise CronError(f"day of week: step {step_text!r} must be a positive number")
         if base == "*":
-            start, end = low, high
+            start, end = 0, 7
         elif "-" in base:
-            a, _, b = base.partition("-")
-            start, end = _value(a, low, high, names, field), _value(b, low, high, names, field)
+            first, _, last = base.partition("-")
+            start, end = _day(first), _day(last)
             if start > end:
-                raise CronError(f"{field}: range {base!r} is backwards")
+                raise CronError(f"day of week: range {base!r} is backwards")
         else:
-            start = _value(base, low, high, names, field)
-            end = high if step_text else start
-        values.update(range(start, end + 1, step))
-    return frozenset(values)
+            start = _day(base)
+            end = 7 if step_text else start
+        days.update(day % 7 for day in range(start, end + 1, int(step_text or 1)))
+    return ",".join(_DAY_NAMES[day] for day in sorted(days))
 
 
-@dataclass(frozen=True)
-class Cron:
-    """A parsed expression; ``text`` is what the user wrote."""
-
-    text: str
-    minutes: frozenset[int]
-    hours: frozenset[int]
-    days: frozenset[int]
-    months: frozenset[int]
-    weekdays: frozenset[int]  # 0 = Sunday
-    any_day: bool  # day of month is '*'
-    any_weekday: bool  # day of week is '*'
-    tz: tzinfo = UTC
-
-    def _day_matches(self, moment: datetime) -> bool:
-        if moment.month not in self.months:
-            return False
-        dom = moment.day in self.days
-        dow = (moment.isoweekday() % 7) in self.weekdays
-        if self.any_day or self.any_weekday:
-            return dom and dow
-        return dom or dow
-
-    def next_after(self, epoch_ms: int) -> int:
-        """The first matching minute strictly after ``epoch_ms`` (epoch ms)."""
-        local = datetime.fromtimestamp(epoch_ms / 1000, tz=self.tz).replace(second=0, microsecond=0, tzinfo=None)
-        moment = local + timedelta(minutes=1)
-        for _ in range(_SEARCH_DAYS):
-            if self._day_matches(moment):
-                for hour in sorted(h for h in self.hours if h >= moment.hour):
-                    start = moment.minute if hour == moment.hour else 0
-                    minute = next((m for m in sorted(self.minutes) if m >= start), None)
-                    if minute is not None:
-                        return _to_ms(moment.replace(hour=hour, minute=minute), self.tz)
-            moment = (moment + timedelta(days=1)).replace(hour=0, minute=0)
-        raise CronError(f"{self.text!r} never matches")
-
-    def at_or_before(self, epoch_ms: int) -> int:
-        """The last matching minute at or before ``epoch_ms`` (epoch ms)."""
-        moment = datetime.fromtimestamp(epoch_ms / 1000, tz=self.tz).replace(second=0, microsecond=0, tzinfo=None)
-        for _ in range(_SEARCH_DAYS):
-            if self._day_matches(moment):
-                for hour in sorted((h for h in self.hours if h <= moment.hour), reverse=True):
-                    end = moment.minute if hour == moment.hour else 59
-                    minute = next((m for m in sorted(self.minutes, reverse=True) if m <= end), None)
-                    if minute is not None:
-                        return _to_ms(moment.replace(hour=hour, minute=minute), self.tz)
-            moment = (moment - timedelta(days=1)).replace(hour=23, minute=59)
-        raise CronError(f"{self.text!r} never matches")
-
-
-def _to_ms(local: datetime, tz: tzinfo) -> int:
-    return int(local.replace(tzinfo=tz).timestamp() * 1000)
-
-
-def parse_cron(text: str, tz: tzinfo = UTC) -> Cron:
-    """Parse ``text``; raises ``CronError`` naming the bad field."""
-    expanded = _MACROS.get(text.strip().lower(), text)
-    parts = expanded.split()
-    if len(parts) != 5:
-        raise CronError(f"expected 5 fields (minute hour day month weekday), got {len(parts)}")
-    sets = [_field(p, low, high, names, name) for p, (name, low, high, names) in zip(parts, _FIELDS, strict=True)]
-    weekdays = frozenset(d % 7 for d in sets[4])
-    return Cron(text, sets[0], sets[1], sets[2], sets[3], weekdays, parts[2] == "*", parts[4] == "*", tz)
+def _day(text: str) -> int:
+    if text.lower() in _DAY_NAMES:
+        return _DAY_NAMES.index(text.lower())
+    if not text.isdigit():
+        raise CronError(f"day of week: {text!r} is not a number")
+    if int(text) > 7:
+        raise CronError(f"day of week: {int(text)} is outside 0-7")
+    return int(text)

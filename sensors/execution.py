@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sensors.api import FoundTask, HttpPool, SensorContext
-from sensors.config import SensorSpec
+from sensors.spec import SensorSpec
 from sensors.timing import next_due
 from vigil.clock import Clock
 from vigil.durations import time_problem
@@ -179,9 +179,13 @@ def _convert(spec: SensorSpec, index: int, item: Any) -> NewTask:
     )
 
 
-async def execute(spec: SensorSpec, env: RunEnv, prev: SensorState | None) -> SensorReport:
-    """Run ``spec`` once and record it. Never raises for anything the sensor does;
-    raises only ``CancelledError`` (shutdown)."""
+async def execute(
+    spec: SensorSpec, env: RunEnv, prev: SensorState | None, *, next_fire_at: int | None = None
+) -> SensorReport:
+    """Run ``spec`` once and record it. ``next_fire_at``: when its scheduler fires it
+    next (epoch ms), the next due time of a successful run; None: computed from this
+    run. Never raises for anything the sensor does; raises only ``CancelledError``
+    (shutdown)."""
     logger = logging.getLogger(f"vigil.sensors.{spec.name}")
     started = env.clock.now_ms()
     t0 = time.perf_counter()
@@ -230,6 +234,7 @@ async def execute(spec: SensorSpec, env: RunEnv, prev: SensorState | None) -> Se
         spec=spec,
         env=env,
         prev=prev,
+        next_fire_at=next_fire_at,
         ctx=ctx,
         started=started,
         t0=t0,
@@ -262,6 +267,7 @@ async def _record(
     spec: SensorSpec,
     env: RunEnv,
     prev: SensorState | None,
+    next_fire_at: int | None,
     ctx: SensorContext,
     started: int,
     t0: float,
@@ -273,6 +279,8 @@ async def _record(
 ) -> SensorReport:
     failures = 0 if status == "ok" else (prev.consecutive_failures if prev else 0) + 1
     due = next_due(spec.schedule, started, failures, env.max_backoff_ms, started)
+    if failures == 0 and next_fire_at is not None:
+        due = next_fire_at
     duration_ms = int((time.perf_counter() - t0) * 1000)
     run = SensorRun(started, duration_ms, status, error and one_line(error), due, failures, dropped)
     try:

@@ -67,6 +67,7 @@ SLOW_TIER = (
 # speed, a soak's task count): beside other work they would measure that work.
 # `make test` runs them after the rest, side by side (the `alone` marker).
 ALONE = (
+    "tests/reliability/test_dst.py",
     "tests/reliability/test_soak.py",
     "tests/reliability/test_week.py",
 )

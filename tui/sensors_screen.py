@@ -1,7 +1,8 @@
 """The sensors screen (key 4): each sensor's schedule and health.
 
 Stale sensors (enabled, and overdue by more than ``STALE_GRACE_MS`` or failing)
-are highlighted. ``r`` runs one now by starting ``vigil sensors run NAME`` as a
+are highlighted; "skipped" is the latest stretch of runs a sensor did not make
+(``vigil sensors skips`` lists them all). ``r`` runs one now by starting ``vigil sensors run NAME`` as a
 separate process (the TUI never blocks on it; its result is notified); ``e``
 enables or disables it in the store.
 """
@@ -89,6 +90,14 @@ def next_due_cell(state: SensorState, now_ms: int, style: str) -> Text:
     return Text(relative(state.next_due_at, now_ms) if state.next_due_at else "—", style=style)
 
 
+def skipped_cell(state: SensorState) -> Text:
+    """The latest runs not made: ``3 downtime``; ``—`` when none ever were."""
+    if not state.skips:
+        return Text("—", style="dim")
+    latest = state.skips[-1]
+    return Text(f"{latest.runs} {latest.reason}", style="yellow" if latest.reason != "disabled" else "dim")
+
+
 class SensorsScreen(LiveScreen[tuple[SensorState, ...]]):
     TITLE = "Sensors"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -111,7 +120,8 @@ class SensorsScreen(LiveScreen[tuple[SensorState, ...]]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for key in ("name", "on", "schedule", "last run", "status", "next due", "new/ignored", "fails", "last error"):
+        columns = ("name", "on", "schedule", "last run", "status", "next due", "new/ignored", "fails", "skipped")
+        for key in (*columns, "last error"):
             table.add_column(key, key=key)
         table.focus()
 
@@ -136,6 +146,7 @@ class SensorsScreen(LiveScreen[tuple[SensorState, ...]]):
                 next_due_cell(s, now, style),
                 Text(f"{s.created_last}/{s.ignored_last}"),
                 Text(str(s.consecutive_failures), style="red" if s.consecutive_failures else ""),
+                skipped_cell(s),
                 Text(one_line(s.last_error or "", 50), style="red"),
                 key=s.name,
             )

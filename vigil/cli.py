@@ -512,7 +512,7 @@ def sensors() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def sensors_list(ctx: click.Context, as_json: bool) -> None:
-    """Each sensor: schedule, enabled, last run, status, next due, created/ignored, failures."""
+    """Each sensor: schedule, enabled, last run, status, next due, created/ignored, failures, skipped runs."""
     from sensors.commands import list_sensors, sensors_table
     from vigil.render import dumps
 
@@ -531,6 +531,19 @@ def sensors_run(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> No
     reports = with_store(ctx, lambda store, settings: run_sensors(store, settings, names))
     click.echo(reports_text(reports, as_json))
     sys.exit(0 if all(r.ok for r in reports) else 1)
+
+
+@sensors.command("skips")
+@click.argument("names", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def sensors_skips(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
+    """The runs the named sensors (default: all) did not make, and why; newest first."""
+    from sensors.commands import list_skips, skips_table
+    from vigil.render import dumps
+
+    rows = with_store(ctx, lambda store, settings: list_skips(store, settings, names))
+    click.echo(dumps(rows) if as_json else skips_table(rows))
 
 
 @sensors.command("enable")

@@ -358,6 +358,20 @@ class SensorRun:
 
 
 @dataclass(frozen=True, slots=True)
+class SensorSkip:
+    """Runs of a sensor that fell due and were not made, one stretch of them: ``runs``
+    runs for one ``reason``, the first due at ``first_at``, the last at ``last_at``
+    (epoch ms). Reasons: ``downtime`` (no process ran the sensors then, or too late
+    for its ``catch_up``), ``disabled``, ``backoff`` (it kept failing), ``busy`` (its
+    previous run was still going)."""
+
+    reason: str
+    first_at: int
+    last_at: int
+    runs: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class SensorState:
     """A sensor's persisted health and cursor. ``state`` is the sensor's own JSON
     object (cursors such as "last seen entry")."""
@@ -375,6 +389,7 @@ class SensorState:
     next_due_at: int | None
     state: dict[str, object] = field(default_factory=dict)
     rejected_last: int = 0  # tasks of the last run refused by a flood limit
+    skips: tuple[SensorSkip, ...] = ()  # the latest stretches of runs not made, oldest first
 
 
 HEARTBEAT_KEY = "dispatcher"  # loop_state key the dispatcher writes every heartbeat

@@ -14,7 +14,7 @@ occurrences (the machine was off) collapse into the latest one.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +62,7 @@ async def schedule(ctx: SensorContext) -> list[FoundTask]:
     occurrence = ctx.schedule.occurrence_at_or_before(ctx.clock.now_ms())
     if ctx.state.get("last") == occurrence:
         return []
-    zone: tzinfo = ctx.schedule.cron.tz if ctx.schedule.cron else UTC
-    moment = datetime.fromtimestamp(occurrence / 1000, tz=zone)
+    moment = datetime.fromtimestamp(occurrence / 1000, tz=ctx.schedule.tz)
     values = _values(moment, ctx.name)
     ctx.state["last"] = occurrence
     return [

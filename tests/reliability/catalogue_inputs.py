@@ -14,9 +14,10 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.reliability.catalogue import Case
+from tests.reliability.catalogue import Case, vigil
 
 AGENT = """\
 import sys
@@ -44,6 +45,19 @@ use = "command"
 name = "s"
 every = "1h"
 command = [{python}, {sensor}]
+"""
+# A recurring task every 15 minutes of Berlin time (it once froze vigil run in the
+# hour that comes twice when clocks go back, ignoring SIGTERM).
+BERLIN_EVERY_15 = """\
+[dispatch]
+executor = "dry-run"
+
+[[sensors]]
+use = "schedule"
+name = "quarterly"
+cron = "*/15 * * * *"
+timezone = "Europe/Berlin"
+subject = "check at {time}"
 """
 INIT = {"type": "system", "subtype": "init", "session_id": "s1", "model": "m", "tools": [], "cwd": "/x"}
 RESULT = {
@@ -97,6 +111,19 @@ def sensor(output: bytes, exit_code: int = 0) -> Callable[[Path], None]:
 def config(text: str) -> Callable[[Path], None]:
     def prepare(home: Path) -> None:
         (home / "vigil.toml").write_text(text, encoding="utf-8")
+
+    return prepare
+
+
+def paused(text: str) -> Callable[[Path], None]:
+    """vigil.toml replaced by ``text``, and the loop paused: the daemon's dispatcher
+    takes none of the seeded tasks."""
+
+    def prepare(home: Path) -> None:
+        (home / "vigil.toml").write_text(text, encoding="utf-8")
+        done = vigil(home, "pause", "--reason", "catalogue")
+        if done.returncode != 0:
+            raise RuntimeError(f"vigil pause failed: {done.stderr}")
 
     return prepare
 
@@ -496,4 +523,19 @@ DATABASE_CASES = [
     ),
 ]
 
-CASES: list[Case] = [*CLI, *CONFIG_CASES, *SENSOR_CASES, *AGENT_CASES, *SKILL_CASES, *DATABASE_CASES]
+# The daemon itself, on a simulated clock.
+DAEMON_CASES = [
+    Case(
+        "sensor",
+        "dst: cron */15 in Europe/Berlin, started at 02:05 in the repeated hour",
+        ("run",),
+        0,
+        "stopped",
+        paused(BERLIN_EVERY_15),
+        kind="daemon",
+        simulated_from=int(datetime(2026, 10, 25, 1, 5, tzinfo=UTC).timestamp() * 1000),  # 02:05 CET
+        makes_tasks=True,
+    ),
+]
+
+CASES: list[Case] = [*CLI, *CONFIG_CASES, *SENSOR_CASES, *AGENT_CASES, *SKILL_CASES, *DATABASE_CASES, *DAEMON_CASES]

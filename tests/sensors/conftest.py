@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from sensors.api import SensorFunc, meta_of
-from sensors.config import SensorSpec
-from sensors.runner import SensorRunner
-from sensors.timing import parse_schedule
+from sensors.runner import SensorRunner, parse_schedule
+from sensors.spec import CatchUp, SensorSpec
 from vigil.clock import ManualClock
 from vigil.config import SensorDefaults, Settings, StoreSettings
 from vigil.store.sqlite import SqliteStore
@@ -52,20 +51,26 @@ def make_spec() -> SpecFactory:
         enabled: bool = True,
         priority: int | None = None,
         skills: tuple[str, ...] | None = None,
+        timezone: str | None = None,
+        catch_up: CatchUp = "once",
     ) -> SensorSpec:
         meta = meta_of(func)
-        schedule = parse_schedule(every, None) if every and not cron else parse_schedule(None, cron)
+        if cron:
+            schedule = parse_schedule(None, cron, timezone)
+        else:
+            schedule = parse_schedule(every or meta.every, meta.cron if not every else None)
         return SensorSpec(
             name=name or func.__name__,
             use=func.__name__,
             func=func,
-            schedule=schedule if (every or cron) else meta.schedule,  # type: ignore[arg-type]
+            schedule=schedule,
             timeout_ms=timeout_ms,
             max_tasks=max_tasks,
             enabled=enabled,
             options=dict(options or {}),
             priority=priority,
             skills=skills,
+            catch_up=catch_up,
         )
 
     return make

@@ -69,11 +69,23 @@ def test_run_and_list_in_a_subprocess(home: Path, vigil: VigilRunner) -> None:
     assert by_name["site"]["status"] == "error"
     assert by_name["site"]["consecutive_failures"] == 1
     assert by_name["site"]["error"].startswith("ConnectError")
+    # its back-off skips the next run, which is recorded as skipped
+    (skip,) = by_name["site"]["skips"]
+    assert (skip["reason"], skip["runs"], skip["first_at"] == skip["last_at"]) == ("backoff", 1, True)
+    assert (by_name["site"]["catch_up"], by_name["inbox"]["skips"]) == ("once", [])
     table = vigil("sensors", "list", check=True).stdout
     assert table.splitlines()[0].split() == [
-        "NAME", "SCHEDULE", "ENABLED", "LAST", "RUN", "STATUS", "NEXT", "DUE", "NEW", "DUP", "FAILS"
+        "NAME", "SCHEDULE", "ENABLED", "LAST", "RUN", "STATUS", "NEXT", "DUE", "NEW", "DUP", "FAILS", "SKIPPED"
     ]  # fmt: skip
+    assert table.splitlines()[3].split()[-2:] == ["1", "backoff"]  # the site's row
     assert "site: ConnectError" in table
+
+    skipped = vigil("sensors", "skips", check=True).stdout.splitlines()
+    assert skipped[0].split() == ["NAME", "REASON", "RUNS", "FIRST", "DUE", "LAST", "DUE"]
+    assert skipped[1].split()[:3] == ["site", "backoff", "1"]
+    assert json.loads(vigil("sensors", "skips", "site", "--json", check=True).stdout) == [{"name": "site"} | skip]
+    assert vigil("sensors", "skips", "inbox", check=True).stdout.strip() == "no skipped runs"
+    assert vigil("sensors", "skips", "nope").returncode == 2
 
     tasks = json.loads(vigil("task", "list", "--json", check=True).stdout)
     assert sorted(t["subject"] for t in tasks)[0] == "Fix the flaky test"

@@ -52,6 +52,8 @@ def test_builtins_with_their_defaults_and_overrides(tmp_path: Path) -> None:
         ([{"use": "schedule", "subject": "x"}], "no schedule: set every or cron"),
         ([{"use": "schedule", "every": "1h", "subject": "{nope}"}], "subject: unknown placeholder {nope}"),
         ([{"use": "inbox", "cron": "* * *"}], "cron '* * *': expected 5 fields"),
+        ([{"use": "inbox", "cron": "0 25 * * *"}], "cron '0 25 * * *': hour '25': the last value (25) is higher"),
+        ([{"use": "inbox", "catch_up": "later"}], 'catch_up: expected "once" or "skip", got \'later\''),
         ([{"use": "inbox", "every": "1m", "cron": "* * * * *"}], "give every or cron, not both"),
         ([{"use": "inbox"}, {"use": "inbox"}], "#2 (use 'inbox'): name 'inbox' is already used by entry #1"),
         ([{"use": "inbox", "name": "a:b"}], "name: expected letters, digits"),
@@ -90,6 +92,9 @@ def test_a_python_file_in_the_home_is_a_sensor(tmp_path: Path) -> None:
     assert disk.options == {"threshold": 90}  # a user sensor's options are passed through
     assert disk.description == "Warns when a disk fills up."
     assert plain.name == "plain"
+    assert (disk.catch_up, plain.catch_up) == ("once", "once")  # the default
+    (skipping,) = specs_for(tmp_path, {"use": "my_sensors/disk.py:plain", "every": "1h", "catch_up": "skip"})
+    assert skipping.catch_up == "skip"
     with pytest.raises(ConfigError, match="no schedule"):
         specs_for(tmp_path, {"use": "my_sensors/disk.py:plain"})
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from sensors.api import FoundTask, SensorContext
-from sensors.runner import DUE_TOLERANCE_MS, SensorRunner
+from sensors.runner import SensorRunner
+from sensors.runs import DUE_TOLERANCE_MS
 from tests.sensors.conftest import RunnerFactory, SpecFactory
 from vigil.clock import AcceleratedClock, ManualClock, SystemClock
 from vigil.config import Settings
@@ -69,7 +70,7 @@ async def test_a_restart_does_not_fire_every_sensor_at_once(
     assert runs == ["a"]
     b = next(s for s in await store.sensor_states() if s.name == "b")
     assert b.last_run_at is not None
-    assert restarted.due_at(specs[1], b, clock.now_ms()) == b.last_run_at + 60 * MIN
+    assert restarted.due_at(specs[1], b) == b.last_run_at + 60 * MIN
 
 
 async def test_a_failing_sensor_backs_off_visibly_and_recovers(
@@ -216,4 +217,22 @@ async def test_under_an_accelerated_clock_a_sensor_fires_on_simulated_time(
     (state,) = await store.sensor_states()
     assert state.last_run_at is not None
     assert state.next_due_at is not None
-    assert state.next_due_at - state.last_run_at == MIN  # the schedule is kept in simulated time
+    # The schedule is kept in simulated time: the next run is the job's next fire, a
+    # simulated minute after this one fired (a real minute would be 600 of them),
+    # which is the run's start less the moments it took to start.
+    assert MIN // 2 < state.next_due_at - state.last_run_at <= MIN
+
+
+async def test_a_cron_sensor_that_never_ran_runs_at_its_first_occurrence(
+    store: SqliteStore, settings: Settings, make_spec: SpecFactory
+) -> None:
+    """Its due time was the next occurrence after *now*, so at each tick it was due
+    a minute later: it never ran under the scheduler. k = 600: a minute is 0.1 s."""
+    runner = SensorRunner(store, settings, AcceleratedClock(600), [make_spec(minutely, "fresh", cron="* * * * *")])
+    await runner.start()
+    try:
+        async with asyncio.timeout(20):  # a safety net; it takes about 0.2 s
+            while runs.count("fresh") < 2:
+                await asyncio.sleep(0.02)
+    finally:
+        await runner.stop()

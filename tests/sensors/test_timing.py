@@ -8,11 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sensors.cron import CronError, parse_cron
-from sensors.timing import Schedule, backoff_ms, next_due, parse_schedule
+from sensors.cron import CronError, crontab_fields
+from sensors.runner import parse_schedule
+from sensors.timing import Schedule, backoff_ms, next_due
 
 MIN = 60_000
 HOUR = 60 * MIN
+
+
+def parse_cron(text: str) -> Schedule:
+    return parse_schedule(None, text)
 
 
 def ms(text: str) -> int:
@@ -43,30 +48,48 @@ def test_cron_next_after(expr: str, after: str, expected: str) -> None:
 
 def test_cron_at_or_before_is_the_mirror_of_next_after() -> None:
     cron = parse_cron("0 9 * * 1-5")
-    assert iso(cron.at_or_before(ms("2026-03-09 08:59"))) == "2026-03-06 09:00 Fri"
-    assert iso(cron.at_or_before(ms("2026-03-09 09:00"))) == "2026-03-09 09:00 Mon"
+    assert iso(cron.occurrence_at_or_before(ms("2026-03-09 08:59"))) == "2026-03-06 09:00 Fri"
+    assert iso(cron.occurrence_at_or_before(ms("2026-03-09 09:00"))) == "2026-03-09 09:00 Mon"
+    yearly = parse_cron("@yearly")  # far back: the search reaches further each time
+    assert iso(yearly.occurrence_at_or_before(ms("2026-12-31 23:59"))) == "2026-01-01 00:00 Thu"
 
 
 @pytest.mark.parametrize(
     ("expr", "message"),
     [
         ("* * * *", "expected 5 fields"),
-        ("61 * * * *", "minute: 61 is outside 0-59"),
-        ("* * * foo *", "month: 'foo' is not a number"),
-        ("*/0 * * * *", "step '0' must be a positive number"),
-        ("5-1 * * * *", "backwards"),
+        ("61 * * * *", r"minute '61': the last value \(61\) is higher than the maximum value \(59\)"),
+        ("* * * foo *", "month 'foo': Invalid month name"),
+        ("*/0 * * * *", "minute '\\*/0': Increment must be higher than 0"),
+        ("5-1 * * * *", "minute '5-1': The minimum value in a range must not be higher than the maximum"),
+        ("* * * * 8", "day of week: 8 is outside 0-7"),
+        ("* * * * */0", "day of week: step '0' must be a positive number"),
+        ("* * * * fri-mon", "day of week: range 'fri-mon' is backwards"),
+        ("0 0 30 2 *", "never matches"),
     ],
 )
 def test_bad_cron_names_the_field(expr: str, message: str) -> None:
-    with pytest.raises(CronError, match=message):
+    with pytest.raises(ValueError, match=message) as caught:
         parse_cron(expr)
+    assert str(caught.value).startswith(f"cron {expr!r}: ")
+
+
+def test_classic_weekday_numbers_become_names_for_apscheduler() -> None:
+    """APScheduler 3 counts weekdays from Monday; classic cron from Sunday (0 and 7)."""
+    assert crontab_fields("0 9 * * 1-5")[0]["day_of_week"] == "mon,tue,wed,thu,fri"
+    assert crontab_fields("0 9 * * */2")[0]["day_of_week"] == "sun,tue,thu,sat"
+    assert crontab_fields("0 9 * * 5-7")[0]["day_of_week"] == "sun,fri,sat"
+    assert crontab_fields("0 9 * * SAT,sun")[0]["day_of_week"] == "sun,sat"
+    # both day fields restricted: either one (two triggers)
+    assert [f["day"] + " " + f["day_of_week"] for f in crontab_fields("0 0 13 * 5")] == ["13 *", "* fri"]
+    with pytest.raises(CronError, match="day of week: 'someday' is not a number"):
+        crontab_fields("* * * * someday")
 
 
 def test_cron_in_a_time_zone() -> None:
     schedule = parse_schedule(None, "0 9 * * *", "Europe/Paris")
-    assert schedule.cron is not None
     # 09:00 in Paris in winter is 08:00 UTC
-    assert iso(schedule.cron.next_after(ms("2026-01-05 00:00"))) == "2026-01-05 08:00 Mon"
+    assert iso(schedule.next_after(ms("2026-01-05 00:00"))) == "2026-01-05 08:00 Mon"
 
 
 def test_parse_schedule_errors() -> None:
@@ -164,4 +187,4 @@ def test_cron_agrees_with_a_brute_force_search(minute: str, hour: str, dom: str,
         (base - timedelta(minutes=i) for i in range(window) if _matches(text, base - timedelta(minutes=i))), None
     )
     if backward is not None:
-        assert cron.at_or_before(start) == int(backward.timestamp() * 1000)
+        assert cron.occurrence_at_or_before(start) == int(backward.timestamp() * 1000)

@@ -44,6 +44,7 @@ def _v1_file(path: Path, now: int) -> None:
                VALUES ('open', ?1, ?1, ?1, 'human')""",
             (now,),
         )
+        conn.execute("INSERT INTO sensor_state (name, last_run_at, last_status) VALUES ('feeds', ?1, 'ok')", (now,))
         conn.execute("COMMIT")
     finally:
         conn.close()
@@ -65,8 +66,10 @@ async def test_a_v1_file_is_upgraded_in_place_and_keeps_its_rows(tmp_path: Path)
     assert _user_version(path) == 1
 
     async with await SqliteStore.open(path, clock=clock) as store:
-        assert _user_version(path) == SCHEMA_VERSION == 4
+        assert _user_version(path) == SCHEMA_VERSION == 5
         assert [t.subject for t in await store.list_tasks()] == ["open", "old work"]
+        (feeds,) = await store.sensor_states()
+        assert (feeds.last_run_at, feeds.skips) == (start, ())  # v5: no runs skipped yet
         assert await store.spend_since(0) == 1.5
         before = await store.cost_rollup(since_ms=0, by=CostGroup.SENSOR)
         # the upgraded file works as a new one: run the open task, then prune the old one

@@ -20,7 +20,7 @@ from tui.sensors_screen import SensorsScreen
 from tui.task_screen import TaskScreen
 from vigil.clock import ManualClock, SystemClock
 from vigil.config import load_settings
-from vigil.models import NewTask, Outcome, OutcomeKind, SensorRun, TaskStatus
+from vigil.models import NewTask, Outcome, OutcomeKind, SensorRun, SensorSkip, TaskStatus
 from vigil.store import Store, open_store
 
 
@@ -134,6 +134,7 @@ async def test_sensors_screen_shows_state_highlights_stale_and_toggles(
         [],
         None,
     )
+    await db.record_sensor_skip("feeds", SensorSkip("backoff", now - 1_800_000, now - 600_000, 3))
     app = make_app()
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.press("4")
@@ -147,6 +148,7 @@ async def test_sensors_screen_shows_state_highlights_stale_and_toggles(
         assert "red" in str(feeds_name.style)  # stale: overdue and failing
         assert "red" not in str(grid.get_cell("inbox", "name").style)
         assert grid.get_cell("feeds", "last error").plain == "HTTP 500"
+        assert (grid.get_cell("feeds", "skipped").plain, grid.get_cell("inbox", "skipped").plain) == ("3 backoff", "—")
         assert grid.get_cell("feeds", "next due").plain != "disabled"
         await pilot.press("e")
         await wait_for(lambda: not screen.states[0].enabled, "feeds disabled on screen")

@@ -34,6 +34,7 @@ from vigil.models import (
     PruneResult,
     Run,
     SensorRun,
+    SensorSkip,
     SensorState,
     Task,
     TaskEvent,
@@ -464,6 +465,14 @@ class SensorStore(Protocol):
 
     async def set_sensor_enabled(self, name: str, enabled: bool) -> None:
         """Enable or disable a sensor (creates its state row if needed)."""
+        ...
+
+    async def record_sensor_skip(self, name: str, skip: SensorSkip) -> None:
+        """Add runs of a sensor that were not made to its state (creates its row if
+        needed), in one transaction. A skip for the same reason as the latest one,
+        with no run in between, extends it; runs already recorded are not counted
+        again (two processes may both see one); the latest ``MAX_SKIPS`` stretches
+        are kept."""
         ...
 
 

@@ -129,6 +129,15 @@ ON CONFLICT (name) DO UPDATE SET
 """
 
 
+def sensor_skips_sql(skips: str) -> str:
+    """``SQL_SET_SENSOR_SKIPS``: a sensor's skipped runs written into its row;
+    ``skips`` is the :skips parameter as the backend's JSON column takes it."""
+    return f"""
+INSERT INTO sensor_state (name, skips) VALUES (:name, {skips})
+ON CONFLICT (name) DO UPDATE SET skips = excluded.skips
+"""
+
+
 SQL_ACTIVE_TASKS = "SELECT * FROM tasks WHERE status = 'active' ORDER BY id"
 
 SQL_GET_TASK = "SELECT * FROM tasks WHERE id = :id"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from vigil.models import Claim, Note, TaskStatus
 from vigil.store import postgres_retention
 from vigil.store.portable import *  # noqa: F403 -- the statements both backends share
-from vigil.store.portable import add_task_sql, dialect, recover_sql, sensor_run_sql
+from vigil.store.portable import add_task_sql, dialect, recover_sql, sensor_run_sql, sensor_skips_sql
 
 # The roll-ups live in postgres_costs; re-exported here, where Queries looks for them.
 from vigil.store.postgres_costs import SQL_COST_ROLLUP as SQL_COST_ROLLUP  # noqa: PLC0414
@@ -144,6 +144,9 @@ SQL_RECOVER = dialect(recover_sql("claimed_by IS NOT DISTINCT FROM :worker::text
 
 SQL_SENSOR_STATES = 'SELECT * FROM sensor_state ORDER BY name COLLATE "C"'
 SQL_RECORD_SENSOR_RUN = dialect(sensor_run_sql(":state::jsonb"))
+# Locked: two processes recording a skip of one sensor merge them one after the other.
+SQL_SENSOR_SKIPS = "SELECT skips, last_run_at FROM sensor_state WHERE name = %(name)s FOR UPDATE"
+SQL_SET_SENSOR_SKIPS = dialect(sensor_skips_sql(":skips::jsonb"))
 
 
 # Written only over the expected value (compared as JSON), in the one statement.

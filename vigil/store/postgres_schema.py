@@ -415,7 +415,12 @@ V5 = [
     """,
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5]
+# V6: the scheduler's record of runs not made (``sensor_state.skips``, as SQLite's V5).
+V6 = [
+    "ALTER TABLE sensor_state ADD COLUMN skips jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(skips) = 'array')",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # After copying rows with their own ids: the identity columns continue past them.

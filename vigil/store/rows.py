@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from vigil.models import Claim, DedupScope, Note, Outcome, Run, SensorState, Task, TaskEvent, TaskStatus
+from vigil.models import Claim, DedupScope, Note, Outcome, Run, SensorSkip, SensorState, Task, TaskEvent, TaskStatus
 
 
 class Row(Protocol):
@@ -80,8 +80,8 @@ def row_to_note(row: Row) -> Note:
     return Note(**{name: row[name] for name in Note.__dataclass_fields__})
 
 
-def sensor_state_from_row(row: Row, state: dict[str, object]) -> SensorState:
-    """``state`` decoded by the backend."""
+def sensor_state_from_row(row: Row, state: dict[str, object], skips: Iterable[dict[str, Any]]) -> SensorState:
+    """``state`` and ``skips`` decoded by the backend."""
     return SensorState(
         name=row["name"],
         enabled=bool(row["enabled"]),
@@ -96,6 +96,7 @@ def sensor_state_from_row(row: Row, state: dict[str, object]) -> SensorState:
         next_due_at=row["next_due_at"],
         state=state,
         rejected_last=row["rejected_last"],
+        skips=tuple(SensorSkip(**skip) for skip in skips),
     )
 
 

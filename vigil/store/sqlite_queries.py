@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Claim, TaskStatus
 from vigil.store import sqlite_retention
 from vigil.store.portable import *  # noqa: F403 -- the statements both backends share
-from vigil.store.portable import SQL_LIST_NOTES, SQL_SET_LOOP_VALUE, add_task_sql, recover_sql, sensor_run_sql
+from vigil.store.portable import (
+    SQL_LIST_NOTES,
+    SQL_SET_LOOP_VALUE,
+    add_task_sql,
+    recover_sql,
+    sensor_run_sql,
+    sensor_skips_sql,
+)
 from vigil.store.rows import row_to_note
 
 # The roll-ups live in sqlite_costs; re-exported here, where Queries looks for them.
@@ -141,6 +148,9 @@ ON CONFLICT (key) DO UPDATE SET
 
 SQL_SENSOR_STATES = "SELECT * FROM sensor_state ORDER BY name"
 SQL_RECORD_SENSOR_RUN = sensor_run_sql(":state")
+# BEGIN IMMEDIATE already serialises the read and the write of the skips.
+SQL_SENSOR_SKIPS = "SELECT skips, last_run_at FROM sensor_state WHERE name = :name"
+SQL_SET_SENSOR_SKIPS = sensor_skips_sql(":skips")
 SQL_LOOP_VALUE = "SELECT value FROM loop_state WHERE key = :key"
 
 

@@ -304,7 +304,14 @@ V4 = [
     """,
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4]
+# V5: the scheduler's record of runs not made. ``sensor_state.skips``: the latest
+# stretches of a sensor's skipped runs, a JSON array of objects ``{"reason",
+# "first_at", "last_at", "runs"}``, oldest first (``vigil.store.state``).
+V5 = [
+    "ALTER TABLE sensor_state ADD COLUMN skips TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(skips))",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -9,18 +9,34 @@ those of the ``vigil.store.Store`` protocol.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, replace
 
 from vigil.clock import Clock
 from vigil.config import LimitsSettings
 from vigil.faults import crash_point
-from vigil.models import BatchResult, NewTask, SensorRun, SensorState
+from vigil.models import BatchResult, NewTask, SensorRun, SensorSkip, SensorState
 from vigil.store.rows import Row, sensor_state_from_row
 from vigil.store.tasks import insert_batch
 from vigil.store.transaction import Engine, Tx
 
+MAX_SKIPS = 20  # stretches of skipped runs kept per sensor
+
 
 def _sensor_state(tx: Tx, row: Row) -> SensorState:
-    return sensor_state_from_row(row, dict(tx.loads(row["state"])))
+    return sensor_state_from_row(row, dict(tx.loads(row["state"])), tx.loads(row["skips"]))
+
+
+def merge_skip(skips: Sequence[SensorSkip], skip: SensorSkip, last_run_at: int | None) -> list[SensorSkip]:
+    """``skips`` (oldest first) with ``skip`` added: runs already recorded are not
+    counted again, a skip for the latest one's reason with no run in between extends
+    it, and the latest ``MAX_SKIPS`` are kept."""
+    latest = skips[-1] if skips else None
+    if latest is not None and skip.last_at <= latest.last_at and skip.first_at >= latest.first_at:
+        return list(skips)  # seen already (two processes may both record one run)
+    if latest is not None and latest.reason == skip.reason and latest.last_at > (last_run_at or 0):
+        merged = replace(latest, last_at=skip.last_at, runs=latest.runs + skip.runs)
+        return [*skips[:-1], merged]
+    return [*skips, skip][-MAX_SKIPS:]
 
 
 class State:
@@ -75,6 +91,15 @@ class State:
     def set_sensor_enabled(self, name: str, enabled: bool) -> None:
         params = {"name": name, "enabled": int(enabled)}
         self._engine.write(lambda tx: tx.run(tx.q.SQL_SET_SENSOR_ENABLED, params))
+
+    def record_sensor_skip(self, name: str, skip: SensorSkip) -> None:
+        def body(tx: Tx) -> None:
+            row = tx.one(tx.q.SQL_SENSOR_SKIPS, {"name": name})
+            skips = [] if row is None else [SensorSkip(**s) for s in tx.loads(row["skips"])]
+            merged = merge_skip(skips, skip, None if row is None else row["last_run_at"])
+            tx.run(tx.q.SQL_SET_SENSOR_SKIPS, {"name": name, "skips": tx.dumps([asdict(s) for s in merged])})
+
+        self._engine.write(body)
 
     def loop_values(self) -> dict[str, object]:
         def body(tx: Tx) -> dict[str, object]:

@@ -116,6 +116,7 @@ class AsyncState(Hopping):
     sensor_states = on_state(State.sensor_states)
     sensor_state = on_state(State.sensor_state)
     record_sensor_run = on_state(State.record_sensor_run)
+    record_sensor_skip = on_state(State.record_sensor_skip)
     set_sensor_enabled = on_state(State.set_sensor_enabled)
     loop_values = on_state(State.loop_values)
     set_loop_values = on_state(State.set_loop_values)

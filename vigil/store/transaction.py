@@ -108,6 +108,8 @@ class Queries(Protocol):
     SQL_SENSOR_STATES: str
     SQL_SENSOR_STATE: str
     SQL_RECORD_SENSOR_RUN: str
+    SQL_SENSOR_SKIPS: str
+    SQL_SET_SENSOR_SKIPS: str
     SQL_SET_SENSOR_ENABLED: str
     SQL_LOOP_VALUES: str
     SQL_SET_LOOP_VALUE: str
