@@ -14,8 +14,8 @@
    Vigil's schema, all at ``synchronous=FULL``, WAL, interleaved A B A B. Two
    Vigil rows: as ``vigil run`` builds it (with the guard: gate, budget,
    approvals) and without a guard; and, to show what bounds them, Vigil's store
-   alone: ``finish_and_claim`` in a loop (the one transaction the dispatcher
-   commits per task, without the dispatcher). A guard, not a race: the guarded
+   alone: ``record`` then ``claim_next`` in a loop (the two transactions the
+   dispatcher commits per task, without the dispatcher). A guard, not a race: the guarded
    row's time per task may exceed the raw loop's by at most 1 ms (an agent run
    takes minutes); its ratios to huey and to the raw loop are reported.
 """
@@ -60,7 +60,7 @@ from dispatch.loop import Dispatcher
 from vigil.clock import SystemClock
 from vigil.config import Settings, load_settings
 from vigil.home import init_home
-from vigil.models import NewTask, Outcome, OutcomeKind, TaskStatus
+from vigil.models import NewTask, Outcome, OutcomeKind
 from vigil.store.sqlite import SqliteStore
 
 
@@ -290,8 +290,8 @@ def dispatcher_contender(
 
 
 def store_contender(runner: asyncio.Runner, store: SqliteStore, lease_ms: int) -> Contender:
-    """The store's share of a dispatch cycle: ``finish_and_claim`` back to back
-    over ``n`` fresh tasks (one hop and one durable commit each), nothing else."""
+    """The store's share of a dispatch cycle: ``record`` then ``claim_next``, back to
+    back over ``n`` fresh tasks (two hops and two durable commits each), nothing else."""
     done = Outcome(OutcomeKind.SUCCESS, summary="no-op")
 
     async def chain(n: int) -> list[float]:
@@ -300,14 +300,13 @@ def store_contender(runner: asyncio.Runner, store: SqliteStore, lease_ms: int) -
         latencies = []
         while claim is not None:
             start = time.perf_counter()
-            _, claim = await store.finish_and_claim(
-                claim, done, TaskStatus.COMPLETED, worker="bench", lease_ms=lease_ms
-            )
+            await store.record(claim, done, worker="bench")
+            claim = await store.claim_next(worker="bench", lease_ms=lease_ms)
             latencies.append(time.perf_counter() - start)
         return latencies
 
     durability = runner.run(store._db.read(synchronous_of))
-    return Contender("Vigil store alone: finish_and_claim per task", durability, lambda n: runner.run(chain(n)))
+    return Contender("Vigil store alone: record + claim_next per task", durability, lambda n: runner.run(chain(n)))
 
 
 def throughput(folder: Path, sizes: Sizes) -> tuple[str, list[str]]:

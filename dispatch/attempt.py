@@ -17,9 +17,8 @@ from pathlib import Path
 
 from dispatch.environment import base_env, with_run_ids
 from dispatch.executors import RunContext
-from dispatch.filecache import FileCache
 from dispatch.prompt import build_prompt
-from dispatch.skills import load_skills
+from dispatch.skills import Skill
 from dispatch.workspace import make_workspace, workspace_of
 from vigil.config import EXECUTORS, Settings
 from vigil.lineage import parent_chain
@@ -53,24 +52,17 @@ def mcp_command(settings: Settings, run_id: int) -> tuple[str, ...]:
     return (sys.executable, "-m", "vigil", "--home", str(settings.home), "mcp", "--run", str(run_id))
 
 
-def _as_text(path: Path, text: str) -> str:
-    """The identity file goes into the prompt as it is: nothing to parse."""
-    return text
-
-
 class AttemptPreparer:
     """Prepares attempts for one dispatcher. What does not change from task to task
-    is worked out once: the folders, the agent's environment and its secrets (from
-    this process's environment as it is now), the identity file (read again only
-    when it changes), the transcripts folder ``logs/runs`` (made once; an executor
-    that writes a transcript makes it again should it vanish)."""
+    is worked out once: the agent's environment and its secrets (from this process's
+    environment as it is now) and the transcripts folder ``logs/runs`` (made once; an
+    executor that writes a transcript makes it again should it vanish). The identity
+    file is read for each attempt, so an edit reaches the next one."""
 
     def __init__(self, store: Store, settings: Settings) -> None:
         self._store = store
         self._settings = settings
-        self._skills_dir = settings.skills_dir
         self._identity_path = settings.home / settings.dispatch.identity
-        self._identity = FileCache(_as_text, max_files=1)
         self._runs_dir = transcripts_dir(settings)
         self._runs_dir_made = False
         # Read once: the environment as the dispatcher started (per executor, as
@@ -85,22 +77,19 @@ class AttemptPreparer:
         ``OSError`` when it cannot be read, as text either: the machine's fault, so
         the attempt is retried rather than run without it."""
         try:
-            return self._identity.load(self._identity_path)
+            return self._identity_path.read_text(encoding="utf-8")
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
         except UnicodeDecodeError as err:
             raise OSError(f"{self._identity_path} is not UTF-8 text (byte {err.start})") from None
 
-    async def prepare(self, claim: Claim) -> tuple[str, RunContext]:
-        """The executor name and context for ``claim``'s attempt.
-
-        Raises ``SkillError`` (an ``InputError``) for an unknown or broken skill: the
-        task's own fault, recorded as a failure; ``OSError`` when the transcripts
-        folder or the scratch workspace cannot be made.
-        """
+    async def prepare(self, claim: Claim, skills: list[Skill]) -> tuple[str, RunContext]:
+        """The executor name and context for ``claim``'s attempt with the task's
+        ``skills`` (loaded by the caller). Raises ``OSError`` when the transcripts
+        folder or the scratch workspace cannot be made, or the identity file cannot
+        be read."""
         settings, store = self._settings, self._store
         task = claim.task
-        skills = load_skills(self._skills_dir, task.skills)
         executor = next((s.executor for s in skills if s.executor), None) or settings.dispatch.executor
         default_model = {"claude": settings.claude.model, "codex": settings.codex.model}.get(executor)
         # The task's own model (vigil task add --model) wins: it was chosen for this task.
@@ -110,18 +99,14 @@ class AttemptPreparer:
         workspace = workspace_of(task, skills, settings)
         if executor != "dry-run":  # it starts no process: no folder to leave behind
             make_workspace(workspace)
-        # The attempt number counts every run ever made: a first attempt has no history
-        # to read (one thread hop saved per task). The notes came with the claim.
-        previous_runs = (
-            [] if claim.attempt == 1 else [r for r in await store.list_runs(task.id) if r.id != claim.run_id]
-        )
+        previous_runs = [r for r in await store.list_runs(task.id) if r.id != claim.run_id]
         prompt = build_prompt(
             task,
             skills,
             identity=self._identity_text(),
             parents=await parent_chain(store, task),
             previous_runs=previous_runs,
-            notes=list(claim.notes) if claim.notes is not None else await store.list_notes(task.id),
+            notes=await store.list_notes(task.id),
         )
         if not self._runs_dir_made:
             self._runs_dir.mkdir(parents=True, exist_ok=True)

@@ -36,14 +36,14 @@ hook. An automatic gate never replaces a stronger stop (``vigil.gate.trip``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dispatch.alerts import AlertHook, make_event
-from dispatch.skills import load_skills
+from dispatch.skills import Skill
 from vigil.budget import WINDOW_MS, budget_use, claim_once, claim_warnings
 from vigil.clock import Clock
 from vigil.config import Settings
-from vigil.errors import SkillError
 from vigil.gate import GATE_KEY, GateState, LoopGate, lift_expired, read_gate, trip
 from vigil.models import ApprovalState, Outcome, OutcomeKind, Task, TaskStatus
 from vigil.store import CostGroup, Store
@@ -185,17 +185,10 @@ class Guard:
             self._alerts.notify(make_event("budget_warning", message, now_ms, **fields))
         return now_ms + SENSOR_RECHECK_MS
 
-    def needs_approval(self, task: Task) -> bool:
-        """Whether ``task`` must wait for a person: a skill of it requires approval and
-        no person approved it. An unreadable skill is left to the prompt builder,
-        which reports it as the task's failure."""
-        if task.approval == ApprovalState.APPROVED or not task.skills:
-            return False
-        try:
-            skills = load_skills(self._settings.skills_dir, task.skills)
-        except SkillError:
-            return False
-        return any(skill.requires_approval for skill in skills)
+    def needs_approval(self, task: Task, skills: Sequence[Skill]) -> bool:
+        """Whether ``task`` must wait for a person: one of its ``skills`` requires
+        approval and no person approved it."""
+        return task.approval != ApprovalState.APPROVED and any(skill.requires_approval for skill in skills)
 
     async def _count_failures(self, outcome: Outcome, now_ms: int) -> None:
         if outcome.kind is not OutcomeKind.SUCCESS and outcome.kind not in FAILURES:

@@ -2,10 +2,7 @@
 state (idle, running, stopped), since when, and which task.
 
 ``vigil status`` and the TUI judge liveness by the heartbeat's age, so it is written
-every ``[dispatch] heartbeat`` (``periodic``) and whenever the state changes. When
-tasks run back to back, a new task in the same ``running`` state is written at most
-once per ``MIN_INTERVAL_S``: one commit per task would halve the dispatch rate, and
-readers find the current task from the active task the owner holds anyway.
+every ``[dispatch] heartbeat`` and whenever the dispatcher goes idle or starts a task.
 """
 
 from __future__ import annotations
@@ -18,11 +15,10 @@ from dispatch.worker import this_host
 from vigil.clock import Clock
 from vigil.errors import VigilError
 from vigil.models import HEARTBEAT_KEY, Claim, DispatcherHeartbeat
-from vigil.store import LoopState
+from vigil.store import Store
 
 log = logging.getLogger("vigil.dispatch")
 
-MIN_INTERVAL_S = 1.0  # same-state writes closer together than this are skipped
 WARN_EVERY_S = 60.0  # a heartbeat that keeps failing is logged this seldom
 
 
@@ -30,24 +26,18 @@ class Heartbeat:
     """Writes one dispatcher's heartbeat; never raises (a failure is logged, once a
     minute while it lasts)."""
 
-    def __init__(self, store: LoopState, clock: Clock, owner: str) -> None:
+    def __init__(self, store: Store, clock: Clock, owner: str) -> None:
         self._store = store
         self._clock = clock
         self._owner = owner
         self._since = clock.now_ms()
-        self._state: str | None = None
-        self._written_at = 0.0  # monotonic seconds
         self.note: str | None = None  # the running agent's live note, written with each beat
         self._failing_since: float | None = None  # monotonic seconds of the first failed write in a row
         self._warned_at = 0.0
 
-    async def beat(self, state: str, claim: Claim | None = None, *, periodic: bool = False) -> None:
-        """Record ``state`` (and ``claim``'s task while running). ``periodic`` beats
-        are always written; others are skipped when the state did not change and the
-        last write is younger than ``MIN_INTERVAL_S``."""
+    async def beat(self, state: str, claim: Claim | None = None) -> None:
+        """Record ``state`` (and ``claim``'s task while running)."""
         now = time.monotonic()
-        if not periodic and state == self._state and now - self._written_at < MIN_INTERVAL_S:
-            return
         value = DispatcherHeartbeat(
             owner=self._owner,
             pid=os.getpid(),
@@ -71,5 +61,3 @@ class Heartbeat:
         if self._failing_since is not None:
             log.info("the heartbeat is written again (after %.0fs)", now - self._failing_since)
             self._failing_since = None
-        self._state = state
-        self._written_at = now

@@ -8,8 +8,9 @@ the database (``PRAGMA data_version``, polled every ``poll_s``).
 
 While a task runs, a heartbeat renews its lease every ``[dispatch] heartbeat`` and
 honours a cancel request; the dispatcher's own state goes to ``loop_state``
-(``dispatch.heartbeat``). When tasks are due back to back, the finish of one and the
-claim of the next share one transaction (``Store.finish_and_claim``).
+(``dispatch.heartbeat``). What becomes of the task is decided by ``vigil.fate``
+inside the transaction that records the attempt (``Store.record``): the loop only
+says what happened.
 
 Only the truly unexpected exception from an executor is caught, in ``_outcome_of``,
 and recorded as a transient crash (``_crash``).
@@ -29,13 +30,14 @@ from dispatch.attempt import AttemptPreparer
 from dispatch.executors import Executor, ProgressNoted, RunContext
 from dispatch.guard import GateDecision, Guard
 from dispatch.heartbeat import Heartbeat
-from dispatch.retry import RETRYABLE, Requeue, Review, decide, gave_up
+from dispatch.skills import Skill, load_skills
 from dispatch.space import OutOfSpace, SpaceWait, out_of_space
 from vigil.clock import Clock, real_seconds
 from vigil.config import Settings
 from vigil.errors import InputError, InvalidTransition, VigilError
+from vigil.fate import Policy
 from vigil.faults import crash_point
-from vigil.models import Claim, Outcome, OutcomeKind, Task
+from vigil.models import Claim, Outcome, OutcomeKind, Task, TaskStatus
 from vigil.store import Store
 
 log = logging.getLogger("vigil.dispatch")
@@ -75,7 +77,7 @@ class Dispatcher:
         self._clock = clock
         self.worker_id = worker_id
         self._guard = guard
-        self._rng = rng or random.Random()
+        self._policy = Policy(settings.dispatch, rng or random.Random())
         self._poll_s = poll_s
         self._wakeup = asyncio.Event()
         self._stop: asyncio.Event | None = None
@@ -94,7 +96,7 @@ class Dispatcher:
 
     def hurry(self, reason: str | None = None) -> None:
         """Cut a stop's grace period short: end the running task now. ``reason``
-        (None: "vigil was stopped") is what the interrupted run records."""
+        (None: "vigil was stopped") is what the stopped run records."""
         self._hurry = True
         if reason is not None:
             self._stop_reason = reason
@@ -120,7 +122,7 @@ class Dispatcher:
             if note == self._heartbeat.note:
                 return
             self._heartbeat.note = note
-            write = asyncio.ensure_future(self._heartbeat.beat("running", claim, periodic=True))
+            write = asyncio.ensure_future(self._heartbeat.beat("running", claim))
             self._note_writes.add(write)
             write.add_done_callback(self._note_writes.discard)
 
@@ -134,10 +136,7 @@ class Dispatcher:
         if stop is not None:
             self._stop = stop
         claim = await self._claim()
-        if claim is None:
-            return None
-        task, _ = await self._attempt(claim, chain=False)
-        return task
+        return None if claim is None else await self._attempt(claim)
 
     async def _gate(self) -> GateDecision | None:
         """The guard's answer (None without a guard); logs when the gate closes or
@@ -171,81 +170,89 @@ class Dispatcher:
             max_priority=None if gate is None else gate.max_priority,
         )
 
-    async def _attempt(self, claim: Claim, *, chain: bool) -> tuple[Task, Claim | None]:
-        """Run one claimed task and record it. With ``chain``, a successful finish
-        also claims the next due task in the same transaction; it is returned."""
+    async def _attempt(self, claim: Claim) -> Task:
+        """Run one claimed task and record it; returns the task as recorded. Its
+        skills are read once, here: the guard and the run both use them."""
         task = claim.task
-        if self._guard is not None and self._guard.needs_approval(task):
-            held = await self._store.hold_for_approval(claim, worker=self.worker_id)
+        try:
+            skills = load_skills(self._settings.skills_dir, task.skills)
+        except InputError as err:  # an unknown skill, a bad skill file: the task's fault
+            return await self._record(claim, Outcome(OutcomeKind.FAILED, summary=str(err), error=str(err)))
+        if self._guard is not None and self._guard.needs_approval(task, skills):
+            held = await self._store.put_back(claim, worker=self.worker_id, until=None)
             log.info("task #%d waits for a person's approval (vigil task approve %d)", task.id, task.id)
-            return held, None
+            return held
         later = None if self._guard is None else await self._guard.deferred_until(task)
         if later is not None:
-            deferred = await self._store.release_unrun(claim, worker=self.worker_id, retry_at=later)
+            deferred = await self._store.put_back(claim, worker=self.worker_id, until=later)
             log.info("task #%d waits: its sensor is over its daily budget", task.id)
-            return deferred, None
+            return deferred
         log.info("task #%d started (attempt %d): %s", task.id, claim.attempt, task.subject)
         crash_point("after-claim")
         await self._heartbeat.beat("running", claim)
-        outcome, stopped = await self._prepare_and_run(claim)
-        recorded, next_claim = await self._record(claim, outcome, stopped=stopped, chain=chain)
+        return await self._record(claim, await self._prepare_and_run(claim, skills))
+
+    async def _record(self, claim: Claim, outcome: Outcome) -> Task:
+        """Record the attempt (its fate decided by the store, ``vigil.fate``), say what
+        became of the task, and tell the guard."""
+        recorded = await self._store.record(claim, outcome, worker=self.worker_id, policy=self._policy)
         log.info("task #%d %s (%s)%s%s", recorded.id, recorded.status, outcome.kind, _denied(outcome), _brief(outcome))
+        if recorded.status is TaskStatus.PENDING and recorded.claimed_by is None:
+            given_back = recorded.attempt_count < claim.task.attempt_count
+            wait_s = max(recorded.scheduled_for - self._clock.now_ms(), 0) / 1000
+            log.info("task #%d: retry in %.0fs%s", recorded.id, wait_s, " (attempt not counted)" if given_back else "")
+        elif recorded.awaiting_review:
+            log.info("task #%d waits for a person's review (vigil task approve/reject %d)", recorded.id, recorded.id)
         if self._guard is not None:
             try:
                 await self._guard.after_outcome(recorded, outcome)
             except VigilError as err:
                 log.error("guard could not record task #%d's outcome: %s", recorded.id, err)
-        return recorded, next_claim
+        return recorded
 
-    async def _prepare_and_run(self, claim: Claim) -> tuple[Outcome, bool]:
-        """Prepare the attempt and run it. Returns its outcome and whether it is to be
-        given back (a stop, a full disk)."""
+    async def _prepare_and_run(self, claim: Claim, skills: list[Skill]) -> Outcome:
+        """Prepare the attempt and run it; returns its outcome (``stopped`` for a stop
+        or a full disk: not the task's doing)."""
         task = claim.task
         try:
-            executor_name, ctx = await self._preparer.prepare(claim)
+            executor_name, ctx = await self._preparer.prepare(claim, skills)
             executor = self._executors(executor_name)
             if executor_name != self._settings.dispatch.executor:
                 # The claim recorded the configured executor; a skill chose this one.
                 await self._store.set_executor(claim, executor_name)
-        except InputError as err:  # an unknown skill, a bad skill file: the task's fault
-            outcome, stopped = Outcome(OutcomeKind.FAILED, summary=str(err), error=str(err)), False
         except OSError as err:  # logs/ not writable, disk full: the machine's fault, retried
             if out_of_space(err):
-                outcome, stopped = self._out_of_space(err), True
-            else:
-                text = f"could not prepare the run: {err}"
-                log.error("task #%d: %s", task.id, text)
-                outcome, stopped = Outcome(OutcomeKind.TRANSIENT, summary=text, error=text), False
+                return self._out_of_space(err)
+            text = f"could not prepare the run: {err}"
+            log.error("task #%d: %s", task.id, text)
+            return Outcome(OutcomeKind.TRANSIENT, summary=text, error=text)
+        ctx = replace(ctx, on_progress=self._progress_writer(claim))
+        try:
+            outcome = await self._run(executor, task, ctx, claim)
+        except OutOfSpace as full:
+            outcome = self._out_of_space(full.error)
         else:
-            ctx = replace(ctx, on_progress=self._progress_writer(claim))
-            try:
-                outcome, stopped = await self._run(executor, task, ctx, claim)
-            except OutOfSpace as full:
-                outcome, stopped = self._out_of_space(full.error), True
-            else:
-                self._space.wrote()
-            if self._note_writes:
-                await asyncio.gather(*self._note_writes)  # so that none lands after the clear
-            if self._heartbeat.note is not None:
-                self._heartbeat.note = None  # the run is over: so is its note
-                await self._heartbeat.beat("running", claim, periodic=True)
-            # what the agent printed may hold a secret it was given
-            outcome = ctx.redactor.outcome(outcome)
-        return outcome, stopped
+            self._space.wrote()
+        if self._note_writes:
+            await asyncio.gather(*self._note_writes)  # so that none lands after the clear
+        if self._heartbeat.note is not None:
+            self._heartbeat.note = None  # the run is over: so is its note
+            await self._heartbeat.beat("running", claim)
+        # what the agent printed may hold a secret it was given
+        return ctx.redactor.outcome(outcome)
 
     def _out_of_space(self, err: OSError) -> Outcome:
-        """The outcome of a run the full disk stopped: given back like a stop's
-        (``_record`` with ``stopped``), so neither its attempt nor a failure counts."""
+        """The outcome of a run the full disk stopped: ``stopped``, like a stop's, so
+        neither its attempt nor a failure counts (the loop waits for space)."""
         text = self._space.full(err)
-        return Outcome(OutcomeKind.INTERRUPTED, summary=text, error=text)
+        return Outcome(OutcomeKind.STOPPED, summary=text, error=text)
 
-    async def _run(self, executor: Executor, task: Task, ctx: RunContext, claim: Claim) -> tuple[Outcome, bool]:
+    async def _run(self, executor: Executor, task: Task, ctx: RunContext, claim: Claim) -> Outcome:
         """Run the executor as its own asyncio task and watch over it: heartbeat,
-        cancel requests, graceful stop. Returns the outcome and whether a stop
-        interrupted it."""
+        cancel requests, graceful stop."""
         return await self._watch(asyncio.ensure_future(executor.run(task, ctx)), task, claim)
 
-    async def _watch(self, run: asyncio.Task[Outcome], task: Task, claim: Claim) -> tuple[Outcome, bool]:
+    async def _watch(self, run: asyncio.Task[Outcome], task: Task, claim: Claim) -> Outcome:
         """Wait for the executor's task ``run``, renewing the lease every heartbeat,
         ending it on a cancel request or when a stop's grace runs out."""
         # The heartbeat renews a lease kept in clock time, so it beats in clock time
@@ -272,16 +279,16 @@ class Dispatcher:
                     log.info("stopping: task #%d gets %.0fs to finish", task.id, grace_s)
                     stop_deadline = now + grace_s
                 if stop_deadline is not None and (now >= stop_deadline or self._hurry):
-                    interrupted = Outcome(
-                        OutcomeKind.INTERRUPTED, summary=f"interrupted: {self._stop_reason}", error="dispatcher stopped"
+                    stopped = Outcome(
+                        OutcomeKind.STOPPED, summary=f"stopped: {self._stop_reason}", error="dispatcher stopped"
                     )
-                    return await _cancel(run, interrupted), True
+                    return await _cancel(run, stopped)
                 if now >= next_beat:
                     next_beat = now + heartbeat_s
                     cancel = await self._renew(claim)
                     if cancel is not None:
-                        return await _cancel(run, cancel), False
-            return _outcome_of(run), False
+                        return await _cancel(run, cancel)
+            return _outcome_of(run)
         except asyncio.CancelledError:
             # We are being torn down: the executor must end its process group too.
             run.cancel()
@@ -305,66 +312,11 @@ class Dispatcher:
         except VigilError as err:  # the database is busy or unwell: try again next beat
             log.warning("task #%d: could not renew the lease: %s", claim.task.id, err)
             return None
-        await self._heartbeat.beat("running", claim, periodic=True)
+        await self._heartbeat.beat("running", claim)
         if cancel_requested:
             log.info("task #%d: cancel requested; ending the run", claim.task.id)
             return Outcome(OutcomeKind.CANCELED, summary="canceled while running", error="cancel requested")
         return None
-
-    async def _record(self, claim: Claim, outcome: Outcome, *, stopped: bool, chain: bool) -> tuple[Task, Claim | None]:
-        """Finish or requeue the task according to the retry policy; with ``chain``,
-        a success's finish also claims the next task (one commit for both)."""
-        now = self._clock.now_ms()
-        worker = self.worker_id
-        if stopped:
-            # The operator stopped the service, or the disk is full: not the task's
-            # failure, so the attempt is given back; the run stays recorded as interrupted.
-            return await self._store.requeue(claim, outcome, retry_at=now, count_attempt=False, worker=worker), None
-        decision = decide(claim.task, outcome, self._settings.dispatch, now, self._rng)
-        if isinstance(decision, Requeue):
-            log.info(
-                "task #%d: retry in %.0fs%s",
-                claim.task.id,
-                (decision.retry_at - now) / 1000,
-                "" if decision.count_attempt else " (attempt not counted)",
-            )
-            task = await self._store.requeue(
-                claim, outcome, retry_at=decision.retry_at, count_attempt=decision.count_attempt, worker=worker
-            )
-            return task, None
-        if isinstance(decision, Review):
-            held = await self._store.hold_for_review(claim, outcome, worker=worker)
-            if held.awaiting_review:
-                log.info("task #%d waits for a person's review (vigil task approve/reject %d)", held.id, held.id)
-            return held, None
-        if outcome.kind in RETRYABLE:
-            reason = outcome.summary or outcome.error or str(outcome.kind)
-            outcome = replace(outcome, summary=gave_up(claim.task.attempt_count, reason))
-        # Chain only after a success: any other outcome may make the guard close the
-        # gate, and the next task must not be claimed past a closed gate.
-        gate: GateDecision | None = None
-        if chain and outcome.kind is OutcomeKind.SUCCESS and not (self._stop is not None and self._stop.is_set()):
-            gate = await self._gate() or GateDecision(True)
-        if gate is None or not gate.may_claim:
-            return await self._store.finish(claim, outcome, decision.status, worker=worker), None
-        return await self._store.finish_and_claim(
-            claim,
-            outcome,
-            decision.status,
-            worker=worker,
-            lease_ms=self._settings.dispatch.lease_ms,
-            executor=self._settings.dispatch.executor,
-            max_priority=gate.max_priority,
-        )
-
-    async def _give_back(self, claim: Claim) -> None:
-        """Requeue a chained claim that a stop overtook before it ran (attempt not counted)."""
-        outcome = Outcome(
-            OutcomeKind.INTERRUPTED, summary="not started: vigil was stopping", error="dispatcher stopped"
-        )
-        await self._store.requeue(
-            claim, outcome, retry_at=self._clock.now_ms(), count_attempt=False, worker=self.worker_id
-        )
 
     # --- forever -------------------------------------------------------------------
     async def run_forever(self, stop: asyncio.Event, *, mark_stopped: bool = True) -> None:
@@ -377,30 +329,24 @@ class Dispatcher:
         active by such a failure is recovered when the dispatcher next starts).
         """
         self._stop = stop
-        await self._heartbeat.beat("idle")
-        claim: Claim | None = None
         said, said_at = "", 0.0
         try:
             while not stop.is_set():
                 # Cleared before looking, so a wake-up during the claim is not lost.
                 self._wakeup.clear()
                 try:
-                    if claim is None:
-                        claim = await self._claim()
+                    claim = await self._claim()
                     if claim is None:
                         await self._heartbeat.beat("idle")
                         await self._idle(stop)
                         continue
-                    current, claim = claim, None
-                    _, claim = await self._attempt(current, chain=True)
+                    await self._attempt(claim)
                 except VigilError as err:
                     # the same failure every second (a full disk) is said once a minute
                     if str(err) != said or time.monotonic() - said_at >= REPEAT_ERROR_S:
                         log.error("dispatch step failed: %s", err)
                         said, said_at = str(err), time.monotonic()
                     await _wait_event(stop, ERROR_PAUSE_S)
-            if claim is not None:
-                await self._give_back(claim)
         finally:
             if mark_stopped:
                 await self.mark_stopped()
@@ -428,7 +374,7 @@ class Dispatcher:
                     return
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + heartbeat_s
-                    await self._heartbeat.beat("idle", periodic=True)
+                    await self._heartbeat.beat("idle")
         finally:
             for waiter in waiters:
                 waiter.cancel()

@@ -25,9 +25,10 @@ For each orphan:
    out a pid that is still some group's id, so the group cannot belong to a
    stranger). Another machine's agent cannot be reached from here: it runs on
    until its own timeout, and its result is not recorded (the run is closed);
-2. record the run as ``interrupted`` and requeue the task due now with the attempt
-   counted, or fail it when attempts are exhausted, or cancel it when a person had
-   asked to. A task its agent already closed keeps the status it was given.
+2. record the run as ``interrupted`` and settle the task as ``vigil.fate`` decides
+   for any interrupted attempt: requeued after a backoff with the attempt counted,
+   failed when attempts are exhausted, canceled when a person had asked to. A task
+   its agent already closed keeps the status it was given.
 
 The attempt is counted so that a task which keeps killing its dispatcher ends up
 failed instead of looping forever.
@@ -41,11 +42,11 @@ import logging
 from collections.abc import Callable
 
 from dispatch.process import end_process_group, group_alive, pid_alive, same_process
-from dispatch.retry import attempts_left, gave_up
 from dispatch.worker import parse_worker_id
 from vigil.clock import Clock
 from vigil.errors import TaskNotFound, VigilError
-from vigil.models import Outcome, OutcomeKind, Run, Task, TaskStatus
+from vigil.fate import Policy
+from vigil.models import Outcome, OutcomeKind, Run, Task
 from vigil.store import Store
 
 log = logging.getLogger("vigil.dispatch")
@@ -88,11 +89,14 @@ def _ours_to_end(run: Run) -> bool:
     return run.pid == run.pgid and not pid_alive(run.pid)
 
 
-async def recover_orphans(store: Store, clock: Clock, *, grace_s: float = GROUP_GRACE_S) -> list[Task]:
-    """Settle every orphaned open run; returns the tasks as recovered. Safe from any
-    process at any time, the dispatcher whose runs they are included: its task in
-    flight keeps a fresh lease, and a run it abandoned (a database failure while
-    recording it) is settled once the lease has expired."""
+async def recover_orphans(
+    store: Store, clock: Clock, *, policy: Policy | None = None, grace_s: float = GROUP_GRACE_S
+) -> list[Task]:
+    """Settle every orphaned open run as ``policy`` (None: the default settings)
+    decides; returns the tasks as recovered. Safe from any process at any time, the
+    dispatcher whose runs they are included: its task in flight keeps a fresh lease,
+    and a run it abandoned (a database failure while recording it) is settled once
+    the lease has expired."""
     recovered = []
     for run in await store.open_runs():
         try:
@@ -107,23 +111,11 @@ async def recover_orphans(store: Store, clock: Clock, *, grace_s: float = GROUP_
             log.warning("run %d (task #%d): ending its orphaned agent group %d", run.id, run.task_id, run.pgid)
             if not await end_process_group(run.pgid, grace_s):
                 log.error("run %d: process group %d did not end; recovering the task anyway", run.id, run.pgid)
-        recovered.append(await _settle(store, clock, run, task, reason))
+        outcome = Outcome(OutcomeKind.INTERRUPTED, summary=f"interrupted: {reason}", error=reason)
+        settled = await store.recover(run.id, outcome, policy=policy)
+        log.warning("task #%d recovered after %s: now %s", settled.id, reason, settled.status)
+        recovered.append(settled)
     return recovered
-
-
-async def _settle(store: Store, clock: Clock, run: Run, task: Task, reason: str) -> Task:
-    outcome = Outcome(OutcomeKind.INTERRUPTED, summary=f"interrupted: {reason}", error=reason)
-    retry_at = None
-    if task.cancel_requested:
-        status = TaskStatus.CANCELED
-    elif attempts_left(task):
-        status, retry_at = TaskStatus.PENDING, clock.now_ms()
-    else:
-        status = TaskStatus.FAILED
-        outcome = Outcome(OutcomeKind.INTERRUPTED, summary=gave_up(task.attempt_count, reason), error=reason)
-    settled = await store.recover(run.id, outcome, status=status, retry_at=retry_at)
-    log.warning("task #%d recovered after %s: now %s", settled.id, reason, settled.status)
-    return settled
 
 
 async def keep_recovering(
@@ -132,6 +124,7 @@ async def keep_recovering(
     stop: asyncio.Event,
     *,
     interval_s: float,
+    policy: Policy | None = None,
     on_recovered: Callable[[], None] | None = None,
 ) -> None:
     """Recover orphans every ``interval_s`` until ``stop``, so that a dead host's task
@@ -145,7 +138,7 @@ async def keep_recovering(
         if stop.is_set():
             return
         try:
-            recovered = await recover_orphans(store, clock)
+            recovered = await recover_orphans(store, clock, policy=policy)
         except VigilError as err:
             log.warning("crash recovery failed: %s", err)
             continue

@@ -30,7 +30,6 @@ from typing import Any
 
 import yaml
 
-from dispatch.filecache import FileCache
 from vigil.config import EXECUTORS
 from vigil.durations import parse_duration_ms
 from vigil.errors import InputError, SkillError
@@ -128,13 +127,13 @@ def _timeout_ms(data: dict[str, Any], path: Path) -> int | None:
 
 def load_skill(skills_dir: Path, name: str) -> Skill:
     """Read ``skills_dir/<name>/SKILL.md``. Raises ``SkillError`` for an invalid name,
-    an unknown skill, or a SKILL.md whose front matter is missing or wrong. A file
-    unchanged since its last load is not read again (``dispatch.filecache``)."""
+    an unknown skill, or a SKILL.md whose front matter is missing or wrong."""
     check_name(name)
     folder = skills_dir / name
     path = folder / SKILL_FILE
     try:
-        return _LOADED.load(path)
+        # utf-8-sig: editors on some systems add a byte-order mark
+        return _parse_skill(path, path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise SkillError(f"unknown skill {name!r}: no {SKILL_FILE} in {folder}") from None
     except (OSError, UnicodeDecodeError) as err:
@@ -179,10 +178,6 @@ def _parse_skill(path: Path, text: str) -> Skill:
         requires_approval=approval,
         workdir=_opt_str(data, "workdir", path),
     )
-
-
-# Process-wide: the dispatcher and its guard read the same skills for every task.
-_LOADED: FileCache[Skill] = FileCache(_parse_skill, encoding="utf-8-sig")  # editors on some systems add a BOM
 
 
 def load_skills(skills_dir: Path, names: Iterable[str]) -> list[Skill]:

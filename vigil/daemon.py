@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from vigil.clock import ACCELERATED_CLOCK_ENV, AcceleratedClock, Clock, SystemClock, clock_from_env, real_seconds
 from vigil.config import Settings
 from vigil.errors import DatabaseReplaced, InputError, LockHeld, OperationError
+from vigil.fate import Policy
 from vigil.logfile import PrintableFilter, private_log_handler
 from vigil.models import Task
 from vigil.redaction import RedactingFilter, Redactor
@@ -250,7 +251,10 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
         every_s = recovery_interval_s(settings.dispatch.lease_ms)
         # late-bound like the sensors' wake-up; own commits do not wake the dispatcher
         woken = lambda: dispatcher.wake()  # noqa: E731, PLW0108
-        recovery = asyncio.create_task(keep_recovering(store, clock, stop, interval_s=every_s, on_recovered=woken))
+        policy = Policy(settings.dispatch)
+        recovery = asyncio.create_task(
+            keep_recovering(store, clock, stop, interval_s=every_s, policy=policy, on_recovered=woken)
+        )
         standby = sensors.start if settings.dispatch.standby_sensors else None
         with _Signals(stop) as signals:
             try:
@@ -328,7 +332,7 @@ async def _dispatch(
     )
     for line in widenings(settings, base_env(settings, executor=settings.dispatch.executor)):
         log.warning("the agent can reach beyond its workspace: %s", line)
-    await recover_orphans(store, clock)
+    await recover_orphans(store, clock, policy=Policy(settings.dispatch))
     await sensors.start()
     # Overdue sensors and a hung dispatcher loop alert from inside; a dead
     # process is caught by `vigil alerts check` from cron.
@@ -372,7 +376,7 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tu
         store = await open_store(settings, clock)
         alerts = _make_alerts(settings)
         try:
-            await recover_orphans(store, clock)
+            await recover_orphans(store, clock, policy=Policy(settings.dispatch))
             dispatcher = _make_dispatcher(store, settings, clock, alerts, worker_id)
             stop = asyncio.Event()
             with _Signals(stop) as signals:

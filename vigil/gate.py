@@ -21,7 +21,7 @@ from enum import StrEnum
 
 from vigil.clock import iso_utc
 from vigil.durations import format_duration
-from vigil.store import LoopState
+from vigil.store import Store
 
 GATE_KEY = "gate"
 
@@ -76,11 +76,11 @@ class LoopGate:
         )
 
 
-async def read_gate(store: LoopState) -> LoopGate:
+async def read_gate(store: Store) -> LoopGate:
     return LoopGate.from_json((await store.loop_values()).get(GATE_KEY))
 
 
-async def _set_by_person(store: LoopState, gate: LoopGate) -> LoopGate:
+async def _set_by_person(store: Store, gate: LoopGate) -> LoopGate:
     """A person's change wins over whatever is there; returns the gate it replaced."""
     while True:
         raw = (await store.loop_values()).get(GATE_KEY)
@@ -88,12 +88,12 @@ async def _set_by_person(store: LoopState, gate: LoopGate) -> LoopGate:
             return LoopGate.from_json(raw)
 
 
-async def pause(store: LoopState, *, reason: str, by: str, now_ms: int) -> LoopGate:
+async def pause(store: Store, *, reason: str, by: str, now_ms: int) -> LoopGate:
     """Pause the loop until a person resumes it; returns the gate it replaced."""
     return await _set_by_person(store, LoopGate(GateState.PAUSED, reason.strip() or "paused", None, now_ms, by))
 
 
-async def resume(store: LoopState, *, by: str, now_ms: int) -> LoopGate:
+async def resume(store: Store, *, by: str, now_ms: int) -> LoopGate:
     """Let the loop claim again, whatever paused or gated it; returns the gate it replaced."""
     return await _set_by_person(store, LoopGate(GateState.RUNNING, "", None, now_ms, by))
 
@@ -108,7 +108,7 @@ def _stronger(current: LoopGate, until: int | None, now_ms: int) -> bool:
     return current.until is None or (until is not None and current.until >= until)
 
 
-async def trip(store: LoopState, *, reason: str, until: int | None, by: str, now_ms: int) -> LoopGate | None:
+async def trip(store: Store, *, reason: str, until: int | None, by: str, now_ms: int) -> LoopGate | None:
     """Gate the loop (a guardrail). A stronger stop already in place is kept (a
     person's pause, a gate only a person lifts, a gate that lasts longer); returns
     the new gate, or None when the stronger one stays."""
@@ -121,9 +121,7 @@ async def trip(store: LoopState, *, reason: str, until: int | None, by: str, now
             return gate
 
 
-async def lift_expired(
-    store: LoopState, *, by: str, now_ms: int, raw: object = None, read: bool = True
-) -> LoopGate | None:
+async def lift_expired(store: Store, *, by: str, now_ms: int, raw: object = None, read: bool = True) -> LoopGate | None:
     """Open a gate whose ``until`` has passed; returns the gate it lifted, or None
     when there was none. Conditional: a change made meanwhile (a person paused)
     is never overwritten. ``read`` False uses ``raw``, the stored value the caller

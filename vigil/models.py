@@ -82,6 +82,17 @@ class DedupScope(StrEnum):
     EVER = "ever"
 
 
+class CostGroup(StrEnum):
+    """How ``cost_rollup`` groups finished runs (``vigil stats --by``)."""
+
+    DAY = "day"
+    SKILL = "skill"
+    SOURCE = "source"
+    MODEL = "model"
+    HOUR = "hour"  # key "YYYY-MM-DDTHH" (UTC): the TUI's 24-hour chart
+    SENSOR = "sensor"  # the sensor that started the task's parent chain; "(none)" for others
+
+
 class OutcomeKind(StrEnum):
     """What became of one attempt; decides retry, gate and final status."""
 
@@ -95,7 +106,8 @@ class OutcomeKind(StrEnum):
     TURNS = "turns"  # the agent ran out of turns
     CONTEXT = "context"  # the prompt is too large
     TIMEOUT = "timeout"  # our own per-task timeout ended it
-    INTERRUPTED = "interrupted"  # the dispatcher stopped or died mid-run
+    INTERRUPTED = "interrupted"  # the dispatcher died or lost its claim mid-run
+    STOPPED = "stopped"  # vigil run was stopped (SIGTERM, Ctrl-C) mid-run: not the task's doing
     CANCELED = "canceled"  # a person asked to cancel while it ran
 
 
@@ -206,9 +218,6 @@ class Claim:
     task: Task
     run_id: int
     attempt: int  # 1 for the first run of the task, counting every run ever made
-    # The task's notes, oldest first, read in the claim's transaction (it saves the
-    # dispatcher a read per task); None: not read with the claim, ask the store.
-    notes: tuple[Note, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

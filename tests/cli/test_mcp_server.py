@@ -149,7 +149,7 @@ async def test_once_the_run_has_ended_every_call_is_refused(home: Path) -> None:
         async with agent_client(home, claim.run_id) as client:
             before = await call(client, "note", text="still running")
             outcome = Outcome(OutcomeKind.SUCCESS, summary="done")
-            await store.finish(claim, outcome, TaskStatus.COMPLETED, worker="dispatcher-1")
+            await store.record(claim, outcome, worker="dispatcher-1")
             after = await call(client, "note", text="one more thing")
         notes = await store.list_notes(claim.task.id)
     finally:
@@ -172,7 +172,7 @@ def test_a_run_that_is_not_open_is_one_line_and_exit_1(home: Path, vigil: VigilR
         store, claim, _ = await claimed(home)
         try:
             outcome = Outcome(OutcomeKind.SUCCESS, summary="done")
-            await store.finish(claim, outcome, TaskStatus.COMPLETED, worker="dispatcher-1")
+            await store.record(claim, outcome, worker="dispatcher-1")
         finally:
             await store.close()
         return claim.run_id

@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.conftest import VigilRunner
 from vigil.clock import ManualClock, SystemClock
 from vigil.config import load_settings
-from vigil.models import NewTask, Outcome, OutcomeKind, TaskStatus
+from vigil.models import NewTask, Outcome, OutcomeKind
 from vigil.store.sqlite import SqliteStore
 
 DAY_MS = 86_400_000
@@ -39,7 +39,7 @@ def _seed(home: Path) -> list[Path]:
                 if n < 3:
                     old.append(transcript)
                 outcome = Outcome(OutcomeKind.SUCCESS, cost_usd=0.5, tokens_in=100, transcript_path=str(transcript))
-                await store.finish(claim, outcome, TaskStatus.COMPLETED, worker="w")
+                await store.record(claim, outcome, worker="w")
             await store.add_task(NewTask("still to do"))
 
     asyncio.run(work())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.conftest import VigilRunner
 from vigil.config import load_settings
-from vigil.models import Outcome, OutcomeKind, TaskStatus
+from vigil.models import Outcome, OutcomeKind
 from vigil.store.sqlite import SqliteStore
 
 
@@ -32,8 +32,9 @@ def make_skills(home: Path, *names: str) -> None:
         (home / "skills" / name / "SKILL.md").write_text(f"---\ndescription: {name}\n---\nDo {name}.\n")
 
 
-def claim_and_finish(home: Path, outcome: Outcome | None, status: TaskStatus = TaskStatus.COMPLETED) -> int:
-    """Act as a dispatcher on the same file: claim the next task, optionally finish it."""
+def claim_and_finish(home: Path, outcome: Outcome | None) -> int:
+    """Act as a dispatcher on the same file: claim the next task, optionally record
+    ``outcome`` for it."""
 
     async def work() -> int:
         store = await SqliteStore.open(load_settings(home).store.path)
@@ -41,7 +42,7 @@ def claim_and_finish(home: Path, outcome: Outcome | None, status: TaskStatus = T
             claim = await store.claim_next(worker="test-worker", lease_ms=60_000)
             assert claim is not None
             if outcome is not None:
-                await store.finish(claim, outcome, status, worker="test-worker")
+                await store.record(claim, outcome, worker="test-worker")
             return claim.task.id
         finally:
             await store.close()
@@ -201,7 +202,7 @@ def test_cancel_pending_and_active(home: Path, vigil: VigilRunner) -> None:
 
 def test_retry_resets_and_keeps_history(home: Path, vigil: VigilRunner) -> None:
     task_id = add(vigil, "will fail")
-    claim_and_finish(home, Outcome(OutcomeKind.FAILED, summary="broke", error="boom"), TaskStatus.FAILED)
+    claim_and_finish(home, Outcome(OutcomeKind.FAILED, summary="broke", error="boom"))
     assert show(vigil, task_id)["status"] == "failed"
     vigil("task", "retry", str(task_id), check=True)
     task = show(vigil, task_id)

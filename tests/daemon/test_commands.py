@@ -85,9 +85,13 @@ def test_dispatch_once_recovers_a_dead_dispatchers_task_first(
     running.proc.kill()
     running.proc.wait()
 
-    result = vigil("dispatch", "once")
+    recovering = vigil("dispatch", "once")
 
-    assert result.returncode == 0, result.stderr
+    # the task is recovered first, then backs off (retry_backoff 1s): nothing is due yet
+    assert recovering.returncode == 3, recovering.stderr
+    assert f"task #{task_id} recovered after dispatcher died" in recovering.stderr
+    assert task_json(vigil, task_id)["status"] == "pending"
+    wait_until("the retry to come due and run", lambda: vigil("dispatch", "once").returncode == 0)
     task = task_json(vigil, task_id)
     assert task["status"] == "completed"
     runs = task["runs"]

@@ -191,7 +191,7 @@ async def test_a_lost_lane_ends_the_running_task_and_the_dispatcher_takes_a_lane
 
         async def ended() -> bool:
             # recorded once the executor has ended the agent's process group
-            return any(run.outcome == "interrupted" for run in await store.list_runs(task_id))
+            return any(run.outcome == "stopped" for run in await store.list_runs(task_id))
 
         await wait_for("the running task to be ended", ended, timeout_s=60)
         Path(f"{records.path}.slow.{task_id}").unlink()
@@ -202,12 +202,12 @@ async def test_a_lost_lane_ends_the_running_task_and_the_dispatcher_takes_a_lane
         await wait_for("the task to run again and complete", completed, timeout_s=60)
         task = await store.get_task(task_id)
         assert task.attempt_count == 1  # the lost lane was not the task's fault
-        interrupted, rerun = await store.list_runs(task_id)
-        assert interrupted.outcome == "interrupted"
+        stopped, rerun = await store.list_runs(task_id)
+        assert stopped.outcome == "stopped"
         assert rerun.outcome == "success"
         assert first.pid not in {e.pid for e in records.ends()}  # the first agent was ended, not finished
         log = log_path.read_text()
-        assert f"task #{task_id} pending (interrupted): interrupted: the dispatcher lost its lane" in log
+        assert f"task #{task_id} pending (stopped): stopped: the dispatcher lost its lane" in log
         assert log.count("(executor dry-run, lane 0 of 1)") == 2  # took its lane again
     finally:
         await store.close()

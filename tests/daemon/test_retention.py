@@ -15,7 +15,7 @@ from vigil.clock import ManualClock, SystemClock
 from vigil.config import load_settings
 from vigil.errors import ConfigError, InputError
 from vigil.home import scratch_path
-from vigil.models import DedupScope, NewTask, Outcome, OutcomeKind, TaskStatus
+from vigil.models import DedupScope, NewTask, Outcome, OutcomeKind
 from vigil.retention import keep_pruned, prune_history, prune_workspaces, remove_transcripts, transcripts_dir
 from vigil.store import CostGroup
 from vigil.store.sqlite import SqliteStore
@@ -38,7 +38,7 @@ async def _finished_with_transcript(store: SqliteStore, transcript: Path, usd: f
     transcript.parent.mkdir(parents=True, exist_ok=True)
     transcript.write_text("{}\n", encoding="utf-8")
     outcome = Outcome(OutcomeKind.SUCCESS, cost_usd=usd, tokens_in=10, transcript_path=str(transcript))
-    await store.finish(claim, outcome, TaskStatus.COMPLETED, worker="w")
+    await store.record(claim, outcome, worker="w")
     return added.task_id
 
 
@@ -130,7 +130,7 @@ async def test_a_prune_folds_old_archive_hours_and_drops_costs_and_keys_as_confi
                 assert claim is not None
                 assert claim.task.id == added.task_id
                 outcome = Outcome(OutcomeKind.SUCCESS, cost_usd=1.0)
-                await store.finish(claim, outcome, TaskStatus.COMPLETED, worker="w")
+                await store.record(claim, outcome, worker="w")
             # the round at 23:00 prunes the day before's task and retires its key
             clock.set(midnight + day * DAY_MS + 23 * HOUR_MS)
             pruned = await prune_history(store, settings, clock.now_ms())

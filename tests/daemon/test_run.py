@@ -58,7 +58,7 @@ def test_sigterm_during_a_task_stops_gracefully_and_leaves_no_orphan(
     assert task["claimed_by"] is None
     runs = task["runs"]
     assert isinstance(runs, list)
-    assert [(r["attempt"], r["outcome"]) for r in runs] == [(1, "interrupted")]
+    assert [(r["attempt"], r["outcome"]) for r in runs] == [(1, "stopped")]
     assert "stopping" in running.log()
     assert dispatcher_state(vigil) is None  # the heartbeat says stopped
 

@@ -134,7 +134,7 @@ async def test_stop_lets_a_task_finish_within_the_grace(db: SqliteStore, make_di
     assert task.result_summary == "finished in time"
 
 
-async def test_stop_past_the_grace_interrupts_and_requeues_without_counting(
+async def test_stop_past_the_grace_ends_the_run_as_stopped_and_requeues_without_counting(
     db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings, clock: ManualClock
 ) -> None:
     started = asyncio.Event()
@@ -166,7 +166,7 @@ async def test_stop_past_the_grace_interrupts_and_requeues_without_counting(
     assert task.scheduled_for == clock.now_ms()
     assert task.claimed_by is None
     (run,) = await db.list_runs(task.id)
-    assert (run.outcome, run.error) == ("interrupted", "dispatcher stopped")
+    assert (run.outcome, run.error) == ("stopped", "dispatcher stopped")
 
 
 async def test_hurry_skips_the_rest_of_the_grace(

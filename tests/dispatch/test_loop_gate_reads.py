@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator
+from typing import cast
 
 import pytest
 
@@ -15,11 +16,12 @@ from dispatch.executors.fake import FakeExecutor
 from dispatch.guard import Guard
 from dispatch.loop import Dispatcher
 from tests.dispatch.conftest import WORKER
-from tests.dispatch.test_loop_chain_and_guard import SAFETY_S, CountingStore, run_until_idle
+from tests.dispatch.test_loop_guard import SAFETY_S, CountingStore, run_until_idle
 from vigil.clock import ManualClock
 from vigil.config import Settings
 from vigil.gate import pause, read_gate
 from vigil.models import NewTask, Outcome, OutcomeKind, Task, TaskStatus
+from vigil.store import Store
 from vigil.store.sqlite import SqliteStore
 
 
@@ -36,7 +38,7 @@ async def test_back_to_back_tasks_read_the_gate_before_each_claim(
     for n in range(5):
         await db.add_task(NewTask(f"t{n}"))
     counting = CountingStore(db)
-    guard = Guard(counting, settings, clock, alerts)
+    guard = Guard(cast(Store, counting), settings, clock, alerts)
     done = asyncio.Event()
     reads_seen: list[int] = []  # loop-state reads made before each task ran
 
@@ -46,7 +48,9 @@ async def test_back_to_back_tasks_read_the_gate_before_each_claim(
             done.set()
         return Outcome(OutcomeKind.SUCCESS)
 
-    dispatcher = Dispatcher(counting, settings, lambda name: FakeExecutor(handler), clock, WORKER, guard=guard)
+    dispatcher = Dispatcher(
+        cast(Store, counting), settings, lambda name: FakeExecutor(handler), clock, WORKER, guard=guard
+    )
 
     await run_until_idle(dispatcher, done)
 

@@ -16,6 +16,8 @@ from dispatch.process import group_alive, pid_alive, process_start_time
 from dispatch.recovery import recover_orphans
 from dispatch.worker import this_host
 from vigil.clock import ManualClock
+from vigil.config import DispatchSettings
+from vigil.fate import Policy
 from vigil.models import NewTask, Outcome, OutcomeKind, TaskStatus
 from vigil.store.sqlite import SqliteStore
 
@@ -63,21 +65,23 @@ def wait_gone(pgid: int) -> bool:
     return True
 
 
-async def test_recovery_ends_the_orphaned_group_and_requeues_with_the_attempt_counted(
+async def test_recovery_ends_the_orphaned_group_and_requeues_after_a_backoff_with_the_attempt_counted(
     db: SqliteStore, clock: ManualClock, agent: tuple[subprocess.Popen[str], int]
 ) -> None:
     proc, child_pid = agent
     run_id = await claimed_by_dead(db)
     await db.set_run_process(run_id, pid=proc.pid, pgid=proc.pid, proc_start=process_start_time(proc.pid))
 
-    (task,) = await recover_orphans(db, clock, grace_s=2)
+    policy = Policy(DispatchSettings(retry_backoff_ms=10_000))
+    (task,) = await recover_orphans(db, clock, policy=policy, grace_s=2)
 
     assert wait_gone(proc.pid)
     assert proc.wait(timeout=10) is not None
     assert not pid_alive(child_pid)
     assert task.status is TaskStatus.PENDING
     assert task.attempt_count == 1
-    assert task.scheduled_for == clock.now_ms()
+    # a task that keeps killing its dispatcher must not come straight back
+    assert clock.now_ms() + 5_000 <= task.scheduled_for < clock.now_ms() + 10_000
     assert task.claimed_by is None
     (run,) = await db.list_runs(task.id)
     assert run.outcome == "interrupted"
@@ -122,7 +126,7 @@ async def test_recovery_fails_a_task_whose_attempts_are_exhausted(db: SqliteStor
     (task,) = await recover_orphans(db, clock)
 
     assert task.status is TaskStatus.FAILED
-    assert task.result_summary == f"gave up after 1 attempt: dispatcher died (worker {DEAD})"
+    assert task.result_summary == f"gave up after 1 attempt: interrupted: dispatcher died (worker {DEAD})"
 
 
 async def test_recovery_honours_a_cancel_request(db: SqliteStore, clock: ManualClock) -> None:
@@ -152,6 +156,6 @@ async def test_nothing_to_recover(db: SqliteStore, clock: ManualClock) -> None:
     await db.add_task(NewTask("pending"))
     claim = await db.claim_next(worker="w", lease_ms=1000)
     assert claim is not None
-    await db.finish(claim, Outcome(OutcomeKind.SUCCESS), TaskStatus.COMPLETED, worker="w")
+    await db.record(claim, Outcome(OutcomeKind.SUCCESS), worker="w")
 
     assert await recover_orphans(db, clock) == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -120,15 +119,11 @@ def test_a_bom_and_windows_line_endings_are_fine(tmp_path: Path) -> None:
 
 
 def test_an_edited_skill_is_seen_by_the_next_load(tmp_path: Path) -> None:
-    """Skills are parsed once per change, not per task; an edit must still reach the
-    next task."""
+    """Skills are read from disk at each load: an edit reaches the next task."""
     folder = write(tmp_path, "s", "---\ndescription: First.\n---\nold body\n")
     assert load_skill(tmp_path, "s").body == "old body"
-    assert load_skill(tmp_path, "s") is load_skill(tmp_path, "s")
 
     (folder / "SKILL.md").write_text("---\ndescription: Second.\nrequires_approval: true\n---\nnew body\n")
-    stat = (folder / "SKILL.md").stat()
-    os.utime(folder / "SKILL.md", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
 
     skill = load_skill(tmp_path, "s")
     assert (skill.description, skill.body, skill.requires_approval) == ("Second.", "new body", True)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from vigil.config import Settings, settings_from_mapping
-from vigil.models import NewTask, Outcome, OutcomeKind, Task, TaskStatus
+from vigil.models import NewTask, Outcome, OutcomeKind, Task
 from vigil.store import Store
 
 RECORDER = Path(__file__).with_name("alert_recorder.py")
@@ -34,7 +34,7 @@ async def spend(store: Store, usd: float, *, priority: int = 5) -> Task:
     await store.add_task(NewTask(f"costs {usd}", priority=priority))
     claim = await store.claim_next(worker="w", lease_ms=60_000)
     assert claim is not None
-    return await store.finish(claim, Outcome(OutcomeKind.SUCCESS, cost_usd=usd), TaskStatus.COMPLETED, worker="w")
+    return await store.record(claim, Outcome(OutcomeKind.SUCCESS, cost_usd=usd), worker="w")
 
 
 async def a_task(store: Store, subject: str = "work") -> Task:

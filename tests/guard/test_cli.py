@@ -13,7 +13,7 @@ from tests.conftest import VigilRunner
 from tests.guard.support import RECORDER, recorded
 from vigil.clock import SystemClock
 from vigil.gate import GateState, LoopGate, trip
-from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, NewTask, Outcome, OutcomeKind, TaskStatus
+from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, NewTask, Outcome, OutcomeKind
 from vigil.store.sqlite import SqliteStore
 
 
@@ -152,7 +152,7 @@ def _spend(home: Path, usd: float, source: str = "sensor:feeds") -> None:
             claim = await store.claim_next(worker="w", lease_ms=60_000)
             assert claim is not None
             outcome = Outcome(OutcomeKind.SUCCESS, cost_usd=usd)
-            await store.finish(claim, outcome, TaskStatus.COMPLETED, worker="w")
+            await store.record(claim, outcome, worker="w")
         finally:
             await store.close()
 

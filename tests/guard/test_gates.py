@@ -10,7 +10,7 @@ from tests.guard.conftest import GuardFactory
 from tests.guard.support import a_task, guard_settings, recorded
 from vigil.clock import ManualClock
 from vigil.gate import GateState, pause, read_gate, resume
-from vigil.models import Outcome, OutcomeKind, TaskStatus
+from vigil.models import Outcome, OutcomeKind
 from vigil.store.sqlite import SqliteStore
 
 HOUR = 3_600_000
@@ -143,7 +143,7 @@ async def test_a_task_failed_for_good_is_alerted(
     claim = await store.claim_next(worker="w", lease_ms=60_000)
     assert claim is not None
     outcome = Outcome(OutcomeKind.FAILED, error="exit 1")
-    finished = await store.finish(claim, outcome, TaskStatus.FAILED, worker="w")
+    finished = await store.record(claim, outcome, worker="w")
     await guard.after_outcome(finished, outcome)
     await hook.drain()
     [event] = recorded(events)

@@ -9,7 +9,7 @@ from sensors.builtin.queue_health import queue_health
 from sensors.builtin.schedule import schedule
 from tests.sensors.conftest import RunnerFactory, SpecFactory
 from vigil.clock import ManualClock
-from vigil.models import NewTask, Outcome, OutcomeKind, SensorRun, TaskStatus
+from vigil.models import NewTask, Outcome, OutcomeKind, SensorRun
 from vigil.store.sqlite import SqliteStore
 
 MIN = 60_000
@@ -60,7 +60,7 @@ async def _fail_a_task(store: SqliteStore, subject: str) -> int:
     added = await store.add_task(NewTask(subject, priority=1, max_retries=0))
     claim = await store.claim_next(worker="w", lease_ms=MIN)
     assert claim is not None
-    await store.finish(claim, Outcome(OutcomeKind.FAILED, summary="it broke"), TaskStatus.FAILED, worker="w")
+    await store.record(claim, Outcome(OutcomeKind.FAILED, summary="it broke"), worker="w")
     assert added.task_id is not None
     return added.task_id
 

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from vigil.config import DispatchSettings
+from vigil.fate import Policy
 from vigil.models import Claim, NewTask, Outcome, OutcomeKind, Task, TaskStatus
 from vigil.store import Store
+
+# A transient failure recorded under this policy is due again at once: no backoff.
+NO_BACKOFF = Policy(DispatchSettings(retry_backoff_ms=0))
 
 
 def new(subject: str = "task", **fields: object) -> NewTask:
@@ -12,6 +17,15 @@ def new(subject: str = "task", **fields: object) -> NewTask:
 
 def success(**fields: object) -> Outcome:
     return Outcome(OutcomeKind.SUCCESS, **fields)  # type: ignore[arg-type]
+
+
+ENDINGS = {TaskStatus.COMPLETED: OutcomeKind.SUCCESS, TaskStatus.FAILED: OutcomeKind.FAILED}
+
+
+def ending(status: TaskStatus, **fields: object) -> Outcome:
+    """An outcome that ends a claimed task with ``status`` (completed, failed or
+    canceled) when it is recorded."""
+    return Outcome(ENDINGS.get(status, OutcomeKind.CANCELED), **fields)  # type: ignore[arg-type]
 
 
 async def claim(store: Store, worker: str = "w1") -> Claim:

@@ -98,7 +98,7 @@ async def test_open_scope_allows_a_new_task_once_the_old_one_finished(store: Sto
     c = await claim(store)
     dup_active = await store.add_task(new("while it runs", source_key="feed"))
     assert (dup_active.created, dup_active.task_id) == (False, first.task_id)
-    await store.finish(c, success(), TaskStatus.COMPLETED, worker="w1")
+    await store.record(c, success(), worker="w1")
 
     second = await store.add_task(new("check feed, next round", source_key="feed"))
     assert second.created
@@ -122,7 +122,7 @@ async def test_a_key_reused_by_many_finished_tasks(store: Store) -> None:
     ids = []
     for _ in range(30):
         ids.append(await add_id(store, new("poll", source_key="poll")))
-        await store.finish(await claim(store), success(), TaskStatus.COMPLETED, worker="w1")
+        await store.record(await claim(store), success(), worker="w1")
     assert len(set(ids)) == 30
     current = await add_id(store, new("poll", source_key="poll"))
     hit = await store.add_task(new("poll", source_key="poll"))
@@ -153,7 +153,7 @@ async def test_ever_scope_uses_a_key_once_even_after_it_finished(store: Store) -
     assert (dup.created, dup.task_id) == (False, first.task_id)
 
     c = await claim(store)
-    await store.finish(c, success(), TaskStatus.COMPLETED, worker="w1")
+    await store.record(c, success(), worker="w1")
     after = await store.add_task(new("announce v1", source_key="release:v1", dedup=DedupScope.EVER))
     assert (after.created, after.task_id) == (False, first.task_id)
     batch = await store.add_tasks([new("again", source_key="release:v1", dedup=DedupScope.EVER)], actor="s")
@@ -164,7 +164,7 @@ async def test_ever_scope_uses_a_key_once_even_after_it_finished(store: Store) -
 async def test_ever_scope_refuses_a_key_an_earlier_open_scope_task_used(store: Store) -> None:
     first = await store.add_task(new("once", source_key="k"))
     c = await claim(store)
-    await store.finish(c, success(), TaskStatus.COMPLETED, worker="w1")
+    await store.record(c, success(), worker="w1")
     ever = await store.add_task(new("forever", source_key="k", dedup=DedupScope.EVER))
     assert (ever.created, ever.task_id) == (False, first.task_id)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.store.contract import assert_counts_match, claim, new, success
+from tests.store.contract import NO_BACKOFF, assert_counts_match, claim, new, success
 from vigil.clock import ManualClock
 from vigil.errors import InputError, InvalidTransition, TaskNotFound
 from vigil.models import ApprovalState, Outcome, OutcomeKind, TaskStatus
@@ -71,10 +71,10 @@ async def test_retrying_a_rejected_task_asks_for_approval_again(store: Store) ->
     assert await store.claim_next(worker="w1", lease_ms=60_000) is None
 
 
-async def test_hold_for_approval_puts_a_claimed_task_back_unrun(store: Store) -> None:
+async def test_holding_for_approval_puts_a_claimed_task_back_unrun(store: Store) -> None:
     added = await store.add_task(new("uses a skill that needs approval"))
     got = await claim(store)
-    held = await store.hold_for_approval(got, worker="w1")
+    held = await store.put_back(got, worker="w1", until=None)
     assert (held.status, held.approval, held.attempt_count) == (TaskStatus.BLOCKED, ApprovalState.PENDING, 0)
     assert held.claimed_by is None
     assert await store.list_runs(got.task.id) == []
@@ -85,12 +85,12 @@ async def test_hold_for_approval_puts_a_claimed_task_back_unrun(store: Store) ->
     await assert_counts_match(store)
 
 
-async def test_hold_for_approval_refuses_a_task_the_worker_no_longer_holds(store: Store) -> None:
+async def test_putting_back_refuses_a_task_the_worker_no_longer_holds(store: Store) -> None:
     await store.add_task(new("x"))
     got = await claim(store)
-    await store.finish(got, success(), TaskStatus.COMPLETED, worker="w1")
+    await store.record(got, success(), worker="w1")
     with pytest.raises(InvalidTransition):
-        await store.hold_for_approval(got, worker="w1")
+        await store.put_back(got, worker="w1", until=None)
 
 
 async def test_claim_with_max_priority_takes_only_urgent_tasks(store: Store) -> None:
@@ -109,13 +109,11 @@ async def test_spend_since_sums_runs_finished_in_the_window(store: Store, clock:
     for cost in (1.25, 2.0):
         await store.add_task(new(f"costs {cost}"))
         got = await claim(store)
-        await store.finish(got, success(cost_usd=cost), TaskStatus.COMPLETED, worker="w1")
+        await store.record(got, success(cost_usd=cost), worker="w1")
         clock.advance(3_600_000)
     await store.add_task(new("limited"))
     got = await claim(store)
-    await store.requeue(
-        got, Outcome(OutcomeKind.USAGE_LIMITED, cost_usd=0.5), retry_at=clock.now_ms(), count_attempt=False, worker="w1"
-    )
+    await store.record(got, Outcome(OutcomeKind.USAGE_LIMITED, cost_usd=0.5, retry_at=clock.now_ms()), worker="w1")
     now = clock.now_ms()
     assert await store.spend_since(now - 3 * 3_600_000) == pytest.approx(3.75)
     assert await store.spend_since(now - 3_600_000) == pytest.approx(2.5)  # the first run is outside
@@ -136,7 +134,7 @@ async def test_the_dispatcher_s_own_retry_keeps_the_approval(store: Store, clock
     await store.approve(task_id, actor="human")
     got = await claim(store)
     transient = Outcome(OutcomeKind.TRANSIENT, error="overloaded")
-    again = await store.requeue(got, transient, retry_at=clock.now_ms(), count_attempt=True, worker="w1")
+    again = await store.record(got, transient, worker="w1", policy=NO_BACKOFF)
     assert (again.status, again.approval) == (TaskStatus.PENDING, ApprovalState.APPROVED)
     assert (await claim(store)).task.id == task_id
 
@@ -156,17 +154,17 @@ async def test_origin_of_follows_the_parent_chain_to_its_root(store: Store) -> N
         await store.origin_of(999)
 
 
-async def test_release_unrun_puts_a_claimed_task_back_for_later(store: Store, clock: ManualClock) -> None:
+async def test_putting_back_until_later_releases_a_claimed_task_unrun(store: Store, clock: ManualClock) -> None:
     added = await store.add_task(new("over its sensor's budget"))
     got = await claim(store)
     later = clock.now_ms() + 3_600_000
-    released = await store.release_unrun(got, worker="w1", retry_at=later)
+    released = await store.put_back(got, worker="w1", until=later)
     assert (released.status, released.scheduled_for, released.attempt_count) == (TaskStatus.PENDING, later, 0)
     assert released.claimed_by is None
     assert await store.list_runs(got.task.id) == []
     assert await store.claim_next(worker="w1", lease_ms=60_000) is None
     with pytest.raises(InvalidTransition):
-        await store.release_unrun(got, worker="w1", retry_at=later)  # no longer held
+        await store.put_back(got, worker="w1", until=later)  # no longer held
     clock.set(later)
     again = await claim(store)
     assert (again.task.id, again.attempt) == (added.task_id, 1)

@@ -88,12 +88,12 @@ async def test_a_task_waits_until_every_dependency_completed(store: Store, clock
 
     ca = await claim(store)
     assert ca.task.id == a.task_id  # the urgent dependent is not eligible
-    await store.finish(ca, success(), TaskStatus.COMPLETED, worker="w1")
+    await store.record(ca, success(), worker="w1")
     cb = await claim(store)
     assert cb.task.id == b.task_id  # still waits on b
     assert await store.claim_next(worker="w1", lease_ms=1000) is None
     assert await store.next_due_at() is None
-    await store.finish(cb, success(), TaskStatus.COMPLETED, worker="w1")
+    await store.record(cb, success(), worker="w1")
     assert await store.next_due_at() == clock.now_ms()
     assert (await claim(store)).task.id == after.task_id
 
@@ -103,14 +103,14 @@ async def test_a_failed_dependency_keeps_the_task_waiting(store: Store) -> None:
     assert a.task_id is not None
     await store.add_task(new("after a", depends_on=(a.task_id,)))
     ca = await claim(store)
-    await store.finish(ca, Outcome(OutcomeKind.FAILED, summary="no"), TaskStatus.FAILED, worker="w1")
+    await store.record(ca, Outcome(OutcomeKind.FAILED, summary="no"), worker="w1")
     assert await store.claim_next(worker="w1", lease_ms=1000) is None
 
 
 async def test_a_dependency_completed_before_the_add_does_not_block(store: Store) -> None:
     a = await store.add_task(new("a"))
     assert a.task_id is not None
-    await store.finish(await claim(store), success(), TaskStatus.COMPLETED, worker="w1")
+    await store.record(await claim(store), success(), worker="w1")
     b = await store.add_task(new("b", depends_on=(a.task_id,)))
     assert (await claim(store)).task.id == b.task_id
 
@@ -164,9 +164,9 @@ async def test_a_runs_permission_denials_are_kept_in_order(store: Store) -> None
     second = await store.add_task(new("allowed"))
     denied = ("Bash: vigil task close 1 --status completed", 'Write: {"file_path": "/etc/x"}')
     c = await claim(store)
-    await store.finish(c, Outcome(OutcomeKind.REFUSED, permission_denials=denied), TaskStatus.FAILED, worker="w1")
+    await store.record(c, Outcome(OutcomeKind.FAILED, permission_denials=denied), worker="w1")
     c2 = await claim(store)
-    await store.finish(c2, Outcome(OutcomeKind.SUCCESS), TaskStatus.COMPLETED, worker="w1")
+    await store.record(c2, Outcome(OutcomeKind.SUCCESS), worker="w1")
     assert first.task_id is not None
     assert second.task_id is not None
     [run] = await store.list_runs(first.task_id)
@@ -183,5 +183,5 @@ async def test_set_executor_records_it_on_the_run_and_the_active_task(store: Sto
     assert (await store.get_task(claimed.task.id)).executor == "command"
     (run,) = await store.list_runs(added.task_id or 0)
     assert run.executor == "command"
-    finished = await store.finish(claimed, success(), TaskStatus.COMPLETED, worker="w1")
+    finished = await store.record(claimed, success(), worker="w1")
     assert finished.executor == "command"

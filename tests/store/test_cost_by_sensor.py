@@ -4,14 +4,13 @@ that started it."""
 from __future__ import annotations
 
 from tests.store.contract import claim, new, success
-from vigil.models import TaskStatus
 from vigil.store import CostGroup, Store
 
 
 async def _run(store: Store, task_id: int, usd: float) -> None:
     got = await claim(store)
     assert got.task.id == task_id
-    await store.finish(got, success(cost_usd=usd, tokens_in=10), TaskStatus.COMPLETED, worker="w1")
+    await store.record(got, success(cost_usd=usd, tokens_in=10), worker="w1")
 
 
 async def test_follow_ups_count_for_the_sensor_that_started_the_chain(store: Store) -> None:

@@ -18,9 +18,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from tests.store.backends import fresh_location, open_backend
+from tests.store.contract import ending
 from vigil.clock import ManualClock
+from vigil.config import DispatchSettings
 from vigil.errors import DuplicateOpenTask, InvalidTransition
+from vigil.fate import Policy
 from vigil.models import (
+    DEFAULT_MAX_RETRIES,
     FINISHED_STATUSES,
     OPEN_STATUSES,
     Claim,
@@ -36,6 +40,7 @@ T = TypeVar("T")
 KEYS = st.sampled_from([None, "a", "b", "c"])
 EVER_KEYS = st.sampled_from(["x", "y"])  # dedup scope "ever": a key is used once, forever
 FINAL = st.sampled_from([TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELED])
+NO_BACKOFF = Policy(DispatchSettings(retry_backoff_ms=0))
 
 
 @dataclass
@@ -170,22 +175,25 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(final=FINAL, data=st.data())
     def finish(self, final: TaskStatus, data: st.DataObject) -> None:
         task_id = data.draw(st.sampled_from(sorted(self.claims)))
-        self.run(self.store.finish(self.claims.pop(task_id), Outcome(OutcomeKind.SUCCESS), final, worker="w"))
+        self.run(self.store.record(self.claims.pop(task_id), ending(final), worker="w"))
         self.model.tasks[task_id].status = final
 
     @precondition(lambda self: self.claims)
     @rule(delay=st.integers(0, 3), count=st.booleans(), data=st.data())
     def requeue(self, delay: int, count: bool, data: st.DataObject) -> None:
+        """Back to the queue: a transient failure (counted, due at once: no backoff
+        here; failed once attempts run out) or a usage limit (not counted, due at its
+        reset)."""
         task_id = data.draw(st.sampled_from(sorted(self.claims)))
-        retry_at = self.clock.now_ms() + delay
-        outcome = Outcome(OutcomeKind.TRANSIENT)
-        self.run(
-            self.store.requeue(self.claims.pop(task_id), outcome, retry_at=retry_at, count_attempt=count, worker="w")
-        )
+        retry_at = self.clock.now_ms() + (0 if count else delay)
+        outcome = Outcome(OutcomeKind.TRANSIENT) if count else Outcome(OutcomeKind.USAGE_LIMITED, retry_at=retry_at)
+        self.run(self.store.record(self.claims.pop(task_id), outcome, worker="w", policy=NO_BACKOFF))
         task = self.model.tasks[task_id]
         if not count:
             task.attempts -= 1
-        if task.cancel_requested:
+        if count and task.attempts > DEFAULT_MAX_RETRIES:
+            task.status = TaskStatus.FAILED  # out of attempts: even a cancel request does not change that
+        elif task.cancel_requested:
             task.status = TaskStatus.CANCELED
         else:
             task.status, task.scheduled_for = TaskStatus.PENDING, retry_at
@@ -197,10 +205,7 @@ class StoreMachine(RuleBasedStateMachine):
         task_id = data.draw(st.sampled_from(sorted(self.claims)))
         claim = self.claims.pop(task_id)
         retry_at = self.clock.now_ms() + delay
-        if hold:
-            self.run(self.store.hold_for_approval(claim, worker="w"))
-        else:
-            self.run(self.store.release_unrun(claim, worker="w", retry_at=retry_at))
+        self.run(self.store.put_back(claim, worker="w", until=None if hold else retry_at))
         task = self.model.tasks[task_id]
         task.attempts -= 1
         task.runs -= 1  # the unrun attempt's run is removed

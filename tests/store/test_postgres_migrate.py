@@ -71,7 +71,7 @@ async def _fill(path: Path) -> dict[str, int]:
                 cache_write_tokens=3,
                 model=model,
             )
-            await store.finish(claim, outcome, status, worker="w1")
+            await store.record(claim, outcome, worker="w1")
 
         await add("completed", priority=1, skills=("research",), source="sensor:feeds", source_key="feed-1")
         await run("completed", TaskStatus.COMPLETED, 0.1234, "model-a")
@@ -313,10 +313,9 @@ async def test_a_pruned_home_moves_over_with_its_archived_costs_and_retired_keys
         claim = await store.claim_next(worker="w3", lease_ms=60_000)
         assert claim is not None
         assert claim.task.id == done.task_id
-        await store.finish(
+        await store.record(
             claim,
             Outcome(OutcomeKind.SUCCESS, summary="ok", cost_usd=0.25, model="model-c"),
-            TaskStatus.COMPLETED,
             worker="w3",
         )
         pruned = await store.prune(finished_before_ms=clock.now_ms() + 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.store.contract import all_tasks, assert_counts_match, claim, new, success
+from tests.store.contract import NO_BACKOFF, all_tasks, assert_counts_match, claim, new, success
 from vigil.clock import ManualClock
 from vigil.errors import InputError, TaskNotFound
 from vigil.models import DedupScope, NewTask, Outcome, OutcomeKind, TaskStatus
@@ -33,7 +33,7 @@ async def _run(
         model=model,
         transcript_path=f"logs/runs/{task_id}-{got.attempt}.jsonl",
     )
-    await store.finish(got, outcome, TaskStatus.COMPLETED, worker="w1")
+    await store.record(got, outcome, worker="w1")
 
 
 async def _retried_then_done(store: Store, clock: ManualClock, task_id: int) -> None:
@@ -42,7 +42,7 @@ async def _retried_then_done(store: Store, clock: ManualClock, task_id: int) -> 
     assert got.task.id == task_id
     clock.advance(60_000)
     crashed = Outcome(OutcomeKind.TRANSIENT, cost_usd=0.5, tokens_in=40, model="haiku", transcript_path="logs/a.jsonl")
-    await store.requeue(got, crashed, retry_at=clock.now_ms(), count_attempt=True, worker="w1")
+    await store.record(got, crashed, worker="w1", policy=NO_BACKOFF)
     clock.advance(HOUR_MS + 5 * 60_000)
     await _run(store, clock, task_id, usd=1.25, model="sonnet", at_ms=60_000)
 
@@ -302,7 +302,7 @@ async def test_a_task_its_agent_closed_stays_until_the_dispatcher_records_the_ru
     result = await store.prune(finished_before_ms=clock.now_ms())
 
     assert (preview.tasks, result.tasks) == (0, 0)
-    await store.finish(got, success(cost_usd=0.5), TaskStatus.COMPLETED, worker="w1")
+    await store.record(got, success(cost_usd=0.5), worker="w1")
     clock.advance(DAY_MS)
     assert (await store.prune(finished_before_ms=clock.now_ms())).tasks == 1
     assert await store.spend_since(0) == 0.5

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from tests.store.contract import all_tasks, assert_counts_match, claim, new, success
+from tests.store.contract import NO_BACKOFF, all_tasks, assert_counts_match, claim, ending, new, success
 from vigil.clock import MS_PER_DAY, ManualClock
 from vigil.errors import InputError
 from vigil.models import CostRow, Outcome, OutcomeKind, TaskStatus
@@ -22,7 +22,7 @@ async def _mixed(store: Store) -> dict[TaskStatus, list[int]]:
     for final in [TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.COMPLETED, None, TaskStatus.CANCELED]:
         c = await claim(store)
         if final is not None:
-            await store.finish(c, success(), final, worker="w1")
+            await store.record(c, ending(final), worker="w1")
     pending = [t.id for t in await store.list_tasks(statuses=[TaskStatus.PENDING])]
     await store.cancel(pending[0], actor="human")
     await store.close_task(pending[1], TaskStatus.BLOCKED, "waits", actor="agent")
@@ -98,15 +98,15 @@ async def test_counts_stay_right_through_every_transition(store: Store, clock: M
         await assert_counts_match(store)
         await store.cancel(c.task.id, actor="human")  # only a flag: no count moves
         await assert_counts_match(store)
-        await store.finish(c, success(), final, worker="w1")
+        await store.record(c, ending(final), worker="w1")
         await assert_counts_match(store)
     c = await claim(store)
-    await store.requeue(c, Outcome(OutcomeKind.TRANSIENT), retry_at=clock.now_ms(), count_attempt=False, worker="w1")
+    await store.record(c, Outcome(OutcomeKind.STOPPED), worker="w1")  # back to pending, due now
     await assert_counts_match(store)
     c = await claim(store)
     await store.close_task(c.task.id, TaskStatus.COMPLETED, "agent did it", actor="agent")
     await assert_counts_match(store)
-    await store.finish(c, success(), TaskStatus.FAILED, worker="w1")
+    await store.record(c, success(), worker="w1")
     await assert_counts_match(store)
     counts = await store.count_by_status()
     assert sum(counts.values()) == 7
@@ -133,7 +133,7 @@ async def _finish_with(
     await store.add_task(new(subject, skills=skills, source=source))
     c = await claim(store)
     outcome = success(cost_usd=cost, api_cost_usd=cost * 2, tokens_in=tokens, tokens_out=1, model=model)
-    await store.finish(c, outcome, TaskStatus.COMPLETED, worker="w1")
+    await store.record(c, outcome, worker="w1")
 
 
 async def test_cost_rollups_by_day_skill_source_and_model(store: Store, clock: ManualClock) -> None:
@@ -178,7 +178,7 @@ async def test_a_skill_named_twice_is_kept_once(store: Store, clock: ManualClock
     assert added.task_id is not None
     assert (await store.get_task(added.task_id)).skills == ("git", "web")
     c = await claim(store)
-    await store.finish(c, success(cost_usd=1.0), TaskStatus.COMPLETED, worker="w1")
+    await store.record(c, success(cost_usd=1.0), worker="w1")
     rows = await store.cost_rollup(since_ms=since, by=CostGroup.SKILL)
     assert [(r.key, r.runs, r.cost_usd) for r in rows] == [("git", 1, 1.0), ("web", 1, 1.0)]
 
@@ -187,10 +187,8 @@ async def test_cost_rollup_counts_every_run_of_a_retried_task(store: Store, cloc
     since = clock.now_ms()
     await store.add_task(new("flaky", skills=("git",)))
     c = await claim(store)
-    await store.requeue(
-        c, Outcome(OutcomeKind.TRANSIENT, cost_usd=0.5), retry_at=since, count_attempt=True, worker="w1"
-    )
+    await store.record(c, Outcome(OutcomeKind.TRANSIENT, cost_usd=0.5), worker="w1", policy=NO_BACKOFF)
     c = await claim(store)
-    await store.finish(c, success(cost_usd=0.25), TaskStatus.COMPLETED, worker="w1")
+    await store.record(c, success(cost_usd=0.25), worker="w1")
     [row] = await store.cost_rollup(since_ms=since, by=CostGroup.SKILL)
     assert (row.key, row.runs, row.tasks, row.cost_usd) == ("git", 2, 1, 0.75)

@@ -21,7 +21,7 @@ async def test_a_running_task_goes_back_to_pending_at_its_time(store: Store, clo
     assert await store.claim_next(worker="w2", lease_ms=60_000) is None  # not due yet
 
     # The dispatcher then records the run: the status the agent chose is kept.
-    done = await store.finish(c, success(cost_usd=0.5), TaskStatus.COMPLETED, worker="w1")
+    done = await store.record(c, success(cost_usd=0.5), worker="w1")
     assert (done.status, done.claimed_by, done.cost_usd) == (TaskStatus.PENDING, None, 0.5)
     events = [(e.actor, e.from_value, e.to_value) for e in await store.list_events(c.task.id) if e.kind == "status"]
     assert events == [("dispatcher", "pending", "active"), ("agent", "active", "pending")]
@@ -61,7 +61,7 @@ async def test_no_second_run_starts_while_the_asking_run_is_still_open(store: St
     assert await store.claim_next(worker="w2", lease_ms=60_000) is None
     assert await store.next_due_at() is None  # an idle lane sleeps until the run ends
 
-    await store.finish(c, success(), TaskStatus.COMPLETED, worker="w1")
+    await store.record(c, success(), worker="w1")
     assert await store.next_due_at() == asked.scheduled_for
     again = await claim(store, "w2")
     assert (again.task.id, again.attempt) == (c.task.id, 2)
@@ -74,7 +74,7 @@ async def test_the_task_of_a_dead_asking_run_is_claimable_once_recovered(store: 
     assert await store.claim_next(worker="w2", lease_ms=60_000) is None
 
     died = Outcome(OutcomeKind.INTERRUPTED, summary="interrupted: dispatcher died", error="dispatcher died")
-    recovered = await store.recover(c.run_id, died, status=TaskStatus.PENDING, retry_at=clock.now_ms())
+    recovered = await store.recover(c.run_id, died)  # its agent's request stands
     assert (recovered.status, recovered.claimed_by, recovered.scheduled_for) == (
         TaskStatus.PENDING,
         None,

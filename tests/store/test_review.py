@@ -24,7 +24,7 @@ DENIED = Outcome(
 async def _held(store: Store) -> int:
     added = await store.add_task(new("clean up"))
     assert added.task_id is not None
-    held = await store.hold_for_review(await claim(store), DENIED, worker="w1")
+    held = await store.record(await claim(store), DENIED, worker="w1")
     assert held.id == added.task_id
     return held.id
 
@@ -75,7 +75,7 @@ async def test_a_cancel_requested_meanwhile_wins_over_the_review(store: Store) -
     assert added.task_id is not None
     claimed = await claim(store)
     await store.cancel(added.task_id, actor="human")  # active: a request
-    held = await store.hold_for_review(claimed, DENIED, worker="w1")
+    held = await store.record(claimed, DENIED, worker="w1")
     assert (held.status, held.review) == (TaskStatus.CANCELED, None)
     await assert_counts_match(store)
 
@@ -85,7 +85,7 @@ async def test_the_agents_own_close_stands(store: Store) -> None:
     assert added.task_id is not None
     claimed = await claim(store)
     await store.close_task(added.task_id, TaskStatus.COMPLETED, "done, some refusals were expected", actor="agent")
-    held = await store.hold_for_review(claimed, DENIED, worker="w1")
+    held = await store.record(claimed, DENIED, worker="w1")
     assert (held.status, held.review, held.result_summary) == (
         TaskStatus.COMPLETED,
         None,
@@ -99,7 +99,7 @@ async def test_what_waits_for_a_person_is_counted(store: Store) -> None:
     await store.add_task(new("deploy", requires_approval=True))
     plain = await store.add_task(new("plain"))
     assert plain.task_id is not None
-    await store.finish(await claim(store), Outcome(OutcomeKind.SUCCESS), TaskStatus.COMPLETED, worker="w1")
+    await store.record(await claim(store), Outcome(OutcomeKind.SUCCESS), worker="w1")
     attention = await store.attention(0)
     assert (attention.awaiting_review, attention.awaiting_approval, attention.denied_runs) == (1, 1, 1)
     later = await store.attention(2**62)  # no run finished after that

@@ -45,11 +45,11 @@ async def test_cost_rollup_by_hour(store: Store, clock: ManualClock) -> None:
     clock.set(1_767_225_600_000)  # 2026-01-01T00:00Z
     await store.add_task(new("one"))
     c1 = await claim(store)
-    await store.finish(c1, success(cost_usd=0.5, tokens_in=10), TaskStatus.COMPLETED, worker="w1")
+    await store.record(c1, success(cost_usd=0.5, tokens_in=10), worker="w1")
     clock.advance(3_600_000 + 5_000)
     await store.add_task(new("two"))
     c2 = await claim(store)
-    await store.finish(c2, success(cost_usd=0.25, tokens_out=7), TaskStatus.COMPLETED, worker="w1")
+    await store.record(c2, success(cost_usd=0.25, tokens_out=7), worker="w1")
     rows = await store.cost_rollup(since_ms=0, by=CostGroup.HOUR)
     assert [(r.key, r.cost_usd, r.tokens_in, r.tokens_out) for r in rows] == [
         ("2026-01-01T01", 0.25, 0, 7),

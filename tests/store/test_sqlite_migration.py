@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.store.contract import new, success
 from vigil.clock import ManualClock
-from vigil.models import DedupScope, TaskStatus
+from vigil.models import DedupScope
 from vigil.store import CostGroup
 from vigil.store.sqlite import SqliteStore
 from vigil.store.sqlite_schema import SCHEMA_VERSION, V1
@@ -76,7 +76,7 @@ async def test_a_v1_file_is_upgraded_in_place_and_keeps_its_rows(tmp_path: Path)
         clock.advance(DAY_MS)
         claimed = await store.claim_next(worker="w", lease_ms=60_000)
         assert claimed is not None
-        await store.finish(claimed, success(cost_usd=0.5), TaskStatus.COMPLETED, worker="w")
+        await store.record(claimed, success(cost_usd=0.5), worker="w")
         result = await store.prune(finished_before_ms=start + 1)
         assert result.tasks == 1
         assert await store.spend_since(0) == 2.0

@@ -130,7 +130,10 @@ def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object] | Sequence[o
     one_status = SQL_LIST_TASKS.format(statuses=":s0")
     every_status = SQL_LIST_TASKS.format(statuses=",".join(f":s{i}" for i in range(len(TaskStatus))))
     return {
-        "claim_next": (SQL_CLAIM, {"now": now, "worker": "w", "lease_until": now + 1, "executor": None}),
+        "claim_next": (
+            SQL_CLAIM,
+            {"now": now, "worker": "w", "lease_until": now + 1, "executor": None, "max_priority": 9},
+        ),
         "next_due_at": (SQL_NEXT_DUE_AT, {}),
         "queue": (SQL_QUEUE, {"now": now, "limit": 200}),
         "list_tasks completed": (one_status, {"s0": "completed", "before_id": 2**62, "limit": 50}),

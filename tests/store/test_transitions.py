@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from tests.store.contract import all_tasks, assert_counts_match, claim, new, success
+from tests.store.contract import NO_BACKOFF, all_tasks, assert_counts_match, claim, ending, new, success
 from vigil.clock import ManualClock
 from vigil.errors import DuplicateOpenTask, InputError, InvalidTransition, TaskNotFound
 from vigil.models import Outcome, OutcomeKind, Task, TaskEvent, TaskStatus
@@ -42,7 +42,7 @@ async def test_finish_records_the_run_costs_and_status(store: Store, clock: Manu
         session_id="s-1",
         transcript_path="logs/1.jsonl",
     )
-    task = await store.finish(c, outcome, TaskStatus.COMPLETED, worker="w1")
+    task = await store.record(c, outcome, worker="w1")
     assert task == await store.get_task(task_id)
     assert (task.status, task.result_summary, task.result_detail) == (TaskStatus.COMPLETED, "done", "all of it")
     assert (task.cost_usd, task.api_cost_usd, task.tokens_in, task.tokens_out) == (0.25, 0.3, 1200, 340)
@@ -59,43 +59,31 @@ async def test_finish_failed_keeps_the_error_on_the_run(store: Store) -> None:
     task_id = await add(store)
     c = await claim(store)
     failed = Outcome(OutcomeKind.FAILED, summary="could not", error="exit 3", exit_code=3, cost_usd=0.1)
-    task = await store.finish(c, failed, TaskStatus.FAILED, worker="w1")
+    task = await store.record(c, failed, worker="w1")
     assert (task.status, task.result_summary, task.cost_usd) == (TaskStatus.FAILED, "could not", 0.1)
     [run] = await store.list_runs(task_id)
     assert (run.outcome, run.error, run.exit_code) == ("failed", "exit 3", 3)
-
-
-async def test_finish_refuses_an_open_status(store: Store) -> None:
-    task_id = await add(store)
-    c = await claim(store)
-    with pytest.raises(InputError):
-        await store.finish(c, success(), TaskStatus.PENDING, worker="w1")
-    task = await store.get_task(task_id)
-    assert task.status is TaskStatus.ACTIVE
-    assert (await store.list_runs(task_id))[0].finished_at is None
 
 
 async def test_costs_add_up_over_attempts(store: Store, clock: ManualClock) -> None:
     task_id = await add(store)
     c1 = await claim(store)
     transient = Outcome(OutcomeKind.TRANSIENT, error="overloaded", cost_usd=0.5, tokens_in=10, tokens_out=1)
-    await store.requeue(c1, transient, retry_at=clock.now_ms(), count_attempt=True, worker="w1")
+    await store.record(c1, transient, worker="w1", policy=NO_BACKOFF)
     c2 = await claim(store)
     assert c2.attempt == 2
-    task = await store.finish(c2, success(cost_usd=0.25, tokens_in=5, tokens_out=2), TaskStatus.COMPLETED, worker="w1")
+    task = await store.record(c2, success(cost_usd=0.25, tokens_in=5, tokens_out=2), worker="w1")
     assert (task.cost_usd, task.tokens_in, task.tokens_out, task.attempt_count) == (0.75, 15, 3, 2)
     assert [(r.attempt, r.outcome) for r in await store.list_runs(task_id)] == [(1, "transient"), (2, "success")]
 
 
-@pytest.mark.parametrize(("count_attempt", "attempts_after"), [(True, 1), (False, 0)])
-async def test_requeue_waits_for_the_retry_time(
-    store: Store, clock: ManualClock, count_attempt: bool, attempts_after: int
-) -> None:
+async def test_a_usage_limit_waits_for_the_reset_with_the_attempt_given_back(store: Store, clock: ManualClock) -> None:
     task_id = await add(store)
     c = await claim(store)
     retry_at = clock.now_ms() + 90_000
-    outcome = Outcome(OutcomeKind.USAGE_LIMITED, summary="limit", error="429")
-    task = await store.requeue(c, outcome, retry_at=retry_at, count_attempt=count_attempt, worker="w1")
+    outcome = Outcome(OutcomeKind.USAGE_LIMITED, summary="limit", error="429", retry_at=retry_at)
+    task = await store.record(c, outcome, worker="w1")
+    attempts_after = 0
     assert (task.status, task.scheduled_for, task.attempt_count) == (TaskStatus.PENDING, retry_at, attempts_after)
     assert (task.claimed_by, task.lease_until) == (None, None)
     [run] = await store.list_runs(task_id)
@@ -123,26 +111,27 @@ async def test_cancel_active_sets_the_flag_and_keeps_the_status(store: Store) ->
     assert trail(await store.list_events(task_id))[-1] == ("human", "cancel_requested", None, "active")
     assert await store.renew_lease(task_id, worker="w1", lease_until=123) is True
     # The dispatcher honours the flag; the status changes only then.
-    done = await store.finish(c, Outcome(OutcomeKind.CANCELED), TaskStatus.CANCELED, worker="w1")
+    done = await store.record(c, Outcome(OutcomeKind.CANCELED), worker="w1")
     assert done.status is TaskStatus.CANCELED
     await assert_counts_match(store)
 
 
-@pytest.mark.parametrize("count_attempt", [True, False])
+@pytest.mark.parametrize("kind", [OutcomeKind.TRANSIENT, OutcomeKind.STOPPED])
 async def test_a_cancel_requested_while_it_ran_wins_over_a_requeue(
-    store: Store, clock: ManualClock, count_attempt: bool
+    store: Store, clock: ManualClock, kind: OutcomeKind
 ) -> None:
     """The request may land after the last heartbeat, just before the attempt fails
-    transiently: the retry must not run the task the person canceled."""
+    transiently (or vigil is stopped): the retry must not run the task the person
+    canceled."""
     task_id = await add(store)
     c = await claim(store)
     await store.cancel(task_id, actor="human")
-    transient = Outcome(OutcomeKind.TRANSIENT, error="overloaded")
-    task = await store.requeue(c, transient, retry_at=clock.now_ms(), count_attempt=count_attempt, worker="w1")
+    outcome = Outcome(kind, error="overloaded")
+    task = await store.record(c, outcome, worker="w1", policy=NO_BACKOFF)
     assert (task.status, task.completed_at, task.claimed_by) == (TaskStatus.CANCELED, clock.now_ms(), None)
     assert trail(await store.list_events(task_id))[-1] == ("dispatcher", "status", "active", "canceled")
     [run] = await store.list_runs(task_id)
-    assert (run.outcome, run.error) == ("transient", "overloaded")
+    assert (run.outcome, run.error) == (str(kind), "overloaded")
     assert await store.claim_next(worker="w1", lease_ms=1000) is None
     await assert_counts_match(store)
     # A person may still retry it, and then it runs again.
@@ -154,15 +143,13 @@ async def test_a_replayed_finish_changes_nothing(store: Store) -> None:
     """A claim whose run is already recorded adds no cost and no status twice."""
     task_id = await add(store)
     c = await claim(store)
-    done = await store.finish(
-        c, success(summary="first", cost_usd=0.5, tokens_in=10), TaskStatus.COMPLETED, worker="w1"
-    )
+    done = await store.record(c, success(summary="first", cost_usd=0.5, tokens_in=10), worker="w1")
     runs = await store.list_runs(task_id)
     events = await store.list_events(task_id)
-    again = await store.finish(c, success(summary="again", cost_usd=0.5, tokens_in=10), TaskStatus.FAILED, worker="w1")
+    again = await store.record(c, success(summary="again", cost_usd=0.5, tokens_in=10), worker="w1")
     assert again == done == await store.get_task(task_id)
     transient = Outcome(OutcomeKind.TRANSIENT, cost_usd=1.0)
-    after = await store.requeue(c, transient, retry_at=0, count_attempt=False, worker="w1")
+    after = await store.record(c, transient, worker="w1")
     assert after == done
     assert await store.list_runs(task_id) == runs
     assert await store.list_events(task_id) == events
@@ -174,26 +161,23 @@ async def test_a_stale_claim_cannot_finish_the_next_attempt(store: Store, clock:
     task_id = await add(store)
     first = await claim(store)
     transient = Outcome(OutcomeKind.TRANSIENT, error="overloaded", cost_usd=0.25)
-    await store.requeue(first, transient, retry_at=clock.now_ms(), count_attempt=True, worker="w1")
+    await store.record(first, transient, worker="w1", policy=NO_BACKOFF)
     second = await claim(store)
-    late = await store.finish(first, success(summary="late", cost_usd=0.25), TaskStatus.COMPLETED, worker="w1")
+    late = await store.record(first, success(summary="late", cost_usd=0.25), worker="w1")
     assert (late.status, late.claimed_by, late.cost_usd) == (TaskStatus.ACTIVE, "w1", 0.25)
     assert [(r.attempt, r.outcome) for r in await store.list_runs(task_id)] == [(1, "transient"), (2, None)]
-    done = await store.finish(second, success(summary="real", cost_usd=0.5), TaskStatus.COMPLETED, worker="w1")
+    done = await store.record(second, success(summary="real", cost_usd=0.5), worker="w1")
     assert (done.status, done.result_summary, done.cost_usd) == (TaskStatus.COMPLETED, "real", 0.75)
 
 
-@pytest.mark.parametrize("put_back", ["hold_for_approval", "release_unrun"])
+@pytest.mark.parametrize("hold", [True, False])
 async def test_a_cancel_requested_right_after_the_claim_wins_over_putting_it_back_unrun(
-    store: Store, clock: ManualClock, put_back: str
+    store: Store, clock: ManualClock, hold: bool
 ) -> None:
     task_id = await add(store)
     c = await claim(store)
     await store.cancel(task_id, actor="human")
-    if put_back == "hold_for_approval":
-        task = await store.hold_for_approval(c, worker="w1")
-    else:
-        task = await store.release_unrun(c, worker="w1", retry_at=clock.now_ms() + 1000)
+    task = await store.put_back(c, worker="w1", until=None if hold else clock.now_ms() + 1000)
     assert (task.status, task.claimed_by, task.attempt_count) == (TaskStatus.CANCELED, None, 0)
     assert trail(await store.list_events(task_id))[-1] == ("dispatcher", "status", "active", "canceled")
     assert await store.list_runs(task_id) == []
@@ -202,20 +186,15 @@ async def test_a_cancel_requested_right_after_the_claim_wins_over_putting_it_bac
     await assert_counts_match(store)
 
 
-@pytest.mark.parametrize("put_back", ["hold_for_approval", "release_unrun"])
-async def test_a_stale_claim_cannot_put_the_next_attempt_back(store: Store, clock: ManualClock, put_back: str) -> None:
+@pytest.mark.parametrize("hold", [True, False])
+async def test_a_stale_claim_cannot_put_the_next_attempt_back(store: Store, clock: ManualClock, hold: bool) -> None:
     task_id = await add(store)
     first = await claim(store)
-    await store.requeue(first, Outcome(OutcomeKind.TRANSIENT), retry_at=clock.now_ms(), count_attempt=True, worker="w1")
+    await store.record(first, Outcome(OutcomeKind.TRANSIENT), worker="w1", policy=NO_BACKOFF)
     await claim(store)  # attempt 2, same worker
     before = await store.get_task(task_id)
-    stale = (
-        store.hold_for_approval(first, worker="w1")
-        if put_back == "hold_for_approval"
-        else store.release_unrun(first, worker="w1", retry_at=clock.now_ms() + 1000)
-    )
     with pytest.raises(InvalidTransition):
-        await stale
+        await store.put_back(first, worker="w1", until=None if hold else clock.now_ms() + 1000)
     assert await store.get_task(task_id) == before
     assert [(r.attempt, r.finished_at is None) for r in await store.list_runs(task_id)] == [(1, False), (2, True)]
 
@@ -252,7 +231,7 @@ async def test_retry_resets_a_failed_task_and_keeps_its_history(store: Store, cl
     await store.add_note(task_id, "tried the obvious", author="agent")
     c = await claim(store)
     failed = Outcome(OutcomeKind.FAILED, summary="broke", error="boom", cost_usd=0.5)
-    await store.finish(c, failed, TaskStatus.FAILED, worker="w1")
+    await store.record(c, failed, worker="w1")
     events_before = await store.list_events(task_id)
     clock.advance(10_000)
 
@@ -311,7 +290,7 @@ async def test_closing_an_active_task_keeps_the_claim_so_finish_keeps_its_status
     closed = await store.close_task(task_id, TaskStatus.COMPLETED, "I did it", actor="agent")
     assert (closed.status, closed.claimed_by) == (TaskStatus.COMPLETED, "w1")
     # The dispatcher then records the run with whatever it concluded.
-    task = await store.finish(c, success(summary="exit 0", cost_usd=0.2), TaskStatus.FAILED, worker="w1")
+    task = await store.record(c, success(summary="exit 0", cost_usd=0.2), worker="w1")
     assert (task.status, task.result_summary, task.cost_usd) == (TaskStatus.COMPLETED, "I did it", 0.2)
     assert (task.claimed_by, task.lease_until) == (None, None)
     [run] = await store.list_runs(task_id)
@@ -324,9 +303,7 @@ async def test_requeue_of_a_task_the_agent_closed_keeps_its_status(store: Store,
     task_id = await add(store)
     c = await claim(store)
     await store.close_task(task_id, TaskStatus.BLOCKED, "waiting on a person", actor="agent")
-    task = await store.requeue(
-        c, Outcome(OutcomeKind.TRANSIENT), retry_at=clock.now_ms(), count_attempt=True, worker="w1"
-    )
+    task = await store.record(c, Outcome(OutcomeKind.TRANSIENT), worker="w1")
     assert (task.status, task.claimed_by) == (TaskStatus.BLOCKED, None)
     await assert_counts_match(store)
 
@@ -338,16 +315,16 @@ async def test_a_whole_life_leaves_one_event_per_change(store: Store, clock: Man
     await store.defer(task_id, now + 10, actor="agent")
     clock.set(now + 10)
     c = await claim(store)
-    await store.requeue(c, Outcome(OutcomeKind.TRANSIENT), retry_at=now + 20, count_attempt=True, worker="w1")
+    await store.record(c, Outcome(OutcomeKind.USAGE_LIMITED, retry_at=now + 20), worker="w1")
     clock.set(now + 20)
     c = await claim(store)
     await store.cancel(task_id, actor="human")
-    await store.finish(c, Outcome(OutcomeKind.CANCELED), TaskStatus.CANCELED, worker="w1")
+    await store.record(c, Outcome(OutcomeKind.CANCELED), worker="w1")
     await store.retry(task_id, actor="human")
     c = await claim(store)
     await store.add_note(task_id, "notes are not state changes", author="agent")
     await store.close_task(task_id, TaskStatus.COMPLETED, "done", actor="agent")
-    await store.finish(c, success(), TaskStatus.COMPLETED, worker="w1")
+    await store.record(c, success(), worker="w1")
 
     assert trail(await store.list_events(task_id)) == [
         ("human", "created", None, "pending"),
@@ -396,7 +373,7 @@ async def _task_in(store: Store, status: TaskStatus) -> int:
     c = await claim(store)
     if status is TaskStatus.ACTIVE:
         return task_id
-    await store.finish(c, success(), status, worker="w1")
+    await store.record(c, ending(status), worker="w1")
     return task_id
 
 

@@ -17,7 +17,7 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 from vigil.clock import ManualClock, SystemClock
-from vigil.models import DedupScope, NewTask, Outcome, OutcomeKind, TaskStatus
+from vigil.models import DedupScope, NewTask, Outcome, OutcomeKind
 from vigil.store.sqlite import SqliteStore
 
 
@@ -60,7 +60,7 @@ def claim_all(
             while (claim := await store.claim_next(worker=worker, lease_ms=60_000)) is not None:
                 task = claim.task
                 seen.append((task.priority, task.scheduled_for, task.id))
-                await store.finish(claim, Outcome(OutcomeKind.SUCCESS), TaskStatus.COMPLETED, worker=worker)
+                await store.record(claim, Outcome(OutcomeKind.SUCCESS), worker=worker)
             return seen
         finally:
             await store.close()

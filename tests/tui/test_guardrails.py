@@ -318,7 +318,7 @@ async def _spend(db: Store, usd: float, subject: str) -> None:
     await add(db, subject, priority=5)
     claim = await db.claim_next(worker="d", lease_ms=60_000)
     assert claim is not None
-    await db.finish(claim, Outcome(OutcomeKind.SUCCESS, cost_usd=usd), TaskStatus.COMPLETED, worker="d")
+    await db.record(claim, Outcome(OutcomeKind.SUCCESS, cost_usd=usd), worker="d")
 
 
 def _budget(app: VigilApp) -> str:

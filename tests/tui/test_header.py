@@ -6,7 +6,7 @@ from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import queue
 from tui.app import VigilApp
 from vigil.clock import ManualClock
-from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, Outcome, OutcomeKind, TaskStatus
+from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, Outcome, OutcomeKind
 from vigil.store import Store
 
 
@@ -28,11 +28,10 @@ async def test_the_header_names_the_claimed_task_not_the_heartbeats(
     app = make_app()
     async with app.run_test(size=(120, 30)):
         await wait_for(lambda: f"running #{first}" in loop_line(app), "first running")
-        _, next_claim = await db.finish_and_claim(
-            claim, Outcome(OutcomeKind.SUCCESS), TaskStatus.COMPLETED, worker="h:1:x", lease_ms=600_000
-        )
+        await db.record(claim, Outcome(OutcomeKind.SUCCESS), worker="h:1:x")
+        next_claim = await db.claim_next(worker="h:1:x", lease_ms=600_000)
         assert next_claim is not None
         await wait_for(lambda: f"running #{second}" in loop_line(app), "the newly claimed task, at the next probe")
         assert f"#{first}" not in loop_line(app)
-        await db.finish(next_claim, Outcome(OutcomeKind.SUCCESS), TaskStatus.COMPLETED, worker="h:1:x")
+        await db.record(next_claim, Outcome(OutcomeKind.SUCCESS), worker="h:1:x")
         await wait_for(lambda: "○ idle" in loop_line(app), "idle once nothing is active, whatever the heartbeat says")

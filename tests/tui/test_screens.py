@@ -48,7 +48,7 @@ async def test_task_screen_shows_runs_notes_events_and_markdown(
         model="m-1",
         transcript_path=str(transcript),
     )
-    await db.finish(claim, outcome, TaskStatus.FAILED, worker="d")
+    await db.record(claim, outcome, worker="d")
     app = make_app()
     async with app.run_test(size=(120, 50)) as pilot:
         await wait_for(lambda: queue(app).loads >= 1, "queue loaded")
@@ -171,7 +171,7 @@ async def test_costs_screen_groups_spend(make_app: AppFactory, db: Store) -> Non
     claim = await db.claim_next(worker="d", lease_ms=60_000)
     assert claim is not None
     outcome = Outcome(OutcomeKind.SUCCESS, cost_usd=1.5, tokens_in=1000, tokens_out=500, model="model-x")
-    await db.finish(claim, outcome, TaskStatus.COMPLETED, worker="d")
+    await db.record(claim, outcome, worker="d")
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(lambda: queue(app).loads >= 1, "queue")

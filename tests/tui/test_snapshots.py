@@ -35,7 +35,7 @@ async def _seed(settings: Settings, clock: ManualClock) -> None:
         assert claim is not None
         clock.advance(120_000)
         outcome = Outcome(OutcomeKind.SUCCESS, summary="3 threads", cost_usd=0.42, tokens_in=12_000, tokens_out=900)
-        await store.finish(claim, outcome, TaskStatus.COMPLETED, worker="w")
+        await store.record(claim, outcome, worker="w")
         assert done.task_id is not None
         clock.set(FROZEN_MS - 600_000)
         await store.add_task(NewTask("fix the flaky [bold]deploy[/] check", priority=2, skills=("ci", "git")))

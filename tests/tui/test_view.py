@@ -226,7 +226,7 @@ async def test_costs_are_grouped_by_local_day(home: Path, clock: ManualClock) ->
         await store.add_task(NewTask(f"spend {usd}"))
         claim = await store.claim_next(worker="w", lease_ms=60_000)
         assert claim is not None
-        await store.finish(claim, Outcome(OutcomeKind.SUCCESS, cost_usd=usd), TaskStatus.COMPLETED, worker="w")
+        await store.record(claim, Outcome(OutcomeKind.SUCCESS, cost_usd=usd), worker="w")
     await store.close()
     clock.set(day + 20 * 3_600_000)
     app = VigilApp(settings, opener=lambda: open_store(settings, clock), clock=clock, probe_interval_s=0.05)
@@ -269,7 +269,7 @@ async def test_a_new_home_says_what_to_do_and_keeps_what_just_finished_in_view(
         assert not empty.display
         claim = await db.claim_next(worker="w", lease_ms=60_000)
         assert claim is not None
-        await db.finish(claim, Outcome(OutcomeKind.SUCCESS), TaskStatus.COMPLETED, worker="w")
+        await db.record(claim, Outcome(OutcomeKind.SUCCESS), worker="w")
         await wait_for(lambda: table(app).tasks[task_id].status is TaskStatus.COMPLETED, "finished, still shown")
         assert "dim" in str(table(app).get_cell(str(task_id), "subject").style)
         assert empty.display

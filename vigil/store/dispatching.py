@@ -1,66 +1,88 @@
 """The dispatcher's side of the store, written once for every backend: claims,
-leases, finishing, requeueing, holding for approval and crash recovery.
+leases, recording an attempt, putting a task back unrun, and crash recovery.
 
 Blocking, like ``tasks.Tasks``; the async stores run each call whole in their
-worker thread (``threaded.AsyncDispatching``). Each method is one transaction. The
-claim itself is each backend's own statement (``claim`` in its queries module:
-PostgreSQL's skips rows other dispatchers are claiming); what follows a claim is
-shared. The guarantees are those of the ``vigil.store.Store`` protocol.
+worker thread. Each method is one transaction. The claim itself is each backend's
+own statement (``claim`` in its queries module: PostgreSQL's skips rows other
+dispatchers are claiming); what follows a claim is shared.
+
+Whatever ends a claim — an attempt recorded, a dead dispatcher's run recovered, a
+task put back before it ran — goes through ``_settle``: the task is read (locked) in
+the transaction, ``vigil.fate`` decides what becomes of it, and ``SQL_SETTLE``
+writes that, guarded by the claimant. A task no longer active under the claimant
+(its agent closed it during the run) keeps its status; only the claim is let go.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from vigil.clock import Clock
 from vigil.errors import InputError, InvalidTransition, TaskNotFound
+from vigil.fate import Fate, Policy, after_attempt, put_back
 from vigil.faults import crash_point
-from vigil.models import FINISHED_STATUSES, MAX_PRIORITY, MIN_PRIORITY, Claim, Outcome, Run, Task, TaskStatus
+from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Claim, Outcome, Run, Task, TaskStatus
 from vigil.store.rows import row_to_run, run_record_values
 from vigil.store.tasks import require_task, task_of
 from vigil.store.transaction import Engine, Tx
 
+NO_COSTS = {
+    "cost_usd": 0.0,
+    "api_cost_usd": 0.0,
+    "tokens_in": 0,
+    "tokens_out": 0,
+    "denials": 0,
+    "model": None,
+    "detail": None,
+}
 
-def _record_run(tx: Tx, claim: Claim, outcome: Outcome, now: int) -> bool:
-    """Record the outcome on the claim's run and add its costs to the task; False
-    (and nothing written) when that run was already recorded."""
-    values = run_record_values(claim, outcome, now)
-    if tx.run(tx.q.SQL_RECORD_RUN, values) == 0:
-        return False
-    tx.run(tx.q.SQL_ADD_COSTS, values)
-    return True
 
-
-def _finish(
-    tx: Tx, claim: Claim, outcome: Outcome, status: TaskStatus, *, worker: str, now: int, sql: str | None = None
+def _settle(
+    tx: Tx, task_id: int, worker: str | None, decide: Callable[[Task], Fate], *, values: dict[str, Any], now: int
 ) -> Task:
-    """Record the outcome on the claim's run and finish its task (``sql``: another
-    ending than SQL_FINISH, with its parameters), adding the run's costs in the same
-    ``UPDATE``; the task as it is when the run was already recorded (a replayed claim)."""
-    values = run_record_values(claim, outcome, now)
-    if tx.run(tx.q.SQL_RECORD_RUN, values) == 0:
-        return task_of(tx, require_task(tx, claim.task.id))
-    values.update(worker=worker, status=str(status), summary=outcome.summary, detail=outcome.detail)
-    finished = tx.one(sql or tx.q.SQL_FINISH, values)
-    if finished is None:  # the agent closed it: keep its status, add the costs apart
-        tx.run(tx.q.SQL_ADD_COSTS, values)
-        tx.run(tx.q.SQL_RELEASE_CLOSED, values)
-        finished = require_task(tx, claim.task.id)
+    """Decide and write the fate of claimed task ``task_id``; ``values`` hold the
+    run's costs (``run_record_values``, or ``NO_COSTS``). Returns the task as it now is."""
+    task = task_of(tx, require_task(tx, task_id, lock=True))
+    if task.status is not TaskStatus.ACTIVE or task.claimed_by != worker:
+        # its agent closed it during the run (or another claim holds it): keep its status
+        tx.run(tx.q.SQL_ADD_COSTS, {**values, "task_id": task_id, "now": now})
+        if worker is not None:
+            tx.run(tx.q.SQL_RELEASE_CLOSED, {"task_id": task_id, "worker": worker})
+        return task_of(tx, require_task(tx, task_id))
+    fate = decide(task)
+    params = {
+        **values,
+        "task_id": task_id,
+        "worker": worker,
+        "now": now,
+        "status": str(fate.status),
+        "retry_at": fate.retry_at,
+        "give_back": 0 if fate.count_attempt else 1,
+        "summary": fate.summary,
+        "review": int(fate.review),
+        "approval": int(fate.approval),
+    }
+    row = tx.one(tx.q.SQL_SETTLE, params)
+    assert row is not None  # the row is locked, active and ours
     crash_point("during-finish")
-    return task_of(tx, finished)
+    return task_of(tx, row)
 
 
 class Dispatching:
-    """The dispatch methods of ``Store``, blocking, over one backend's ``Engine``."""
+    """The dispatch methods of the store, blocking, over one backend's ``Engine``."""
 
     def __init__(self, engine: Engine, clock: Clock) -> None:
         self._engine = engine
         self._clock = clock
 
-    def _claim_body(
-        self, worker: str, lease_ms: int, executor: str | None, max_priority: int | None
-    ) -> Callable[[Tx], Claim | None]:
-        """The body of a claim, to run inside a write transaction (validated here)."""
+    def claim_next(
+        self, *, worker: str, lease_ms: int, executor: str | None = None, max_priority: int | None = None
+    ) -> Claim | None:
+        """Claim the most urgent due task (priority, then due time, then id; only
+        due tasks with no unfinished dependency; with ``max_priority`` only those at
+        least that urgent), mark it active under ``worker`` until ``now + lease_ms``,
+        count the attempt and open its run, in one transaction. None: nothing due."""
         if max_priority is not None and not MIN_PRIORITY <= max_priority <= MAX_PRIORITY:
             raise InputError(f"max_priority must be {MIN_PRIORITY}-{MAX_PRIORITY}, not {max_priority}")
         now = self._clock.now_ms()
@@ -71,20 +93,28 @@ class Dispatching:
             "executor": executor,
             "max_priority": MAX_PRIORITY if max_priority is None else max_priority,
         }
-        return lambda tx: tx.q.claim(tx, params)
 
-    def claim_next(
-        self, *, worker: str, lease_ms: int, executor: str | None = None, max_priority: int | None = None
-    ) -> Claim | None:
-        return self._engine.write(self._claim_body(worker, lease_ms, executor, max_priority))
+        def body(tx: Tx) -> Claim | None:
+            claimed = tx.q.claim(tx, params)
+            if claimed is None:
+                return None
+            row, run = claimed
+            return Claim(task=task_of(tx, row), run_id=int(run["id"]), attempt=int(run["attempt"]))
+
+        return self._engine.write(body)
 
     def set_run_process(
         self, run_id: int, *, pid: int, pgid: int, proc_start: str | None, workspace: str | None = None
     ) -> None:
+        """Record the executor's process (group) on the run, for crash recovery, and
+        the ``workspace`` its agent works in (None: keep what is recorded)."""
         params = {"id": run_id, "pid": pid, "pgid": pgid, "proc_start": proc_start, "workspace": workspace}
         self._engine.write(lambda tx: tx.run(tx.q.SQL_SET_RUN_PROCESS, params))
 
     def set_executor(self, claim: Claim, executor: str) -> None:
+        """Record the executor that runs ``claim``'s attempt on its run and, while the
+        task is still active, on the task (the claim stored the configured default; a
+        skill may choose another)."""
         params = {"executor": executor, "run_id": claim.run_id, "task_id": claim.task.id}
 
         def body(tx: Tx) -> None:
@@ -94,6 +124,8 @@ class Dispatching:
         self._engine.write(body)
 
     def renew_lease(self, task_id: int, *, worker: str, lease_until: int) -> bool:
+        """Extend the lease of a task ``worker`` holds; returns whether a cancel was
+        requested. Raises ``InvalidTransition`` if the worker no longer holds it."""
         params = {"id": task_id, "worker": worker, "lease_until": lease_until}
 
         def body(tx: Tx) -> bool:
@@ -104,105 +136,72 @@ class Dispatching:
 
         return self._engine.write(body)
 
-    def _finish_body(self, claim: Claim, outcome: Outcome, status: TaskStatus, worker: str) -> Callable[[Tx], Task]:
-        """The body of a finish, to run inside a write transaction (validated here)."""
-        if status not in FINISHED_STATUSES:
-            raise InputError(f"finish takes completed, failed or canceled, not {status}")
+    def record(self, claim: Claim, outcome: Outcome, *, worker: str, policy: Policy | None = None) -> Task:
+        """Record ``outcome`` on the claim's run and settle its task as ``vigil.fate``
+        decides under ``policy`` (None: the default settings), adding the run's costs,
+        in one transaction. A task its agent closed during the run keeps its status.
+        A claim whose run is already recorded changes nothing (a replay never counts
+        costs twice); the task is returned as it is."""
         now = self._clock.now_ms()
-        return lambda tx: _finish(tx, claim, outcome, status, worker=worker, now=now)
-
-    def finish(self, claim: Claim, outcome: Outcome, status: TaskStatus, *, worker: str) -> Task:
-        return self._engine.write(self._finish_body(claim, outcome, status, worker))
-
-    def hold_for_review(self, claim: Claim, outcome: Outcome, *, worker: str) -> Task:
-        now = self._clock.now_ms()
-        return self._engine.write(
-            lambda tx: _finish(
-                tx, claim, outcome, TaskStatus.BLOCKED, worker=worker, now=now, sql=tx.q.SQL_HOLD_FOR_REVIEW
-            )
-        )
-
-    def finish_and_claim(
-        self,
-        claim: Claim,
-        outcome: Outcome,
-        status: TaskStatus,
-        *,
-        worker: str,
-        lease_ms: int,
-        executor: str | None = None,
-        max_priority: int | None = None,
-    ) -> tuple[Task, Claim | None]:
-        finish = self._finish_body(claim, outcome, status, worker)
-        claim_next = self._claim_body(worker, lease_ms, executor, max_priority)
-        # In order, in one transaction: the claim sees the dependents the finish unblocked.
-        return self._engine.write(lambda tx: (finish(tx), claim_next(tx)))
-
-    def requeue(self, claim: Claim, outcome: Outcome, *, retry_at: int, count_attempt: bool, worker: str) -> Task:
-        now = self._clock.now_ms()
-        params = {
-            "now": now,
-            "task_id": claim.task.id,
-            "worker": worker,
-            "retry_at": retry_at,
-            "give_back": 0 if count_attempt else 1,
-            "summary": outcome.summary or None,
-        }
+        rules = policy or Policy()
 
         def body(tx: Tx) -> Task:
-            if _record_run(tx, claim, outcome, now) and tx.run(tx.q.SQL_REQUEUE, params) == 0:
-                tx.run(tx.q.SQL_RELEASE_CLOSED, params)  # the agent closed it: keep its status
-            return task_of(tx, require_task(tx, claim.task.id))  # as it is, for a replayed claim too
+            values = run_record_values(claim, outcome, now)
+            if tx.run(tx.q.SQL_RECORD_RUN, values) == 0:
+                return task_of(tx, require_task(tx, claim.task.id))
+            decide: Callable[[Task], Fate] = lambda t: after_attempt(t, outcome, rules, now)  # noqa: E731
+            return _settle(tx, claim.task.id, worker, decide, values=values, now=now)
 
         return self._engine.write(body)
 
-    def _put_back(self, claim: Claim, worker: str, action: str, sql: str, retry_at: int | None = None) -> Task:
-        """Put a claimed task back unrun (``sql``), its open run removed."""
-        params = {
-            "now": self._clock.now_ms(),
-            "task_id": claim.task.id,
-            "run_id": claim.run_id,
-            "worker": worker,
-            "retry_at": retry_at,
-        }
+    def put_back(self, claim: Claim, *, worker: str, until: int | None) -> Task:
+        """Put a claimed task back before it ran, in one transaction: its open run
+        removed and its attempt given back; due again at ``until`` (epoch ms), or
+        with ``until`` None blocked until a person approves it (``vigil.fate.put_back``;
+        a cancel requested since the claim wins). Raises ``InvalidTransition`` if this
+        worker no longer holds it or the claim's run is no longer open (a stale claim)."""
+        now = self._clock.now_ms()
+        params = {"task_id": claim.task.id, "run_id": claim.run_id}
+        action = "hold it" if until is None else "put it back"
 
         def body(tx: Tx) -> Task:
-            row = tx.one(sql, params)
-            if row is None:
-                raise InvalidTransition(claim.task.id, require_task(tx, claim.task.id)["status"], action)
+            task = task_of(tx, require_task(tx, claim.task.id, lock=True))
+            stale = tx.one(tx.q.SQL_CLAIM_RUN_OPEN, params) is None
+            if stale or task.status is not TaskStatus.ACTIVE or task.claimed_by != worker:
+                raise InvalidTransition(task.id, task.status, action)
+            settled = _settle(tx, task.id, worker, lambda t: put_back(t, until=until), values=dict(NO_COSTS), now=now)
             tx.run(tx.q.SQL_DROP_OPEN_RUN, params)
-            return task_of(tx, row)
+            return settled
 
         return self._engine.write(body)
-
-    def hold_for_approval(self, claim: Claim, *, worker: str) -> Task:
-        return self._put_back(claim, worker, "hold it", self._engine.q.SQL_HOLD_FOR_APPROVAL)
-
-    def release_unrun(self, claim: Claim, *, worker: str, retry_at: int) -> Task:
-        return self._put_back(claim, worker, "release it", self._engine.q.SQL_RELEASE_UNRUN, retry_at)
 
     def spend_since(self, since_ms: int) -> float:
+        """USD of the runs finished since ``since_ms``, the cost archive included."""
         row = self._engine.read(lambda tx: tx.one(tx.q.SQL_SPEND_SINCE, {"since": since_ms}))
         return 0.0 if row is None or row["spent"] is None else float(row["spent"])
 
     def origin_of(self, task_id: int) -> str:
+        """The source of the root of the task's parent chain. Raises ``TaskNotFound``."""
         row = self._engine.read(lambda tx: tx.one(tx.q.SQL_ORIGIN_OF, {"id": task_id}))
         if row is None:
             raise TaskNotFound(task_id)
         return str(row["source"])
 
     def active_tasks(self) -> list[Task]:
+        """Every active task (for crash recovery and status)."""
         return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(tx.q.SQL_ACTIVE_TASKS)])
 
     def open_runs(self) -> list[Run]:
+        """Runs not yet recorded, oldest first (crash recovery's candidates)."""
         return self._engine.read(lambda tx: [row_to_run(r) for r in tx.all(tx.q.SQL_OPEN_RUNS)])
 
-    def recover(self, run_id: int, outcome: Outcome, *, status: TaskStatus, retry_at: int | None = None) -> Task:
-        if status not in (TaskStatus.PENDING, TaskStatus.FAILED, TaskStatus.CANCELED):
-            raise InputError(f"recover takes pending, failed or canceled, not {status}")
-        if status is TaskStatus.PENDING and retry_at is None:
-            raise InputError("recovering a task as pending needs a retry time")
+    def recover(self, run_id: int, outcome: Outcome, *, policy: Policy | None = None) -> Task:
+        """Record a dead dispatcher's open run as ``outcome`` and settle its task as
+        ``vigil.fate`` decides, while that dispatcher still holds it, in one
+        transaction. Idempotent: a run already recorded changes nothing. Raises
+        ``InputError`` for an unknown run."""
         now = self._clock.now_ms()
+        rules = policy or Policy()
 
         def body(tx: Tx) -> Task:
             run = tx.one(tx.q.SQL_GET_RUN_FOR_UPDATE, {"id": run_id})
@@ -211,17 +210,9 @@ class Dispatching:
             task = task_of(tx, require_task(tx, run["task_id"]))
             if run["finished_at"] is not None:
                 return task
-            _record_run(tx, Claim(task=task, run_id=run_id, attempt=run["attempt"]), outcome, now)
-            params = {
-                "now": now,
-                "task_id": task.id,
-                "worker": run["claimed_by"],
-                "status": str(status),
-                "retry_at": retry_at,
-                "summary": outcome.summary or None,
-            }
-            if tx.run(tx.q.SQL_RECOVER, params) == 0 and run["claimed_by"] is not None:
-                tx.run(tx.q.SQL_RELEASE_CLOSED, params)  # the agent closed it: keep its status
-            return task_of(tx, require_task(tx, task.id))
+            values = run_record_values(Claim(task=task, run_id=run_id, attempt=run["attempt"]), outcome, now)
+            tx.run(tx.q.SQL_RECORD_RUN, values)
+            decide: Callable[[Task], Fate] = lambda t: after_attempt(t, outcome, rules, now)  # noqa: E731
+            return _settle(tx, task.id, run["claimed_by"], decide, values=values, now=now)
 
         return self._engine.write(body)

@@ -94,18 +94,31 @@ SELECT * FROM (SELECT * FROM tasks WHERE status IN ('pending', 'blocked')
 """
 
 
-def recover_sql(worker_matches: str) -> str:
-    """``SQL_RECOVER``: settles the task of a run a dead dispatcher left open,
-    requeued (attempt counted) or finished; only while the run's worker still holds
-    it, like SQL_FINISH. ``worker_matches`` compares ``claimed_by`` with :worker,
-    NULL matching NULL (SQLite's ``IS``, PostgreSQL's ``IS NOT DISTINCT FROM``)."""
+def settle_sql(worker_matches: str) -> str:
+    """``SQL_SETTLE``: writes a task's fate (``vigil.fate.Fate``: :status, :retry_at
+    NULL to keep the due time, :give_back 1 to give the attempt back, :summary and
+    :detail NULL to keep them, :review / :approval 1 to set that state pending) and
+    adds its run's costs (:cost_usd … :denials; zeros for a task put back unrun),
+    releasing the claim; only while the task is active under :worker, so a claim
+    that lost the task (to crash recovery, or its agent closed it) writes nothing.
+    ``worker_matches`` compares ``claimed_by`` with :worker, NULL matching NULL
+    (SQLite's ``IS``, PostgreSQL's ``IS NOT DISTINCT FROM``)."""
     return f"""
 UPDATE tasks SET status = :status,
-       scheduled_for = CASE WHEN :status = 'pending' THEN CAST(:retry_at AS bigint) ELSE scheduled_for END,
-       completed_at = CASE WHEN :status = 'pending' THEN completed_at ELSE :now END,
-       updated_at = :now, updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
-       result_summary = :summary
+       scheduled_for = coalesce(CAST(:retry_at AS bigint), scheduled_for),
+       completed_at = CASE WHEN CAST(:status AS text) IN ('completed', 'failed', 'canceled')
+                           THEN CAST(:now AS bigint) END,
+       attempt_count = attempt_count - :give_back,
+       review = CASE WHEN CAST(:review AS integer) = 1 THEN 'pending' ELSE review END,
+       approval = CASE WHEN CAST(:approval AS integer) = 1 THEN 'pending' ELSE approval END,
+       result_summary = coalesce(CAST(:summary AS text), result_summary),
+       result_detail = coalesce(CAST(:detail AS text), result_detail),
+       cost_usd = cost_usd + :cost_usd, api_cost_usd = api_cost_usd + :api_cost_usd,
+       tokens_in = tokens_in + :tokens_in, tokens_out = tokens_out + :tokens_out,
+       denials = denials + :denials, model = coalesce(:model, model),
+       claimed_by = NULL, lease_until = NULL, updated_at = :now, updated_by = 'dispatcher'
 WHERE id = :task_id AND status = 'active' AND {worker_matches}
+RETURNING *
 """
 
 
@@ -201,34 +214,8 @@ UPDATE tasks SET cost_usd = cost_usd + :cost_usd, api_cost_usd = api_cost_usd + 
 WHERE id = :task_id
 """
 
-# Adds the run's costs too (SQL_ADD_COSTS' columns): one statement for the common case.
-SQL_FINISH = """
-UPDATE tasks SET status = :status, completed_at = :now, updated_at = :now,
-       updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
-       result_summary = :summary, result_detail = :detail,
-       cost_usd = cost_usd + :cost_usd, api_cost_usd = api_cost_usd + :api_cost_usd,
-       tokens_in = tokens_in + :tokens_in, tokens_out = tokens_out + :tokens_out,
-       denials = denials + :denials, model = coalesce(:model, model)
-WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
-RETURNING *
-"""
-
-# A run that succeeded with refused actions the agent did not close itself: the task
-# waits for a person's review (SQL_APPROVE_REVIEW, SQL_REJECT_REVIEW), with the run's
-# costs added as in SQL_FINISH. A cancel requested meanwhile wins.
-SQL_HOLD_FOR_REVIEW = """
-UPDATE tasks SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'blocked' END,
-       review = CASE WHEN cancel_requested = 1 THEN review ELSE 'pending' END,
-       completed_at = CASE WHEN cancel_requested = 1 THEN CAST(:now AS bigint) END,
-       updated_at = :now, updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
-       result_summary = :summary, result_detail = :detail,
-       cost_usd = cost_usd + :cost_usd, api_cost_usd = api_cost_usd + :api_cost_usd,
-       tokens_in = tokens_in + :tokens_in, tokens_out = tokens_out + :tokens_out,
-       denials = denials + :denials, model = coalesce(:model, model)
-WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
-RETURNING *
-"""
-
+# A task its agent closed during the run (or that another holds now): only the claim
+# is let go; its status stays.
 SQL_RELEASE_CLOSED = """
 UPDATE tasks SET claimed_by = NULL, lease_until = NULL WHERE id = :task_id AND claimed_by = :worker
 """
@@ -293,45 +280,9 @@ WITH RECURSIVE up(id, parent_id, source, depth) AS (
 SELECT source FROM up ORDER BY depth DESC LIMIT 1
 """
 
-# A cancel requested while the attempt ran wins over the retry: the task is canceled,
-# not put back (the request may land after the last heartbeat the run saw).
-SQL_REQUEUE = """
-UPDATE tasks SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'pending' END,
-       scheduled_for = CASE WHEN cancel_requested = 1 THEN scheduled_for ELSE :retry_at END,
-       completed_at = CASE WHEN cancel_requested = 1 THEN :now ELSE completed_at END,
-       updated_at = :now, updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
-       attempt_count = attempt_count - :give_back, result_summary = :summary
-WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
-"""
-
 # The claim's own run is still open: a stale claim (the same worker already on the
 # next attempt) must not put that attempt back.
-_CLAIM_RUN_OPEN = "EXISTS (SELECT 1 FROM runs WHERE id = :run_id AND task_id = :task_id AND finished_at IS NULL)"
-
-# A cancel requested since the claim wins (as in SQL_REQUEUE): the task is canceled
-# rather than put back, where the next claim would clear the request.
-SQL_HOLD_FOR_APPROVAL = f"""
-UPDATE tasks SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'blocked' END,
-       approval = CASE WHEN cancel_requested = 1 THEN approval ELSE 'pending' END,
-       completed_at = CASE WHEN cancel_requested = 1 THEN :now ELSE completed_at END,
-       attempt_count = attempt_count - 1,
-       claimed_by = NULL, lease_until = NULL, updated_at = :now, updated_by = 'dispatcher'
-WHERE id = :task_id AND status = 'active' AND claimed_by = :worker AND {_CLAIM_RUN_OPEN}
-RETURNING *
-"""
-
-# A claimed task put back unrun and due later (a sensor over its budget): its run is
-# removed (SQL_DROP_OPEN_RUN) and its attempt given back. A cancel requested since
-# the claim wins, as in SQL_HOLD_FOR_APPROVAL.
-SQL_RELEASE_UNRUN = f"""
-UPDATE tasks SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'pending' END,
-       scheduled_for = CASE WHEN cancel_requested = 1 THEN scheduled_for ELSE :retry_at END,
-       completed_at = CASE WHEN cancel_requested = 1 THEN :now ELSE completed_at END,
-       attempt_count = attempt_count - 1,
-       claimed_by = NULL, lease_until = NULL, updated_at = :now, updated_by = 'dispatcher'
-WHERE id = :task_id AND status = 'active' AND claimed_by = :worker AND {_CLAIM_RUN_OPEN}
-RETURNING *
-"""
+SQL_CLAIM_RUN_OPEN = "SELECT 1 FROM runs WHERE id = :run_id AND task_id = :task_id AND finished_at IS NULL"
 
 
 # --- retention (``tx.q.prune``: ``sqlite_retention``, ``postgres_retention``) ------
@@ -438,15 +389,13 @@ SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE source = :source AND create
 # An active task asks for a later retry (Store.request_retry). With no retry left it
 # fails for good, as the dispatcher's own retries do; a requested cancel wins (the
 # row does not match, and the dispatcher ends the run).
+# The agent asked for another try: its fate (``vigil.fate.after_request``) written
+# while the run goes on, the claim kept so that no other lane starts the task before
+# this run is recorded.
 SQL_REQUEST_RETRY = """
-UPDATE tasks SET status = CASE WHEN attempt_count > max_retries THEN 'failed' ELSE 'pending' END,
-       scheduled_for = CASE WHEN attempt_count > max_retries THEN scheduled_for ELSE :retry_at END,
-       completed_at = CASE WHEN attempt_count > max_retries THEN CAST(:now AS bigint) END,
-       result_summary = CASE WHEN attempt_count > max_retries
-           THEN 'gave up after ' || attempt_count
-                || CASE WHEN attempt_count = 1 THEN ' attempt: ' ELSE ' attempts: ' END || CAST(:summary AS text)
-           ELSE CAST(:summary AS text) END,
-       updated_at = CAST(:now AS bigint), updated_by = :actor
+UPDATE tasks SET status = :status, scheduled_for = coalesce(CAST(:retry_at AS bigint), scheduled_for),
+       completed_at = CASE WHEN CAST(:status AS text) = 'failed' THEN CAST(:now AS bigint) END,
+       result_summary = :summary, updated_at = CAST(:now AS bigint), updated_by = :actor
 WHERE id = :id AND status = 'active' AND cancel_requested = 0
 RETURNING *
 """

@@ -27,18 +27,17 @@ from vigil.clock import Clock, SystemClock
 from vigil.config import LimitsSettings
 from vigil.errors import OperationError
 from vigil.models import DEFAULT_MAX_RETRIES
+from vigil.store.base import Store
 from vigil.store.dispatching import Dispatching
 from vigil.store.postgres_db import POOL_MAX, PgDatabase, PgEngine
-from vigil.store.pruning import AsyncRetention
 from vigil.store.state import State
 from vigil.store.tasks import Tasks
-from vigil.store.threaded import AsyncDispatching, AsyncState, AsyncTasks
 from vigil.store.transaction import Engine
 
 T = TypeVar("T")
 
 
-class PostgresStore(AsyncTasks, AsyncDispatching, AsyncState, AsyncRetention):
+class PostgresStore(Store):
     """The ``Store`` protocol on one PostgreSQL database."""
 
     def __init__(

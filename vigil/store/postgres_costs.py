@@ -8,7 +8,7 @@ whole when the window starts inside it, as on SQLite.
 
 from __future__ import annotations
 
-from vigil.store import CostGroup
+from vigil.models import CostGroup
 from vigil.store.portable import cost_rollup, dialect, origin_chain
 
 

@@ -11,14 +11,15 @@ import json
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from vigil.models import Claim, Note, TaskStatus
+from vigil.models import TaskStatus
 from vigil.store import postgres_retention
 from vigil.store.portable import *  # noqa: F403 -- the statements both backends share
-from vigil.store.portable import add_task_sql, dialect, recover_sql, sensor_run_sql, sensor_skips_sql
+from vigil.store.portable import add_task_sql, dialect, sensor_run_sql, sensor_skips_sql, settle_sql
 
 # The roll-ups live in postgres_costs; re-exported here, where Queries looks for them.
 from vigil.store.postgres_costs import SQL_COST_ROLLUP as SQL_COST_ROLLUP  # noqa: PLC0414
 from vigil.store.postgres_schema import LOCK_KEY
+from vigil.store.rows import Row
 
 if TYPE_CHECKING:
     from vigil.store.transaction import PruneQueries, Tx
@@ -58,8 +59,8 @@ CROSS JOIN LATERAL (
 LIMIT 1
 """
 
-# Claim, open its run and read its notes in one statement (its own transaction when
-# run alone); the audit event comes from the status trigger.
+# Claim and open its run in one statement (its own transaction when run alone); the
+# audit event comes from the status trigger.
 SQL_CLAIM = f"""
 WITH claimed AS (
     UPDATE tasks SET status = 'active', claimed_by = %(worker)s, lease_until = %(lease_until)s,
@@ -74,22 +75,18 @@ WITH claimed AS (
     FROM claimed
     RETURNING id, attempt
 )
-SELECT claimed.*, run.id AS run_id, run.attempt AS run_attempt,
-       (SELECT coalesce(jsonb_agg(to_jsonb(n) ORDER BY n.id), '[]') FROM notes n
-        WHERE n.task_id = claimed.id) AS claim_notes
+SELECT claimed.*, run.id AS run_id, run.attempt AS run_attempt
 FROM claimed, run
 """
 
 
-def claim(tx: Tx, params: dict[str, Any]) -> Claim | None:
-    """``SQL_CLAIM``: one statement claims, opens the run and reads the notes."""
-    from vigil.store.tasks import task_of
-
+def claim(tx: Tx, params: dict[str, Any]) -> tuple[Row, Row] | None:
+    """``SQL_CLAIM``: one statement claims and opens the run. Returns the task's row
+    and the run's (id, attempt)."""
     row = tx.one(SQL_CLAIM, params)
     if row is None:
         return None
-    notes = tuple(Note(**{name: n[name] for name in Note.__dataclass_fields__}) for n in row["claim_notes"])
-    return Claim(task=task_of(tx, row), run_id=int(row["run_id"]), attempt=int(row["run_attempt"]), notes=notes)
+    return row, {"id": row["run_id"], "attempt": row["run_attempt"]}
 
 
 SQL_NEXT_DUE_AT = """
@@ -137,7 +134,8 @@ SQL_COUNT_BY_STATUS = "SELECT status, sum(n)::bigint AS n FROM status_counts GRO
 SQL_OPEN_RUNS = "SELECT * FROM runs WHERE finished_at IS NULL ORDER BY id"
 # Locked: two dispatchers recovering the same dead run settle it once.
 SQL_GET_RUN_FOR_UPDATE = "SELECT * FROM runs WHERE id = %(id)s FOR UPDATE"
-SQL_RECOVER = dialect(recover_sql("claimed_by IS NOT DISTINCT FROM :worker::text"))
+SQL_TASK_FOR_UPDATE = "SELECT * FROM tasks WHERE id = %(id)s FOR UPDATE"
+SQL_SETTLE = dialect(settle_sql("claimed_by IS NOT DISTINCT FROM :worker::text"))
 
 
 # --- sensors and loop state ---------------------------------------------------------------

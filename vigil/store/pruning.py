@@ -277,7 +277,8 @@ class EventWalk:
 
 
 class AsyncRetention(Hopping):
-    """``Store.prune`` (see its docstring), mixed into each backend's store."""
+    """``Store.prune``: many short transactions, one hop per batch, so other callers
+    of the same store get the connection between batches."""
 
     engine: Engine
     _clock: Clock
@@ -294,6 +295,43 @@ class AsyncRetention(Hopping):
         costs_before_ms: int | None = None,
         keys_before_ms: int | None = None,
     ) -> PruneResult:
+        """Delete finished tasks (completed, failed, canceled) last updated before
+        ``finished_before_ms`` (epoch ms), with their runs, events, notes and
+        dependency rows. Never deleted: an open task; a task a dispatcher still
+        holds (``claimed_by`` set, or a run not yet recorded); a task that still
+        has a child (any status: its chain stays whole, so ``origin_of`` and the
+        SENSOR roll-up keep working); a task another remaining task depends on. A parent or a
+        dependency freed by the tasks deleted is deleted in the same call (unless
+        ``max_batches`` stops it first).
+
+        Before a task goes, its runs' spend and tokens are added to the cost
+        archive (UTC hour x skills x source x model x sensor origin), so
+        ``cost_rollup`` and ``spend_since`` keep their totals; its source key stays
+        used (retired now, by the store's clock), so a later ``ever`` add of that
+        key is still refused.
+
+        Then what pruned tasks left behind is bounded, each step in batches too:
+        ``costs_before_ms`` (None: keep) deletes archive rows that ended at or
+        before it; ``fold_before_ms`` (None: no fold) folds the archive's hour rows
+        of every UTC day that ended at or before the start of the day holding it
+        into one row per day and group, keeping every sum (a roll-up or spend
+        window that starts on a day boundary, or after that day line, is as exact
+        as before; one starting inside a folded day counts that whole day);
+        ``keys_before_ms`` (None: keep) deletes keys retired before it, after which
+        an ``ever`` add may use such a key again.
+
+        ``events_before_ms`` (None: keep) also deletes older audit rows of the
+        tasks that stay. Works in batches of at most ``batch_size`` tasks (or audit
+        rows), each its own short transaction: a batch is atomic, the whole prune
+        is not, and other writers get the lock between batches. ``max_batches``
+        None runs until nothing is left. Idempotent: a second call finds nothing.
+        ``dry_run`` deletes nothing and reports what a full prune would delete
+        (archive rows and keys counted as they are before the prune).
+
+        Returns the counts and the transcript paths of the deleted runs (the
+        caller deletes those files). Raises ``InputError`` for a ``batch_size`` or
+        ``max_batches`` below 1, ``StoreBusy``, ``StoreError``.
+        """
         check_prune_limits(batch_size, max_batches)
         archive = (fold_before_ms, costs_before_ms, keys_before_ms)
         if dry_run:

@@ -18,20 +18,19 @@ from typing import Any, TypeVar
 from vigil.clock import Clock, SystemClock
 from vigil.config import LimitsSettings
 from vigil.models import DEFAULT_MAX_RETRIES
+from vigil.store.base import Store
 from vigil.store.dispatching import Dispatching
-from vigil.store.pruning import AsyncRetention
 from vigil.store.sqlite_db import TRUNCATE_WAIT_MS, Database, SqliteEngine
 from vigil.store.sqlite_schema import check_openable, migrate
 from vigil.store.state import State
 from vigil.store.tasks import Tasks
-from vigil.store.threaded import AsyncDispatching, AsyncState, AsyncTasks
 from vigil.store.transaction import Engine
 
 T = TypeVar("T")
 
 
-class SqliteStore(AsyncTasks, AsyncDispatching, AsyncState, AsyncRetention):
-    """The ``Store`` protocol on one SQLite file. Open with ``await SqliteStore.open(path)``."""
+class SqliteStore(Store):
+    """``Store`` on one SQLite file. Open with ``await SqliteStore.open(path)``."""
 
     def __init__(
         self,

@@ -8,7 +8,7 @@ inside it.
 
 from __future__ import annotations
 
-from vigil.store import CostGroup
+from vigil.models import CostGroup
 from vigil.store.portable import cost_rollup, origin_chain
 
 # Each run counts for the sensor at the root of its task's parent chain, so the

@@ -10,18 +10,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Claim, TaskStatus
+from vigil.models import MAX_PRIORITY, MIN_PRIORITY, TaskStatus
 from vigil.store import sqlite_retention
 from vigil.store.portable import *  # noqa: F403 -- the statements both backends share
-from vigil.store.portable import (
-    SQL_LIST_NOTES,
-    SQL_SET_LOOP_VALUE,
-    add_task_sql,
-    recover_sql,
-    sensor_run_sql,
-    sensor_skips_sql,
-)
-from vigil.store.rows import row_to_note
+from vigil.store.portable import SQL_SET_LOOP_VALUE, add_task_sql, sensor_run_sql, sensor_skips_sql, settle_sql
+from vigil.store.rows import Row
 
 # The roll-ups live in sqlite_costs; re-exported here, where Queries looks for them.
 from vigil.store.sqlite_costs import SQL_COST_ROLLUP as SQL_COST_ROLLUP  # noqa: PLC0414
@@ -42,38 +35,39 @@ _ADD_TASK_VALUES = """:subject, :description, :skills, :priority, :source, :sour
 SQL_ADD_TASK, SQL_ADD_TASK_EVER = add_task_sql(_ADD_TASK_VALUES)
 
 
-def _next_due_id(most_urgent_last: int) -> str:
-    """The most urgent due task's id. ``priority IN (…)`` makes the planner seek
-    ix_tasks_claim once per priority, in order, each seek bounded by
+def _next_due_id() -> str:
+    """The most urgent due task's id. ``priority IN (1, …, 9)`` makes the planner
+    seek ix_tasks_claim once per priority, in order, each seek bounded by
     ``scheduled_for <= :now``: neither finished tasks nor many not-yet-due urgent
     tasks are walked, nothing is sorted, and LIMIT 1 ends the walk at the first due
-    task. Only priorities up to ``most_urgent_last`` take part (the budget's urgency
-    gate). A pending task still claimed is one whose run asked for a retry and has
-    not been recorded yet: no second run of it starts until that one has ended."""
-    priorities = ", ".join(str(p) for p in _PRIORITIES if p <= most_urgent_last)
+    task. Only priorities up to ``:max_priority`` take part (the budget's urgency
+    gate); its unary ``+`` keeps that bound a filter, not the index range the
+    planner would otherwise pick instead of the seeks. A pending task still claimed
+    is one whose run asked for a retry and has not been recorded yet: no second run
+    of it starts until that one has ended."""
+    priorities = ", ".join(str(p) for p in _PRIORITIES)
     return f"""SELECT id FROM tasks
         WHERE status = 'pending' AND waiting_on = 0 AND priority IN ({priorities}) AND scheduled_for <= :now
-          AND claimed_by IS NULL
+          AND claimed_by IS NULL AND +priority <= :max_priority
         ORDER BY priority, scheduled_for, id LIMIT 1"""
 
 
-def _claim(most_urgent_last: int) -> str:
+def _claim() -> str:
     return f"""
 UPDATE tasks SET status = 'active', claimed_by = :worker, lease_until = :lease_until,
        started_at = :now, updated_at = :now, updated_by = 'dispatcher',
        attempt_count = attempt_count + 1, cancel_requested = 0,
        executor = coalesce(:executor, executor)
-WHERE id = ({_next_due_id(most_urgent_last)})
+WHERE id = ({_next_due_id()})
 RETURNING *
 """
 
 
-SQL_CLAIM = _claim(MAX_PRIORITY)
-# claim_next(max_priority=p): only tasks at least that urgent (priority ≤ p).
-SQL_CLAIM_UP_TO = {p: _claim(p) for p in _PRIORITIES}
+SQL_CLAIM = _claim()
 
 # SQLite's writers are serialised by BEGIN IMMEDIATE: no row lock to take.
 SQL_GET_RUN_FOR_UPDATE = "SELECT * FROM runs WHERE id = :id"
+SQL_TASK_FOR_UPDATE = "SELECT * FROM tasks WHERE id = :id"
 
 SQL_OPEN_RUN = """
 INSERT INTO runs (task_id, attempt, started_at, executor, claimed_by)
@@ -81,6 +75,9 @@ VALUES (:task_id, (SELECT count(*) + 1 FROM runs WHERE task_id = :task_id), :now
 RETURNING id, attempt
 """
 
+# The pending tasks waiting on nothing, through ix_tasks_claim (its partial rows only).
+# The earliest any claimable task is due: one bounded seek of ix_tasks_claim per
+# priority (a plain min() would walk every pending task through ix_tasks_status_id).
 SQL_NEXT_DUE_AT = (
     "SELECT min(m) AS m FROM ("
     + " UNION ALL ".join(
@@ -119,7 +116,7 @@ SQL_COUNT_BY_STATUS = "SELECT status, n FROM status_counts"
 # ``+id``: ordering by the bare rowid makes SQLite walk every run in id order instead
 # of the few rows of the partial index ix_runs_open (a full scan of the history).
 SQL_OPEN_RUNS = "SELECT * FROM runs WHERE finished_at IS NULL ORDER BY +id"
-SQL_RECOVER = recover_sql("claimed_by IS :worker")
+SQL_SETTLE = settle_sql("claimed_by IS :worker")
 
 
 # History search: ``+status`` keeps the planner off ix_tasks_status_id so it walks
@@ -154,19 +151,16 @@ SQL_SET_SENSOR_SKIPS = sensor_skips_sql(":skips")
 SQL_LOOP_VALUE = "SELECT value FROM loop_state WHERE key = :key"
 
 
-def claim(tx: Tx, params: dict[str, Any]) -> Claim | None:
-    """Claim the most urgent due task (``SQL_CLAIM_UP_TO``), open its run and read
-    its notes: three statements in the caller's ``BEGIN IMMEDIATE`` transaction."""
-    from vigil.store.tasks import task_of
-
-    row = tx.one(SQL_CLAIM_UP_TO[params["max_priority"]], params)
+def claim(tx: Tx, params: dict[str, Any]) -> tuple[Row, Row] | None:
+    """Claim the most urgent due task (``SQL_CLAIM``) and open its run: two
+    statements in the caller's ``BEGIN IMMEDIATE`` transaction. Returns the task's
+    row and the run's (id, attempt)."""
+    row = tx.one(SQL_CLAIM, params)
     if row is None:
         return None
-    task = task_of(tx, row)
-    run = tx.one(SQL_OPEN_RUN, {**params, "task_id": task.id})
+    run = tx.one(SQL_OPEN_RUN, {**params, "task_id": row["id"]})
     assert run is not None
-    notes = tuple(row_to_note(r) for r in tx.all(SQL_LIST_NOTES, {"id": task.id}))
-    return Claim(task=task, run_id=int(run["id"]), attempt=int(run["attempt"]), notes=notes)
+    return row, run
 
 
 def replace_loop_value(tx: Tx, key: str, expected: object, value: object) -> bool:

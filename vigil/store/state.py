@@ -51,9 +51,12 @@ class State:
         self._limits = limits
 
     def sensor_states(self) -> list[SensorState]:
+        """Every sensor's state, by name."""
         return self._engine.read(lambda tx: [_sensor_state(tx, r) for r in tx.all(tx.q.SQL_SENSOR_STATES)])
 
     def sensor_state(self, name: str) -> SensorState | None:
+        """One sensor's state; None when it has never run nor been enabled/disabled."""
+
         def body(tx: Tx) -> SensorState | None:
             row = tx.one(tx.q.SQL_SENSOR_STATE, {"name": name})
             return None if row is None else _sensor_state(tx, row)
@@ -63,6 +66,9 @@ class State:
     def record_sensor_run(
         self, name: str, run: SensorRun, tasks: Sequence[NewTask], state: Mapping[str, object] | None
     ) -> BatchResult:
+        """Insert a sensor run's tasks and update its state in one transaction, so a
+        cursor is saved only together with the tasks it produced. ``state`` None keeps
+        the stored one."""
         now = self._clock.now_ms()
         actor = f"sensor:{name}"
 
@@ -89,10 +95,17 @@ class State:
         return self._engine.write(body)
 
     def set_sensor_enabled(self, name: str, enabled: bool) -> None:
+        """Enable or disable a sensor (creates its state row if needed)."""
         params = {"name": name, "enabled": int(enabled)}
         self._engine.write(lambda tx: tx.run(tx.q.SQL_SET_SENSOR_ENABLED, params))
 
     def record_sensor_skip(self, name: str, skip: SensorSkip) -> None:
+        """Add runs of a sensor that were not made to its state (creates its row if
+        needed), in one transaction. A skip for the same reason as the latest one,
+        with no run in between, extends it; runs already recorded are not counted
+        again (two processes may both see one); the latest ``MAX_SKIPS`` stretches
+        are kept."""
+
         def body(tx: Tx) -> None:
             row = tx.one(tx.q.SQL_SENSOR_SKIPS, {"name": name})
             skips = [] if row is None else [SensorSkip(**s) for s in tx.loads(row["skips"])]
@@ -102,16 +115,23 @@ class State:
         self._engine.write(body)
 
     def loop_values(self) -> dict[str, object]:
+        """Every loop-state key with its JSON value."""
+
         def body(tx: Tx) -> dict[str, object]:
             return {str(r["key"]): tx.loads(r["value"]) for r in tx.all(tx.q.SQL_LOOP_VALUES)}
 
         return self._engine.read(body)
 
     def set_loop_values(self, values: Mapping[str, object]) -> None:
+        """Write several loop-state keys (JSON values) in one transaction."""
+
         def body(tx: Tx) -> None:
             tx.many(tx.q.SQL_SET_LOOP_VALUE, [{"key": k, "value": tx.dumps(v)} for k, v in values.items()])
 
         self._engine.write(body)
 
     def replace_loop_value(self, key: str, expected: object, value: object) -> bool:
+        """Write ``value`` under ``key`` only if its current JSON value equals
+        ``expected`` (None: the key is absent), atomically; returns whether it wrote.
+        Lets an automatic change (a gate resuming itself) never undo a person's."""
         return self._engine.write(lambda tx: tx.q.replace_loop_value(tx, key, expected, value))

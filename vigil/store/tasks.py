@@ -19,6 +19,7 @@ from vigil.clock import Clock
 from vigil.config import LimitsSettings
 from vigil.durations import check_time_ms
 from vigil.errors import DuplicateOpenTask, FloodLimited, InputError, InvalidTransition, TaskNotFound
+from vigil.fate import after_request
 from vigil.faults import crash_point
 from vigil.models import (
     MAX_ID,
@@ -28,6 +29,7 @@ from vigil.models import (
     AddResult,
     Attention,
     BatchResult,
+    CostGroup,
     CostRow,
     DedupScope,
     NewTask,
@@ -38,7 +40,6 @@ from vigil.models import (
     TaskStatus,
     model_name_problem,
 )
-from vigil.store import CostGroup
 from vigil.store.limits import FloodGate, Refusal
 from vigil.store.rows import Row, row_to_note, row_to_run, row_to_task_event, task_from_row
 from vigil.store.transaction import Engine, Tx
@@ -54,9 +55,10 @@ def task_of(tx: Tx, row: Row) -> Task:
     return task_from_row(row, tx.loads(row["skills"]))
 
 
-def require_task(tx: Tx, task_id: int) -> Row:
-    """The task's row; raises ``TaskNotFound``."""
-    row = tx.one(tx.q.SQL_GET_TASK, {"id": task_id})
+def require_task(tx: Tx, task_id: int, *, lock: bool = False) -> Row:
+    """The task's row, locked for the rest of a write transaction with ``lock``
+    (PostgreSQL; SQLite's writers are serialised anyway); raises ``TaskNotFound``."""
+    row = tx.one(tx.q.SQL_TASK_FOR_UPDATE if lock else tx.q.SQL_GET_TASK, {"id": task_id})
     if row is None:
         raise TaskNotFound(task_id)
     return row
@@ -193,6 +195,12 @@ class Tasks:
 
     # --- adding -------------------------------------------------------------------
     def add_task(self, new: NewTask, *, actor: str = "human") -> AddResult:
+        """Add one task, or report the task that already holds its source key.
+
+        Dedup is decided by the database in the same statement as the insert.
+        Raises ``TaskNotFound`` for a missing parent or dependency, ``InputError``
+        for a dependency on itself.
+        """
         now = self._clock.now_ms()
         if actor == AGENT_ACTOR:
             new = replace(
@@ -215,6 +223,7 @@ class Tasks:
         return result
 
     def add_tasks(self, news: Sequence[NewTask], *, actor: str) -> BatchResult:
+        """Add many tasks in one transaction; duplicates are counted as ignored."""
         now = self._clock.now_ms()
 
         def body(tx: Tx) -> BatchResult:
@@ -229,11 +238,14 @@ class Tasks:
         return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(sql, params)])
 
     def get_task(self, task_id: int) -> Task:
+        """The task; raises ``TaskNotFound``."""
         return self._engine.read(lambda tx: task_of(tx, require_task(tx, task_id)))
 
     def list_tasks(
         self, *, statuses: Collection[TaskStatus] | None = None, limit: int = 50, before_id: int | None = None
     ) -> list[Task]:
+        """Tasks newest first (by id), keyset-paged: pass the last id seen as
+        ``before_id`` for the next page. ``statuses`` None means every status."""
         params = {"before_id": NO_UPPER_ID if before_id is None else before_id, "limit": limit}
         wanted = list(statuses or TaskStatus)
         return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(tx.q.list_tasks_sql(wanted), params)])
@@ -246,6 +258,11 @@ class Tasks:
         limit: int = 50,
         before_id: int | None = None,
     ) -> list[Task]:
+        """Tasks whose subject, description, source or result summary contains
+        ``text`` (case-insensitive for ASCII), newest first, keyset-paged like
+        ``list_tasks``. Walks the primary key downwards from ``before_id``: cost is
+        bounded by the rows it passes, so a rare match over a huge history is slower
+        (one read, no lock held). ``statuses`` None means every status."""
         wanted = list(statuses or TaskStatus)
         params = {
             "statuses": [str(s) for s in wanted],
@@ -256,32 +273,45 @@ class Tasks:
         return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(tx.q.search_tasks_sql(wanted), params)])
 
     def queue(self, *, limit: int = 200) -> list[Task]:
+        """Open tasks in the order the dispatcher will take them: active first, then
+        due pending tasks by (priority, scheduled_for, id), then pending tasks that
+        wait (not yet due, or on a dependency) by due time, then blocked tasks."""
         params = {"now": self._clock.now_ms(), "limit": limit}
         return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(tx.q.SQL_QUEUE, params)])
 
     def count_by_status(self) -> dict[TaskStatus, int]:
+        """How many tasks have each status (every status present, zeros included).
+        O(1): kept by triggers, not counted."""
         rows = self._engine.read(lambda tx: tx.all(tx.q.SQL_COUNT_BY_STATUS))
         counts = dict.fromkeys(TaskStatus, 0)
         counts.update({TaskStatus(r["status"]): int(r["n"]) for r in rows})
         return counts
 
     def next_due_at(self) -> int | None:
+        """Earliest ``scheduled_for`` of a pending task with no unfinished
+        dependency; None when there is none."""
         row = self._engine.read(lambda tx: tx.one(tx.q.SQL_NEXT_DUE_AT))
         return None if row is None or row["m"] is None else int(row["m"])
 
     def attention(self, since_ms: int) -> Attention:
+        """How many tasks await review and approval, and how many runs finished
+        since ``since_ms`` (epoch ms) had actions denied to their agent. One read."""
         row = self._engine.read(lambda tx: tx.one(tx.q.SQL_ATTENTION, {"since": since_ms}))
         assert row is not None  # an aggregate always answers
         return Attention(int(row["awaiting_review"]), int(row["awaiting_approval"]), int(row["denied_runs"]))
 
     def get_run(self, run_id: int) -> Run | None:
+        """The run with id ``run_id``; None when there is none (never recorded, or
+        pruned with its task)."""
         row = self._engine.read(lambda tx: tx.one(tx.q.SQL_GET_RUN, {"id": run_id}))
         return None if row is None else row_to_run(row)
 
     def list_runs(self, task_id: int) -> list[Run]:
+        """The task's attempts, oldest first."""
         return self._engine.read(lambda tx: [row_to_run(r) for r in tx.all(tx.q.SQL_LIST_RUNS, {"id": task_id})])
 
     def list_events(self, task_id: int) -> list[TaskEvent]:
+        """The task's audit trail, oldest first."""
         return self._engine.read(
             lambda tx: [row_to_task_event(r) for r in tx.all(tx.q.SQL_LIST_EVENTS, {"id": task_id})]
         )
@@ -295,6 +325,13 @@ class Tasks:
         kinds: Collection[str] = (),
         limit: int = 500,
     ) -> list[TaskEvent]:
+        """Audit rows of every task with ``id > after_id``, oldest first, at most
+        ``limit``: the event stream (``vigil events``). ``since_ms`` keeps rows at or
+        after that time, ``task_id`` one task's, ``kinds`` those kinds (empty: all).
+        One read. On PostgreSQL ids are handed out before commit, so a row may
+        appear below an id already read: a follower reads back a little (see
+        ``vigil.events``)."""
+
         def body(tx: Tx) -> list[TaskEvent]:
             params = {
                 "after": after_id,
@@ -308,13 +345,23 @@ class Tasks:
         return self._engine.read(body)
 
     def list_notes(self, task_id: int) -> list[Note]:
+        """The task's notes, oldest first."""
         return self._engine.read(lambda tx: [row_to_note(r) for r in tx.all(tx.q.SQL_LIST_NOTES, {"id": task_id})])
 
     def dependencies(self, task_id: int) -> list[int]:
+        """Ids of the tasks this task depends on."""
         rows = self._engine.read(lambda tx: tx.all(tx.q.SQL_DEPENDENCIES, {"id": task_id}))
         return [int(r["depends_on"]) for r in rows]
 
     def cost_rollup(self, *, since_ms: int, by: CostGroup) -> list[CostRow]:
+        """Spend of runs finished at or after ``since_ms``, grouped, largest cost
+        first (by day: newest day first).
+
+        Runs of pruned tasks still count (``prune`` folds them into an hourly
+        archive first), so totals do not change when a prune runs. An archived hour
+        counts whole when ``since_ms`` falls inside it: for the runs of pruned tasks
+        the window starts at the top of that UTC hour. ``tasks`` counts each task
+        once per group, archived or not."""
         rows = self._engine.read(lambda tx: tx.all(tx.q.SQL_COST_ROLLUP[by], {"since": since_ms}))
         return [
             CostRow(
@@ -350,22 +397,32 @@ class Tasks:
             raise DuplicateOpenTask(f"task #{task_id}: another open task already has its source key") from None
 
     def cancel(self, task_id: int, *, actor: str) -> Task:
+        """Pending/blocked → canceled. An active task only gets ``cancel_requested``
+        (the dispatcher honours it); its status does not change."""
         return self._change(task_id, "cancel", self._engine.q.SQL_CANCEL, actor=actor)
 
     def set_priority(self, task_id: int, priority: int, *, actor: str) -> Task:
+        """Change the priority of a pending or blocked task."""
         if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
             raise InputError(f"priority must be {MIN_PRIORITY}-{MAX_PRIORITY}, not {priority}")
         sql = self._engine.q.SQL_SET_PRIORITY
         return self._change(task_id, "change its priority", sql, priority=priority, actor=actor)
 
     def defer(self, task_id: int, until_ms: int, *, actor: str) -> Task:
+        """Set ``scheduled_for`` of a pending or blocked task."""
         check_time_ms(until_ms, "the new due time")
         return self._change(task_id, "defer it", self._engine.q.SQL_DEFER, until=until_ms, actor=actor)
 
     def retry(self, task_id: int, *, actor: str) -> Task:
+        """Failed/canceled → pending, due now, attempts reset; runs, notes and
+        events are kept. Raises ``DuplicateOpenTask`` if another open task holds
+        the source key meanwhile."""
         return self._change(task_id, "retry it", self._engine.q.SQL_RETRY, actor=actor)
 
     def close_task(self, task_id: int, status: TaskStatus, summary: str, *, actor: str) -> Task:
+        """Close an open task as completed, failed or blocked with a summary (the
+        agent closing its own task). An active task keeps its claim so the
+        dispatcher still records the run; its status is then kept."""
         if status not in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.BLOCKED):
             raise InputError(f"a task can be closed as completed, failed or blocked, not {status}")
         sql = self._engine.q.SQL_CLOSE_TASK
@@ -373,21 +430,32 @@ class Tasks:
         return self._change(task_id, f"close it as {status}", sql, status=str(status), summary=summary, actor=actor)
 
     def request_retry(self, task_id: int, retry_at: int, summary: str, *, actor: str) -> Task:
+        """An active task asks to be tried again at ``retry_at`` (epoch ms): pending,
+        due then, its attempt counted (the claim counted it), the summary kept; with
+        no retry left (``attempt_count > max_retries``) it fails for good instead,
+        its summary "gave up after N attempts: …" (``vigil.fate.after_request``). The
+        claim stays so the dispatcher still records the run; the status is then kept.
+        One transaction, audited as a ``status`` event. Raises ``InvalidTransition``
+        for a task that is not active or whose cancel was requested, ``TaskNotFound``."""
         check_time_ms(retry_at, "the retry time")
         summary = self._masked(summary, actor)
-        params = {"id": task_id, "retry_at": retry_at, "summary": summary, "now": self._clock.now_ms(), "actor": actor}
+        now = self._clock.now_ms()
 
         def body(tx: Tx) -> Task:
-            row = tx.one(tx.q.SQL_REQUEST_RETRY, params)
-            if row is None:
-                current = require_task(tx, task_id)
-                status = "active with a cancel requested" if current["cancel_requested"] else current["status"]
+            task = task_of(tx, require_task(tx, task_id, lock=True))
+            if task.status is not TaskStatus.ACTIVE or task.cancel_requested:
+                status = "active with a cancel requested" if task.cancel_requested else str(task.status)
                 raise InvalidTransition(task_id, status, "ask for a retry (only a running task can)")
+            fate = after_request(task, retry_at, summary)
+            params = {"id": task_id, "status": str(fate.status), "retry_at": fate.retry_at, "now": now}
+            row = tx.one(tx.q.SQL_REQUEST_RETRY, {**params, "summary": fate.summary, "actor": actor})
+            assert row is not None  # the row is locked and active
             return task_of(tx, row)
 
         return self._engine.write(body)
 
     def add_note(self, task_id: int, text: str, *, author: str) -> Note:
+        """Attach a progress note to any task."""
         if not text.strip():
             raise InputError("note text must not be empty")
         params = {"id": task_id, "now": self._clock.now_ms(), "author": author, "text": self._masked(text, author)}
@@ -401,6 +469,11 @@ class Tasks:
         return self._engine.write(body)
 
     def approve(self, task_id: int, *, actor: str) -> Task:
+        """A task awaiting approval (blocked, approval pending) → pending, approval
+        ``approved``; a task awaiting review (blocked, review pending) → completed,
+        review ``approved``. One transaction, audited (``approval`` or ``review``
+        event). Raises ``InvalidTransition`` for a task awaiting neither,
+        ``TaskNotFound``."""
         values = {"id": task_id, "now": self._clock.now_ms(), "actor": actor}
 
         def body(tx: Tx) -> Task:
@@ -413,6 +486,12 @@ class Tasks:
         return self._engine.write(body)
 
     def reject(self, task_id: int, reason: str, *, actor: str) -> Task:
+        """A task awaiting approval → canceled, approval ``rejected``, the reason in
+        its summary and in the ``approval`` event; a task awaiting review → pending
+        and due now, review ``rejected``, the reason a note by ``actor`` (so its next
+        run's agent reads it), its attempt count kept. One transaction. Raises
+        ``InputError`` for an empty reason, ``InvalidTransition`` for a task awaiting
+        neither."""
         if not reason.strip():
             raise InputError("a rejection needs a reason")
         reason = reason.strip()

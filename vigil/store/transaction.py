@@ -18,8 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from vigil.models import Claim, TaskStatus
-from vigil.store import CostGroup
+from vigil.models import CostGroup, TaskStatus
 from vigil.store.rows import Row
 
 T = TypeVar("T")
@@ -85,7 +84,6 @@ class Queries(Protocol):
     SQL_GET_RUN: str
     SQL_ATTENTION: str
     SQL_SET_RUN_PROCESS: str
-    SQL_HOLD_FOR_REVIEW: str
     SQL_APPROVE_REVIEW: str
     SQL_REJECT_REVIEW: str
     SQL_SET_RUN_EXECUTOR: str
@@ -93,18 +91,16 @@ class Queries(Protocol):
     SQL_RENEW_LEASE: str
     SQL_RECORD_RUN: str
     SQL_ADD_COSTS: str
-    SQL_FINISH: str
     SQL_RELEASE_CLOSED: str
-    SQL_REQUEUE: str
     SQL_DROP_OPEN_RUN: str
-    SQL_HOLD_FOR_APPROVAL: str
-    SQL_RELEASE_UNRUN: str
     SQL_SPEND_SINCE: str
     SQL_ORIGIN_OF: str
     SQL_ACTIVE_TASKS: str
     SQL_OPEN_RUNS: str
     SQL_GET_RUN_FOR_UPDATE: str
-    SQL_RECOVER: str
+    SQL_TASK_FOR_UPDATE: str
+    SQL_SETTLE: str
+    SQL_CLAIM_RUN_OPEN: str
     SQL_SENSOR_STATES: str
     SQL_SENSOR_STATE: str
     SQL_RECORD_SENSOR_RUN: str
@@ -114,10 +110,11 @@ class Queries(Protocol):
     SQL_LOOP_VALUES: str
     SQL_SET_LOOP_VALUE: str
 
-    def claim(self, tx: Tx, params: dict[str, Any]) -> Claim | None:
+    def claim(self, tx: Tx, params: dict[str, Any]) -> tuple[Row, Row] | None:
         """Claim the most urgent due task with priority ≤ ``max_priority`` (params:
-        ``now``, ``worker``, ``lease_until``, ``executor``, ``max_priority``), open
-        its run and read its notes, in the caller's transaction; None: none due."""
+        ``now``, ``worker``, ``lease_until``, ``executor``, ``max_priority``) and open
+        its run, in the caller's transaction: the task's row and the run's (``id``,
+        ``attempt``); None: none due."""
         ...
 
     def replace_loop_value(self, tx: Tx, key: str, expected: object, value: object) -> bool:

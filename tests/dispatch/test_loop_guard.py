@@ -1,5 +1,6 @@
-"""Back-to-back tasks share a commit (finish_and_claim), and the guard decides what
-may be claimed: paused or gated loops claim nothing, approvals hold a task unrun."""
+"""The loop's one way through a task — claim, run, record — and the guard's say in
+what may be claimed: paused or gated loops claim nothing, approvals hold a task
+unrun."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -21,6 +22,7 @@ from vigil.clock import ManualClock
 from vigil.config import Settings
 from vigil.gate import pause, read_gate, resume
 from vigil.models import NewTask, Outcome, OutcomeKind, Task, TaskStatus
+from vigil.store import Store
 from vigil.store.sqlite import SqliteStore
 
 SAFETY_S = 10
@@ -55,51 +57,32 @@ async def run_until_idle(dispatcher: Dispatcher, done: asyncio.Event) -> None:
     await asyncio.wait_for(loop_task, SAFETY_S)
 
 
-async def test_back_to_back_tasks_finish_and_claim_in_one_call(
+async def test_back_to_back_tasks_are_each_claimed_then_recorded_once(
     db: SqliteStore, settings: Settings, clock: ManualClock
 ) -> None:
     for n in range(3):
         await db.add_task(NewTask(f"t{n}"))
+    await db.add_task(NewTask("fails", max_retries=0))
     done = asyncio.Event()
     ran: list[str] = []
 
     def handler(task: Task, ctx: RunContext) -> Outcome:
         ran.append(task.subject)
-        if len(ran) == 3:
+        if len(ran) == 4:
             done.set()
-        return Outcome(OutcomeKind.SUCCESS)
+        return Outcome(OutcomeKind.FAILED, error="no") if task.subject == "fails" else Outcome(OutcomeKind.SUCCESS)
 
     counting = CountingStore(db)
-    dispatcher = Dispatcher(counting, settings, lambda name: FakeExecutor(handler), clock, WORKER)
+    dispatcher = Dispatcher(cast(Store, counting), settings, lambda name: FakeExecutor(handler), clock, WORKER)
 
     await run_until_idle(dispatcher, done)
 
-    assert ran == ["t0", "t1", "t2"]
-    assert counting.calls["finish_and_claim"] == 3  # the last one finds nothing due
-    assert counting.calls["finish"] == 0
-    # the first claim, and perhaps one look by the idle loop before the stop
-    assert 1 <= counting.calls["claim_next"] <= 2
-    assert (await db.count_by_status())[TaskStatus.COMPLETED] == 3
-
-
-async def test_a_failure_is_not_chained(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:
-    await db.add_task(NewTask("fails", max_retries=0))
-    await db.add_task(NewTask("next"))
-    done = asyncio.Event()
-
-    def handler(task: Task, ctx: RunContext) -> Outcome:
-        if task.subject == "next":
-            done.set()
-            return Outcome(OutcomeKind.SUCCESS)
-        return Outcome(OutcomeKind.FAILED, error="no")
-
-    counting = CountingStore(db)
-    dispatcher = Dispatcher(counting, settings, lambda name: FakeExecutor(handler), clock, WORKER)
-
-    await run_until_idle(dispatcher, done)
-
-    assert counting.calls["finish"] == 1
-    assert counting.calls["finish_and_claim"] == 1
+    assert ran == ["t0", "t1", "t2", "fails"]
+    assert counting.calls["record"] == 4  # one door, whatever the outcome
+    # each task's claim, and perhaps one look by the idle loop before the stop
+    assert 4 <= counting.calls["claim_next"] <= 5
+    counts = await db.count_by_status()
+    assert (counts[TaskStatus.COMPLETED], counts[TaskStatus.FAILED]) == (3, 1)
 
 
 async def test_a_paused_loop_claims_nothing_until_resumed(
@@ -167,28 +150,3 @@ async def test_a_task_needing_approval_is_held_unrun(
     assert done is not None
     assert done.status is TaskStatus.COMPLETED
     assert len(fake.calls) == 1
-
-
-async def test_a_chained_claim_overtaken_by_a_stop_is_given_back(
-    db: SqliteStore, settings: Settings, clock: ManualClock
-) -> None:
-    await db.add_task(NewTask("first", priority=1))
-    second = await db.add_task(NewTask("second", priority=2))
-    stop = asyncio.Event()
-
-    class StopAfterChaining(CountingStore):
-        async def finish_and_claim(self, *args: Any, **kwargs: Any) -> Any:
-            result = await self._store.finish_and_claim(*args, **kwargs)
-            stop.set()  # the stop lands between the chained claim and its run
-            return result
-
-    fake = FakeExecutor(lambda task, ctx: Outcome(OutcomeKind.SUCCESS))
-    dispatcher = Dispatcher(StopAfterChaining(db), settings, lambda name: fake, clock, WORKER)
-
-    await asyncio.wait_for(dispatcher.run_forever(stop), SAFETY_S)
-
-    assert [t.subject for t, _ in fake.calls] == ["first"]
-    task = await db.get_task(second.task_id or 0)
-    assert (task.status, task.attempt_count, task.claimed_by) == (TaskStatus.PENDING, 0, None)
-    (run,) = await db.list_runs(task.id)
-    assert (run.outcome, run.error) == ("interrupted", "dispatcher stopped")

@@ -1,0 +1,155 @@
+"""What becomes of a task: one policy for every way a claimed task is let go.
+
+The dispatcher after an attempt, crash recovery after a dead dispatcher's, the agent
+asking for a later try, a task put back before it ran: each is decided here, by a
+pure function of the task as it is *inside the transaction that writes the result*
+(so a cancel requested a moment before is seen), the outcome, the settings and the
+time. The store only writes the ``Fate`` (``SQL_SETTLE``), guarded by the claimant.
+
+======================================================  =========================  ==========  ====================
+what happened                                           the task becomes           its attempt due
+======================================================  =========================  ==========  ====================
+a person asked to cancel it meanwhile (any row below)   canceled                   as below    —
+success                                                 completed                  counted     —
+success with actions refused to the agent, and          blocked, awaiting review   counted     —
+``[dispatch] on_denial = "review"``
+failed, budget, turns, context                          failed                     counted     —
+canceled (a cancel request ended the run)               canceled                   counted     —
+auth, refused (every task would meet it: the guard      pending                    given back  now
+gates the loop until a person resumes it)
+usage limited                                           pending                    given back  at the reset, else
+                                                                                               after
+                                                                                               ``usage_limit_fallback``
+transient, timeout, interrupted (its dispatcher died    pending                    counted     after a backoff
+or lost the claim)
+… with no attempt left (``attempt_count`` past          failed, "gave up after N   counted     —
+``max_retries``)                                        attempts: …"
+stopped (``vigil run`` was stopped)                     pending                    given back  now
+the agent asked for another try (its ``close`` with     pending                    counted     when it asked
+``pending``)
+… with no attempt left                                  failed, "gave up …"        counted     —
+put back unrun: a skill needs a person's approval       blocked, awaiting          given back  —
+                                                        approval
+put back unrun: its sensor is over its daily budget     pending                    given back  when asked
+======================================================  =========================  ==========  ====================
+
+A task its agent closed itself during the run (completed, failed, blocked, or
+pending at its own request) keeps that status: the store sees it is no longer
+active and only records the run. An interrupted run backs off like a transient
+failure, on purpose: a task that keeps killing its dispatcher (or the machine)
+must not come back at once, and it fails once its attempts run out. A stop by the
+operator is not the task's doing: its attempt is given back and it is due at once.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from vigil.config import DispatchSettings
+from vigil.models import Outcome, OutcomeKind, Task, TaskStatus
+
+GIVEN_BACK = frozenset({OutcomeKind.AUTH, OutcomeKind.REFUSED})
+RETRYABLE = frozenset({OutcomeKind.TRANSIENT, OutcomeKind.TIMEOUT, OutcomeKind.INTERRUPTED})
+FINAL = {
+    OutcomeKind.SUCCESS: TaskStatus.COMPLETED,
+    OutcomeKind.CANCELED: TaskStatus.CANCELED,
+    OutcomeKind.FAILED: TaskStatus.FAILED,
+    OutcomeKind.BUDGET: TaskStatus.FAILED,
+    OutcomeKind.TURNS: TaskStatus.FAILED,
+    OutcomeKind.CONTEXT: TaskStatus.FAILED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Fate:
+    """What to write. ``retry_at`` (epoch ms) is when a pending task is due (None:
+    unchanged); ``count_attempt`` False gives the attempt back; ``summary`` None
+    keeps the task's; ``review`` / ``approval`` set that state to ``pending``."""
+
+    status: TaskStatus
+    retry_at: int | None = None
+    count_attempt: bool = True
+    summary: str | None = None
+    review: bool = False
+    approval: bool = False
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The settings a fate depends on, and the random source of the backoff's jitter."""
+
+    settings: DispatchSettings = field(default_factory=DispatchSettings)
+    rng: random.Random = field(default_factory=random.Random)
+
+    def backoff_ms(self, retry_number: int) -> int:
+        """Delay before retry ``retry_number`` (1 for the first retry), in ms:
+        ``retry_backoff × 2^(n-1)`` capped at ``retry_backoff_max``, then "equal
+        jitter" (uniform in [half, all] of that), so tasks that failed together spread
+        out but never come back much sooner than the policy says."""
+        exponent = min(max(retry_number - 1, 0), 32)  # 2^32 × any sane base is past any cap
+        ceiling: int = min(self.settings.retry_backoff_max_ms, self.settings.retry_backoff_ms * (1 << exponent))
+        return ceiling // 2 + int(self.rng.random() * (ceiling - ceiling // 2))
+
+
+def attempts_left(task: Task) -> bool:
+    """Whether ``task`` (as claimed: its current attempt counted) may run again."""
+    return task.attempt_count <= task.max_retries
+
+
+def gave_up(attempts: int, reason: str) -> str:
+    """The summary of a task failed because its attempts ran out."""
+    return f"gave up after {attempts} attempt{'' if attempts == 1 else 's'}: {reason}"
+
+
+def after_attempt(task: Task, outcome: Outcome, policy: Policy, now_ms: int) -> Fate:
+    """The fate of active ``task`` (as it is now, its current attempt counted) after
+    an attempt that ended with ``outcome``."""
+    kind = outcome.kind
+    summary = outcome.summary or None
+    if kind is OutcomeKind.STOPPED:
+        fate = Fate(TaskStatus.PENDING, retry_at=now_ms, count_attempt=False, summary=summary)
+    elif kind is OutcomeKind.USAGE_LIMITED:
+        fallback = now_ms + policy.settings.usage_limit_fallback_ms
+        retry_at = max(outcome.retry_at, now_ms) if outcome.retry_at is not None else fallback
+        fate = Fate(TaskStatus.PENDING, retry_at=retry_at, count_attempt=False, summary=summary)
+    elif kind in GIVEN_BACK:
+        fate = Fate(TaskStatus.PENDING, retry_at=now_ms, count_attempt=False, summary=summary)
+    elif kind in RETRYABLE:
+        if attempts_left(task):
+            fate = Fate(TaskStatus.PENDING, retry_at=now_ms + policy.backoff_ms(task.attempt_count), summary=summary)
+        else:
+            reason = outcome.summary or outcome.error or str(kind)
+            fate = Fate(TaskStatus.FAILED, summary=gave_up(task.attempt_count, reason))
+    elif kind is OutcomeKind.SUCCESS and outcome.permission_denials and policy.settings.on_denial == "review":
+        fate = Fate(TaskStatus.BLOCKED, summary=summary, review=True)
+    else:
+        fate = Fate(FINAL[kind], summary=summary)
+    return _cancel_wins(task, fate)
+
+
+def after_request(task: Task, retry_at: int, summary: str) -> Fate:
+    """The fate of running ``task`` whose agent asked for another try at
+    ``retry_at`` (epoch ms): pending then, or failed once its attempts ran out."""
+    if not attempts_left(task):
+        return Fate(TaskStatus.FAILED, summary=gave_up(task.attempt_count, summary))
+    return Fate(TaskStatus.PENDING, retry_at=retry_at, summary=summary)
+
+
+def put_back(task: Task, *, until: int | None) -> Fate:
+    """The fate of claimed ``task`` put back before it ran, its attempt given back:
+    due again at ``until`` (epoch ms), or with ``until`` None waiting, blocked, for a
+    person's approval."""
+    if until is None:
+        fate = Fate(TaskStatus.BLOCKED, count_attempt=False, approval=True)
+    else:
+        fate = Fate(TaskStatus.PENDING, retry_at=until, count_attempt=False)
+    return _cancel_wins(task, fate)
+
+
+def _cancel_wins(task: Task, fate: Fate) -> Fate:
+    """A person's cancel request wins over putting the task back in the queue (the
+    next claim would clear the request) and over holding it."""
+    if not task.cancel_requested or fate.status in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELED):
+        return fate
+    return Fate(TaskStatus.CANCELED, count_attempt=fate.count_attempt, summary=fate.summary)
