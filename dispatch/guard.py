@@ -1,4 +1,4 @@
-"""The dispatcher's gatekeeper: may the loop claim, and what an outcome trips.
+"""The dispatcher's guard: may the loop claim, and which gate an outcome trips.
 
 Before each claim the loop asks ``may_claim(now)``:
 
@@ -72,12 +72,12 @@ FAILURES = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
-class GateDecision:
+class ClaimDecision:
     """Whether the loop may claim now.
 
     ``max_priority`` None: any task; p: only tasks with priority ≤ p (over budget).
-    ``until``: when a closed gate opens by itself (None: on a person's word, or
-    open now); over budget, when to ask again. ``reason`` is one line for logs and
+    ``until``: when a refusal ends by itself (a gate's reset; None: on a person's
+    word, or claiming now); over budget, when to ask again. ``reason`` is one line for logs and
     status.
     """
 
@@ -100,7 +100,7 @@ class Guard:
         # Only this dispatcher writes it, so the copy saves a commit per success.
         self._failures: int | None = None
 
-    async def may_claim(self, now_ms: int) -> GateDecision:
+    async def may_claim(self, now_ms: int) -> ClaimDecision:
         """Read the gate (lifting an expired one) and the budget; fire due warnings.
         One read of the loop state, plus one of the spend when a cap is set."""
         values = await self._store.loop_values()
@@ -111,10 +111,10 @@ class Guard:
                 self._gate_changed(f"loop resumed by itself: {lifted.reason} is over", "running", now_ms)
             gate = await read_gate(self._store)
         if not gate.is_open(now_ms):
-            return GateDecision(False, reason=f"{gate.state}: {gate.reason}", until=gate.until)
+            return ClaimDecision(False, reason=f"{gate.state}: {gate.reason}", until=gate.until)
         budget = self._settings.budget
         if budget.daily_usd is None:
-            return GateDecision(True)
+            return ClaimDecision(True)
         use = await budget_use(self._store, budget, now_ms)
         for threshold in await claim_warnings(self._store, use, budget, values):
             message = f"spent ${use.spent_usd:.2f} of ${use.cap_usd:.2f} in 24 h ({threshold:.0%} warning)"
@@ -125,8 +125,8 @@ class Guard:
         if use.over:
             reason = f"over budget (${use.spent_usd:.2f} of ${use.cap_usd:.2f} in 24 h): urgent tasks only"
             until = now_ms + BUDGET_RECHECK_MS
-            return GateDecision(True, max_priority=budget.urgent_priority, reason=reason, until=until)
-        return GateDecision(True)
+            return ClaimDecision(True, max_priority=budget.urgent_priority, reason=reason, until=until)
+        return ClaimDecision(True)
 
     async def after_outcome(self, task: Task, outcome: Outcome) -> None:
         """Trip the automatic gates ``outcome`` calls for; ``task`` is as recorded."""

@@ -28,7 +28,7 @@ from dataclasses import replace
 
 from dispatch.attempt import AttemptPreparer
 from dispatch.executors import Executor, ProgressNoted, RunContext
-from dispatch.guard import GateDecision, Guard
+from dispatch.guard import ClaimDecision, Guard
 from dispatch.heartbeat import Heartbeat
 from dispatch.skills import Skill, load_skills
 from dispatch.space import OutOfSpace, SpaceWait, out_of_space
@@ -86,7 +86,7 @@ class Dispatcher:
         self._heartbeat = Heartbeat(store, clock, worker_id)
         self._note_writes: set[asyncio.Future[None]] = set()  # heartbeats carrying a live note
         self._preparer = AttemptPreparer(store, settings)
-        self._closed_gate: GateDecision | None = None  # the guard's last "no", while it lasts
+        self._held_back: ClaimDecision | None = None  # the guard's last "no", while it lasts
         self._space = SpaceWait(settings.dispatch, clock)  # after runs that found the disk full
 
     # --- control -------------------------------------------------------------------
@@ -102,11 +102,11 @@ class Dispatcher:
             self._stop_reason = reason
 
     @property
-    def closed_gate(self) -> GateDecision | None:
+    def held_back(self) -> ClaimDecision | None:
         """The guard's last refusal to claim (paused, gated) or restriction (over
         budget: urgent tasks only), while it lasts; else None. Its ``until`` is when
         the idle loop asks the guard again."""
-        return self._closed_gate
+        return self._held_back
 
     async def mark_stopped(self) -> None:
         """Write the ``stopped`` heartbeat (a clean exit, not a death)."""
@@ -138,36 +138,36 @@ class Dispatcher:
         claim = await self._claim()
         return None if claim is None else await self._attempt(claim)
 
-    async def _gate(self) -> GateDecision | None:
-        """The guard's answer (None without a guard); logs when the gate closes or
-        opens. While a full disk keeps the loop waiting, that wait (announced when it
-        began)."""
-        waiting = self._space.gate(self._clock.now_ms())
+    async def _may_claim(self) -> ClaimDecision | None:
+        """The guard's answer (None without a guard); logs when claiming stops or
+        starts again. While a full disk keeps the loop waiting, that wait (announced
+        when it began)."""
+        waiting = self._space.decision(self._clock.now_ms())
         if waiting is not None:
-            self._closed_gate = waiting
+            self._held_back = waiting
             return waiting
         if self._guard is None:
             return None
         decision = await self._guard.may_claim(self._clock.now_ms())
-        if not decision.may_claim and self._closed_gate is None:
+        if not decision.may_claim and self._held_back is None:
             log.warning("not claiming: %s", decision.reason)
-        elif decision.may_claim and decision.max_priority is None and self._closed_gate is not None:
+        elif decision.may_claim and decision.max_priority is None and self._held_back is not None:
             log.info("claiming again")
-        # Over budget the gate is half open: kept, so that with only routine tasks due
-        # the idle loop sleeps until the guard's recheck instead of spinning on them.
+        # Over budget the loop is held back only in part: kept, so that with only routine
+        # tasks due the idle loop sleeps until the guard's recheck instead of spinning.
         restricted = not decision.may_claim or decision.max_priority is not None
-        self._closed_gate = decision if restricted else None
+        self._held_back = decision if restricted else None
         return decision
 
     async def _claim(self) -> Claim | None:
-        gate = await self._gate()
-        if gate is not None and not gate.may_claim:
+        decision = await self._may_claim()
+        if decision is not None and not decision.may_claim:
             return None
         return await self._store.claim_next(
             worker=self.worker_id,
             lease_ms=self._settings.dispatch.lease_ms,
             executor=self._settings.dispatch.executor,
-            max_priority=None if gate is None else gate.max_priority,
+            max_priority=None if decision is None else decision.max_priority,
         )
 
     async def _attempt(self, claim: Claim) -> Task:
@@ -353,11 +353,11 @@ class Dispatcher:
 
     async def _idle(self, stop: asyncio.Event) -> None:
         """Sleep until a task may be claimable: the next due time (or, while the guard
-        keeps the gate closed, the time it opens by itself), a wake-up, a commit by
+        holds the loop back, the time it lets go by itself), a wake-up, a commit by
         another process (a new task, a person resuming the loop), or ``stop``.
         Returns after at least one probe, so nothing can make the loop spin."""
-        gate = self._closed_gate
-        wake_at = gate.until if gate is not None else await self._store.next_due_at()
+        held = self._held_back
+        wake_at = held.until if held is not None else await self._store.next_due_at()
         version = await self._store.data_version()
         heartbeat_s = real_seconds(self._clock, self._settings.dispatch.heartbeat_ms)
         next_beat = time.monotonic() + heartbeat_s

@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 import logging
 
-from dispatch.guard import GateDecision
+from dispatch.guard import ClaimDecision
 from vigil.clock import Clock
 from vigil.config import DispatchSettings
 from vigil.durations import format_duration
@@ -59,11 +59,11 @@ class SpaceWait:
         log.warning("%s: not running tasks for %s; the task was given back", self._reason, wait)
         return f"not run: {self._reason}; given back, its attempt not counted"
 
-    def gate(self, now_ms: int) -> GateDecision | None:
-        """A closed gate while the wait lasts; None once it is over."""
+    def decision(self, now_ms: int) -> ClaimDecision | None:
+        """A refusal to claim while the wait lasts; None once it is over."""
         if self._until is None or now_ms >= self._until:
             return None
-        return GateDecision(False, reason=f"{self._reason}: waiting", until=self._until)
+        return ClaimDecision(False, reason=f"{self._reason}: waiting", until=self._until)
 
     def wrote(self) -> None:
         """A run could write: the disk has room again."""

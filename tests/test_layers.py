@@ -1,6 +1,6 @@
-"""The import-linter layers contract names every module: a new module left out of
-it would have its imports go unchecked (import-linter checks only the layers it is
-given)."""
+"""The import-linter layers contracts name every module: a new module left out of
+them would have its imports go unchecked (import-linter checks only the layers it
+is given). Inside the store, no module imports the package's face."""
 
 from __future__ import annotations
 
@@ -12,11 +12,20 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("vigil", "sensors", "dispatch", "tui")
 
 
-def _layer_modules() -> list[str]:
+def _layers_contracts() -> list[dict[str, object]]:
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    (layers,) = (c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers")
-    assert "ignore_imports" not in layers
-    return [name.strip() for layer in layers["layers"] for name in re.split(r"[|:]", layer)]
+    contracts = [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
+    assert all("ignore_imports" not in c for c in contracts)
+    return contracts
+
+
+def _layer_modules(contract: dict[str, object]) -> list[str]:
+    containers = contract.get("containers", [])
+    layers = contract["layers"]
+    assert isinstance(containers, list)
+    assert isinstance(layers, list)
+    prefix = "".join(f"{c}." for c in containers)  # one container at most
+    return [prefix + name.strip() for layer in layers for name in re.split(r"[|:]", layer)]
 
 
 def _modules() -> list[str]:
@@ -29,7 +38,8 @@ def _modules() -> list[str]:
 
 
 def test_every_module_is_in_a_layer() -> None:
-    layers = _layer_modules()
+    whole, _ = _layers_contracts()
+    layers = _layer_modules(whole)
     # the root package `vigil` is an empty namespace for the core's modules
     left_out = [
         module
@@ -37,3 +47,21 @@ def test_every_module_is_in_a_layer() -> None:
         if module != "vigil" and not any(module == layer or module.startswith(layer + ".") for layer in layers)
     ]
     assert left_out == []
+
+
+def test_every_store_module_is_in_a_store_layer() -> None:
+    _, store = _layers_contracts()
+    layers = _layer_modules(store)
+    store_modules = [m for m in _modules() if m.startswith("vigil.store.")]
+    assert sorted(set(store_modules) - set(layers)) == []
+
+
+def test_no_store_module_imports_the_face() -> None:
+    """``from vigil.store import X`` inside the store may only name a submodule:
+    the face imports the backends, so a name from it would be an import back up."""
+    submodules = {path.stem for path in (REPO / "vigil" / "store").glob("*.py")}
+    climbing = []
+    for path in sorted((REPO / "vigil" / "store").glob("*.py")):
+        for names in re.findall(r"^\s*from vigil\.store import ([\w, ]+)", path.read_text(encoding="utf-8"), re.M):
+            climbing += [f"{path.name}: {n.strip()}" for n in names.split(",") if n.strip() not in submodules]
+    assert climbing == []

@@ -4,7 +4,7 @@ Screens are installed once and switched with 1–5 (each keeps its state). ``L``
 pauses or resumes the loop from any screen, through the same ``vigil.gate``
 functions as ``vigil pause`` and ``vigil resume``. Every
 ``PROBE_INTERVAL_S`` the app asks the ``DatabaseWatcher`` whether another process
-committed; only then does the screen in front reload (DESIGN §5). Problems with
+committed; only then does the screen in front reload. Problems with
 the database (locked, missing, replaced) show in a banner until they clear.
 """
 

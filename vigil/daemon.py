@@ -134,7 +134,7 @@ def _make_lanes(settings: Settings, clock: Clock, worker_id: str) -> LaneLock:
 
     lanes = settings.dispatch.lanes
     if settings.store.url is not None:
-        from dispatch.postgres_lanes import PostgresLanes
+        from vigil.store.postgres_lanes import PostgresLanes
 
         return PostgresLanes(settings.store.url, lanes, name=f"vigil dispatcher {worker_id}")
     refuse_network_filesystem(settings.store.path, lanes)
@@ -385,8 +385,8 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tu
                     task = await dispatcher.run_once(stop)
                 finally:
                     await release_lane(dispatcher, lanes)
-            gate = dispatcher.closed_gate
-            return task, None if gate is None else gate.reason
+            held = dispatcher.held_back
+            return task, None if held is None else held.reason
         finally:
             await alerts.drain()
             await store.close()

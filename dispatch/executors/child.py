@@ -40,12 +40,14 @@ CHUNK_BYTES = 256 * 1024
 STDERR_KEEP_BYTES = 64 * 1024  # the tail of stderr kept for error messages
 EXIT_POLL_S = 0.1
 DRAIN_S = 2.0  # after the child exits, how long its pipes may stay open (held by its own children)
-GATE_SHELL = "/bin/sh"
+# The child is a shell that waits for the go line before it becomes the program, so
+# the run's pid is recorded before the program can do anything.
+START_SHELL = "/bin/sh"
 # Reads the go line (the shell's read takes one byte at a time from a pipe, so the
 # program's input is left whole); at end of input, the dispatcher having died
 # before the go, exits without running anything. `exec "$@"`: the argv as given,
 # found on the child's PATH.
-GATE_SCRIPT = 'read -r _ || exit 125; exec "$@"'
+GO_SCRIPT = 'read -r _ || exit 125; exec "$@"'
 GO = b"\n"
 
 LineHandler = Callable[[bytes], None]
@@ -154,8 +156,8 @@ def _program_problem(program: str, env: Mapping[str, str], cwd: Path) -> str | N
 
 
 def _no_program(program: str, env: Mapping[str, str], cwd: Path) -> str | None:
-    """Why ``program`` cannot be started, found before the spawn (behind the gate
-    the shell would only say so on its stderr); None when it can be."""
+    """Why ``program`` cannot be started, found before the spawn (behind the start
+    shell it would only be said on the shell's stderr); None when it can be."""
     if "/" in program:
         path = cwd / program
         found = path.is_file() and os.access(path, os.X_OK)
@@ -186,9 +188,9 @@ async def run_child(
         return ChildResult(None, False, "", spawn_error=problem)
     try:
         proc = await asyncio.create_subprocess_exec(
-            GATE_SHELL,
+            START_SHELL,
             "-c",
-            GATE_SCRIPT,
+            GO_SCRIPT,
             "vigil-run",  # the script's $0
             *argv,
             stdin=asyncio.subprocess.PIPE,
@@ -216,7 +218,7 @@ async def run_child(
         try:
             await on_start(proc.pid, pgid, process_start_time(proc.pid))
         except BaseException:
-            proc.stdin.close()  # no go: the gate ends without starting the program
+            proc.stdin.close()  # no go: the start shell ends without starting the program
             raise
         pipes.append(asyncio.create_task(_feed(proc.stdin, GO + stdin)))
         async with asyncio.timeout(timeout_s):

@@ -15,7 +15,7 @@ from sensors.builtin.git import git
 from sensors.builtin.http import http
 from sensors.builtin.inbox import inbox
 from sensors.builtin.queue_health import queue_health
-from sensors.builtin.schedule import schedule
+from sensors.builtin.recurring import schedule
 
 BUILTIN_SENSORS: tuple[SensorFunc, ...] = (schedule, inbox, http, feed, git, command, queue_health)
 BUILTINS: Mapping[str, SensorFunc] = {func.__name__: func for func in BUILTIN_SENSORS}

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from sensors.api import FoundTask, SensorContext
 from sensors.builtin.queue_health import queue_health
-from sensors.builtin.schedule import schedule
+from sensors.builtin.recurring import schedule
 from tests.sensors.conftest import RunnerFactory, SpecFactory
 from vigil.clock import ManualClock
 from vigil.models import NewTask, Outcome, OutcomeKind, SensorRun

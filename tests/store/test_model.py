@@ -1,6 +1,6 @@
 """The store against a model: random sequences of operations (Hypothesis state
 machine) must leave the same statuses, counts and claim choices as a plain Python
-model of the rules in DESIGN §2 would."""
+model of the store's rules (docs/store.md) would."""
 
 from __future__ import annotations
 

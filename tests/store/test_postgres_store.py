@@ -18,7 +18,7 @@ from vigil.errors import OperationError, SchemaTooNew, StoreBusy, StoreError
 from vigil.models import TaskStatus
 from vigil.store import postgres_db
 from vigil.store.postgres import PostgresStore
-from vigil.store.postgres_schema import SCHEMA_VERSION
+from vigil.store.postgres_schema import MIGRATIONS, SCHEMA_VERSION
 
 SECRET = "s3cret-pw-4711"
 WAIT_S = 30.0  # a safety net only: notifications normally arrive in milliseconds
@@ -236,3 +236,36 @@ async def test_a_row_locked_elsewhere_is_busy_not_a_hang(postgres_url: str) -> N
             holder.rollback()
         canceled = await store.cancel(added.task_id, actor="human")
         assert canceled.status is TaskStatus.CANCELED
+
+
+async def test_counts_kept_per_session_slot_by_v6_are_summed_into_one_row_per_status(postgres_url: str) -> None:
+    """V7 merges V1's per-session count slots: a database whose tasks were written by
+    several sessions keeps its status counts across the upgrade."""
+    before_v7 = MIGRATIONS[:6]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        for number, statements in enumerate(before_v7, start=1):
+            with conn.transaction():
+                for statement in statements:
+                    conn.execute(statement)
+                conn.execute("UPDATE vigil_schema SET version = %s", (number,))
+    statuses = ["pending", "pending", "blocked", "completed", "failed", "completed", "pending"]
+    for status in statuses:  # one session each: the counts land in several slots
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO tasks (subject, status, scheduled_for, created_at, updated_at, updated_by)"
+                " VALUES ('t', %s, 0, 0, 0, 'human')",
+                (status,),
+            )
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT count(DISTINCT slot) FROM status_counts WHERE n > 0").fetchone()[0] > 1  # type: ignore[index]
+
+    store = await PostgresStore.open(postgres_url)
+    try:
+        counts = await store.count_by_status()
+    finally:
+        await store.close()
+
+    assert {status: n for status, n in counts.items() if n} == {"pending": 3, "blocked": 1, "completed": 2, "failed": 1}
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT count(*) FROM status_counts").fetchone() == (len(TaskStatus),)
+        assert conn.execute("SELECT version FROM vigil_schema").fetchone() == (SCHEMA_VERSION,)

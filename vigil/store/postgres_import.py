@@ -29,7 +29,7 @@ SELECT table_name, column_name FROM information_schema.columns
 WHERE table_schema = current_schema()
 ORDER BY table_name, ordinal_position
 """
-SQL_STATUS_TOTALS = "SELECT status, sum(n) FROM status_counts GROUP BY status HAVING sum(n) <> 0"
+SQL_STATUS_TOTALS = "SELECT status, n FROM status_counts WHERE n <> 0"
 
 
 class PostgresImport:

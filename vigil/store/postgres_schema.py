@@ -21,11 +21,9 @@ Design notes:
   writers set ``updated_by`` (the actor) and ``updated_at``; the triggers read them.
   PostgreSQL fires triggers of one event in name order, hence the numbered names
   (the status event before the approval event of the same update).
-* Status counts without a hot row: ``status_counts`` has ``COUNT_SLOTS`` rows per
-  status and a trigger adds ±1 to the slot of its session (``pg_backend_pid()``
-  modulo the slot count). Dispatchers on different sessions therefore update
-  different rows and never wait on each other's count; ``count_by_status`` sums
-  6 × ``COUNT_SLOTS`` rows.
+* Status counts: ``status_counts`` has one row per status and a trigger adds ±1
+  (since V7; V1 spread each status over 16 per-session slots). A deadlock between
+  two writers taking those rows in different orders is retried like any other.
 * Dependencies: inserting a ``task_deps`` row locks the dependency (``FOR SHARE``)
   before reading its status, so a dependency completing at the same moment either
   sees the new row (and decrements ``waiting_on``) or is seen as completed.
@@ -52,7 +50,7 @@ if TYPE_CHECKING:
     import psycopg
 
 CHANGES_CHANNEL = "vigil_changes"
-COUNT_SLOTS = 16
+V1_COUNT_SLOTS = 16  # V1 spread each status count over this many per-session rows; V7 merged them
 # First key of Vigil's two-key advisory locks taken by the store (lanes use their own).
 LOCK_KEY = 0x56494753  # "VIGS"
 LOCK_MIGRATE = 0  # second key: applying migrations
@@ -213,14 +211,14 @@ V1 = [
     f"""
     INSERT INTO status_counts (status, slot)
     SELECT s, slot FROM (VALUES {_STATUSES.replace(",", "),(")}) AS statuses (s),
-                        generate_series(0, {COUNT_SLOTS - 1}) AS slot
+                        generate_series(0, {V1_COUNT_SLOTS - 1}) AS slot
     """,
     # --- triggers: counts, audit, dependency counters ---------------------------------
     f"""
     CREATE FUNCTION vigil_count(old_status text, new_status text) RETURNS void
     LANGUAGE sql AS $$
         UPDATE status_counts SET n = n + CASE WHEN status = new_status THEN 1 ELSE -1 END
-        WHERE slot = pg_backend_pid() % {COUNT_SLOTS}
+        WHERE slot = pg_backend_pid() % {V1_COUNT_SLOTS}
           AND status IN (old_status, new_status) AND old_status IS DISTINCT FROM new_status
     $$
     """,
@@ -420,7 +418,28 @@ V6 = [
     "ALTER TABLE sensor_state ADD COLUMN skips jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(skips) = 'array')",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6]
+# V7: one status count per status, as on SQLite. The per-session slots of V1 spared
+# concurrent dispatchers a wait of well under a millisecond on the count's row lock;
+# the sum over 96 rows was not worth the reader's time.
+V7 = [
+    """
+    UPDATE status_counts AS c SET n = (SELECT sum(s.n) FROM status_counts AS s WHERE s.status = c.status)
+    WHERE c.slot = 0
+    """,
+    "DELETE FROM status_counts WHERE slot <> 0",
+    "ALTER TABLE status_counts DROP CONSTRAINT status_counts_pkey",
+    "ALTER TABLE status_counts DROP COLUMN slot",
+    "ALTER TABLE status_counts ADD PRIMARY KEY (status)",
+    """
+    CREATE OR REPLACE FUNCTION vigil_count(old_status text, new_status text) RETURNS void
+    LANGUAGE sql AS $$
+        UPDATE status_counts SET n = n + CASE WHEN status = new_status THEN 1 ELSE -1 END
+        WHERE status IN (old_status, new_status) AND old_status IS DISTINCT FROM new_status
+    $$
+    """,
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # After copying rows with their own ids: the identity columns continue past them.

@@ -1,6 +1,6 @@
 """The SQLite connection every Vigil process uses, and its transaction helpers.
 
-Rules (DESIGN §2) enforced here, once:
+The store's rules (docs/store.md, "Guarantees") enforced here, once:
 
 * one ``connect()`` with checked pragmas: WAL, ``synchronous=FULL`` (durable) unless
   configured, ``foreign_keys=ON``, ``busy_timeout``; SQLite ≥ 3.35 (RETURNING);

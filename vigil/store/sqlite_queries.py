@@ -12,12 +12,59 @@ from typing import TYPE_CHECKING, Any
 
 from vigil.models import MAX_PRIORITY, MIN_PRIORITY, TaskStatus
 from vigil.store import sqlite_retention
-from vigil.store.portable import *  # noqa: F403 -- the statements both backends share
-from vigil.store.portable import SQL_SET_LOOP_VALUE, add_task_sql, sensor_run_sql, sensor_skips_sql, settle_sql
+
+# The statements both backends run as written: this module is its backend's
+# ``Queries``, so it names them too (exports: F401 and mypy's re-export rule are off here).
+from vigil.store.portable import (
+    SQL_ACTIVE_TASKS,
+    SQL_ADD_COSTS,
+    SQL_ADD_DEP,
+    SQL_ADD_NOTE,
+    SQL_APPROVE,
+    SQL_APPROVE_REVIEW,
+    SQL_ATTENTION,
+    SQL_CANCEL,
+    SQL_CLAIM_RUN_OPEN,
+    SQL_CLOSE_TASK,
+    SQL_COUNT_CHILDREN,
+    SQL_COUNT_SOURCE_SINCE,
+    SQL_DEFER,
+    SQL_DEPENDENCIES,
+    SQL_DROP_OPEN_RUN,
+    SQL_FOLLOW_UP_DEPTH,
+    SQL_GET_RUN,
+    SQL_GET_TASK,
+    SQL_HOLDER_OF_KEY,
+    SQL_LIST_EVENTS,
+    SQL_LIST_NOTES,
+    SQL_LIST_RUNS,
+    SQL_LOOP_VALUES,
+    SQL_ORIGIN_OF,
+    SQL_QUEUE,
+    SQL_RECORD_RUN,
+    SQL_REJECT,
+    SQL_REJECT_REVIEW,
+    SQL_RELEASE_CLOSED,
+    SQL_RENEW_LEASE,
+    SQL_REQUEST_RETRY,
+    SQL_RETRY,
+    SQL_SENSOR_STATE,
+    SQL_SET_LOOP_VALUE,
+    SQL_SET_PRIORITY,
+    SQL_SET_RUN_EXECUTOR,
+    SQL_SET_RUN_PROCESS,
+    SQL_SET_SENSOR_ENABLED,
+    SQL_SET_TASK_EXECUTOR,
+    SQL_SPEND_SINCE,
+    add_task_sql,
+    sensor_run_sql,
+    sensor_skips_sql,
+    settle_sql,
+)
 from vigil.store.rows import Row
 
 # The roll-ups live in sqlite_costs; re-exported here, where Queries looks for them.
-from vigil.store.sqlite_costs import SQL_COST_ROLLUP as SQL_COST_ROLLUP  # noqa: PLC0414
+from vigil.store.sqlite_costs import SQL_COST_ROLLUP
 
 if TYPE_CHECKING:
     from vigil.store.transaction import PruneQueries, Tx

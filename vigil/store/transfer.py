@@ -32,7 +32,7 @@ from pathlib import Path
 
 from vigil.config import Settings
 from vigil.errors import StoreBusy, StoreError
-from vigil.store import open_store
+from vigil.store.opening import open_store
 from vigil.store.sqlite_export import SqliteExport, TableTotals
 
 # (table, rows copied so far, rows to copy): called after each batch and once per table.

@@ -1,5 +1,6 @@
-"""PostgreSQL lanes: one session-level advisory lock per lane, held by a dedicated
-session (connection) for as long as the dispatcher runs.
+"""The dispatcher lanes of a PostgreSQL store (``[dispatch] lanes``): one
+session-level advisory lock per lane, held by a dedicated session (connection)
+for as long as the dispatcher runs.
 
 ``pg_try_advisory_lock(LANE_KEY, lane)`` never waits. The server frees the lock
 when the session ends, however it ends (the dispatcher's host dies, the network
@@ -19,12 +20,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+
+import psycopg
 
 from vigil.errors import OperationError
-
-if TYPE_CHECKING:
-    import psycopg
+from vigil.store.postgres_db import connect_failure, describe
 
 log = logging.getLogger("vigil.dispatch")
 
@@ -32,13 +32,6 @@ log = logging.getLogger("vigil.dispatch")
 def _first_line(err: BaseException) -> str:
     """The driver's first line (its messages span several); the type for an empty one."""
     return next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
-
-
-def describe(url: str) -> str:
-    """``host:port/dbname`` of ``url`` (never its password), for messages."""
-    from vigil.store.postgres_db import describe as describe_url
-
-    return describe_url(url)
 
 
 LANE_KEY = 0x56494749  # "VIGI": the first key of every lane lock; the lane is the second
@@ -103,10 +96,6 @@ class PostgresLanes:
     async def _session(self) -> psycopg.AsyncConnection[tuple[object, ...]]:
         if self._conn is not None and not self._conn.closed:
             return self._conn
-        import psycopg
-
-        from vigil.store.postgres_db import connect_failure
-
         try:
             conn = await psycopg.AsyncConnection.connect(
                 self._url,
@@ -132,8 +121,6 @@ class PostgresLanes:
         return conn
 
     async def try_acquire(self) -> bool:
-        import psycopg
-
         if self._lane is not None:
             return True
         async with self._busy:
@@ -152,8 +139,6 @@ class PostgresLanes:
         return False
 
     async def still_held(self) -> bool:
-        import psycopg
-
         if self._lane is None or self._conn is None:
             return False
         async with self._busy:
@@ -168,8 +153,6 @@ class PostgresLanes:
         return True
 
     async def holders(self) -> str:
-        import psycopg
-
         try:
             async with self._busy:
                 conn = await self._session()
@@ -182,8 +165,6 @@ class PostgresLanes:
         return "; ".join(shown)
 
     async def others_held(self) -> bool:
-        import psycopg
-
         try:
             async with self._busy:
                 conn = await self._session()
@@ -195,8 +176,6 @@ class PostgresLanes:
         return bool(row and row[0])
 
     async def release(self) -> None:
-        import psycopg
-
         async with self._busy:
             if self._lane is not None and self._conn is not None and not self._conn.closed:
                 with contextlib.suppress(psycopg.Error):

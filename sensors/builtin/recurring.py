@@ -1,4 +1,4 @@
-"""``schedule``: recurring tasks, "cron in a column" — one task per occurrence.
+"""``schedule``: the recurring-task sensor, "cron in a column" — one task per occurrence.
 
 Options: ``subject`` (required) and ``description``, templates with ``{date}``
 (``2026-01-31``), ``{time}`` (``09:00``), ``{datetime}`` (ISO 8601), ``{weekday}``
