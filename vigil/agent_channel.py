@@ -114,9 +114,9 @@ class AgentChannel:
         task = (await self.bind(task_id)).task
         if retry_in is not None:
             retry_at = self._clock.now_ms() + parse_duration_ms(retry_in)
-            await self._store.request_retry(task.id, retry_at, summary, actor=ACTOR)
+            await self._store.request_retry(task.id, retry_at, summary, actor=ACTOR, run_id=self._run_id)
             return f"task #{task.id} will be tried again in {retry_in}"
-        await self._store.close_task(task.id, TaskStatus(status), summary, actor=ACTOR)
+        await self._store.close_task(task.id, TaskStatus(status), summary, actor=ACTOR, run_id=self._run_id)
         return f"task #{task.id} closed as {status}"
 
     async def add_followup(

@@ -126,6 +126,7 @@ class CostGroup(StrEnum):
     MODEL = "model"
     HOUR = "hour"  # key "YYYY-MM-DDTHH" (UTC): the TUI's 24-hour chart
     SENSOR = "sensor"  # the sensor that started the task's parent chain; "(none)" for others
+    ACCOUNT = "account"  # "executor:account" of the run; "(none)" without one, "(pruned)" for archived runs
 
 
 class TaskWriter(Protocol):
@@ -275,20 +276,28 @@ class TaskChanges(Protocol):
         the source key meanwhile."""
         ...
 
-    async def close_task(self, task_id: int, status: TaskStatus, summary: str, *, actor: str) -> Task:
+    async def close_task(
+        self, task_id: int, status: TaskStatus, summary: str, *, actor: str, run_id: int | None = None
+    ) -> Task:
         """Close an open task as completed, failed or blocked with a summary (the
         agent closing its own task). An active task keeps its claim so the
-        dispatcher still records the run; its status is then kept."""
+        dispatcher still records the run; its status is then kept. ``run_id`` (the
+        agent's run) gets the status and summary too, in the same transaction,
+        while that run is open (``Run.agent_status``, ``Run.summary``)."""
         ...
 
-    async def request_retry(self, task_id: int, retry_at: int, summary: str, *, actor: str) -> Task:
+    async def request_retry(
+        self, task_id: int, retry_at: int, summary: str, *, actor: str, run_id: int | None = None
+    ) -> Task:
         """An active task asks to be tried again at ``retry_at`` (epoch ms): pending,
         due then, its attempt counted (the claim counted it), the summary kept; with
         no retry left (``attempt_count > max_retries``) it fails for good instead,
         its summary "gave up after N attempts: …". The claim stays so the dispatcher
         still records the run; the status is then kept. One conditional ``UPDATE``,
-        audited as a ``status`` event. Raises ``InvalidTransition`` for a task that
-        is not active or whose cancel was requested, ``TaskNotFound``."""
+        audited as a ``status`` event; ``run_id`` (the agent's run, while open) gets
+        status ``pending`` and the summary in the same transaction. Raises
+        ``InvalidTransition`` for a task that is not active or whose cancel was
+        requested, ``TaskNotFound``."""
         ...
 
     async def approve(self, task_id: int, *, actor: str) -> Task:

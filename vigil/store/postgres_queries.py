@@ -35,7 +35,8 @@ _ADD_TASK_VALUES = """:subject::text, :description::text, :skills::jsonb, :prior
        :scheduled_for::bigint, :now::bigint, :now::bigint, :actor::text, :max_retries::int,
        CASE WHEN :approval::bool THEN 'blocked' ELSE 'pending' END,
        CASE WHEN :approval::bool THEN 'pending' END, :model::text,
-       coalesce(:workdir::text, (SELECT p.workdir FROM tasks AS p WHERE p.id = :parent_id::bigint))"""
+       coalesce(:workdir::text, (SELECT p.workdir FROM tasks AS p WHERE p.id = :parent_id::bigint)),
+       :max_cost_usd::double precision"""
 SQL_ADD_TASK, SQL_ADD_TASK_EVER = (dialect(sql) for sql in add_task_sql(_ADD_TASK_VALUES))
 
 

@@ -89,6 +89,7 @@ def insert_task(
         "approval": new.requires_approval,
         "model": new.model,
         "workdir": new.workdir,
+        "max_cost_usd": new.max_cost_usd,
     }
     sql = tx.q.SQL_ADD_TASK if new.dedup is DedupScope.OPEN else tx.q.SQL_ADD_TASK_EVER
     refusal = None if flood is None else flood.check(tx, new)
@@ -314,14 +315,29 @@ class Tasks:
     def retry(self, task_id: int, *, actor: str) -> Task:
         return self._change(task_id, "retry it", self._engine.q.SQL_RETRY, actor=actor)
 
-    def close_task(self, task_id: int, status: TaskStatus, summary: str, *, actor: str) -> Task:
+    def close_task(
+        self, task_id: int, status: TaskStatus, summary: str, *, actor: str, run_id: int | None = None
+    ) -> Task:
         if status not in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.BLOCKED):
             raise InputError(f"a task can be closed as completed, failed or blocked, not {status}")
-        sql = self._engine.q.SQL_CLOSE_TASK
-        return self._change(task_id, f"close it as {status}", sql, status=str(status), summary=summary, actor=actor)
+        values = {"id": task_id, "status": str(status), "summary": summary, "actor": actor, "run_id": run_id}
+        values["now"] = self._clock.now_ms()
 
-    def request_retry(self, task_id: int, retry_at: int, summary: str, *, actor: str) -> Task:
+        def body(tx: Tx) -> Task:
+            row = tx.one(tx.q.SQL_CLOSE_TASK, values)
+            if row is None:
+                raise _refused(tx, task_id, f"close it as {status}")
+            if run_id is not None:
+                tx.run(tx.q.SQL_CLOSE_RUN, values)
+            return task_of(tx, row)
+
+        return self._engine.write(body)
+
+    def request_retry(
+        self, task_id: int, retry_at: int, summary: str, *, actor: str, run_id: int | None = None
+    ) -> Task:
         params = {"id": task_id, "retry_at": retry_at, "summary": summary, "now": self._clock.now_ms(), "actor": actor}
+        params.update(run_id=run_id, status=str(TaskStatus.PENDING))
 
         def body(tx: Tx) -> Task:
             row = tx.one(tx.q.SQL_REQUEST_RETRY, params)
@@ -329,6 +345,8 @@ class Tasks:
                 current = require_task(tx, task_id)
                 status = "active with a cancel requested" if current["cancel_requested"] else current["status"]
                 raise InvalidTransition(task_id, status, "ask for a retry (only a running task can)")
+            if run_id is not None:
+                tx.run(tx.q.SQL_CLOSE_RUN, params)
             return task_of(tx, row)
 
         return self._engine.write(body)
