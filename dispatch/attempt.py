@@ -122,6 +122,7 @@ class AttemptPreparer:
             parents=await parent_chain(store, task),
             previous_runs=previous_runs,
             notes=list(claim.notes) if claim.notes is not None else await store.list_notes(task.id),
+            attempt=claim.attempt,
         )
         if not self._runs_dir_made:
             self._runs_dir.mkdir(parents=True, exist_ok=True)
