@@ -27,6 +27,8 @@ what the CLI says                                          outcome
 "Missing environment variable: `OPENAI_API_KEY`."          auth
 "stream disconnected before completion: …", 5xx            transient
   ("We're currently experiencing high demand …")
+the API's JSON error body (a 400: invalid_request_error)   failed, "the API refused
+                                                             the request (…): …"
 exit ≠ 0 before any event ("Not inside a trusted           refused
   directory …", "error: unexpected argument …")
 exit ≠ 0 after events, no failure named                    transient
@@ -206,7 +208,24 @@ class Verdict:
     retry_at: int | None = None  # epoch ms of a usage limit's reset; None: not named
 
 
+def api_error_text(message: str) -> str:
+    """A failure Codex passes on as the API's JSON error body (a 4xx it does not
+    know, e.g. a 400: ``{"error": {"type": "invalid_request_error", "message": …}}``,
+    with no HTTP status) as one line that says it was the API's refusal; any other
+    message as it is."""
+    try:
+        body = json.loads(message)
+    except ValueError:
+        return message
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict) or not error.get("message"):
+        return message
+    kind = error.get("type") or error.get("code") or "error"
+    return f"the API refused the request ({kind}): {error['message']}"
+
+
 def _failure(message: str, now_ms: int) -> Verdict:
+    message = api_error_text(message)
     if _USAGE_LIMIT.search(message):
         return Verdict(OutcomeKind.USAGE_LIMITED, f"usage limit: {message}", reset_ms(message, now_ms))
     if _AUTH.search(message):
