@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from dispatch.attempt import AttemptPreparer
+from dispatch.attempt import AttemptPreparer, settled
 from dispatch.executors import Executor, ProgressNoted, RunContext
 from dispatch.guard import GateDecision, Guard
 from dispatch.heartbeat import Heartbeat
@@ -81,7 +81,7 @@ class Dispatcher:
         self._stop_reason = "vigil was stopped"  # recorded on a task a stop interrupts
         self._heartbeat = Heartbeat(store, clock, worker_id)
         self._note_writes: set[asyncio.Future[None]] = set()  # heartbeats carrying a live note
-        self._preparer = AttemptPreparer(store, settings)
+        self._preparer = AttemptPreparer(store, settings, clock)
         self._closed_gate: GateDecision | None = None  # the guard's last "no", while it lasts
 
     # --- control -------------------------------------------------------------------
@@ -170,10 +170,10 @@ class Dispatcher:
             held = await self._store.hold_for_approval(claim, worker=self.worker_id)
             log.info("task #%d waits for a person's approval (vigil task approve %d)", task.id, task.id)
             return held, None
-        later = None if self._guard is None else await self._guard.deferred_until(task)
+        later = None if self._guard is None else await self._guard.deferred(task)
         if later is not None:
-            deferred = await self._store.release_unrun(claim, worker=self.worker_id, retry_at=later)
-            log.info("task #%d waits: its sensor is over its daily budget", task.id)
+            deferred = await self._store.release_unrun(claim, worker=self.worker_id, retry_at=later.until)
+            log.info("task #%d waits: %s", task.id, later.why)
             return deferred, None
         log.info("task #%d started (attempt %d): %s", task.id, claim.attempt, task.subject)
         crash_point("after-claim")
@@ -198,8 +198,8 @@ class Dispatcher:
             if self._heartbeat.note is not None:
                 self._heartbeat.note = None  # the run is over: so is its note
                 await self._heartbeat.beat("running", claim, periodic=True)
-            # what the agent printed may hold a secret it was given
-            outcome = ctx.redactor.outcome(outcome)
+            # secrets masked, what the stream carried kept, the account named
+            outcome = settled(outcome, ctx)
         recorded, next_claim = await self._record(claim, outcome, stopped=stopped, chain=chain)
         log.info("task #%d %s (%s)%s%s", recorded.id, recorded.status, outcome.kind, _denied(outcome), _brief(outcome))
         if self._guard is not None:

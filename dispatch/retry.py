@@ -8,14 +8,19 @@ The policy (docs/running.md, *Retries*):
 * ``canceled`` → canceled;
 * ``failed``, ``budget``, ``turns``, ``context`` → failed: a retry would spend
   money on the same result, a person should look;
+* ``over_budget`` (the dispatcher ended the run: it would have passed its task's
+  ``max_cost_usd`` or the daily budget) → failed: a person decides whether it is
+  worth more (``vigil task retry``);
 * ``auth``, ``refused`` → given back (pending, due now, the attempt not counted):
   the credentials or the CLI's set-up are at fault, not the task; the guard gates
   the loop until a person has fixed them and resumed it;
-* ``transient``, ``timeout``, ``interrupted`` → requeued after an exponential
-  backoff with jitter while attempts remain (``attempt_count ≤ max_retries``), else
-  failed;
-* ``usage_limited`` → requeued at the provider's reset time (or after the configured
-  fallback) with the attempt given back.
+* ``transient``, ``stalled``, ``timeout``, ``interrupted`` → requeued after an
+  exponential backoff with jitter while attempts remain (``attempt_count ≤
+  max_retries``), else failed;
+* ``usage_limited`` → requeued, due now, with the attempt given back: the limit
+  stops the account, not the task. It runs at once on another free account (or a
+  fallback executor); when there is none, the guard keeps the loop gated until
+  the earliest reset (``dispatch.guard``).
 
 Pure functions of the outcome, the task, the settings, a time and a random source,
 so they are tested without sleeping.
@@ -30,7 +35,7 @@ from vigil.config import DispatchSettings
 from vigil.models import Outcome, OutcomeKind, Task, TaskStatus
 
 GIVEN_BACK = frozenset({OutcomeKind.AUTH, OutcomeKind.REFUSED})
-RETRYABLE = frozenset({OutcomeKind.TRANSIENT, OutcomeKind.TIMEOUT, OutcomeKind.INTERRUPTED})
+RETRYABLE = frozenset({OutcomeKind.TRANSIENT, OutcomeKind.STALLED, OutcomeKind.TIMEOUT, OutcomeKind.INTERRUPTED})
 FINAL = {
     OutcomeKind.SUCCESS: TaskStatus.COMPLETED,
     OutcomeKind.CANCELED: TaskStatus.CANCELED,
@@ -38,6 +43,7 @@ FINAL = {
     OutcomeKind.BUDGET: TaskStatus.FAILED,
     OutcomeKind.TURNS: TaskStatus.FAILED,
     OutcomeKind.CONTEXT: TaskStatus.FAILED,
+    OutcomeKind.OVER_BUDGET: TaskStatus.FAILED,
 }
 
 
@@ -92,10 +98,7 @@ def gave_up(attempts: int, reason: str) -> str:
 def decide(task: Task, outcome: Outcome, settings: DispatchSettings, now_ms: int, rng: random.Random) -> Decision:
     """What to do with ``task`` after ``outcome``. ``task`` is the claimed row, so
     ``attempt_count`` already includes this attempt."""
-    if outcome.kind is OutcomeKind.USAGE_LIMITED:
-        retry_at = outcome.retry_at if outcome.retry_at is not None else now_ms + settings.usage_limit_fallback_ms
-        return Requeue(retry_at=max(retry_at, now_ms), count_attempt=False)
-    if outcome.kind in GIVEN_BACK:
+    if outcome.kind in GIVEN_BACK or outcome.kind is OutcomeKind.USAGE_LIMITED:
         return Requeue(retry_at=now_ms, count_attempt=False)
     if outcome.kind in RETRYABLE:
         if not attempts_left(task):

@@ -86,6 +86,9 @@ class ClaudeStream:
     unknown_types: set[str] = field(default_factory=set)
     tool_calls: dict[str, tuple[str, Any]] = field(default_factory=dict)  # tool_use id → (name, input)
     refusals: list[str] = field(default_factory=list)  # seen in tool results, one line each
+    # the usage of the message the last assistant line belonged to: (message id, model,
+    # tokens as of the message's start; a message of several blocks repeats it)
+    last_message: tuple[str, str | None, TokenUsage] | None = None
 
     def feed(self, raw: bytes) -> None:
         text = raw.decode("utf-8", errors="replace").strip()
@@ -132,6 +135,10 @@ class ClaudeStream:
         message = line.get("message")
         if not isinstance(message, dict):
             return
+        usage = message.get("usage")
+        if isinstance(usage, dict) and isinstance(message.get("id"), str):
+            model = message.get("model")
+            self.last_message = (message["id"], model if isinstance(model, str) else self.model, _tokens(usage))
         content = message.get("content")
         blocks = [block for block in content or () if isinstance(block, dict)]
         texts = [b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
@@ -228,14 +235,17 @@ class ClaudeStream:
         usage = self.result.get("usage")
         if not isinstance(usage, dict):
             return {}
-        return {
-            self.model or "unknown": TokenUsage(
-                input=_int(usage.get("input_tokens")),
-                output=_int(usage.get("output_tokens")),
-                cache_read=_int(usage.get("cache_read_input_tokens")),
-                cache_write=_int(usage.get("cache_creation_input_tokens")),
-            )
-        }
+        return {self.model or "unknown": _tokens(usage)}
+
+
+def _tokens(usage: dict[str, Any]) -> TokenUsage:
+    """An API ``usage`` object (``input_tokens`` …) as token counts."""
+    return TokenUsage(
+        input=_int(usage.get("input_tokens")),
+        output=_int(usage.get("output_tokens")),
+        cache_read=_int(usage.get("cache_read_input_tokens")),
+        cache_write=_int(usage.get("cache_creation_input_tokens")),
+    )
 
 
 @dataclass(frozen=True)

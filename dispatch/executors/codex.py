@@ -43,7 +43,7 @@ from pathlib import Path
 
 from dispatch.executors import DEFAULT_GRACE_S, RunContext
 from dispatch.executors.answer import detail_of, summary_of
-from dispatch.executors.child import ChildResult, ended_early
+from dispatch.executors.child import ChildResult, StopRun, ended_early
 from dispatch.executors.codex_rollout import rollout_path, rollout_refusals
 from dispatch.executors.codex_stream import CodexStream, classify
 from dispatch.executors.transcript import run_agent_cli
@@ -164,6 +164,22 @@ def _logged_rejections(stderr: str) -> list[str]:
     ]
 
 
+def _metered(stream: CodexStream, ctx: RunContext, model: str | None) -> Callable[[bytes], None]:
+    """``stream.feed``, with the usage of each completed turn metered (``ctx.meter``)
+    and the run stopped once it passes its spending limit. Codex reports usage
+    per turn only, so a turn that is still going is not counted yet."""
+
+    def feed(raw: bytes) -> None:
+        turns = stream.turns_completed
+        stream.feed(raw)
+        if stream.turns_completed != turns:
+            ctx.meter.record("turns", model, stream.usage)
+            if ctx.meter.over:
+                raise StopRun
+
+    return feed
+
+
 class CodexExecutor:
     name = "codex"
 
@@ -192,16 +208,19 @@ class CodexExecutor:
         model = model or configured_model(ctx.env)  # named in no event: priced as configured
         stream = CodexStream(on_progress=ctx.on_progress)
         try:
-            result = await run_agent_cli(self.name, argv, ctx, self.grace_s, stream.feed)
+            result = await run_agent_cli(self.name, argv, ctx, self.grace_s, _metered(stream, ctx, model))
         finally:
             if stream.retries:
                 ctx.on_progress(None)  # the run is over: no retry is going on any more
 
         transcript_path = str(ctx.transcript_path)
-        early = ended_early(result, ctx.timeout_s, transcript_path)
+        early = ended_early(result, ctx.timeout_s, transcript_path, ctx.stall_timeout_s)
         retry_at = None
         if early is not None:
             kind, error, summary = early.kind, early.error, early.summary
+        elif result.stopped and ctx.meter.over:
+            kind, error = OutcomeKind.OVER_BUDGET, ctx.meter.over_budget_error()
+            summary = summary_of(error)
         else:
             verdict = classify(stream, result.exit_code, result.stderr, self.now_ms())
             kind, error, retry_at = verdict.kind, verdict.error, verdict.retry_at

@@ -87,22 +87,21 @@ def test_auth_and_refused_give_the_task_back_now_without_counting(kind: OutcomeK
     )
 
 
-def test_usage_limit_waits_for_the_reset_and_gives_the_attempt_back() -> None:
-    limited = Outcome(OutcomeKind.USAGE_LIMITED, retry_at=NOW + 7_200_000)
+def test_a_usage_limit_gives_the_attempt_back_and_the_task_is_due_at_once() -> None:
+    """The limit stops the account, not the task: it runs at once on another free
+    account; when there is none the guard gates the loop until the earliest reset."""
+    for retry_at in (NOW + 7_200_000, None, NOW - 5):
+        limited = Outcome(OutcomeKind.USAGE_LIMITED, retry_at=retry_at)
+        # even on the last allowed attempt: a usage limit is not the task's failure
+        assert decide(task(attempt_count=4, max_retries=3), limited, SETTINGS, NOW, FixedRandom(0.0)) == Requeue(
+            retry_at=NOW, count_attempt=False
+        )
 
-    # even on the last allowed attempt: a usage limit is not the task's failure
-    assert decide(task(attempt_count=4, max_retries=3), limited, SETTINGS, NOW, FixedRandom(0.0)) == Requeue(
-        retry_at=NOW + 7_200_000, count_attempt=False
+
+def test_a_stall_is_retried_with_backoff_and_over_budget_fails() -> None:
+    stalled = decide(task(1), Outcome(OutcomeKind.STALLED), SETTINGS, NOW, FixedRandom(0.0))
+    assert isinstance(stalled, Requeue)
+    assert (stalled.count_attempt, stalled.retry_at > NOW) == (True, True)
+    assert decide(task(1), Outcome(OutcomeKind.OVER_BUDGET), SETTINGS, NOW, FixedRandom(0.0)) == Finish(
+        TaskStatus.FAILED
     )
-
-
-def test_usage_limit_without_a_reset_time_uses_the_fallback() -> None:
-    decision = decide(task(1), Outcome(OutcomeKind.USAGE_LIMITED), SETTINGS, NOW, FixedRandom(0.0))
-
-    assert decision == Requeue(retry_at=NOW + 3_600_000, count_attempt=False)
-
-
-def test_usage_limit_reset_in_the_past_means_now() -> None:
-    decision = decide(task(1), Outcome(OutcomeKind.USAGE_LIMITED, retry_at=NOW - 5), SETTINGS, NOW, FixedRandom(0.0))
-
-    assert decision == Requeue(retry_at=NOW, count_attempt=False)
