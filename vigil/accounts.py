@@ -120,28 +120,53 @@ def shown_executors(settings: Settings, limits: Mapping[str, AccountLimit]) -> l
     return [name for name in AGENT_EXECUTORS if name in used]
 
 
+@dataclass(frozen=True, slots=True)
+class AccountState:
+    """One account as ``vigil status`` and the TUI show it. ``until`` (epoch ms) is
+    set while it is limited; ``reason`` and ``since`` are those of its last limit."""
+
+    executor: str
+    account: str
+    until: int | None = None
+    reason: str | None = None
+    since: int | None = None
+
+    @property
+    def name(self) -> str:
+        return account_key(self.executor, self.account)
+
+
+def account_states(settings: Settings, values: Mapping[str, object], now_ms: int) -> list[AccountState]:
+    """Every shown account (``shown_executors``), in the configured order."""
+    limits = read_limits(values)
+    states = []
+    for executor in shown_executors(settings, limits):
+        for name in account_names(settings, executor):
+            limit = limits.get(account_key(executor, name))
+            if limit is None:
+                states.append(AccountState(executor, name))
+                continue
+            until = limit.until if limit.limited(now_ms) else None
+            states.append(AccountState(executor, name, until, limit.reason, limit.since))
+    return states
+
+
 def accounts_json(settings: Settings, values: Mapping[str, object], now_ms: int) -> list[dict[str, object]]:
     """Every shown account's state for ``vigil status --json``: ``executor``,
     ``account``, ``state`` (``free`` or ``limited``), ``until`` (ISO 8601, while
     limited), ``until_in_s``, ``reason`` of its last limit, ``limited_at``."""
-    limits = read_limits(values)
-    shown: list[dict[str, object]] = []
-    for executor in shown_executors(settings, limits):
-        for name in account_names(settings, executor):
-            limit = limits.get(account_key(executor, name))
-            limited = limit is not None and limit.limited(now_ms)
-            shown.append(
-                {
-                    "executor": executor,
-                    "account": name,
-                    "state": "limited" if limited else "free",
-                    "until": iso_utc(limit.until) if limited and limit is not None else None,
-                    "until_in_s": max(0, limit.until - now_ms) // 1000 if limited and limit is not None else None,
-                    "reason": limit.reason if limit is not None else None,
-                    "limited_at": iso_utc(limit.since) if limit is not None else None,
-                }
-            )
-    return shown
+    return [
+        {
+            "executor": state.executor,
+            "account": state.account,
+            "state": "free" if state.until is None else "limited",
+            "until": iso_utc(state.until),
+            "until_in_s": None if state.until is None else max(0, state.until - now_ms) // 1000,
+            "reason": state.reason,
+            "limited_at": iso_utc(state.since),
+        }
+        for state in account_states(settings, values, now_ms)
+    ]
 
 
 def account_line(account: Mapping[str, object]) -> str:
