@@ -26,7 +26,9 @@ tests, say) would wait forever.
 
 The stream is read by ``codex_stream`` (tokens, answer, Codex's own API retries as
 live progress notes, the outcome, refusals of Vigil's tools); the refusals of shell
-commands and patches come from Codex's session file (``codex_rollout``). Codex
+commands and patches come from Codex's session file (``codex_rollout``), and so
+does the usage while the run goes on (``codex_usage``), which the run's meter is
+held to. Codex
 reports no dollar cost, so ``cost_usd`` and ``api_cost_usd`` are both computed from
 the price table (``dispatch.pricing``) for the model: the task's or skill's, else
 ``[executors.codex] model``, else the one in Codex's own ``config.toml``.
@@ -46,8 +48,9 @@ from dispatch.executors.answer import detail_of, summary_of
 from dispatch.executors.child import ChildResult, StopRun, ended_early
 from dispatch.executors.codex_rollout import rollout_path, rollout_refusals
 from dispatch.executors.codex_stream import CodexStream, classify
+from dispatch.executors.codex_usage import SessionUsage
 from dispatch.executors.transcript import run_agent_cli
-from dispatch.pricing import api_cost_usd
+from dispatch.pricing import TokenUsage, api_cost_usd
 from vigil.clock import SystemClock
 from vigil.config import STORE_URL_ENV, AgentCliSettings, Settings
 from vigil.models import Outcome, OutcomeKind, Task
@@ -165,19 +168,26 @@ def _logged_rejections(stderr: str) -> list[str]:
 
 
 def _metered(stream: CodexStream, ctx: RunContext, model: str | None) -> Callable[[bytes], None]:
-    """``stream.feed``, with the usage of each completed turn metered (``ctx.meter``)
-    and the run stopped once it passes its spending limit. Codex reports usage
-    per turn only, so a turn that is still going is not counted yet."""
+    """``stream.feed``, with the run's usage so far metered (``ctx.meter``) at each
+    event, and the run stopped once it passes its spending limit. The usage is the
+    session file's, response by response (``codex_usage``), or, where that says
+    less, the completed turns' of the stream."""
+    session = SessionUsage(ctx.env)
 
     def feed(raw: bytes) -> None:
-        turns = stream.turns_completed
         stream.feed(raw)
-        if stream.turns_completed != turns:
-            ctx.meter.record("turns", model, stream.usage)
-            if ctx.meter.over:
-                raise StopRun
+        so_far = session.read(stream.thread_id)
+        if so_far is None or _tokens_in(so_far) < _tokens_in(stream.usage):
+            so_far = stream.usage
+        ctx.meter.record("run", model, so_far)
+        if ctx.meter.over:
+            raise StopRun
 
     return feed
+
+
+def _tokens_in(usage: TokenUsage) -> int:
+    return usage.input + usage.output + usage.cache_read + usage.cache_write
 
 
 class CodexExecutor:
@@ -226,21 +236,24 @@ class CodexExecutor:
             kind, error, retry_at = verdict.kind, verdict.error, verdict.retry_at
             summary = summary_of(stream.answer if kind is OutcomeKind.SUCCESS else (error or stream.answer))
         cost = api_cost_usd(self.settings.prices, model, stream.usage)
-        return Outcome(
-            kind=kind,
-            summary=summary,
-            detail=detail_of(stream.answer),
-            error=error,
-            exit_code=result.exit_code,
-            cost_usd=cost,
-            api_cost_usd=cost,
-            tokens_in=stream.usage.input,
-            tokens_out=stream.usage.output,
-            cache_read_tokens=stream.usage.cache_read,
-            cache_write_tokens=stream.usage.cache_write,
-            model=model,
-            session_id=stream.thread_id,
-            transcript_path=transcript_path,
-            retry_at=retry_at,
-            permission_denials=refusals_of(stream, result, ctx.env),
+        # a run cut short (timed out, stalled, over budget) keeps what was metered
+        return ctx.meter.charge(
+            Outcome(
+                kind=kind,
+                summary=summary,
+                detail=detail_of(stream.answer),
+                error=error,
+                exit_code=result.exit_code,
+                cost_usd=cost,
+                api_cost_usd=cost,
+                tokens_in=stream.usage.input,
+                tokens_out=stream.usage.output,
+                cache_read_tokens=stream.usage.cache_read,
+                cache_write_tokens=stream.usage.cache_write,
+                model=model,
+                session_id=stream.thread_id,
+                transcript_path=transcript_path,
+                retry_at=retry_at,
+                permission_denials=refusals_of(stream, result, ctx.env),
+            )
         )

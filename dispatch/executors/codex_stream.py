@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatch.executors.codex_usage import codex_tokens
 from dispatch.executors.refusals import channel_refusal, denial_line
 from dispatch.executors.resets import reset_ms
 from dispatch.pricing import TokenUsage
@@ -72,10 +73,6 @@ _NOISE = re.compile(
 _ERROR_LINE = re.compile(r"^(?:error|Error)\b:?")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 NOTE_MAX = 120  # characters of a progress note
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _no_note(note: str | None) -> None:
@@ -181,14 +178,7 @@ class CodexStream:
         self.failure = None  # a completed turn outlives what went wrong before it
         if not isinstance(usage, dict):
             return
-        cached = _count(usage.get("cached_input_tokens"))
-        written = _count(usage.get("cache_write_input_tokens"))
-        self.usage += TokenUsage(
-            input=max(_count(usage.get("input_tokens")) - cached - written, 0),
-            output=_count(usage.get("output_tokens")),
-            cache_read=cached,
-            cache_write=written,
-        )
+        self.usage += codex_tokens(usage)
 
 
 def _mcp_text(item: dict[str, Any]) -> str:

@@ -1,5 +1,5 @@
-"""Limits and refusals with the real Codex through the real `vigil`, against the
-local model server.
+"""Limits, refusals and runs cut short with the real Codex through the real
+`vigil`, against the local model server.
 
 What Codex 0.171.0 prints: for a plan's usage limit (a 429 ``usage_limit_reached``
 with ``resets_at``), "You've hit your usage limit. … try again at 2:23 AM." (local
@@ -15,10 +15,11 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from dispatch.process import group_alive
 from tests.agents.clis import needs_codex
 from tests.agents.codex_home import CodexHome
-from tests.agents.model_server import Text
-from tests.agents.openai_api import bad_request, openai_server, rate_limited, usage_limit
+from tests.agents.model_server import Silent, Text, Usage
+from tests.agents.openai_api import bad_request, openai_server, rate_limited, shell, usage_limit
 from tests.agents.outages import alerts_toml, epoch_ms, recorded
 
 pytestmark = needs_codex
@@ -88,3 +89,43 @@ def test_a_400_is_a_failure_that_says_the_api_refused_the_request(tmp_path: Path
         "the API refused the request (invalid_request_error): Invalid 'input': text must not be empty"
     )
     assert home.task(task_id)["status"] == "failed"
+
+
+def test_a_run_that_would_pass_its_tasks_max_cost_is_ended_response_by_response(tmp_path: Path) -> None:
+    """``codex exec`` reports usage in its stream only when its one turn ends; its
+    session file has it after each response, and the run is held to it."""
+    events = tmp_path / "events.jsonl"
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url)
+        (home.path / "vigil.toml").write_text((home.path / "vigil.toml").read_text() + alerts_toml(events))
+        task_id = home.add_task("Spend carefully", "--max-cost", "0.2")
+        big = Usage(input=100_000, output=10, cache_read=0, cache_write=0)  # $0.125 each at gpt-5's $1.25/M input
+        api.script.set([shell("sleep 1; echo one", usage=big), shell("sleep 1; echo two", usage=big)] * 3)
+        proc = home.vigil("dispatch", "once")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "over_budget", run["error"]
+    assert "past the task's max_cost_usd of $0.20" in run["error"]
+    assert run["tokens_in"] >= 200_000
+    assert run["cost_usd"] > 0.2
+    assert not group_alive(run["pgid"])
+    assert [line for line in home.transcript(run) if line.get("type") == "turn.completed"] == []  # cut mid-turn
+    assert home.task(task_id)["status"] == "failed"
+    (alert,) = recorded(events, "task_failed")
+    assert alert["outcome"] == "over_budget"
+
+
+def test_a_model_that_goes_silent_is_ended_after_the_stall_timeout(tmp_path: Path) -> None:
+    with openai_server() as api:
+        # Codex's own idle timeout for a stream is 20 s here: the stall comes first
+        home = CodexHome.create(tmp_path, api.server.url, dispatch={"stall_timeout": "8s", "min_gate": "1s"})
+        task_id = home.add_task("Say hello")
+        api.script.set([Silent(hold_s=600)] * 3)
+        proc = home.vigil("dispatch", "once")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = home.runs(task_id)
+    assert run["outcome"] == "stalled"
+    assert run["error"] == "stalled: the agent printed nothing for 8s; its process group was ended"
+    assert not group_alive(run["pgid"])
+    task = home.task(task_id)
+    assert (task["status"], task["attempt_count"]) == ("pending", 1)  # retried later, as a transient failure
