@@ -3,7 +3,8 @@
 An executor records usage as the agent CLI reports it while the run goes on
 (``record``): Claude Code's per-message usage (each ``assistant`` line carries the
 usage of its message as that message began: its input and cache tokens, not yet
-its whole output), Codex's per-turn usage (``turn.completed``). Priced with the
+its whole output), Codex's usage after each response (its session file,
+``codex_usage``; its stream only says it at the end of its one turn). Priced with the
 price table (``dispatch.pricing``), that is what the dispatcher holds against the
 run's ``SpendLimit``: once the metered cost passes it, the executor ends the run's
 process group and the run is ``over_budget``.
