@@ -1,4 +1,4 @@
-"""Helpers of the limit and outage tests: subscription logins for Claude Code's
+"""What the limit and outage tests share: subscription logins for Claude Code's
 accounts, an alert hook that records to a file, and reading times back.
 
 A Claude Code account is a ``CLAUDE_CONFIG_DIR`` holding a login. Claude Code
