@@ -16,6 +16,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.agents.anthropic_api import anthropic_server
 from tests.agents.clis import codex_path, needs_claude, needs_codex
 from tests.agents.codex_home import TEST_KEY
@@ -38,6 +40,7 @@ def accounts_toml(tmp_path: Path, *tokens: str) -> str:
     return text
 
 
+@pytest.mark.timeout(300)  # safety nets of its waits, longer than pytest's 120 s
 def test_a_reset_already_past_makes_no_hot_loop_and_one_incident_alerts_once(tmp_path: Path) -> None:
     events = tmp_path / "events.jsonl"
     with anthropic_server() as api:
@@ -62,6 +65,7 @@ def test_a_reset_already_past_makes_no_hot_loop_and_one_incident_alerts_once(tmp
     assert [e["state"] for e in recorded(events, "gate_changed")] == ["gated", "running"]
 
 
+@pytest.mark.timeout(300)  # safety nets of its waits, longer than pytest's 120 s
 def test_an_api_keys_429_waits_what_its_retry_after_asked_not_an_hour(tmp_path: Path) -> None:
     with anthropic_server() as api:
         home = ClaudeHome.make(tmp_path, api.server.url, dispatch={"min_gate": MIN_GATE})
@@ -89,6 +93,7 @@ def test_an_api_keys_429_waits_what_its_retry_after_asked_not_an_hour(tmp_path: 
     assert second["started_at"] - first["finished_at"] >= 1000
 
 
+@pytest.mark.timeout(300)  # safety nets of its waits, longer than pytest's 120 s
 def test_a_second_account_takes_over_at_once_and_the_first_is_used_again_after_its_reset(tmp_path: Path) -> None:
     events = tmp_path / "events.jsonl"
     with anthropic_server() as api:
@@ -121,6 +126,7 @@ def test_a_second_account_takes_over_at_once_and_the_first_is_used_again_after_i
     assert rows == {"claude:a": 2, "claude:b": 3}
 
 
+@pytest.mark.timeout(300)  # safety nets of its waits, longer than pytest's 120 s
 def test_with_every_account_limited_the_loop_waits_for_the_earliest_reset(tmp_path: Path) -> None:
     events = tmp_path / "events.jsonl"
     with anthropic_server() as api:
@@ -151,6 +157,7 @@ def test_with_every_account_limited_the_loop_waits_for_the_earliest_reset(tmp_pa
 
 
 @needs_codex
+@pytest.mark.timeout(300)  # safety nets of its waits, longer than pytest's 120 s
 def test_with_claude_limited_a_task_falls_back_to_codex_unless_its_skill_forbids_it(tmp_path: Path) -> None:
     reset_s = int(time.time()) + 3600
     with anthropic_server() as claude_api, openai_server() as codex_api:

@@ -15,6 +15,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from dispatch.process import group_alive
 from tests.agents.clis import needs_codex
 from tests.agents.codex_home import CodexHome
@@ -27,6 +29,7 @@ pytestmark = needs_codex
 MINUTE_MS = 60_000
 
 
+@pytest.mark.timeout(300)  # safety nets of its waits, longer than pytest's 120 s
 def test_a_reset_named_in_the_current_minute_waits_for_its_end_not_for_tomorrow(tmp_path: Path) -> None:
     events = tmp_path / "events.jsonl"
     with openai_server() as api:

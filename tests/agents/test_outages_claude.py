@@ -59,6 +59,7 @@ def test_a_burst_of_529s_over_six_tasks_backs_off_and_all_complete_with_no_perso
     assert recorded(events, "task_failed") == []
 
 
+@pytest.mark.timeout(300)  # safety nets of its waits, longer than pytest's 120 s
 def test_a_model_that_goes_silent_is_ended_after_the_stall_timeout_and_retried(tmp_path: Path) -> None:
     dispatch = {"stall_timeout": "15s", "retry_backoff": "1s", "min_gate": "1s"}
     with anthropic_server() as api:
