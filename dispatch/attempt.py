@@ -8,21 +8,35 @@ the task's own when nothing names one). The prompt gets the identity file, the
 skills, the parent chain, earlier attempts and notes (``dispatch.prompt``). An
 agent CLI also gets the command that starts Vigil's MCP server bound to the run
 (``mcp_command``): the agent's only way to report back.
+
+An agent CLI's task runs on a free account (``dispatch.accounts``), or on a
+fallback executor when every account of its own is limited, with the environment
+that selects that account. Each run gets a meter (``dispatch.meter``) with the
+most it may spend: what is left of its task's ``max_cost_usd`` and of the daily
+budget; and the stall timeout, ``[dispatch] stall_timeout``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
+from dispatch.accounts import account_env, pick, soonest
 from dispatch.environment import base_env, with_run_ids
 from dispatch.executors import RunContext
+from dispatch.meter import Meter, SpendLimit
 from dispatch.prompt import build_prompt
 from dispatch.skills import Skill
 from dispatch.workspace import make_workspace, workspace_of
-from vigil.config import EXECUTORS, Settings
+from vigil.accounts import read_limits
+from vigil.budget import budget_use
+from vigil.clock import Clock, SystemClock
+from vigil.config import AGENT_EXECUTORS, EXECUTORS, Settings
 from vigil.lineage import parent_chain
-from vigil.models import Claim
+from vigil.models import Claim, Outcome, Task
 from vigil.redaction import Redactor
 from vigil.store import Store
 
@@ -59,17 +73,25 @@ class AttemptPreparer:
     executor that writes a transcript makes it again should it vanish). The identity
     file is read for each attempt, so an edit reaches the next one."""
 
-    def __init__(self, store: Store, settings: Settings) -> None:
+    def __init__(self, store: Store, settings: Settings, clock: Clock | None = None) -> None:
         self._store = store
         self._settings = settings
+        self._clock = clock or SystemClock()
         self._identity_path = settings.home / settings.dispatch.identity
         self._runs_dir = transcripts_dir(settings)
         self._runs_dir_made = False
         # Read once: the environment as the dispatcher started (per executor, as
         # each gets its own CLI's variables).
         self._envs = {name: base_env(settings, executor=name) for name in EXECUTORS}
+        # each account's: its folder or its key in the CLI's own variables
+        self._account_envs = {
+            (name, account.name): account_env(self._envs[name], name, account, os.environ)
+            for name in AGENT_EXECUTORS
+            for account in (settings.claude if name == "claude" else settings.codex).accounts
+        }
         # the agent can only print the secrets it was given
-        every = {k: v for env in self._envs.values() for k, v in env.items()}
+        envs = [*self._envs.values(), *self._account_envs.values()]
+        every = {k: v for env in envs for k, v in env.items()}
         self._redactor = Redactor.from_env(every, settings.dispatch.pass_env)
 
     def _identity_text(self) -> str | None:
@@ -94,6 +116,15 @@ class AttemptPreparer:
         default_model = {"claude": settings.claude.model, "codex": settings.codex.model}.get(executor)
         # The task's own model (vigil task add --model) wins: it was chosen for this task.
         model = task.model or next((s.model for s in skills if s.model), None) or default_model
+        limits = read_limits(await store.loop_values()) if executor in AGENT_EXECUTORS else {}
+        where = pick(settings, executor, limits, self._clock.now_ms(), may_fall_back=all(s.fallback for s in skills))
+        if where.executor != executor:
+            # every account of its own is limited: a model named for it means nothing here
+            executor = where.executor
+            model = {"claude": settings.claude.model, "codex": settings.codex.model}.get(executor)
+        account = where.account
+        if account is None and where.free_at is not None:
+            account = soonest(settings, executor, limits)
         timeout_ms = next((s.timeout_ms for s in skills if s.timeout_ms), None) or settings.dispatch.timeout_ms
         command = next((s.command for s in skills if s.command), None)
         workspace = workspace_of(task, skills, settings)
@@ -107,6 +138,7 @@ class AttemptPreparer:
             parents=await parent_chain(store, task),
             previous_runs=previous_runs,
             notes=await store.list_notes(task.id),
+            attempt=claim.attempt,
         )
         if not self._runs_dir_made:
             self._runs_dir.mkdir(parents=True, exist_ok=True)
@@ -125,12 +157,49 @@ class AttemptPreparer:
             prompt=prompt,
             timeout_s=timeout_ms / 1000,
             transcript_path=self._runs_dir / transcript_name(task.id, claim.attempt),
-            env=with_run_ids(self._envs.get(executor, self._envs["dry-run"]), task.id, run_id),
+            env=with_run_ids(self._env(executor, account), task.id, run_id),
             model=model,
             command=command,
             on_process_start=on_process_start,
             redactor=self._redactor,
             workdir=workspace.path,
             mcp_command=mcp_command(settings, run_id) if executor in AGENT_CLIS else (),
+            meter=Meter(settings.prices, await self._spend_limit(task, skills)),
+            stall_timeout_s=settings.dispatch.stall_timeout_ms / 1000 or None,
+            account=account,
         )
         return executor, ctx
+
+    def _env(self, executor: str, account: str | None) -> dict[str, str]:
+        """The environment of ``executor``'s runs on ``account`` (the configured
+        account's, else the CLI's own variables as they are)."""
+        if account is not None and (executor, account) in self._account_envs:
+            return self._account_envs[(executor, account)]
+        return self._envs.get(executor, self._envs["dry-run"])
+
+    async def _spend_limit(self, task: Task, skills: Sequence[Skill]) -> SpendLimit | None:
+        """The most this run may spend: what is left of the task's own
+        ``max_cost_usd`` (else its first skill's that sets one) after its earlier
+        runs, and of the daily budget (``[budget] daily_usd``) unless the task is
+        urgent enough to run above it; the smaller. None: no limit."""
+        limits = []
+        own = task.max_cost_usd
+        if own is None:
+            own = next((s.max_cost_usd for s in skills if s.max_cost_usd is not None), None)
+        if own is not None:
+            spent = f" (${task.cost_usd:.2f} spent by earlier runs)" if task.cost_usd else ""
+            limits.append(SpendLimit(own - task.cost_usd, f"the task's max_cost_usd of ${own:.2f}{spent}"))
+        budget = self._settings.budget
+        if budget.daily_usd is not None and task.priority > budget.urgent_priority:
+            use = await budget_use(self._store, budget, self._clock.now_ms())
+            why = f"the daily budget of ${budget.daily_usd:.2f} (${use.spent_usd:.2f} spent in the last 24 h)"
+            limits.append(SpendLimit(budget.daily_usd - use.spent_usd, why))
+        return min(limits, key=lambda limit: limit.usd, default=None)
+
+
+def settled(outcome: Outcome, ctx: RunContext) -> Outcome:
+    """The outcome to record for a run of ``ctx``: what the agent printed with the
+    secrets it was given masked, the tokens and cost its stream carried when the
+    outcome has none of its own (a run canceled or stopped mid-way), and the
+    account it ran on."""
+    return replace(ctx.redactor.outcome(ctx.meter.charge(outcome)), account=ctx.account)

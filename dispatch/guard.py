@@ -11,23 +11,38 @@ Before each claim the loop asks ``may_claim(now)``:
 After each attempt the loop calls ``after_outcome(task, outcome)`` with the task as
 recorded:
 
-* ``usage_limited`` → gated until the provider's reset (``retry_at``), or for
-  ``[dispatch] usage_limit_fallback``; it then resumes by itself;
+* ``usage_limited`` → the account the run used is limited until the reset the run
+  named (``retry_at``), or, when it named none, for a backoff that starts at
+  ``[dispatch] retry_backoff`` and doubles with each limit of that account in a row,
+  up to ``usage_limit_fallback``. The loop is gated only when every account of the
+  task's executor and of its fallbacks is limited, until the earliest reset;
+* ``transient`` and ``stalled`` (overload, 5xx, the network, a crash, a silent
+  agent) → the loop backs off: gated for ``retry_backoff × 2^(n-1)``, capped at
+  ``retry_backoff_max``, jittered, after the n-th such failure in a row; it
+  resumes by itself, and an attempt that reaches the model ends the run of them;
 * ``auth`` → gated until a person resumes (``vigil resume``);
 * ``refused`` (the agent CLI would not start: missing, a flag it rejects, refused
   as root …) → gated until a person resumes, the reason saying what to change;
-* ``[limits] max_consecutive_failures`` failed attempts in a row → gated until a
-  person resumes; a success or the gate itself resets the count (canceled and
-  usage-limited attempts leave it alone: they say nothing about the work);
-* a task that ended ``failed`` → a ``task_failed`` alert;
+* ``[limits] max_consecutive_failures`` failed attempts of the work itself in a
+  row (failed, budget, turns, context, timeout) → gated until a person resumes; a
+  success or the gate itself resets the count (canceled, usage-limited and
+  transient attempts leave it alone: they say nothing about the work);
+* a task that ended ``failed`` → a ``task_failed`` alert (an ``over_budget`` run
+  fails its task: the alert says so);
 * an attempt in which the agent was refused actions → a ``task_denied`` alert (it
   never gates: a denial is the wall working, not the loop failing).
 
-Before running a claimed task the loop asks ``needs_approval(task)``: a task whose
-skill says ``requires_approval: true`` and that no person approved yet goes back
-unrun (``Store.hold_for_approval``) until ``vigil task approve``. Then it asks
-``deferred_until(task)``: a task whose sensor is over its ``[budget] per_sensor``
-cap goes back unrun, due later (``Store.release_unrun``).
+No automatic gate lasts less than ``[dispatch] min_gate``: a reset already past
+must not make a hot loop. One incident alerts once: a gate that lifted itself and
+is tripped again, for the same reason, by the first attempt after it stays quiet;
+"resumed by itself" is sent once an attempt gets through.
+
+Before running a claimed task the loop asks ``needs_approval(task, skills)``: a
+task whose skill says ``requires_approval: true`` and that no person approved yet
+goes back unrun (``Store.put_back``, blocked) until ``vigil task approve``. Then it
+asks ``deferred(task, skills)``: a task whose sensor is over its ``[budget]
+per_sensor`` cap, or whose every account is limited while its skill forbids
+fallback, goes back unrun, due later (``Store.put_back``).
 
 Every automatic gate change, auth failure and budget warning is sent to the alert
 hook. An automatic gate never replaces a stronger stop (``vigil.gate.trip``).
@@ -36,21 +51,25 @@ hook. An automatic gate never replaces a stronger stop (``vigil.gate.trip``).
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dispatch.accounts import pick
 from dispatch.alerts import AlertHook, make_event
 from dispatch.skills import Skill
+from vigil.accounts import DEFAULT_ACCOUNT, account_key, account_worked, limit_account, read_limits
 from vigil.budget import WINDOW_MS, budget_use, claim_once, claim_warnings
-from vigil.clock import Clock
-from vigil.config import Settings
-from vigil.gate import GATE_KEY, GateState, LoopGate, lift_expired, read_gate, trip
+from vigil.clock import Clock, iso_utc
+from vigil.config import AGENT_EXECUTORS, Settings
+from vigil.fate import Policy
+from vigil.gate import BACKOFF, GATE_KEY, GateState, LoopGate, confirm_running, lift_expired, read_gate, trip
 from vigil.models import ApprovalState, Outcome, OutcomeKind, Task, TaskStatus
 from vigil.store import CostGroup, Store
 
 log = logging.getLogger("vigil.guard")
 
-GUARD_KEY = "guard"  # loop_state: {"consecutive_failures": int}
+GUARD_KEY = "guard"  # loop_state: {"consecutive_failures": int, "transient_failures": int}
 BUDGET_RECHECK_MS = 60_000  # over budget, how soon spend leaving the window is noticed
 # A sensor over its cap: how long its tasks wait before they are looked at again.
 # Long, because each look claims and releases the task (two audit events).
@@ -58,17 +77,24 @@ SENSOR_RECHECK_MS = 3_600_000
 ACTOR = "guard"
 # Attempts that count as failures of the work itself. Not here: success (resets),
 # canceled (a person's choice), usage_limited, auth and refused (they gate on their own),
-# interrupted (the dispatcher stopped).
+# transient and stalled (the provider's or the machine's trouble: they back off),
+# over_budget (the guardrail working), interrupted (the dispatcher stopped).
 FAILURES = frozenset(
-    {
-        OutcomeKind.FAILED,
-        OutcomeKind.TRANSIENT,
-        OutcomeKind.BUDGET,
-        OutcomeKind.TURNS,
-        OutcomeKind.CONTEXT,
-        OutcomeKind.TIMEOUT,
-    }
+    {OutcomeKind.FAILED, OutcomeKind.BUDGET, OutcomeKind.TURNS, OutcomeKind.CONTEXT, OutcomeKind.TIMEOUT}
 )
+# Attempts that put the loop into a backoff that ends by itself.
+TRANSIENTS = frozenset({OutcomeKind.TRANSIENT, OutcomeKind.STALLED})
+# Attempts that reached the model: they end a run of transient failures.
+REACHED = FAILURES | {OutcomeKind.SUCCESS, OutcomeKind.OVER_BUDGET}
+USAGE, AUTH, REFUSED, FAILED_IN_A_ROW = "usage", "auth", "refused", "failures"  # gate kinds
+
+
+@dataclass(frozen=True, slots=True)
+class Deferral:
+    """A claimed task goes back unrun, due at ``until`` (epoch ms); ``why`` for the log."""
+
+    until: int
+    why: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,24 +117,33 @@ class Guard:
     """Guardrails around one dispatcher. All state lives in the store (``loop_state``),
     so a restarted dispatcher, the CLI and the TUI all see the same gate."""
 
-    def __init__(self, store: Store, settings: Settings, clock: Clock, alerts: AlertHook) -> None:
+    def __init__(
+        self, store: Store, settings: Settings, clock: Clock, alerts: AlertHook, rng: random.Random | None = None
+    ) -> None:
         self._store = store
         self._settings = settings
         self._clock = clock
         self._alerts = alerts
-        # Failed attempts in a row, as stored under GUARD_KEY (None: not read yet).
-        # Only this dispatcher writes it, so the copy saves a commit per success.
-        self._failures: int | None = None
+        # the retry policy's backoff, for the loop's own waits after outages and limits
+        self._backoff = Policy(settings.dispatch, rng or random.Random())
+        # Failed and transient attempts in a row, as stored under GUARD_KEY (None: not
+        # read yet). Only this dispatcher writes it, so the copy saves a commit per success.
+        self._counts: dict[str, int] | None = None
+        self._lifted: LoopGate | None = None  # a gate that lifted itself, until an attempt gets through
+        self._values: dict[str, object] = {}  # the loop state as may_claim last read it
 
     async def may_claim(self, now_ms: int) -> ClaimDecision:
         """Read the gate (lifting an expired one) and the budget; fire due warnings.
         One read of the loop state, plus one of the spend when a cap is set."""
         values = await self._store.loop_values()
+        self._values = values
         gate = LoopGate.from_json(values.get(GATE_KEY))
         if gate.state is GateState.GATED and gate.is_open(now_ms):
             lifted = await lift_expired(self._store, by=ACTOR, now_ms=now_ms, raw=values.get(GATE_KEY), read=False)
             if lifted is not None:
-                self._gate_changed(f"loop resumed by itself: {lifted.reason} is over", "running", now_ms)
+                # said once an attempt gets through: the first one may meet the same wall
+                self._lifted = lifted
+                log.info("the gate lifted by itself: %s is over", lifted.reason)
             gate = await read_gate(self._store)
         if not gate.is_open(now_ms):
             return ClaimDecision(False, reason=f"{gate.state}: {gate.reason}", until=gate.until)
@@ -131,24 +166,26 @@ class Guard:
     async def after_outcome(self, task: Task, outcome: Outcome) -> None:
         """Trip the automatic gates ``outcome`` calls for; ``task`` is as recorded."""
         now_ms = self._clock.now_ms()
+        gated = False
         if outcome.kind is OutcomeKind.USAGE_LIMITED:
-            fallback = now_ms + self._settings.dispatch.usage_limit_fallback_ms
-            until = max(outcome.retry_at, now_ms) if outcome.retry_at is not None else fallback
-            await self._trip(f"usage limit ({outcome.error or 'no detail'})", until, now_ms)
+            gated = await self._account_limited(task, outcome, now_ms)
         elif outcome.kind is OutcomeKind.AUTH:
             message = f"task #{task.id}: the agent CLI could not authenticate: {outcome.error or 'no detail'}"
             self._alerts.notify(make_event("auth_failed", message, now_ms, task_id=task.id, error=outcome.error))
-            await self._trip(
-                f"auth failure ({outcome.error or 'no detail'}); fix credentials, then resume", None, now_ms
-            )
+            reason = f"auth failure ({outcome.error or 'no detail'}); fix credentials, then resume"
+            gated = await self._trip(reason, None, now_ms, AUTH)
         elif outcome.kind is OutcomeKind.REFUSED:
-            await self._trip(
+            reason = (
                 f"the agent CLI refused to start ({outcome.error or 'no detail'}); "
-                "change its settings in vigil.toml, then resume",
-                None,
-                now_ms,
+                "change its settings in vigil.toml, then resume"
             )
-        await self._count_failures(outcome, now_ms)
+            gated = await self._trip(reason, None, now_ms, REFUSED)
+        elif outcome.kind is OutcomeKind.SUCCESS and outcome.account is not None and task.executor:
+            key = account_key(task.executor, outcome.account)
+            await account_worked(self._store, key, read_limits(self._values))
+        gated = await self._count_failures(outcome, now_ms) or gated
+        if not gated and outcome.kind in REACHED:
+            await self._confirm_resumed(now_ms)
         if outcome.permission_denials:
             denials = outcome.permission_denials
             review = " it awaits review (vigil task approve or reject)" if task.awaiting_review else ""
@@ -157,16 +194,36 @@ class Guard:
             details.update(status=str(task.status), awaiting_review=task.awaiting_review)
             self._alerts.notify(make_event("task_denied", message, now_ms, **details))
         if task.status is TaskStatus.FAILED:
-            message = f"task #{task.id} failed for good: {task.subject}"
+            message = f"task #{task.id} failed for good ({outcome.kind}): {task.subject}"
             details = {"task_id": task.id, "subject": task.subject, "attempts": task.attempt_count}
             details.update(outcome=str(outcome.kind), error=outcome.error)
             self._alerts.notify(make_event("task_failed", message, now_ms, **details))
 
-    async def deferred_until(self, task: Task) -> int | None:
-        """When a claimed ``task`` may run, if not now: the sensor that started its
-        chain is over its ``[budget] per_sensor`` cap (urgent tasks are exempt, as
-        for the daily cap). None: run it now. The first deferral per sensor and
-        window sends a ``budget_warning``."""
+    async def deferred(self, task: Task, skills: Sequence[Skill]) -> Deferral | None:
+        """When a claimed ``task`` with its ``skills`` may run, if not now: every
+        account it may run on is limited (its skill forbids fallback, or it was
+        claimed before the loop was gated), or the sensor that started its chain is over its ``[budget]
+        per_sensor`` cap (urgent tasks are exempt, as for the daily cap). None: run
+        it now. The first deferral per sensor and window sends a
+        ``budget_warning``."""
+        limited = await self._accounts_limited(skills)
+        if limited is not None:
+            return limited
+        later = await self._sensor_over_budget(task)
+        return None if later is None else Deferral(later, "its sensor is over its daily budget")
+
+    async def _accounts_limited(self, skills: Sequence[Skill]) -> Deferral | None:
+        executor = next((s.executor for s in skills if s.executor), None) or self._settings.dispatch.executor
+        if executor not in AGENT_EXECUTORS:
+            return None
+        limits = read_limits(await self._store.loop_values())
+        now_ms = self._clock.now_ms()
+        where = pick(self._settings, executor, limits, now_ms, may_fall_back=all(s.fallback for s in skills))
+        if where.account is not None or where.free_at is None or where.free_at <= now_ms:
+            return None
+        return Deferral(where.free_at, f"every account it may run on is limited until {iso_utc(where.free_at)}")
+
+    async def _sensor_over_budget(self, task: Task) -> int | None:
         caps = self._settings.budget.per_sensor
         if not caps or task.priority <= self._settings.budget.urgent_priority:
             return None
@@ -190,31 +247,98 @@ class Guard:
         approval and no person approved it."""
         return task.approval != ApprovalState.APPROVED and any(skill.requires_approval for skill in skills)
 
-    async def _count_failures(self, outcome: Outcome, now_ms: int) -> None:
-        if outcome.kind is not OutcomeKind.SUCCESS and outcome.kind not in FAILURES:
-            return
-        if self._failures is None:
-            raw = (await self._store.loop_values()).get(GUARD_KEY)
-            stored = raw.get("consecutive_failures", 0) if isinstance(raw, dict) else 0
-            self._failures = stored if isinstance(stored, int) else 0
-        count = 0 if outcome.kind is OutcomeKind.SUCCESS else self._failures + 1
+    async def _account_limited(self, task: Task, outcome: Outcome, now_ms: int) -> bool:
+        """Limit the account the run used; gate the loop when no account is left.
+        Returns whether the loop was gated."""
+        executor = task.executor or self._settings.dispatch.executor
+        key = account_key(executor, outcome.account or DEFAULT_ACCOUNT)
+        dispatch = self._settings.dispatch
+        earlier = read_limits(await self._store.loop_values()).get(key)
+        in_a_row = (earlier.in_a_row if earlier is not None else 0) + 1
+        if outcome.retry_at is not None:
+            until = outcome.retry_at
+        else:  # no reset named: try again after a backoff that grows while it lasts
+            until = now_ms + min(self._backoff.backoff_ms(in_a_row), dispatch.usage_limit_fallback_ms)
+        until = max(until, now_ms + dispatch.min_gate_ms)  # a reset already past must not make a hot loop
+        detail = outcome.error or "no detail"
+        limits = await limit_account(self._store, key, until=until, reason=detail, now_ms=now_ms, in_a_row=in_a_row)
+        where = pick(self._settings, executor, limits, now_ms)
+        if where.account is not None:
+            log.info(
+                "account %s is limited until %s; tasks run on %s:%s", key, iso_utc(until), where.executor, where.account
+            )
+            return False
+        reason = f"usage limit: every account is limited ({key}: {detail})"
+        # an executor that has no accounts (a command that exits as limited) waits as one
+        return await self._trip(reason, where.free_at or until, now_ms, USAGE)
+
+    async def _count_failures(self, outcome: Outcome, now_ms: int) -> bool:
+        """Count failures of the work and transient failures in a row; gate the loop
+        for a person, or back off. Returns whether the loop was gated."""
+        if outcome.kind not in REACHED and outcome.kind not in TRANSIENTS:
+            return False
+        counts = await self._read_counts()
+        failures, transients = counts["consecutive_failures"], counts["transient_failures"]
+        if outcome.kind in TRANSIENTS:
+            transients += 1
+        else:  # the model was reached: the provider is up again
+            transients = 0
+            if outcome.kind is OutcomeKind.SUCCESS:
+                failures = 0
+            elif outcome.kind in FAILURES:
+                failures += 1
         limit = self._settings.limits.max_consecutive_failures
-        tripped = bool(limit) and count >= limit
+        tripped = bool(limit) and failures >= limit
         # Counting starts afresh once the gate is tripped, so after `vigil resume`
         # it takes another run of failures to gate the loop again.
-        stored_count = 0 if tripped else count
-        if stored_count != self._failures:
-            await self._store.set_loop_values({GUARD_KEY: {"consecutive_failures": stored_count}})
-            self._failures = stored_count
+        stored = {"consecutive_failures": 0 if tripped else failures, "transient_failures": transients}
+        if stored != counts:
+            await self._store.set_loop_values({GUARD_KEY: stored})
+            self._counts = stored
         if tripped:
-            await self._trip(f"{count} failed runs in a row; look at the last ones, then resume", None, now_ms)
+            reason = f"{failures} failed runs in a row; look at the last ones, then resume"
+            return await self._trip(reason, None, now_ms, FAILED_IN_A_ROW)
+        if outcome.kind in TRANSIENTS:
+            dispatch = self._settings.dispatch
+            wait = max(self._backoff.backoff_ms(transients), dispatch.min_gate_ms)
+            log.info("backing off after a transient failure: %s", outcome.error or outcome.kind)
+            reason = f"backing off after {transients} transient failure{'' if transients == 1 else 's'}"
+            return await self._trip(reason, now_ms + wait, now_ms, BACKOFF)
+        return False
 
-    async def _trip(self, reason: str, until: int | None, now_ms: int) -> None:
-        gate = await trip(self._store, reason=reason, until=until, by=ACTOR, now_ms=now_ms)
+    async def _read_counts(self) -> dict[str, int]:
+        if self._counts is None:
+            raw = (await self._store.loop_values()).get(GUARD_KEY)
+            raw = raw if isinstance(raw, dict) else {}
+            self._counts = {
+                name: value if isinstance(value := raw.get(name, 0), int) else 0
+                for name in ("consecutive_failures", "transient_failures")
+            }
+        return self._counts
+
+    async def _trip(self, reason: str, until: int | None, now_ms: int, kind: str) -> bool:
+        """Gate the loop; alert unless the gate it replaces is of the same kind (a
+        gate already up, or one that lifted itself and met the same wall again: the
+        same incident). Returns whether the gate was set."""
+        before = await read_gate(self._store)
+        gate = await trip(self._store, reason=reason, until=until, by=ACTOR, now_ms=now_ms, kind=kind)
         if gate is None:
             log.info("the loop is already stopped for longer; not gating it for: %s", reason)
-            return
+            return False
+        self._lifted = None
+        if before.kind == kind and before.state is not GateState.PAUSED:
+            log.info("loop gated again, still: %s", reason)
+            return True
         self._gate_changed(f"loop gated: {reason}", "gated", now_ms, gate)
+        return True
+
+    async def _confirm_resumed(self, now_ms: int) -> None:
+        """An attempt got through after a gate lifted itself: say the loop resumed."""
+        if self._lifted is None:
+            return
+        lifted, self._lifted = self._lifted, None
+        if await confirm_running(self._store, by=ACTOR, now_ms=now_ms) is not None:
+            self._gate_changed(f"loop resumed by itself: {lifted.reason} is over", "running", now_ms)
 
     def _gate_changed(self, message: str, state: str, now_ms: int, gate: LoopGate | None = None) -> None:
         fields: dict[str, object] = {"state": state}

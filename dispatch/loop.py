@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from dispatch.attempt import AttemptPreparer
+from dispatch.attempt import AttemptPreparer, settled
 from dispatch.executors import Executor, ProgressNoted, RunContext
 from dispatch.guard import ClaimDecision, Guard
 from dispatch.heartbeat import Heartbeat
@@ -85,7 +85,7 @@ class Dispatcher:
         self._stop_reason = "vigil was stopped"  # recorded on a task a stop interrupts
         self._heartbeat = Heartbeat(store, clock, worker_id)
         self._note_writes: set[asyncio.Future[None]] = set()  # heartbeats carrying a live note
-        self._preparer = AttemptPreparer(store, settings)
+        self._preparer = AttemptPreparer(store, settings, clock)
         self._held_back: ClaimDecision | None = None  # the guard's last "no", while it lasts
         self._space = SpaceWait(settings.dispatch, clock)  # after runs that found the disk full
 
@@ -182,10 +182,10 @@ class Dispatcher:
             held = await self._store.put_back(claim, worker=self.worker_id, until=None)
             log.info("task #%d waits for a person's approval (vigil task approve %d)", task.id, task.id)
             return held
-        later = None if self._guard is None else await self._guard.deferred_until(task)
+        later = None if self._guard is None else await self._guard.deferred(task, skills)
         if later is not None:
-            deferred = await self._store.put_back(claim, worker=self.worker_id, until=later)
-            log.info("task #%d waits: its sensor is over its daily budget", task.id)
+            deferred = await self._store.put_back(claim, worker=self.worker_id, until=later.until)
+            log.info("task #%d waits: %s", task.id, later.why)
             return deferred
         log.info("task #%d started (attempt %d): %s", task.id, claim.attempt, task.subject)
         crash_point("after-claim")
@@ -238,8 +238,8 @@ class Dispatcher:
         if self._heartbeat.note is not None:
             self._heartbeat.note = None  # the run is over: so is its note
             await self._heartbeat.beat("running", claim)
-        # what the agent printed may hold a secret it was given
-        return ctx.redactor.outcome(outcome)
+        # secrets masked, what the stream carried kept, the account named
+        return settled(outcome, ctx)
 
     def _out_of_space(self, err: OSError) -> Outcome:
         """The outcome of a run the full disk stopped: ``stopped``, like a stop's, so

@@ -2,7 +2,8 @@
 
 In order: the home's identity file, each skill's instructions, the task (subject,
 description, priority, source, parent chain), notes so far, earlier attempts and
-how they ended (so a retry does not walk into the same dead end), and how to report
+how each ended, in the agent's own words when it closed the task, else Vigil's
+(so a retry does not walk into the same dead end), and how to report
 back through Vigil's tools (the ``vigil`` MCP server: note, add_followup, close,
 show), never by composing shell commands.
 
@@ -42,16 +43,25 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + " […]"
 
 
-def _task_section(task: Task, parents: Sequence[Task]) -> list[str]:
+def attempt_line(attempt: int, task: Task) -> str:
+    """``attempt 3 (at most 1 more after this one)``: the run's own number, as the
+    log and the store have it (counting every run of the task, so a ``vigil task
+    retry`` continues it), and how many retries the task has left. ``task`` is as
+    claimed: its ``attempt_count`` includes this attempt."""
+    left = max(task.max_retries + 1 - task.attempt_count, 0)
+    more = "the last one" if left == 0 else f"at most {left} more after this one"
+    return f"attempt {attempt} ({more})"
+
+
+def _task_section(task: Task, parents: Sequence[Task], attempt: int) -> list[str]:
     lines = ["# The task", ""]
     lines.append(f"- id: {task.id}")
     lines.append(f"- priority: {task.priority} (1 is the most urgent, 9 the least)")
     lines.append(f"- source: {task.source}")
     if task.skills:
         lines.append(f"- skills: {', '.join(task.skills)}")
-    if task.attempt_count:
-        # the claim already counted this attempt
-        lines.append(f"- attempt: {task.attempt_count} of at most {task.max_retries + 1}")
+    if attempt:
+        lines.append(f"- {attempt_line(attempt, task).replace('attempt ', 'attempt: ', 1)}")
     lines.append("")
     if is_untrusted(task, parents):
         lines += [
@@ -95,12 +105,31 @@ def _runs_section(previous_runs: Sequence[Run]) -> list[str]:
         "",
     ]
     for run in sorted(previous_runs, key=lambda r: r.attempt):
-        outcome = run.outcome or "unfinished (the dispatcher stopped)"
-        exit_text = f", exit code {run.exit_code}" if run.exit_code is not None else ""
-        lines.append(f"- attempt {run.attempt}, started {iso_utc(run.started_at)}: {outcome}{exit_text}")
-        if run.error:
+        lines.append(f"- attempt {run.attempt}, started {iso_utc(run.started_at)}: {how_it_ended(run)}")
+        if run.agent_status is None and run.error:
             lines.append(f"  error: {_cut(run.error, ERROR_MAX_CHARS)}")
     return lines
+
+
+AGENT_ENDINGS = {
+    "completed": "the agent closed it as completed",
+    "failed": "the agent closed it as failed",
+    "blocked": "the agent closed it as blocked",
+    "pending": "the agent asked to be tried again later",
+}
+
+
+def how_it_ended(run: Run) -> str:
+    """One line on how an earlier attempt ended: what the agent closed the task as
+    and why, in its own words; else Vigil's outcome, with the exit code and what
+    the run came to (its error follows on a line of its own)."""
+    if run.agent_status is not None:
+        ending = AGENT_ENDINGS.get(run.agent_status, f"the agent closed it as {run.agent_status}")
+        return f"{ending}: {_cut(run.summary or '(no reason given)', ERROR_MAX_CHARS)}"
+    outcome = run.outcome or "unfinished (the dispatcher stopped)"
+    exit_text = f", exit code {run.exit_code}" if run.exit_code is not None else ""
+    said = f": {_cut(run.summary, 300)}" if run.summary and not run.error else ""
+    return f"{outcome}{exit_text}{said}"
 
 
 def _instructions(task_id: int) -> str:
@@ -138,16 +167,18 @@ def build_prompt(
     parents: Sequence[Task],
     previous_runs: Sequence[Run],
     notes: Sequence[Note] = (),
+    attempt: int | None = None,
 ) -> str:
     """The whole prompt as markdown. ``identity`` None means the home has no identity
     file; ``parents`` are nearest first; ``previous_runs`` are the task's earlier
-    attempts (the current one excluded)."""
+    attempts (the current one excluded); ``attempt`` is this run's number (None:
+    the task's ``attempt_count``)."""
     sections: list[list[str]] = []
     if identity and identity.strip():
         sections.append(["# Who you are", "", identity.strip()])
     for skill in skills:
         sections.append([f"# Skill: {skill.name}", "", f"_{skill.description}_", "", skill.body.strip()])
-    sections.append(_task_section(task, parents))
+    sections.append(_task_section(task, parents, task.attempt_count if attempt is None else attempt))
     if notes:
         sections.append(_notes_section(notes))
     if previous_runs:

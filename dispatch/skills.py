@@ -12,6 +12,8 @@ choose how its tasks run::
     command: ["python3", "./check.py"]   # argv for the command executor
     requires_approval: false        # optional: a person approves each task first
     workdir: ~/src/project          # optional: where the agent works (relative: to the home)
+    max_cost_usd: 2.0               # optional: the most a task's runs may spend together
+    fallback: false                 # optional: never run on [dispatch] fallback's executors
     ---
     The instructions, in markdown.
 
@@ -39,7 +41,18 @@ from vigil.models import SKILL_NAME, model_name_problem, skill_name_problem
 SKILL_FILE = "SKILL.md"
 NAME = SKILL_NAME
 KNOWN_KEYS = frozenset(
-    {"name", "description", "executor", "model", "timeout", "command", "requires_approval", "workdir"}
+    {
+        "name",
+        "description",
+        "executor",
+        "model",
+        "timeout",
+        "command",
+        "requires_approval",
+        "workdir",
+        "max_cost_usd",
+        "fallback",
+    }
 )
 
 
@@ -58,6 +71,8 @@ class Skill:
     command: tuple[str, ...] | None = None
     requires_approval: bool = False
     workdir: str | None = None  # as written; relative to the home
+    max_cost_usd: float | None = None  # the most its tasks' runs may spend together (USD); None: no limit
+    fallback: bool = True  # False: its tasks never run on [dispatch] fallback's executors
 
 
 def check_name(name: str) -> str:
@@ -166,6 +181,12 @@ def _parse_skill(path: Path, text: str) -> Skill:
     model = _opt_str(data, "model", path)
     if model is not None and (problem := model_name_problem(model)) is not None:
         raise SkillError(f"{path}: model: {problem}")
+    fallback = data.get("fallback", True)
+    if not isinstance(fallback, bool):
+        raise SkillError(f"{path}: fallback: expected true or false, got {fallback!r}")
+    max_cost = data.get("max_cost_usd")
+    if max_cost is not None and (isinstance(max_cost, bool) or not isinstance(max_cost, int | float) or max_cost < 0):
+        raise SkillError(f"{path}: max_cost_usd: expected a number of USD, 0 or more, got {max_cost!r}")
     return Skill(
         name=name,
         description=description,
@@ -177,6 +198,8 @@ def _parse_skill(path: Path, text: str) -> Skill:
         command=command,
         requires_approval=approval,
         workdir=_opt_str(data, "workdir", path),
+        max_cost_usd=None if max_cost is None else float(max_cost),
+        fallback=fallback,
     )
 
 

@@ -51,7 +51,9 @@ def test_backoff_doubles_with_equal_jitter_and_a_cap(retry_number: int, low: int
     assert len(drawn) > 10  # jitter spreads retries out
 
 
-@pytest.mark.parametrize("kind", [OutcomeKind.TRANSIENT, OutcomeKind.TIMEOUT, OutcomeKind.INTERRUPTED])
+@pytest.mark.parametrize(
+    "kind", [OutcomeKind.TRANSIENT, OutcomeKind.STALLED, OutcomeKind.TIMEOUT, OutcomeKind.INTERRUPTED]
+)
 def test_retryable_outcomes_are_requeued_after_the_backoff(kind: OutcomeKind) -> None:
     fate = after_attempt(task(attempt_count=2), Outcome(kind), policy(), NOW)
 
@@ -90,24 +92,22 @@ def test_auth_refused_and_stopped_give_the_task_back_now_without_counting(kind: 
     assert fate == Fate(TaskStatus.PENDING, retry_at=NOW, count_attempt=False)
 
 
-def test_usage_limit_waits_for_the_reset_and_gives_the_attempt_back() -> None:
-    limited = Outcome(OutcomeKind.USAGE_LIMITED, retry_at=NOW + 7_200_000)
-
-    # even on the last allowed attempt: a usage limit is not the task's failure
-    fate = after_attempt(task(attempt_count=4, max_retries=3), limited, policy(), NOW)
-    assert fate == Fate(TaskStatus.PENDING, retry_at=NOW + 7_200_000, count_attempt=False)
-
-
-def test_usage_limit_without_a_reset_time_uses_the_fallback() -> None:
-    fate = after_attempt(task(1), Outcome(OutcomeKind.USAGE_LIMITED), policy(), NOW)
-
-    assert fate == Fate(TaskStatus.PENDING, retry_at=NOW + 3_600_000, count_attempt=False)
+def test_a_usage_limit_gives_the_attempt_back_and_the_task_is_due_at_once() -> None:
+    """The limit stops the account, not the task: it runs at once on another free
+    account; when there is none the guard gates the loop until the earliest reset."""
+    for retry_at in (NOW + 7_200_000, None, NOW - 5):
+        limited = Outcome(OutcomeKind.USAGE_LIMITED, retry_at=retry_at)
+        # even on the last allowed attempt: a usage limit is not the task's failure
+        fate = after_attempt(task(attempt_count=4, max_retries=3), limited, policy(), NOW)
+        assert fate == Fate(TaskStatus.PENDING, retry_at=NOW, count_attempt=False)
 
 
-def test_usage_limit_reset_in_the_past_means_now() -> None:
-    fate = after_attempt(task(1), Outcome(OutcomeKind.USAGE_LIMITED, retry_at=NOW - 5), policy(), NOW)
-
-    assert fate == Fate(TaskStatus.PENDING, retry_at=NOW, count_attempt=False)
+def test_a_stall_is_retried_with_backoff_and_over_budget_fails() -> None:
+    stalled = after_attempt(task(1), Outcome(OutcomeKind.STALLED), policy(), NOW)
+    assert (stalled.status, stalled.count_attempt) == (TaskStatus.PENDING, True)
+    assert stalled.retry_at is not None
+    assert stalled.retry_at > NOW
+    assert after_attempt(task(1), Outcome(OutcomeKind.OVER_BUDGET), policy(), NOW) == Fate(TaskStatus.FAILED)
 
 
 def test_success_with_denials_is_held_for_review_only_when_configured() -> None:

@@ -1,4 +1,5 @@
-"""The queue screen's header: dispatcher state, status counts, today's spend.
+"""The queue screen's header: dispatcher state, status counts, today's spend, and
+the agent CLIs' accounts when there are several or one is limited.
 
 Data comes down as a ``QueueSnapshot``; ``tick`` re-renders the relative times
 every second without a query. The counts are links: clicking one (or its key,
@@ -16,8 +17,9 @@ from textual.widgets import Static
 
 from tui.cells import money, relative, spark, tokens
 from tui.loaders import QueueSnapshot
+from vigil.accounts import AccountState
 from vigil.durations import format_duration
-from vigil.gate import LoopGate
+from vigil.gate import BACKOFF, LoopGate
 from vigil.models import DispatcherHeartbeat, Task, TaskStatus
 
 MAX_RUNNING_SHOWN = 3  # lanes: the header names this many running tasks, then counts
@@ -64,12 +66,33 @@ def dispatcher_text(
             line.append(f", next due {due}")
         else:
             line.append(", nothing due")
-    if gate is not None and not gate.is_open(now_ms):  # paused, or gated and not yet lifted
+    if gate is not None and not gate.is_open(now_ms) and gate.kind == BACKOFF and gate.until is not None:
+        # it ends by itself: "backing off after 3 transient failures, next try in 40s"
+        wait = format_duration(max(0, gate.until - now_ms))
+        line.append(f"  ‖ {gate.reason}, next try in {wait}", style="bold yellow")
+    elif gate is not None and not gate.is_open(now_ms):  # paused, or gated and not yet lifted
         line.append(f"  ‖ loop {gate.state}", style="bold yellow")
         if gate.reason:
             line.append(f": {gate.reason}", style="yellow")
         if gate.until is not None:
             line.append(f" (until {relative(gate.until, now_ms)})", style="yellow")
+    return line
+
+
+def accounts_text(accounts: Sequence[AccountState], now_ms: int) -> Text:
+    """``accounts: claude:a free · claude:b limited, resets in 4h59m``; empty when
+    there is one account and it is free (nothing to say)."""
+    line = Text()
+    if len(accounts) < 2 and all(state.until is None for state in accounts):
+        return line
+    line.append("accounts: ", style="dim")
+    for n, state in enumerate(accounts):
+        line.append(" · " if n else "")
+        if state.until is None:
+            line.append(f"{state.name} free")
+        else:
+            wait = format_duration(max(0, state.until - now_ms))
+            line.append(f"{state.name} limited, resets in {wait}", style="yellow")
     return line
 
 
@@ -104,14 +127,15 @@ def counts_markup(counts: dict[TaskStatus, int], selected: frozenset[TaskStatus]
 
 
 class StatusHeader(Vertical):
-    """Three lines: loop state (+ badges), counts, spend."""
+    """Three lines: loop state (+ badges), counts, spend; a fourth, the accounts,
+    when there are several or one is limited."""
 
     DEFAULT_CSS = """
     StatusHeader { height: auto; padding: 0 1; background: $panel; }
     StatusHeader Horizontal { height: 1; }
     StatusHeader #loop { width: 1fr; }
     StatusHeader #badges { width: auto; }
-    StatusHeader #counts, StatusHeader #spend { height: 1; }
+    StatusHeader #counts, StatusHeader #spend, StatusHeader #accounts { height: 1; }
     """
 
     def __init__(self) -> None:
@@ -129,6 +153,7 @@ class StatusHeader(Vertical):
             yield Static(id="badges")
         yield Static(id="counts")
         yield Static(id="spend")
+        yield Static(id="accounts")
 
     def show(self, snapshot: QueueSnapshot, now_ms: int) -> None:
         self.snapshot = snapshot
@@ -153,6 +178,11 @@ class StatusHeader(Vertical):
         if self.loop_label:
             line.append(f"   loop: {self.loop_label}", style="dim")
         self._update("#loop", line)
+        accounts = accounts_text(self.snapshot.accounts, now_ms) if self.snapshot is not None else Text()
+        shown = self.query_one("#accounts", Static)
+        if shown.display != bool(accounts.plain):
+            shown.display = bool(accounts.plain)
+        self._update("#accounts", accounts)
 
     def _update(self, selector: str, content: str | Text) -> None:
         """Repaint only on change: an unchanged header must not cost a layout pass

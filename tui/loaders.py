@@ -18,9 +18,10 @@ from datetime import UTC, datetime
 
 from tui.filters import TaskFilter
 from tui.times import Times
+from vigil.accounts import AccountState, account_states
 from vigil.budget import BudgetUse, budget_use
 from vigil.clock import MS_PER_DAY
-from vigil.config import BudgetSettings
+from vigil.config import BudgetSettings, Settings
 from vigil.gate import GATE_KEY, LoopGate
 from vigil.models import (
     FINISHED_STATUSES,
@@ -68,6 +69,7 @@ class QueueSnapshot:
     limited: bool = False  # more rows matched than the table shows
     active: tuple[Task, ...] = ()  # the running tasks, from the tasks table (newest first)
     recent: tuple[Task, ...] = ()  # completed or failed in the last RECENT_MS (unfiltered view only)
+    accounts: tuple[AccountState, ...] = ()  # the agent CLIs' accounts and their limits
 
 
 def start_of_day(now_ms: int) -> int:
@@ -86,9 +88,12 @@ def next_to_run(tasks: tuple[Task, ...], now_ms: int) -> int | None:
     return None
 
 
-async def load_queue(store: Store, flt: TaskFilter, now_ms: int, *, today_ms: int | None = None) -> QueueSnapshot:
+async def load_queue(
+    store: Store, flt: TaskFilter, now_ms: int, *, today_ms: int | None = None, settings: Settings | None = None
+) -> QueueSnapshot:
     """One refresh of the queue screen (eight bounded queries). ``today_ms``: the
-    start of the day whose spend the header shows (None: the UTC day)."""
+    start of the day whose spend the header shows (None: the UTC day); ``settings``
+    name the accounts it shows (None: none)."""
     if flt.wants_finished:
         rows = await store.list_tasks(statuses=flt.statuses, limit=LIVE_LIMIT)
         ordered = tuple(rows)
@@ -130,6 +135,7 @@ async def load_queue(store: Store, flt: TaskFilter, now_ms: int, *, today_ms: in
         limited=len(ordered) >= LIVE_LIMIT and (flt.wants_finished or open_count > LIVE_LIMIT),
         active=tuple(active),
         recent=recent,
+        accounts=() if settings is None else tuple(account_states(settings, loop, now_ms)),
     )
     return printable_values(snapshot)
 

@@ -128,7 +128,8 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
 
     async def load(self) -> QueueSnapshot:
         now = self.ctx.clock.now_ms()
-        return await load_queue(self.ctx.store, self.filter, now, today_ms=self.ctx.times.start_of_day(now))
+        today = self.ctx.times.start_of_day(now)
+        return await load_queue(self.ctx.store, self.filter, now, today_ms=today, settings=self.ctx.settings)
 
     def apply(self, data: QueueSnapshot) -> None:
         snapshot: QueueSnapshot = data

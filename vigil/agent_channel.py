@@ -77,11 +77,13 @@ class AgentChannel:
 
     async def show(self, task_id: int | None = None) -> str:
         """The task as the agent may see it: its fields, parent chain and notes (text)."""
-        task = (await self.bind(task_id)).task
+        bound = await self.bind(task_id)
+        task = bound.task
+        left = max(task.max_retries + 1 - task.attempt_count, 0)
         lines = [
             f"task #{task.id}: {task.subject}",
             f"status: {task.status}; priority {task.priority} (1 most urgent, 9 least)",
-            f"attempt: {task.attempt_count} of at most {task.max_retries + 1}",
+            f"attempt: {bound.run.attempt} ({'the last one' if left == 0 else f'at most {left} more after this one'})",
             f"source: {task.source}",
         ]
         if task.skills:
@@ -114,9 +116,9 @@ class AgentChannel:
         task = (await self.bind(task_id)).task
         if retry_in is not None:
             retry_at = self._clock.now_ms() + parse_duration_ms(retry_in)
-            await self._store.request_retry(task.id, retry_at, summary, actor=ACTOR)
+            await self._store.request_retry(task.id, retry_at, summary, actor=ACTOR, run_id=self._run_id)
             return f"task #{task.id} will be tried again in {retry_in}"
-        await self._store.close_task(task.id, TaskStatus(status), summary, actor=ACTOR)
+        await self._store.close_task(task.id, TaskStatus(status), summary, actor=ACTOR, run_id=self._run_id)
         return f"task #{task.id} closed as {status}"
 
     async def add_followup(

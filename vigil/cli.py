@@ -186,6 +186,12 @@ def task() -> None:
 )
 @click.option("--requires-approval", is_flag=True, help="Wait (blocked) until a person runs vigil task approve.")
 @click.option("--workdir", metavar="DIR", help="Folder the agent works in (default: the skill's, or the home).")
+@click.option(
+    "--max-cost",
+    "max_cost_usd",
+    type=click.FloatRange(min=0),
+    help="USD its runs may spend together; a run that would pass it is ended (default: its skill's).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def task_add(ctx: click.Context, /, subject: str, **opts: Any) -> None:
@@ -359,12 +365,16 @@ def events_command(ctx: click.Context, /, **opts: Any) -> None:
 @main.command()
 @click.option("--since", default="7d", show_default=True, help="Window, e.g. 24h, 7d, 30d.")
 @click.option(
-    "--by", type=click.Choice(["day", "skill", "source", "sensor", "model"]), default="day", show_default=True
+    "--by",
+    type=click.Choice(["day", "skill", "source", "sensor", "model", "account"]),
+    default="day",
+    show_default=True,
 )
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def stats(ctx: click.Context, since: str, by: str, as_json: bool) -> None:
-    """Spend and tokens of finished runs, grouped by day, skill, source, sensor or model; the budget's use."""
+    """Spend and tokens of finished runs, grouped by day, skill, source, sensor, model or
+    account; the budget's use."""
     from vigil.commands import cost_report
 
     click.echo(with_store(ctx, lambda store, settings: cost_report(store, since, by, as_json, settings.budget)))

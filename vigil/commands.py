@@ -155,6 +155,7 @@ def new_task_from_options(
         requires_approval=bool(opts.get("requires_approval")),
         model=_model(opts.get("model")),
         workdir=_workdir(opts.get("workdir")),
+        max_cost_usd=opts.get("max_cost_usd"),
     )
 
 
@@ -206,10 +207,11 @@ def close_task(tasks: Tasks, task_id: int, opts: Mapping[str, Any], actor: str) 
     status, summary, at, in_ = opts["status"], opts["summary"], opts.get("at"), opts.get("in_")
     if not summary.strip():
         raise InputError("--summary must not be empty")
+    run_id = _own_run(task_id)
     if status != "pending":
         if at or in_:
             raise InputError("--at and --in go with --status pending (a later retry)")
-        return tasks.close_task(task_id, TaskStatus(status), summary, actor=actor)
+        return tasks.close_task(task_id, TaskStatus(status), summary, actor=actor, run_id=run_id)
     if at and in_:
         raise InputError("give --at or --in, not both")
     if not (at or in_):
@@ -218,7 +220,15 @@ def close_task(tasks: Tasks, task_id: int, opts: Mapping[str, Any], actor: str) 
     retry_at = parse_when_ms(at, now) if at else now + parse_duration_ms(in_ or "")
     if retry_at < now:
         raise InputError("--at: the retry time is in the past")
-    return tasks.request_retry(task_id, retry_at, summary, actor=actor)
+    return tasks.request_retry(task_id, retry_at, summary, actor=actor, run_id=run_id)
+
+
+def _own_run(task_id: int) -> int | None:
+    """The run a ``command`` skill's script closes its own task from
+    (``VIGIL_RUN_ID``, with ``VIGIL_TASK_ID`` naming this task), so the run records
+    what it was closed as; None otherwise."""
+    run, task = os.environ.get("VIGIL_RUN_ID", ""), os.environ.get("VIGIL_TASK_ID", "")
+    return int(run) if run.isdigit() and task == str(task_id) else None
 
 
 def defer_task(tasks: Tasks, task_id: int, when: str, actor: str) -> Task:

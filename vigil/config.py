@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,7 @@ from vigil.store_url import check_store_url, mask_password
 CONFIG_NAME = "vigil.toml"
 STORE_URL_ENV = "VIGIL_STORE_URL"  # a PostgreSQL URL; wins over [store] url
 EXECUTORS = ("claude", "codex", "command", "dry-run")
+AGENT_EXECUTORS = ("claude", "codex")  # the agent CLIs: accounts, usage limits, fallback
 MAX_LANES = 256  # [dispatch] lanes: each is a lock file or an advisory lock to try in turn
 MAX_INT = 1_000_000_000  # the largest integer a key takes, unless it says less
 MIN_HEARTBEAT_MS = 100  # a heartbeat renews the lease: it must tick
@@ -63,6 +65,23 @@ ON_DENIAL = ("review", "complete")  # [dispatch] on_denial
 
 
 @dataclass(frozen=True)
+class Account:
+    """One account of an agent CLI (``[[executors.claude.accounts]]``): a ``name`` and
+    what selects it: ``config_dir``, the folder that keeps its login (Claude Code's
+    ``CLAUDE_CONFIG_DIR``, Codex's ``CODEX_HOME``), or ``api_key_env``, the name of
+    the variable of ``vigil run``'s environment that holds its key (passed to the CLI
+    as its own key variable). Exactly one of the two is set."""
+
+    name: str
+    config_dir: Path | None = None  # absolute
+    api_key_env: str | None = None
+
+
+ACCOUNT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+ACCOUNT_DIR_KEYS = {"claude": "config_dir", "codex": "codex_home"}  # the key that names an account's folder
+
+
+@dataclass(frozen=True)
 class AgentCliSettings:
     """How to start one agent CLI. ``command`` is the argv prefix.
 
@@ -89,6 +108,9 @@ class AgentCliSettings:
     bash_sandbox: bool = True
     add_dirs: tuple[str, ...] = ()
     sandbox: str = "workspace-write"
+    # several accounts: a usage limit stops only the one that met it (empty: the CLI's
+    # own, as its variables in vigil run's environment select it)
+    accounts: tuple[Account, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,6 +143,13 @@ class DispatchSettings:
     # holds the task for a person; "complete" completes it as before
     on_denial: str = "review"
     keep_workspace_ms: int = 7 * 86_400_000  # a finished task's scratch folder, then retention removes it
+    # a run whose agent prints nothing for this long is ended as stalled (0: never)
+    stall_timeout_ms: int = 600_000
+    # executors to run a task on when every account of its own is limited, in order
+    fallback: tuple[str, ...] = ()
+    # the shortest an automatic gate lasts (a usage limit, a backoff), whatever the
+    # provider said: a reset already past must not make a hot loop
+    min_gate_ms: int = 30_000
 
 
 @dataclass(frozen=True)
@@ -354,6 +383,14 @@ class _Section:
             raise ConfigError(f"{where}[{self._name}] unknown key {unknown[0]!r}")
 
 
+def _fallback(section: _Section) -> tuple[str, ...]:
+    """``[dispatch] fallback``: agent CLIs, in order, without repeats."""
+    value = section.argv("fallback", ())
+    if not all(name in AGENT_EXECUTORS for name in value):
+        raise section._fail("fallback", 'a list of agent executors, e.g. ["codex"]')
+    return tuple(dict.fromkeys(value))
+
+
 def _lanes(section: _Section, default: int) -> int:
     lanes = section.int_("lanes", default, minimum=1)
     if lanes > MAX_LANES:
@@ -382,7 +419,38 @@ def _table(data: Mapping[str, Any], key: str, source: Path | None) -> Mapping[st
     return value
 
 
-def _agent_cli(data: Mapping[str, Any], name: str, source: Path | None) -> AgentCliSettings:
+def _accounts(section: _Section, executor: str, home: Path, source: Path | None) -> tuple[Account, ...]:
+    """``[[executors.NAME.accounts]]``: each a name plus one selector."""
+    value = section._get("accounts")
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(entry, dict) for entry in value):
+        raise section._fail("accounts", "[[executors." + executor + ".accounts]] tables")
+    dir_key = ACCOUNT_DIR_KEYS[executor]
+    accounts: list[Account] = []
+    for number, entry in enumerate(value, start=1):
+        table = _Section(entry, f"executors.{executor}.accounts #{number}", source)
+        if not table.has("name"):
+            where = f"{source}: " if source else ""
+            raise ConfigError(f"{where}[executors.{executor}.accounts #{number}] name: required")
+        name = table.str_("name", "")
+        if not ACCOUNT_NAME.fullmatch(name):
+            raise table._fail("name", "a name of lowercase letters, digits, '-' or '_' (at most 32)")
+        if any(account.name == name for account in accounts):
+            raise table._fail("name", "a name no other account of this executor has")
+        folder, key_env = table.opt_str(dir_key), table.opt_str("api_key_env")
+        table.done()
+        if (folder is None) == (key_env is None):
+            where = f"{source}: " if source else ""
+            raise ConfigError(
+                f"{where}[executors.{executor}.accounts] {name}: expected one of {dir_key} or api_key_env"
+            )
+        config_dir = None if folder is None else (home / Path(folder).expanduser()).resolve()
+        accounts.append(Account(name, config_dir=config_dir, api_key_env=key_env))
+    return tuple(accounts)
+
+
+def _agent_cli(data: Mapping[str, Any], name: str, source: Path | None, home: Path) -> AgentCliSettings:
     section = _Section(_table(data, name, source), f"executors.{name}", source)
     model = section.opt_str("model")
     if model is not None and model_name_problem(model) is not None:
@@ -392,6 +460,7 @@ def _agent_cli(data: Mapping[str, Any], name: str, source: Path | None) -> Agent
         model=model,
         max_budget_usd=section.opt_float("max_budget_usd"),
         extra_args=section.argv("extra_args", ()),
+        accounts=_accounts(section, name, home, source),
     )
     if name == "claude":
         settings = replace(
@@ -575,6 +644,9 @@ def settings_from_mapping(
         workdir=_workdir(d, home),
         on_denial=d.choice("on_denial", defaults.on_denial, ON_DENIAL),
         keep_workspace_ms=d.duration_ms("keep_workspace", defaults.keep_workspace_ms),
+        stall_timeout_ms=d.duration_ms("stall_timeout", defaults.stall_timeout_ms),
+        fallback=_fallback(d),
+        min_gate_ms=d.duration_ms("min_gate", defaults.min_gate_ms),
     )
     _check_lease(d, dispatch)
     d.done()
@@ -604,8 +676,8 @@ def settings_from_mapping(
         config_path=source,
         store=store_settings,
         dispatch=dispatch,
-        claude=_agent_cli(executors, "claude", source),
-        codex=_agent_cli(executors, "codex", source),
+        claude=_agent_cli(executors, "claude", source, home),
+        codex=_agent_cli(executors, "codex", source, home),
         prices=_prices(data, source),
         sensor_defaults=sensor_defaults,
         sensors=tuple(sensors),

@@ -13,15 +13,18 @@ a person asked to cancel it meanwhile (any row below)   canceled                
 success                                                 completed                  counted     —
 success with actions refused to the agent, and          blocked, awaiting review   counted     —
 ``[dispatch] on_denial = "review"``
-failed, budget, turns, context                          failed                     counted     —
+failed, budget, turns, context, over_budget (Vigil      failed                     counted     —
+ended it: it would have passed its task's
+``max_cost_usd`` or the daily budget)
 canceled (a cancel request ended the run)               canceled                   counted     —
 auth, refused (every task would meet it: the guard      pending                    given back  now
 gates the loop until a person resumes it)
-usage limited                                           pending                    given back  at the reset, else
-                                                                                               after
-                                                                                               ``usage_limit_fallback``
-transient, timeout, interrupted (its dispatcher died    pending                    counted     after a backoff
-or lost the claim)
+usage limited (the limit stops the account, not the     pending                    given back  now
+task: another free account or a fallback executor
+runs it; else the guard gates the loop until the
+earliest reset)
+transient, stalled, timeout, interrupted (its           pending                    counted     after a backoff
+dispatcher died or lost the claim)
 … with no attempt left (``attempt_count`` past          failed, "gave up after N   counted     —
 ``max_retries``)                                        attempts: …"
 stopped (``vigil run`` was stopped)                     pending                    given back  now
@@ -49,8 +52,8 @@ from dataclasses import dataclass, field
 from vigil.config import DispatchSettings
 from vigil.models import Outcome, OutcomeKind, Task, TaskStatus
 
-GIVEN_BACK = frozenset({OutcomeKind.AUTH, OutcomeKind.REFUSED})
-RETRYABLE = frozenset({OutcomeKind.TRANSIENT, OutcomeKind.TIMEOUT, OutcomeKind.INTERRUPTED})
+GIVEN_BACK = frozenset({OutcomeKind.AUTH, OutcomeKind.REFUSED, OutcomeKind.USAGE_LIMITED, OutcomeKind.STOPPED})
+RETRYABLE = frozenset({OutcomeKind.TRANSIENT, OutcomeKind.STALLED, OutcomeKind.TIMEOUT, OutcomeKind.INTERRUPTED})
 FINAL = {
     OutcomeKind.SUCCESS: TaskStatus.COMPLETED,
     OutcomeKind.CANCELED: TaskStatus.CANCELED,
@@ -58,6 +61,7 @@ FINAL = {
     OutcomeKind.BUDGET: TaskStatus.FAILED,
     OutcomeKind.TURNS: TaskStatus.FAILED,
     OutcomeKind.CONTEXT: TaskStatus.FAILED,
+    OutcomeKind.OVER_BUDGET: TaskStatus.FAILED,
 }
 
 
@@ -107,13 +111,7 @@ def after_attempt(task: Task, outcome: Outcome, policy: Policy, now_ms: int) -> 
     an attempt that ended with ``outcome``."""
     kind = outcome.kind
     summary = outcome.summary or None
-    if kind is OutcomeKind.STOPPED:
-        fate = Fate(TaskStatus.PENDING, retry_at=now_ms, count_attempt=False, summary=summary)
-    elif kind is OutcomeKind.USAGE_LIMITED:
-        fallback = now_ms + policy.settings.usage_limit_fallback_ms
-        retry_at = max(outcome.retry_at, now_ms) if outcome.retry_at is not None else fallback
-        fate = Fate(TaskStatus.PENDING, retry_at=retry_at, count_attempt=False, summary=summary)
-    elif kind in GIVEN_BACK:
+    if kind in GIVEN_BACK:
         fate = Fate(TaskStatus.PENDING, retry_at=now_ms, count_attempt=False, summary=summary)
     elif kind in RETRYABLE:
         if attempts_left(task):

@@ -3,12 +3,19 @@
 Key ``gate``, a JSON object::
 
     {"state": "running" | "paused" | "gated", "reason": str,
-     "until": epoch_ms | null, "since": epoch_ms, "by": actor}
+     "until": epoch_ms | null, "since": epoch_ms, "by": actor, "kind": str}
 
 * ``running``: the dispatcher claims as usual (also when the key is absent);
 * ``paused``: a person paused the loop (``vigil pause``); only a person resumes it;
-* ``gated``: a guardrail stopped it (usage limit, auth failure, repeated failures).
+* ``gated``: a guardrail stopped it (every account at its usage limit, a backoff
+  after transient failures, an auth failure, a refused start, repeated failures).
   ``until`` is when it resumes by itself; None means a person must resume it.
+
+``kind`` says which guardrail (``usage``, ``backoff``, ``auth``, ``refused``,
+``failures``; empty for a person's pause). A gate that lifted itself leaves
+``running`` with its kind until an attempt confirms the loop is through
+(``confirm_running``): a gate of the same kind tripped in between is the same
+incident, not a new one to alert about.
 
 While paused or gated the dispatcher claims nothing; sensors keep running. A task
 already running when the loop is paused finishes normally.
@@ -24,6 +31,7 @@ from vigil.durations import format_duration
 from vigil.store import Store
 
 GATE_KEY = "gate"
+BACKOFF = "backoff"  # the kind of the gate after transient failures: "backing off after N …"
 
 
 class GateState(StrEnum):
@@ -41,6 +49,7 @@ class LoopGate:
     until: int | None = None
     since: int = 0
     by: str = ""
+    kind: str = ""  # the guardrail; on a running gate: the one that lifted itself, not yet confirmed
 
     def is_open(self, now_ms: int) -> bool:
         """Whether the dispatcher may claim at ``now_ms`` (a gate past its ``until`` is open)."""
@@ -49,13 +58,16 @@ class LoopGate:
         return self.state is GateState.GATED and self.until is not None and self.until <= now_ms
 
     def to_json(self) -> dict[str, object]:
-        return {
+        value: dict[str, object] = {
             "state": str(self.state),
             "reason": self.reason,
             "until": self.until,
             "since": self.since,
             "by": self.by,
         }
+        if self.kind:  # a person's pause or resume has none
+            value["kind"] = self.kind
+        return value
 
     @classmethod
     def from_json(cls, value: object) -> LoopGate:
@@ -73,6 +85,7 @@ class LoopGate:
             until=until if isinstance(until, int) else None,
             since=since if isinstance(since, int) else 0,
             by=str(value.get("by") or ""),
+            kind=str(value.get("kind") or ""),
         )
 
 
@@ -108,11 +121,13 @@ def _stronger(current: LoopGate, until: int | None, now_ms: int) -> bool:
     return current.until is None or (until is not None and current.until >= until)
 
 
-async def trip(store: Store, *, reason: str, until: int | None, by: str, now_ms: int) -> LoopGate | None:
-    """Gate the loop (a guardrail). A stronger stop already in place is kept (a
-    person's pause, a gate only a person lifts, a gate that lasts longer); returns
-    the new gate, or None when the stronger one stays."""
-    gate = LoopGate(GateState.GATED, reason, until, now_ms, by)
+async def trip(
+    store: Store, *, reason: str, until: int | None, by: str, now_ms: int, kind: str = ""
+) -> LoopGate | None:
+    """Gate the loop (a guardrail of ``kind``). A stronger stop already in place is
+    kept (a person's pause, a gate only a person lifts, a gate that lasts longer);
+    returns the new gate, or None when the stronger one stays."""
+    gate = LoopGate(GateState.GATED, reason, until, now_ms, by, kind)
     while True:
         raw = (await store.loop_values()).get(GATE_KEY)
         if _stronger(LoopGate.from_json(raw), until, now_ms):
@@ -131,8 +146,21 @@ async def lift_expired(store: Store, *, by: str, now_ms: int, raw: object = None
     gate = LoopGate.from_json(raw)
     if gate.state is not GateState.GATED or gate.until is None or gate.until > now_ms:
         return None
-    lifted = LoopGate(GateState.RUNNING, f"resumed after: {gate.reason}", None, now_ms, by)
+    lifted = LoopGate(GateState.RUNNING, f"resumed after: {gate.reason}", None, now_ms, by, gate.kind)
     return gate if await store.replace_loop_value(GATE_KEY, raw, lifted.to_json()) else None
+
+
+async def confirm_running(store: Store, *, by: str, now_ms: int) -> LoopGate | None:
+    """An attempt got through after a gate lifted itself: the incident is over.
+    Returns the lifted gate it confirms (``running`` with its kind), or None when
+    there was none or something changed it meanwhile (conditional, as
+    ``lift_expired``)."""
+    raw = (await store.loop_values()).get(GATE_KEY)
+    gate = LoopGate.from_json(raw)
+    if gate.state is not GateState.RUNNING or not gate.kind:
+        return None
+    confirmed = LoopGate(GateState.RUNNING, gate.reason, None, now_ms, by)
+    return gate if await store.replace_loop_value(GATE_KEY, raw, confirmed.to_json()) else None
 
 
 def gate_json(gate: LoopGate, now_ms: int) -> dict[str, object]:
@@ -145,6 +173,7 @@ def gate_json(gate: LoopGate, now_ms: int) -> dict[str, object]:
         "by": gate.by or None,
         "until": iso_utc(gate.until),
         "until_in_s": None if gate.until is None else max(0, gate.until - now_ms) // 1000,
+        "kind": gate.kind or None,
     }
 
 
@@ -158,4 +187,6 @@ def gate_line(gate: dict[str, object]) -> str:
     if gate["until"] is None:
         return f"loop: GATED since {gate['since']}: {gate['reason']}; a person must run vigil resume"
     wait = format_duration(int(str(gate["until_in_s"])) * 1000)
+    if gate.get("kind") == BACKOFF:
+        return f"loop: {gate['reason']}, next try in {wait} (at {gate['until']})"
     return f"loop: GATED: {gate['reason']}; resumes by itself at {gate['until']} (in {wait})"

@@ -91,6 +91,7 @@ class CostGroup(StrEnum):
     MODEL = "model"
     HOUR = "hour"  # key "YYYY-MM-DDTHH" (UTC): the TUI's 24-hour chart
     SENSOR = "sensor"  # the sensor that started the task's parent chain; "(none)" for others
+    ACCOUNT = "account"  # "executor:account" of the run; "(none)" without one, "(pruned)" for archived runs
 
 
 class OutcomeKind(StrEnum):
@@ -106,6 +107,8 @@ class OutcomeKind(StrEnum):
     TURNS = "turns"  # the agent ran out of turns
     CONTEXT = "context"  # the prompt is too large
     TIMEOUT = "timeout"  # our own per-task timeout ended it
+    STALLED = "stalled"  # the agent printed nothing for [dispatch] stall_timeout: ended, retried
+    OVER_BUDGET = "over_budget"  # ended mid-run: it would have passed its task's or the daily budget
     INTERRUPTED = "interrupted"  # the dispatcher died or lost its claim mid-run
     STOPPED = "stopped"  # vigil run was stopped (SIGTERM, Ctrl-C) mid-run: not the task's doing
     CANCELED = "canceled"  # a person asked to cancel while it ran
@@ -131,6 +134,7 @@ class NewTask:
     requires_approval: bool = False  # added as blocked until a person approves it
     model: str | None = None  # the agent model for this task; wins over its skills' and the config's
     workdir: str | None = None  # an absolute folder the agent works in; None: the default
+    max_cost_usd: float | None = None  # the most its runs may spend together; None: its skill's, else no limit
 
     def __post_init__(self) -> None:
         # A skill named twice would load twice into the prompt and count each run
@@ -174,6 +178,7 @@ class Task:
     workdir: str | None = None  # the agent's workspace; None: the skill's or the configured one, else scratch
     review: str | None = None  # None: never held for review; else ApprovalState of the review after a run
     denials: int = 0  # actions its agents were refused, over every run
+    max_cost_usd: float | None = None  # the most its runs may spend together (USD); None: its skill's, else none
 
     @property
     def awaiting_approval(self) -> bool:
@@ -224,8 +229,9 @@ class Claim:
 class Outcome:
     """What an executor reports for one attempt. Costs in USD; tokens are counts.
 
-    ``retry_at`` (epoch ms) is the provider's reset time for ``USAGE_LIMITED``;
-    None means "use the configured backoff". ``permission_denials`` are the actions
+    ``retry_at`` (epoch ms) is when the account may be used again after a
+    ``USAGE_LIMITED`` run (the provider's reset, or the wait the CLI was told);
+    None means the CLI named none. ``permission_denials`` are the actions
     the agent was refused (by the CLI's permissions, its sandbox or Vigil's own
     tools), one line each (``Write: {"file_path": "/home/x/vigil.toml", …}``).
     """
@@ -246,6 +252,7 @@ class Outcome:
     transcript_path: str | None = None
     retry_at: int | None = None
     permission_denials: tuple[str, ...] = ()
+    account: str | None = None  # the agent CLI's account the run used; None: no agent CLI ran
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +293,9 @@ class Run:
     proc_start: str | None  # the process's start time as the OS reports it (pid reuse check)
     permission_denials: tuple[str, ...] = ()  # tool calls the agent CLI refused (``Outcome``)
     workspace: str | None = None  # the folder the agent worked in; None: no agent process ran
+    summary: str | None = None  # what the run came to: the agent's summary if it closed its task, else Vigil's
+    agent_status: str | None = None  # what the agent closed its task as in this run (pending: asked for a retry)
+    account: str | None = None  # the agent CLI's account it ran on
 
 
 @dataclass(frozen=True, slots=True)

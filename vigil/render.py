@@ -52,6 +52,7 @@ def task_json(task: Task) -> dict[str, object]:
         "review": task.review,
         "denials": task.denials,
         "workdir": task.workdir,
+        "max_cost_usd": task.max_cost_usd,
     }
 
 
@@ -75,6 +76,9 @@ def run_json(run: Run) -> dict[str, object]:
         "transcript_path": run.transcript_path,
         "permission_denials": list(run.permission_denials),
         "workspace": run.workspace,
+        "summary": run.summary,
+        "agent_status": run.agent_status,
+        "account": run.account,
     }
 
 
@@ -202,10 +206,13 @@ def task_details(
         lines.append(f"{'depends_on':<{width}}  {', '.join(f'#{d}' for d in deps)}")
     run_lines = []
     for r in runs:
+        account = f" on {r.executor}:{r.account}" if r.account else ""
         run_lines.append(
-            f"  #{r.attempt} {r.outcome or 'running'} cost=${r.cost_usd:.4f} "
+            f"  #{r.attempt} {r.outcome or 'running'}{account} cost=${r.cost_usd:.4f} "
             f"tokens={r.tokens_in}/{r.tokens_out}" + (f" error={one_line(r.error, 80)}" if r.error else "")
         )
+        if r.agent_status:
+            run_lines.append(f"     the agent closed it as {r.agent_status}: {one_line(r.summary or '', 100)}")
         run_lines += [f"     denied: {one_line(denial, 100)}" for denial in r.permission_denials]
         if r.workspace:
             run_lines.append(f"     workspace: {r.workspace}")

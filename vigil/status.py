@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vigil.accounts import account_line, accounts_json
 from vigil.budget import WINDOW_MS, BudgetUse, budget_json, budget_line, budget_use
 from vigil.clock import iso_utc
 from vigil.config import Settings
@@ -110,6 +111,7 @@ async def gather_status(
         "now": iso_utc(now_ms),
         "dispatcher": dispatcher,
         "gate": gate_json(LoopGate.from_json(loop_values.get(GATE_KEY)), now_ms),
+        "accounts": accounts_json(settings, loop_values, now_ms),
         "budget": budget_json(use),
         "rejected_inserts": loop_values.get(REJECTED_INSERTS_KEY, {"total": 0}),
         "queue": queue,
@@ -170,6 +172,10 @@ def render_status(status: dict[str, object]) -> str:
     gate, budget = status.get("gate"), status.get("budget")
     if isinstance(gate, dict):
         lines.append(gate_line(gate))
+    accounts = status.get("accounts")
+    if isinstance(accounts, list) and accounts:
+        lines.append("accounts:")
+        lines += [f"  {account_line(account)}" for account in accounts if isinstance(account, dict)]
     if isinstance(budget, dict) and budget["cap_usd"] is not None:
         lines.append(budget_line(BudgetUse(float(str(budget["spent_usd"])), float(str(budget["cap_usd"])), 0)))
     rejected = status.get("rejected_inserts")

@@ -13,10 +13,11 @@ recovery), and ends the whole group on timeout or cancel.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from dispatch.meter import Meter
 from vigil.clock import Clock
 from vigil.config import Settings
 from vigil.errors import ConfigError
@@ -57,6 +58,10 @@ class RunContext:
     # argv of Vigil's MCP server bound to this run (``vigil mcp --run N``), which the
     # agent CLI starts to give the agent its task's tools; empty: no such channel
     mcp_command: tuple[str, ...] = ()
+    # the run's usage as its stream reports it, and what it may spend (dispatch.meter)
+    meter: Meter = field(default_factory=Meter)
+    stall_timeout_s: float | None = None  # no output for this long ends the run as stalled; None: never
+    account: str | None = None  # the agent CLI's account it runs on (its variables are in ``env``)
 
     @property
     def cwd(self) -> Path:

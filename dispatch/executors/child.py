@@ -16,7 +16,8 @@ starts and crash recovery never meets an agent it cannot find and end. The argv
 reaches the program as the script's positional parameters, never as shell text.
 
 The whole group is ended (SIGTERM, grace, SIGKILL) when the timeout passes, when
-the awaiting task is cancelled (then ``CancelledError`` is re-raised after the
+the program prints nothing on stdout for ``stall_s`` (it stalled: a model that
+went silent, a hung tool), when the awaiting task is cancelled (then ``CancelledError`` is re-raised after the
 group is gone), and after a normal exit too, so nothing the agent left running in
 the background outlives its run.
 """
@@ -27,6 +28,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,7 @@ from pathlib import Path
 from dispatch.executors import ProcessStarted
 from dispatch.executors.answer import summary_of
 from dispatch.process import end_process_group, process_start_time
+from vigil.durations import format_duration
 from vigil.models import Outcome, OutcomeKind
 
 CHUNK_BYTES = 256 * 1024
@@ -53,6 +56,31 @@ GO = b"\n"
 LineHandler = Callable[[bytes], None]
 
 
+class _Stalled(Exception):
+    """Nothing came on stdout for the stall timeout."""
+
+
+class _Silence:
+    """Passes stdout lines on, noting when the last one came; ``watch`` raises
+    ``_Stalled`` once none has come for ``stall_s`` seconds (None: never)."""
+
+    def __init__(self, on_line: LineHandler, stall_s: float | None) -> None:
+        self._on_line = on_line
+        self._stall_s = stall_s
+        self._heard = time.monotonic()
+
+    def began(self) -> None:
+        self._heard = time.monotonic()
+
+    def line(self, raw: bytes) -> None:
+        self._heard = time.monotonic()
+        self._on_line(raw)
+
+    def watch(self) -> None:
+        if self._stall_s is not None and time.monotonic() - self._heard >= self._stall_s:
+            raise _Stalled
+
+
 class StopRun(Exception):
     """Raised by a line handler when the run cannot come to any good (the CLI goes
     on retrying a refused key): the process group is ended at once and the result
@@ -70,6 +98,7 @@ class ChildResult:
     spawn_error: str | None = None
     pid: int | None = None
     stopped: bool = False  # a line handler raised StopRun
+    stalled: bool = False  # nothing on stdout for the stall timeout
 
 
 async def _read_lines(stream: asyncio.StreamReader, on_line: LineHandler) -> None:
@@ -131,10 +160,13 @@ async def _reap(proc: asyncio.subprocess.Process) -> None:
         await asyncio.wait_for(asyncio.shield(proc.wait()), DRAIN_S)
 
 
-async def _ended(proc: asyncio.subprocess.Process, readers: Sequence[asyncio.Task[None]]) -> None:
+async def _ended(
+    proc: asyncio.subprocess.Process, readers: Sequence[asyncio.Task[None]], watch: Callable[[], None]
+) -> None:
     """Return once the child has exited and its output is read, or once it has
     exited and its pipes stayed open ``DRAIN_S`` longer (held by processes it left
-    running, which the caller then ends)."""
+    running, which the caller then ends). ``watch`` is called every poll while the
+    child runs, and may raise to end it (a stall)."""
     # Process.wait() on Python 3.11 also waits for the pipes to close, so a
     # background grandchild holding stdout would hide the child's exit from it
     while proc.returncode is None and not all(reader.done() for reader in readers):
@@ -143,8 +175,16 @@ async def _ended(proc: asyncio.subprocess.Process, readers: Sequence[asyncio.Tas
             if reader.done() and not reader.cancelled() and reader.exception() is not None:
                 # our side failed (say the transcript's disk is full): stop the run
                 raise reader.exception()  # type: ignore[misc]
+        watch()
     if proc.returncode is None:
-        await proc.wait()
+        exited = asyncio.ensure_future(proc.wait())
+        try:
+            while not exited.done():
+                await asyncio.wait({exited}, timeout=EXIT_POLL_S)
+                if not exited.done():
+                    watch()
+        finally:
+            exited.cancel()
     else:
         await asyncio.wait(readers, timeout=DRAIN_S)
 
@@ -176,12 +216,14 @@ async def run_child(
     grace_s: float,
     on_start: ProcessStarted,
     on_line: LineHandler,
+    stall_s: float | None = None,
 ) -> ChildResult:
-    """Run ``argv`` to its end or until ``timeout_s`` seconds pass; every stdout line
-    goes to ``on_line`` as it arrives. ``on_start(pid, pgid, proc_start)`` is awaited
-    right after the spawn, and the program starts only once it has returned.
-    Raises ``CancelledError`` (after ending the group) when cancelled; a program
-    that cannot be started is reported in ``spawn_error``.
+    """Run ``argv`` to its end, or until ``timeout_s`` seconds pass, or until it
+    prints nothing on stdout for ``stall_s`` seconds (None: no such bound); every
+    stdout line goes to ``on_line`` as it arrives. ``on_start(pid, pgid,
+    proc_start)`` is awaited right after the spawn, and the program starts only
+    once it has returned. Raises ``CancelledError`` (after ending the group) when
+    cancelled; a program that cannot be started is reported in ``spawn_error``.
     """
     problem = _program_problem(argv[0], env, cwd)
     if problem is not None:
@@ -209,11 +251,12 @@ async def run_child(
     assert proc.stdout is not None
     assert proc.stderr is not None
     stderr_tail = bytearray()
+    silence = _Silence(on_line, stall_s)
     pipes = [
-        asyncio.create_task(_read_lines(proc.stdout, on_line)),
+        asyncio.create_task(_read_lines(proc.stdout, silence.line)),
         asyncio.create_task(_read_tail(proc.stderr, stderr_tail)),
     ]
-    timed_out = stopped = False
+    timed_out = stopped = stalled = False
     try:
         try:
             await on_start(proc.pid, pgid, process_start_time(proc.pid))
@@ -221,12 +264,15 @@ async def run_child(
             proc.stdin.close()  # no go: the start shell ends without starting the program
             raise
         pipes.append(asyncio.create_task(_feed(proc.stdin, GO + stdin)))
+        silence.began()  # the program starts now, not at the spawn
         async with asyncio.timeout(timeout_s):
-            await _ended(proc, pipes[:2])
+            await _ended(proc, pipes[:2], silence.watch)
     except TimeoutError:
         timed_out = True
     except StopRun:
         stopped = True
+    except _Stalled:
+        stalled = True
     except BaseException:
         # cancelled, or on_start or a line handler failed: the group must be gone
         # before we let go
@@ -243,17 +289,30 @@ async def run_child(
         raise failure
     exit_code = proc.returncode if proc.returncode is not None else await proc.wait()
     stderr = stderr_tail.decode("utf-8", errors="replace")
-    return ChildResult(exit_code, timed_out, stderr, pid=proc.pid, stopped=stopped)
+    return ChildResult(exit_code, timed_out, stderr, pid=proc.pid, stopped=stopped, stalled=stalled)
 
 
-def ended_early(result: ChildResult, timeout_s: float, transcript_path: str) -> Outcome | None:
-    """The outcome when the process never ran or was stopped by our timeout."""
+def ended_early(
+    result: ChildResult, timeout_s: float, transcript_path: str, stall_s: float | None = None
+) -> Outcome | None:
+    """The outcome when the process never ran, or was ended by our timeout or for
+    a stall (it printed nothing for ``stall_s``)."""
     if result.spawn_error is not None:
         # every task would fail alike: the loop is gated until a person fixes it
         return Outcome(
             kind=OutcomeKind.REFUSED,
             summary=summary_of(result.spawn_error),
             error=result.spawn_error + " (check the executor's command in vigil.toml)",
+            transcript_path=transcript_path,
+        )
+    if result.stalled:
+        silent = format_duration(int((stall_s or 0) * 1000))
+        message = f"stalled: the agent printed nothing for {silent}; its process group was ended"
+        return Outcome(
+            kind=OutcomeKind.STALLED,
+            summary=message,
+            error=message,
+            exit_code=result.exit_code,
             transcript_path=transcript_path,
         )
     if result.timed_out:

@@ -110,32 +110,38 @@ class ClaudeExecutor:
     def _outcome(self, stream: ClaudeStream, result: ChildResult, ctx: RunContext, model: str | None) -> Outcome:
         transcript_path = str(ctx.transcript_path)
         answer = stream.answer
-        early = ended_early(result, ctx.timeout_s, transcript_path)
+        early = ended_early(result, ctx.timeout_s, transcript_path, ctx.stall_timeout_s)
         if early is not None:
             kind, error, retry_at, summary = early.kind, early.error, None, early.summary
+        elif result.stopped and ctx.meter.over:
+            kind, error, retry_at = OutcomeKind.OVER_BUDGET, ctx.meter.over_budget_error(), None
+            summary = summary_of(error)
         else:
             verdict = classify(stream, result.exit_code, result.stderr, self.now_ms())
             kind, error, retry_at = verdict.kind, verdict.error, verdict.retry_at
             summary = summary_of(answer if kind is OutcomeKind.SUCCESS else (error or answer))
         usage = stream.usage_by_model()
         total = sum(usage.values(), TokenUsage())
-        return Outcome(
-            kind=kind,
-            summary=summary,
-            detail=detail_of(answer),
-            error=error,
-            exit_code=result.exit_code,
-            cost_usd=stream.cost_usd,
-            api_cost_usd=sum(api_cost_usd(self.settings.prices, name, tokens) for name, tokens in usage.items()),
-            tokens_in=total.input,
-            tokens_out=total.output,
-            cache_read_tokens=total.cache_read,
-            cache_write_tokens=total.cache_write,
-            model=stream.model or next(iter(usage), None) or model,
-            session_id=stream.session_id,
-            transcript_path=transcript_path,
-            retry_at=retry_at,
-            permission_denials=stream.permission_denials,
+        # without a result line (timed out, stalled, over budget) what was metered stands
+        return ctx.meter.charge(
+            Outcome(
+                kind=kind,
+                summary=summary,
+                detail=detail_of(answer),
+                error=error,
+                exit_code=result.exit_code,
+                cost_usd=stream.cost_usd,
+                api_cost_usd=sum(api_cost_usd(self.settings.prices, name, tokens) for name, tokens in usage.items()),
+                tokens_in=total.input,
+                tokens_out=total.output,
+                cache_read_tokens=total.cache_read,
+                cache_write_tokens=total.cache_write,
+                model=stream.model or next(iter(usage), None) or model,
+                session_id=stream.session_id,
+                transcript_path=transcript_path,
+                retry_at=retry_at,
+                permission_denials=stream.permission_denials,
+            )
         )
 
 
@@ -150,14 +156,19 @@ def retry_note(retry: dict[str, Any]) -> str:
 
 
 def _watched(stream: ClaudeStream, ctx: RunContext) -> Callable[[bytes], None]:
-    """``stream.feed``, plus what must happen while the run goes on: the CLI's own
-    retries reported through ``ctx.on_progress`` (cleared once the model answers),
-    and the run stopped at the first retry of a refused key, which the CLI would
-    otherwise retry for minutes."""
+    """``stream.feed``, plus what must happen while the run goes on: each message's
+    usage metered (``ctx.meter``) and the run stopped once it passes its spending
+    limit; the CLI's own retries reported through ``ctx.on_progress`` (cleared once
+    the model answers); and the run stopped at the first retry of a refused key,
+    which the CLI would otherwise retry for minutes."""
 
     def feed(raw: bytes) -> None:
-        retry, answered = stream.last_retry, stream.answered
+        retry, answered, message = stream.last_retry, stream.answered, stream.last_message
         stream.feed(raw)
+        if stream.last_message is not message and stream.last_message is not None:
+            ctx.meter.record(*stream.last_message)
+            if ctx.meter.over:
+                raise StopRun
         if stream.auth_retry is not None:
             raise StopRun
         if stream.last_retry is not retry and stream.last_retry is not None:

@@ -4,7 +4,15 @@
 outcome needs; lines that are not JSON, not objects, or of unknown types are
 counted and skipped (some versions print a banner first). ``classify`` applies the
 ordered table of the reference on agent CLI output: crashed → usage limited →
-transient → auth → budget / turns → context → success, and anything else failed.
+transient → auth → another 4xx (failed, with its status) → budget / turns →
+context → success, and anything else failed.
+
+What Claude Code 2.1.197 prints for a 429: with a subscription, a
+``rate_limit_event`` ``rejected`` with ``resetsAt`` (the reset the response's
+headers named) and ``You've hit your session limit · resets 2:29am (UTC)``; with
+an API key, no reset at all: ``api_retry`` lines whose ``retry_delay_ms`` is the
+response's ``retry-after`` (with ``retry-after: 100`` it gave up at once, without
+a retry line), then ``API Error: Request rejected (429) · …``.
 
 Two cases come before that table. A refused key is known from the CLI's first
 ``api_retry`` line that names 401/403 or ``authentication_failed`` (the CLI would
@@ -78,6 +86,9 @@ class ClaudeStream:
     unknown_types: set[str] = field(default_factory=set)
     tool_calls: dict[str, tuple[str, Any]] = field(default_factory=dict)  # tool_use id → (name, input)
     refusals: list[str] = field(default_factory=list)  # seen in tool results, one line each
+    # the usage of the message the last assistant line belonged to: (message id, model,
+    # tokens as of the message's start; a message of several blocks repeats it)
+    last_message: tuple[str, str | None, TokenUsage] | None = None
 
     def feed(self, raw: bytes) -> None:
         text = raw.decode("utf-8", errors="replace").strip()
@@ -124,6 +135,10 @@ class ClaudeStream:
         message = line.get("message")
         if not isinstance(message, dict):
             return
+        usage = message.get("usage")
+        if isinstance(usage, dict) and isinstance(message.get("id"), str):
+            model = message.get("model")
+            self.last_message = (message["id"], model if isinstance(model, str) else self.model, _tokens(usage))
         content = message.get("content")
         blocks = [block for block in content or () if isinstance(block, dict)]
         texts = [b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
@@ -220,14 +235,17 @@ class ClaudeStream:
         usage = self.result.get("usage")
         if not isinstance(usage, dict):
             return {}
-        return {
-            self.model or "unknown": TokenUsage(
-                input=_int(usage.get("input_tokens")),
-                output=_int(usage.get("output_tokens")),
-                cache_read=_int(usage.get("cache_read_input_tokens")),
-                cache_write=_int(usage.get("cache_creation_input_tokens")),
-            )
-        }
+        return {self.model or "unknown": _tokens(usage)}
+
+
+def _tokens(usage: dict[str, Any]) -> TokenUsage:
+    """An API ``usage`` object (``input_tokens`` …) as token counts."""
+    return TokenUsage(
+        input=_int(usage.get("input_tokens")),
+        output=_int(usage.get("output_tokens")),
+        cache_read=_int(usage.get("cache_read_input_tokens")),
+        cache_write=_int(usage.get("cache_creation_input_tokens")),
+    )
 
 
 @dataclass(frozen=True)
@@ -262,7 +280,7 @@ def classify(stream: ClaudeStream, exit_code: int | None, stderr: str, now_ms: i
 
     usage_text = bool(_USAGE_LIMIT_TEXT.search(short)) and (is_error or "|" in short)
     if stream.rate_limit_rejected or (is_error and status == 429) or usage_text:
-        retry_at = stream.rejected_reset_ms or reset_ms(short, now_ms)
+        retry_at = stream.rejected_reset_ms or reset_ms(short, now_ms) or _retry_after_ms(stream, now_ms)
         return Verdict(OutcomeKind.USAGE_LIMITED, f"usage limit: {message}", retry_at)
     if is_error and (
         (isinstance(status, int) and 500 <= status <= 599)
@@ -275,6 +293,9 @@ def classify(stream: ClaudeStream, exit_code: int | None, stderr: str, now_ms: i
         return Verdict(OutcomeKind.TRANSIENT, f"API error: {message}")
     if is_error and (status in (401, 403) or retry_error == "authentication_failed" or _AUTH_TEXT.search(short)):
         return Verdict(OutcomeKind.AUTH, f"authentication failed: {message}")
+    if is_error and isinstance(status, int) and 400 <= status <= 499:
+        # the API refused the request itself (400 invalid, 404 no such model, 413 too large)
+        return Verdict(OutcomeKind.FAILED, f"HTTP {status}: {message}")
     if subtype == "error_max_budget_usd" or terminal == "budget_exhausted":
         return Verdict(OutcomeKind.BUDGET, f"budget exhausted: {_errors_text(result) or subtype}")
     if subtype == "error_max_turns" or terminal == "max_turns":
@@ -288,6 +309,20 @@ def classify(stream: ClaudeStream, exit_code: int | None, stderr: str, now_ms: i
         found = short or _errors_text(result) or "no text"
         return Verdict(OutcomeKind.FAILED, f"a result line of an unexpected shape (no subtype): {found}")
     return Verdict(OutcomeKind.FAILED, f"{subtype}: {message}")
+
+
+def _retry_after_ms(stream: ClaudeStream, now_ms: int) -> int | None:
+    """When an API key's rate limit lifts, as far as the stream says: Claude Code
+    prints no reset time for it, but its last retry of the 429 waited what the
+    response's ``retry-after`` asked (``retry_delay_ms``). None when it did not
+    retry (it gives up at once when ``retry-after`` is long)."""
+    retry = stream.last_retry
+    if retry is None or retry.get("error_status") != 429:
+        return None
+    delay = retry.get("retry_delay_ms")
+    if not isinstance(delay, int | float) or isinstance(delay, bool) or delay <= 0:
+        return None
+    return now_ms + int(delay)
 
 
 def _without_result(stream: ClaudeStream, exit_code: int | None, stderr: str) -> Verdict:

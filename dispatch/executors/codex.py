@@ -26,7 +26,9 @@ tests, say) would wait forever.
 
 The stream is read by ``codex_stream`` (tokens, answer, Codex's own API retries as
 live progress notes, the outcome, refusals of Vigil's tools); the refusals of shell
-commands and patches come from Codex's session file (``codex_rollout``). Codex
+commands and patches come from Codex's session file (``codex_rollout``), and so
+does the usage while the run goes on (``codex_usage``), which the run's meter is
+held to. Codex
 reports no dollar cost, so ``cost_usd`` and ``api_cost_usd`` are both computed from
 the price table (``dispatch.pricing``) for the model: the task's or skill's, else
 ``[executors.codex] model``, else the one in Codex's own ``config.toml``.
@@ -43,11 +45,12 @@ from pathlib import Path
 
 from dispatch.executors import DEFAULT_GRACE_S, RunContext
 from dispatch.executors.answer import detail_of, summary_of
-from dispatch.executors.child import ChildResult, ended_early
+from dispatch.executors.child import ChildResult, StopRun, ended_early
 from dispatch.executors.codex_rollout import rollout_path, rollout_refusals
 from dispatch.executors.codex_stream import CodexStream, classify
+from dispatch.executors.codex_usage import SessionUsage
 from dispatch.executors.transcript import run_agent_cli
-from dispatch.pricing import api_cost_usd
+from dispatch.pricing import TokenUsage, api_cost_usd
 from vigil.clock import SystemClock
 from vigil.config import STORE_URL_ENV, AgentCliSettings, Settings
 from vigil.models import Outcome, OutcomeKind, Task
@@ -164,6 +167,29 @@ def _logged_rejections(stderr: str) -> list[str]:
     ]
 
 
+def _metered(stream: CodexStream, ctx: RunContext, model: str | None) -> Callable[[bytes], None]:
+    """``stream.feed``, with the run's usage so far metered (``ctx.meter``) at each
+    event, and the run stopped once it passes its spending limit. The usage is the
+    session file's, response by response (``codex_usage``), or, where that says
+    less, the completed turns' of the stream."""
+    session = SessionUsage(ctx.env)
+
+    def feed(raw: bytes) -> None:
+        stream.feed(raw)
+        so_far = session.read(stream.thread_id)
+        if so_far is None or _tokens_in(so_far) < _tokens_in(stream.usage):
+            so_far = stream.usage
+        ctx.meter.record("run", model, so_far)
+        if ctx.meter.over:
+            raise StopRun
+
+    return feed
+
+
+def _tokens_in(usage: TokenUsage) -> int:
+    return usage.input + usage.output + usage.cache_read + usage.cache_write
+
+
 class CodexExecutor:
     name = "codex"
 
@@ -192,36 +218,42 @@ class CodexExecutor:
         model = model or configured_model(ctx.env)  # named in no event: priced as configured
         stream = CodexStream(on_progress=ctx.on_progress)
         try:
-            result = await run_agent_cli(self.name, argv, ctx, self.grace_s, stream.feed)
+            result = await run_agent_cli(self.name, argv, ctx, self.grace_s, _metered(stream, ctx, model))
         finally:
             if stream.retries:
                 ctx.on_progress(None)  # the run is over: no retry is going on any more
 
         transcript_path = str(ctx.transcript_path)
-        early = ended_early(result, ctx.timeout_s, transcript_path)
+        early = ended_early(result, ctx.timeout_s, transcript_path, ctx.stall_timeout_s)
         retry_at = None
         if early is not None:
             kind, error, summary = early.kind, early.error, early.summary
+        elif result.stopped and ctx.meter.over:
+            kind, error = OutcomeKind.OVER_BUDGET, ctx.meter.over_budget_error()
+            summary = summary_of(error)
         else:
             verdict = classify(stream, result.exit_code, result.stderr, self.now_ms())
             kind, error, retry_at = verdict.kind, verdict.error, verdict.retry_at
             summary = summary_of(stream.answer if kind is OutcomeKind.SUCCESS else (error or stream.answer))
         cost = api_cost_usd(self.settings.prices, model, stream.usage)
-        return Outcome(
-            kind=kind,
-            summary=summary,
-            detail=detail_of(stream.answer),
-            error=error,
-            exit_code=result.exit_code,
-            cost_usd=cost,
-            api_cost_usd=cost,
-            tokens_in=stream.usage.input,
-            tokens_out=stream.usage.output,
-            cache_read_tokens=stream.usage.cache_read,
-            cache_write_tokens=stream.usage.cache_write,
-            model=model,
-            session_id=stream.thread_id,
-            transcript_path=transcript_path,
-            retry_at=retry_at,
-            permission_denials=refusals_of(stream, result, ctx.env),
+        # a run cut short (timed out, stalled, over budget) keeps what was metered
+        return ctx.meter.charge(
+            Outcome(
+                kind=kind,
+                summary=summary,
+                detail=detail_of(stream.answer),
+                error=error,
+                exit_code=result.exit_code,
+                cost_usd=cost,
+                api_cost_usd=cost,
+                tokens_in=stream.usage.input,
+                tokens_out=stream.usage.output,
+                cache_read_tokens=stream.usage.cache_read,
+                cache_write_tokens=stream.usage.cache_write,
+                model=model,
+                session_id=stream.thread_id,
+                transcript_path=transcript_path,
+                retry_at=retry_at,
+                permission_denials=refusals_of(stream, result, ctx.env),
+            )
         )

@@ -27,6 +27,8 @@ what the CLI says                                          outcome
 "Missing environment variable: `OPENAI_API_KEY`."          auth
 "stream disconnected before completion: …", 5xx            transient
   ("We're currently experiencing high demand …")
+the API's JSON error body (a 400: invalid_request_error)   failed, "the API refused
+                                                             the request (…): …"
 exit ≠ 0 before any event ("Not inside a trusted           refused
   directory …", "error: unexpected argument …")
 exit ≠ 0 after events, no failure named                    transient
@@ -42,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatch.executors.codex_usage import codex_tokens
 from dispatch.executors.refusals import channel_refusal, denial_line
 from dispatch.executors.resets import reset_ms
 from dispatch.pricing import TokenUsage
@@ -70,10 +73,6 @@ _NOISE = re.compile(
 _ERROR_LINE = re.compile(r"^(?:error|Error)\b:?")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 NOTE_MAX = 120  # characters of a progress note
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _no_note(note: str | None) -> None:
@@ -179,14 +178,7 @@ class CodexStream:
         self.failure = None  # a completed turn outlives what went wrong before it
         if not isinstance(usage, dict):
             return
-        cached = _count(usage.get("cached_input_tokens"))
-        written = _count(usage.get("cache_write_input_tokens"))
-        self.usage += TokenUsage(
-            input=max(_count(usage.get("input_tokens")) - cached - written, 0),
-            output=_count(usage.get("output_tokens")),
-            cache_read=cached,
-            cache_write=written,
-        )
+        self.usage += codex_tokens(usage)
 
 
 def _mcp_text(item: dict[str, Any]) -> str:
@@ -206,7 +198,24 @@ class Verdict:
     retry_at: int | None = None  # epoch ms of a usage limit's reset; None: not named
 
 
+def api_error_text(message: str) -> str:
+    """A failure Codex passes on as the API's JSON error body (a 4xx it does not
+    know, e.g. a 400: ``{"error": {"type": "invalid_request_error", "message": …}}``,
+    with no HTTP status) as one line that says it was the API's refusal; any other
+    message as it is."""
+    try:
+        body = json.loads(message)
+    except ValueError:
+        return message
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict) or not error.get("message"):
+        return message
+    kind = error.get("type") or error.get("code") or "error"
+    return f"the API refused the request ({kind}): {error['message']}"
+
+
 def _failure(message: str, now_ms: int) -> Verdict:
+    message = api_error_text(message)
     if _USAGE_LIMIT.search(message):
         return Verdict(OutcomeKind.USAGE_LIMITED, f"usage limit: {message}", reset_ms(message, now_ms))
     if _AUTH.search(message):

@@ -4,17 +4,30 @@ Agent CLIs say when a subscription limit resets in several ways: an epoch after 
 bar (``Claude AI usage limit reached|1767225600``), a clock time and zone
 (``resets 4:50pm (America/Denver)``), a date (``try again at Apr 11th, 2026
 2:32 PM``, in local time), or only a time of day, when the reset is within a day
-(Codex: ``try again at 3:46 PM.``, local time). Each parser returns None when the text does not say, and
-the dispatcher then waits its configured fallback.
+(Codex: ``try again at 3:46 PM.``, local time). Each parser returns None when the
+text does not say, and the dispatcher then waits its configured fallback.
+
+A time named to the minute is the minute the CLI cut the reset down to (Claude
+Code prints 02:29:54 as ``2:29am``, Codex 21:45:45 as ``9:45 PM``), so the reset is
+read as the end of that minute: waiting until then never wakes the loop before the
+limit has lifted. A time of day without a date is the nearest such moment that is
+not more than ``PAST_TOLERANCE_MS`` ago: the current minute is this minute, not
+tomorrow's, and a reset a little in the past (a stale header, a clock that runs
+behind, a limit met again just after its reset) is read as past, so the gate's
+floor decides when to try again; only a time further back means tomorrow.
 """
 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 MS_PER_S = 1000
+MINUTE = timedelta(minutes=1)
+# A time of day at most this far in the past is a reset that already happened, not
+# the same time tomorrow (a limit's own window is hours long, a stale header seconds).
+PAST_TOLERANCE_MS = 3_600_000
 _BAR_EPOCH = re.compile(r"usage limit reached\|(\d{9,12})", re.IGNORECASE)
 _CLOCK_ZONE = re.compile(r"resets\s+(\d{1,2})(?::(\d{2}))?\s*([ap]m)\s*\(([^()\s]+)\)", re.IGNORECASE)
 _TRY_AGAIN = re.compile(
@@ -31,6 +44,23 @@ def _hour24(hour: int, meridiem: str) -> int | None:
     return hour % 12 + (12 if meridiem.lower() == "pm" else 0)
 
 
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * MS_PER_S)
+
+
+def nearest_time_of_day(hour: int, minute: int, now_ms: int, zone: tzinfo | None) -> int:
+    """The end of the minute ``hour:minute`` (in ``zone``; None: local time) on the
+    day that puts it nearest after ``now_ms - PAST_TOLERANCE_MS``, in epoch ms."""
+    now = datetime.fromtimestamp(now_ms / MS_PER_S, tz=zone)
+    today = now.replace(hour=hour, minute=minute, second=0, microsecond=0) + MINUTE
+    earliest = now_ms - PAST_TOLERANCE_MS
+    for days in (-1, 0, 1):
+        moment = _ms(today + timedelta(days=days))
+        if moment > earliest:
+            return moment
+    return _ms(today + timedelta(days=2))  # unreachable: tomorrow's is always past the bound
+
+
 def bar_epoch_ms(text: str) -> int | None:
     """``…usage limit reached|<epoch seconds>`` → epoch ms."""
     match = _BAR_EPOCH.search(text)
@@ -38,7 +68,8 @@ def bar_epoch_ms(text: str) -> int | None:
 
 
 def clock_zone_ms(text: str, now_ms: int) -> int | None:
-    """``resets 4:50pm (America/Denver)`` → the next such moment after ``now_ms``."""
+    """``resets 4:50pm (America/Denver)`` → the end of that minute, on the nearest
+    day (see the module's docstring)."""
     match = _CLOCK_ZONE.search(text)
     if not match:
         return None
@@ -50,15 +81,11 @@ def clock_zone_ms(text: str, now_ms: int) -> int | None:
         zone = ZoneInfo(match.group(4))
     except (ZoneInfoNotFoundError, ValueError):
         return None
-    now = datetime.fromtimestamp(now_ms / MS_PER_S, tz=zone)
-    moment = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
-    if moment <= now:
-        moment += timedelta(days=1)
-    return int(moment.timestamp() * MS_PER_S)
+    return nearest_time_of_day(hour, minute, now_ms, zone)
 
 
 def try_again_ms(text: str) -> int | None:
-    """``try again at Apr 11th, 2026 2:32 PM`` (local time) → epoch ms."""
+    """``try again at Apr 11th, 2026 2:32 PM`` (local time) → the end of that minute."""
     match = _TRY_AGAIN.search(text)
     if not match:
         return None
@@ -71,12 +98,12 @@ def try_again_ms(text: str) -> int | None:
     except ValueError:
         return None
     # a naive datetime is local time, which is what the CLI printed
-    return int(moment.timestamp() * MS_PER_S)
+    return _ms(moment + MINUTE)
 
 
 def try_again_clock_ms(text: str, now_ms: int) -> int | None:
-    """``try again at 3:46 PM`` (local time, no date) → the next such moment after
-    ``now_ms``."""
+    """``try again at 3:46 PM`` (local time, no date) → the end of that minute, on
+    the nearest day (see the module's docstring)."""
     match = _TRY_AGAIN_CLOCK.search(text)
     if not match:
         return None
@@ -84,12 +111,7 @@ def try_again_clock_ms(text: str, now_ms: int) -> int | None:
     minute = int(match.group(2))
     if hour is None or minute > 59:
         return None
-    # a naive datetime is local time, which is what the CLI printed
-    now = datetime.fromtimestamp(now_ms / MS_PER_S)
-    moment = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
-    if moment <= now:
-        moment += timedelta(days=1)
-    return int(moment.timestamp() * MS_PER_S)
+    return nearest_time_of_day(hour, minute, now_ms, None)  # local time, which is what the CLI printed
 
 
 def reset_ms(text: str, now_ms: int) -> int | None:

@@ -89,8 +89,9 @@ async def run_agent_cli(
             grace_s=grace_s,
             on_start=ctx.on_process_start,
             on_line=on_line,
+            stall_s=ctx.stall_timeout_s,
         )
         if result.stderr:
             transcript.record("stderr", text=result.stderr)
-        transcript.record("end", exit_code=result.exit_code, timed_out=result.timed_out)
+        transcript.record("end", exit_code=result.exit_code, timed_out=result.timed_out, stalled=result.stalled)
     return result

@@ -7,7 +7,9 @@ for text, ``input_json_delta`` for a ``tool_use`` block's input), ``message_delt
 (stop reason, output tokens) and ``message_stop``.
 
 Requests of the agent's conversation (they offer tools) take their replies from
-``MessagesApi.script``; any other request to ``/v1/messages`` (a helper call on a
+``MessagesApi.script``, or from the script of the credential they carry
+(``script_for``: an account's key or login token, for tests with several
+accounts); any other request to ``/v1/messages`` (a helper call on a
 small model, token counting) is answered from ``side`` so that it never eats a
 scripted reply. With ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` Claude Code
 2.1.197 makes no such side request in print mode; the split is a safety net.
@@ -27,10 +29,12 @@ from tests.agents.model_server import (
     ModelServer,
     Reply,
     Script,
+    Silent,
     Text,
     ToolCall,
     Usage,
     deliver,
+    hold_silent,
 )
 
 DEFAULT_ANSWER = "Done."
@@ -45,6 +49,7 @@ class MessagesApi:
         self.server = server
         self.script = Script(Text(DEFAULT_ANSWER))
         self.side = Script(Text("ok"))
+        self.by_credential: dict[str, Script] = {}
         server.route("/v1/messages/count_tokens", self._count_tokens)
         server.route("/v1/messages", self._messages)
 
@@ -52,12 +57,22 @@ class MessagesApi:
         """Bodies of the requests that belong to the agent's conversation."""
         return [r.body for r in self.server.recorded("/v1/messages") if _is_conversation(r.body)]
 
+    def script_for(self, credential: str) -> Script:
+        """The script of requests that carry ``credential`` (an API key, or a login's
+        bearer token); made on first use, answering the default until told more."""
+        return self.by_credential.setdefault(credential, Script(Text(DEFAULT_ANSWER)))
+
+    def credential_of(self, headers: dict[str, str]) -> str:
+        """The key or token a request carries."""
+        return headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+
     def _count_tokens(self, exchange: Exchange) -> None:
         exchange.send_json(200, {"input_tokens": 100})
 
     def _messages(self, exchange: Exchange) -> None:
         body = exchange.body if isinstance(exchange.body, dict) else {}
-        reply = self.script.next() if _is_conversation(body) else self.side.next()
+        script = self.by_credential.get(self.credential_of(exchange.headers), self.script)
+        reply = script.next() if _is_conversation(body) else self.side.next()
         model = str(body.get("model") or "claude-test")
         streaming = bool(body.get("stream"))
         deliver(exchange, reply, lambda ex, r: _render(ex, r, model, streaming))
@@ -93,6 +108,11 @@ def _blocks(reply: Reply) -> list[dict[str, Any]]:
 
 def _render(exchange: Exchange, reply: Reply, model: str, streaming: bool) -> None:
     message_id = f"msg_{next(_ids):04d}"
+    if isinstance(reply, Silent):
+        exchange.start_events()
+        exchange.event("message_start", _start(message_id, model, Usage()))
+        hold_silent(exchange, reply.hold_s)
+        return
     if isinstance(reply, Cut):
         exchange.start_events()
         exchange.event("message_start", _start(message_id, model, Usage()))

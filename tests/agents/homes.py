@@ -70,7 +70,9 @@ class ClaudeHome:
         *,
         dispatch: dict[str, Any] | None = None,
         claude: dict[str, Any] | None = None,
+        toml: str = "",
     ) -> ClaudeHome:
+        """``toml`` is appended to ``vigil.toml`` as written (more tables)."""
         home = tmp_path / "home"
         init_home(home)
         lines = ["[dispatch]", 'executor = "claude"']
@@ -78,7 +80,7 @@ class ClaudeHome:
         claude = {"command": [str(claude_path())], **(claude or {})}
         lines += ["", "[executors.claude]"]
         lines += [f"{key} = {toml_value(value)}" for key, value in claude.items()]
-        (home / "vigil.toml").write_text("\n".join(lines) + "\n")
+        (home / "vigil.toml").write_text("\n".join(lines) + "\n" + toml)
         config_dir = tmp_path / "operator"
         config_dir.mkdir()
         return cls(home, url, config_dir)
@@ -176,12 +178,18 @@ class ClaudeHome:
 
     def start(self, *args: str, **extra_env: str) -> subprocess.Popen[str]:
         """``vigil ARGS`` in the background (stop it with ``stop``)."""
+        return self.start_with_env(*args, env=self.env(**extra_env))
+
+    def start_with_env(self, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+        """``vigil ARGS`` in the background with exactly ``env`` as the operator's
+        environment. Its console log goes to ``logs/vigil.log`` too, so stderr is
+        not kept (a busy loop must never block on a full pipe)."""
         return subprocess.Popen(
             [sys.executable, "-m", "vigil", "--home", str(self.path), *args],
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             text=True,
-            env=self.env(**extra_env),
+            env=env,
         )
 
     @staticmethod

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
+import socket
 import threading
 import time
 from collections import deque
@@ -78,7 +80,35 @@ class Slow:
     then: Reply
 
 
-Reply = Text | ToolCall | HttpError | Cut | Slow
+@dataclass(frozen=True)
+class Silent:
+    """Start streaming an answer (its first event only), then send nothing more for
+    ``hold_s`` seconds: a model that went silent mid-answer."""
+
+    hold_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class Burst:
+    """Answer ``during`` until the monotonic clock reads ``until`` (an outage of a
+    fixed length, however many requests meet it), then ``after``."""
+
+    until: float
+    during: Reply
+    after: Reply
+
+
+Reply = Text | ToolCall | HttpError | Cut | Slow | Silent | Burst
+
+
+def hold_silent(exchange: Exchange, hold_s: float) -> None:
+    """Keep an answer's connection open and send nothing (``Silent``), until the
+    client hangs up or ``hold_s`` passes."""
+    deadline = time.monotonic() + hold_s
+    while time.monotonic() < deadline:
+        if exchange.hung_up():
+            return
+        time.sleep(0.2)
 
 
 def unauthorized() -> HttpError:
@@ -118,6 +148,11 @@ def server_error(retry_after_s: int | None = None) -> HttpError:
     return HttpError(
         500, {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}, headers
     )
+
+
+def bad_request(message: str = "messages: text content blocks must be non-empty") -> HttpError:
+    """400: the Messages API refuses the request itself."""
+    return HttpError(400, {"type": "error", "error": {"type": "invalid_request_error", "message": message}})
 
 
 class Script:
@@ -193,6 +228,15 @@ class Exchange:
     def event(self, name: str, data: Any) -> None:
         self._handler.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
         self._handler.wfile.flush()
+
+    def hung_up(self) -> bool:
+        """Whether the client closed the connection (a read would return nothing)."""
+        sock = self._handler.connection
+        try:
+            ready, _, _ = select.select([sock], [], [], 0)
+            return bool(ready) and sock.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def cut(self) -> None:
         """Drop the connection at once, mid-answer."""
@@ -282,6 +326,8 @@ def deliver(exchange: Exchange, reply: Reply, render: Callable[[Exchange, Reply]
     if isinstance(reply, Slow):
         time.sleep(reply.delay_s)
         deliver(exchange, reply.then, render)
+    elif isinstance(reply, Burst):
+        deliver(exchange, reply.during if time.monotonic() < reply.until else reply.after, render)
     elif isinstance(reply, HttpError):
         exchange.send_json(reply.status, reply.body, reply.headers)
     else:

@@ -31,10 +31,12 @@ from tests.agents.model_server import (
     ModelServer,
     Reply,
     Script,
+    Silent,
     Text,
     ToolCall,
     Usage,
     deliver,
+    hold_silent,
 )
 
 DEFAULT_ANSWER = "Done."
@@ -95,6 +97,20 @@ def server_error() -> HttpError:
     return HttpError(500, {"error": {"message": "Internal server error", "type": "server_error"}})
 
 
+def rate_limited(retry_after_s: int = 1) -> HttpError:
+    """429 for an API key's rate limit, with the headers OpenAI sends."""
+    return HttpError(
+        429,
+        {"error": {"type": "rate_limit_exceeded", "message": "Rate limit reached", "code": "rate_limit_exceeded"}},
+        (("retry-after", str(retry_after_s)), ("x-ratelimit-reset-requests", f"{retry_after_s}s")),
+    )
+
+
+def bad_request(message: str = "Invalid 'input': text must not be empty") -> HttpError:
+    """400: the API refuses the request itself."""
+    return HttpError(400, {"error": {"type": "invalid_request_error", "message": message, "code": "invalid_value"}})
+
+
 class ResponsesApi:
     """``POST /v1/responses`` on a ``ModelServer``; every request takes the next
     reply of ``script``."""
@@ -143,6 +159,9 @@ def _render(exchange: Exchange, reply: Reply, model: str) -> None:
     response_id = f"resp_{next(_ids):04d}"
     exchange.start_events()
     exchange.event("response.created", {"type": "response.created", "response": {"id": response_id, "model": model}})
+    if isinstance(reply, Silent):
+        hold_silent(exchange, reply.hold_s)
+        return
     if isinstance(reply, Cut | Text):
         item_id = f"msg_{next(_ids):04d}"
         exchange.event(

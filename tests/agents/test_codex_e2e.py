@@ -117,7 +117,10 @@ def test_a_usage_limit_waits_for_the_reset_codex_names_without_counting_the_atte
     task = home.task(task_id)
     assert task["status"] == "pending"
     assert task["attempt_count"] == 0
-    assert reset_s * 1000 - 60_000 <= task["scheduled_for"] <= reset_s * 1000
+    # the account, and with it the loop, waits until the end of the minute Codex named
+    gate = home.gate()
+    until_ms = datetime.fromisoformat(str(gate["until"]).replace("Z", "+00:00")).timestamp() * 1000
+    assert (gate["state"], until_ms) == ("gated", (reset_s * 1000 // 60_000 + 1) * 60_000)
 
 
 @pytest.mark.parametrize(

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import VigilRunner
+from vigil.accounts import limit_account
 from vigil.clock import ManualClock, iso_utc
-from vigil.config import Settings, load_settings
+from vigil.config import Account, Settings, load_settings
 from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, NewTask, SensorRun
 from vigil.status import gather_status, render_status
 from vigil.store.sqlite import SqliteStore
@@ -156,6 +158,7 @@ def test_status_cli_json_and_text(vigil: VigilRunner, home: Path) -> None:
         "now",
         "dispatcher",
         "gate",
+        "accounts",
         "budget",
         "rejected_inserts",
         "queue",
@@ -164,6 +167,7 @@ def test_status_cli_json_and_text(vigil: VigilRunner, home: Path) -> None:
         "store",
     }
     assert as_json["attention"] == {"awaiting_review": 0, "awaiting_approval": 0, "denied_runs_24h": 0}
+    assert as_json["accounts"] == []  # a dry-run home runs no agent CLI
     database = str((home / "data" / "vigil.db").resolve())
     assert as_json["store"] == {"backend": "sqlite", "at": database}
     assert f"store: sqlite at {database}" in text
@@ -188,3 +192,27 @@ async def test_the_agents_live_note_is_shown_with_its_task(
     assert isinstance(d["task"], dict)
     assert d["task"]["note"] == "API retry 2/10, next in 4 s (529 overloaded)"
     assert "  agent: API retry 2/10, next in 4 s (529 overloaded)" in render_status(status).splitlines()
+
+
+async def test_every_account_is_shown_with_its_state_and_reset(db: SqliteStore, home: Path, clock: ManualClock) -> None:
+    base = load_settings(home)
+    accounts = (Account("a", config_dir=home / "a"), Account("b", api_key_env="KEY_B"))
+    settings = replace(
+        base, dispatch=replace(base.dispatch, executor="claude"), claude=replace(base.claude, accounts=accounts)
+    )
+    now = clock.now_ms()
+    await limit_account(
+        db, "claude:b", until=now + 2 * 3_600_000, reason="usage limit: session", now_ms=now, in_a_row=1
+    )
+
+    status = await gather_status(db, settings, now)
+
+    shown = status["accounts"]
+    assert isinstance(shown, list)
+    assert [(a["account"], a["state"], a["until_in_s"]) for a in shown] == [("a", "free", None), ("b", "limited", 7200)]
+    lines = render_status(status).splitlines()
+    at = lines.index("accounts:")
+    assert lines[at + 1 : at + 3] == [
+        "  claude:a free",
+        f"  claude:b limited until {iso_utc(now + 7_200_000)} (in 2h00m): usage limit: session",
+    ]

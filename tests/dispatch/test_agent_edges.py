@@ -10,7 +10,7 @@ import pytest
 
 from dispatch.environment import agent_env
 from dispatch.executors.answer import DETAIL_MAX_CHARS, detail_of, summary_of
-from dispatch.executors.resets import bar_epoch_ms, clock_zone_ms, reset_ms, try_again_ms
+from dispatch.executors.resets import bar_epoch_ms, clock_zone_ms, reset_ms, try_again_clock_ms, try_again_ms
 from dispatch.pricing import TokenUsage, api_cost_usd, model_price, price_for
 from tests.dispatch.agent_support import agent_settings
 from vigil.config import Price
@@ -64,19 +64,44 @@ def test_reset_time_forms() -> None:
     assert bar_epoch_ms("Claude AI usage limit reached|1767225600") == 1_767_225_600_000
     assert bar_epoch_ms("nothing here") is None
     now = int(datetime(2026, 1, 1, 12, 0, tzinfo=UTC).timestamp() * 1000)  # 05:00 in Denver
-    four_fifty_denver = int(datetime(2026, 1, 1, 23, 50, tzinfo=UTC).timestamp() * 1000)
+    # a time named to the minute is read as the end of that minute
+    four_fifty_denver = int(datetime(2026, 1, 1, 23, 51, tzinfo=UTC).timestamp() * 1000)
     assert clock_zone_ms("resets 4:50pm (America/Denver)", now) == four_fifty_denver
-    assert clock_zone_ms("resets 4pm (UTC)", now) == int(datetime(2026, 1, 1, 16, tzinfo=UTC).timestamp() * 1000)
-    # a time already past today means tomorrow
-    assert clock_zone_ms("resets 9am (UTC)", now) == int(datetime(2026, 1, 2, 9, tzinfo=UTC).timestamp() * 1000)
+    assert clock_zone_ms("resets 4pm (UTC)", now) == int(datetime(2026, 1, 1, 16, 1, tzinfo=UTC).timestamp() * 1000)
+    # a time more than an hour past today means tomorrow
+    assert clock_zone_ms("resets 9am (UTC)", now) == int(datetime(2026, 1, 2, 9, 1, tzinfo=UTC).timestamp() * 1000)
     assert clock_zone_ms("resets 4:50pm (Not/AZone)", now) is None
     assert clock_zone_ms("resets 13pm (UTC)", now) is None
     assert try_again_ms("Please try again at Apr 11th, 2026 2:32 PM.") == int(
-        datetime(2026, 4, 11, 14, 32).timestamp() * 1000
+        datetime(2026, 4, 11, 14, 33).timestamp() * 1000
     )
     assert try_again_ms("try again at Foo 31st, 2026 2:32 PM") is None
     assert try_again_ms("try again at Feb 30th, 2026 2:32 PM") is None
     assert reset_ms("no time at all", now) is None
+
+
+def test_a_reset_named_in_the_current_minute_is_its_end_never_tomorrow() -> None:
+    # Codex prints a reset at 21:45:45 as "try again at 9:45 PM"; a retry at 21:45:00
+    # meets the same text again
+    end_of_minute = int(datetime(2026, 12, 1, 21, 46).timestamp() * 1000)
+    for now in (datetime(2026, 12, 1, 21, 45, 0), datetime(2026, 12, 1, 21, 45, 50)):
+        assert try_again_clock_ms("try again at 9:45 PM.", int(now.timestamp() * 1000)) == end_of_minute
+    utc_now = int(datetime(2026, 12, 1, 2, 29, 54, tzinfo=UTC).timestamp() * 1000)
+    assert clock_zone_ms("resets 2:29am (UTC)", utc_now) == utc_now + 6_000
+
+
+def test_a_reset_a_little_in_the_past_is_past_and_one_long_gone_is_tomorrow() -> None:
+    at = int(datetime(2026, 12, 1, 21, 50).timestamp() * 1000)
+    stale = try_again_clock_ms("try again at 9:45 PM", at)
+    assert stale == int(datetime(2026, 12, 1, 21, 46).timestamp() * 1000)  # 4 minutes ago: past, not tomorrow
+    assert try_again_clock_ms("try again at 7:45 PM", at) == int(datetime(2026, 12, 2, 19, 46).timestamp() * 1000)
+    # just after midnight, a time late yesterday is yesterday's
+    after_midnight = int(datetime(2026, 12, 2, 0, 10).timestamp() * 1000)
+    assert try_again_clock_ms("try again at 11:55 PM", after_midnight) == int(
+        datetime(2026, 12, 1, 23, 56).timestamp() * 1000
+    )
+    # and late in the evening, a time early in the morning is tomorrow's
+    assert try_again_clock_ms("try again at 1:30 AM", at) == int(datetime(2026, 12, 2, 1, 31).timestamp() * 1000)
 
 
 def test_summary_and_detail_caps() -> None:

@@ -84,12 +84,13 @@ async def test_auth_failure_gives_the_task_back(db: SqliteStore, settings: Setti
 
 
 @pytest.mark.parametrize("scenario", ["usage_limit", "usage_limit_old"])
-async def test_usage_limit_requeues_after_the_reset_without_counting(
+async def test_usage_limit_requeues_without_counting_and_the_run_names_the_reset(
     db: SqliteStore, settings: Settings, clock: ManualClock, scenario: str
 ) -> None:
     task, (run,) = await run_scenario(db, settings, clock, scenario)
     assert task.status is TaskStatus.PENDING
-    assert task.scheduled_for == RESET_MS
+    assert task.scheduled_for == NOW_MS  # due at once: the account waits for the reset, not the task
+    assert "usage limit" in str(run["error"])
     assert task.attempt_count == 0
     assert run["outcome"] == "usage_limited"
 

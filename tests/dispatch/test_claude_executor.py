@@ -162,8 +162,9 @@ async def test_usage_limit_prose_reset_is_read_in_its_zone(home: Path) -> None:
     assert outcome.kind is OutcomeKind.USAGE_LIMITED
     zone = ZoneInfo("America/Denver")
     now = datetime.fromtimestamp(NOW_MS / 1000, tz=zone)
-    expected = now.replace(hour=16, minute=50, second=0, microsecond=0)
-    if expected <= now:
+    # the end of the minute it names (the CLI cut the reset down to it), on the nearest day
+    expected = now.replace(hour=16, minute=51, second=0, microsecond=0)
+    if expected <= now - timedelta(hours=1):
         expected += timedelta(days=1)
     assert outcome.retry_at == int(expected.timestamp() * 1000)
     assert outcome.retry_at > NOW_MS

@@ -53,6 +53,25 @@ def test_http_429_without_a_reset_time_leaves_it_to_the_fallback() -> None:
     assert verdict.retry_at is None
 
 
+def test_an_api_keys_429_waits_what_the_clis_last_retry_was_told() -> None:
+    told = {**retry("rate_limit", 429), "retry_delay_ms": 7000}
+    rejected = result(is_error=True, api_error_status=429, result="API Error: Request rejected (429) · slow down")
+    verdict = classify(stream(told, rejected), 1, "", NOW_MS)
+    assert (verdict.kind, verdict.retry_at) == (OutcomeKind.USAGE_LIMITED, NOW_MS + 7000)
+    # a retry of something else says nothing about the rate limit
+    other = {**retry("overloaded", 529), "retry_delay_ms": 7000}
+    assert classify(stream(other, rejected), 1, "", NOW_MS).retry_at is None
+
+
+def test_another_4xx_is_a_failure_labelled_with_its_status() -> None:
+    bad = result(
+        is_error=True, api_error_status=400, result="API Error: 400 messages: text content blocks must be non-empty"
+    )
+    verdict = classify(stream(bad), 1, "", NOW_MS)
+    assert verdict.kind is OutcomeKind.FAILED
+    assert verdict.error == "HTTP 400: API Error: 400 messages: text content blocks must be non-empty"
+
+
 def test_a_long_answer_that_mentions_a_usage_limit_is_still_a_success() -> None:
     answer = "I wrote docs about the usage limit reached|1767225600 message. " + "x" * 1000
     assert kind(stream(result(result=answer))) == OutcomeKind.SUCCESS

@@ -67,7 +67,7 @@ async def test_usage_limit_is_read_with_its_reset_time(home: Path) -> None:
     settings = codex_settings(home, "usage_limit")
     outcome = await CodexExecutor(settings).run(make_task(), make_ctx(settings))
     assert outcome.kind is OutcomeKind.USAGE_LIMITED
-    assert outcome.retry_at == int(datetime(2026, 4, 11, 14, 32).timestamp() * 1000)
+    assert outcome.retry_at == int(datetime(2026, 4, 11, 14, 33).timestamp() * 1000)  # the end of the minute
 
 
 async def test_noise_lines_are_tolerated(home: Path) -> None:

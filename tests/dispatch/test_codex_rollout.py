@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 from dispatch.executors.codex_rollout import rollout_path, rollout_refusals
+from dispatch.executors.codex_usage import SessionUsage
+from dispatch.pricing import TokenUsage
 
 THREAD = "01a2345c-b41d-7193-9613-e1cba1be5167"
 
@@ -63,3 +65,24 @@ def test_policy_rejections_and_sandbox_refusals_are_denials_and_the_rest_is_not(
         "(patch rejected: writing outside of the project; rejected by user approval settings)",
         "exec_command: rm -f calc.pyc (rejected: rm -f style commands are not permitted. Use a safer approach)",
     ]
+
+
+def token_count(input_tokens: int, cached: int, output_tokens: int) -> dict[str, object]:
+    total = {"input_tokens": input_tokens, "cached_input_tokens": cached, "output_tokens": output_tokens}
+    return {"type": "event_msg", "payload": {"type": "token_count", "info": {"total_token_usage": total}}}
+
+
+def test_the_usage_so_far_is_read_from_the_session_file_as_it_grows(tmp_path: Path) -> None:
+    codex_home = tmp_path / "codex"
+    session = SessionUsage({"CODEX_HOME": str(codex_home)})
+    assert session.read(None) is None  # no thread named yet
+    assert session.read(THREAD) is None  # no file yet
+    path = write_rollout(codex_home, call("c1", "ls"), token_count(1000, 200, 10))
+    assert session.read(THREAD) == TokenUsage(input=800, output=10, cache_read=200)
+    with path.open("a") as more:
+        half = json.dumps(token_count(3000, 200, 30))
+        more.write(half[:20])  # Codex is still writing this line
+        more.flush()
+        assert session.read(THREAD) == TokenUsage(input=800, output=10, cache_read=200)
+        more.write(half[20:] + "\n")
+    assert session.read(THREAD) == TokenUsage(input=2800, output=30, cache_read=200)

@@ -79,7 +79,17 @@ def test_failures_are_classified_by_what_codex_says(message: str, kind: OutcomeK
     assert classify(stream, 1, "", NOW_MS).kind is kind
 
 
-def test_a_usage_limit_reset_named_as_a_time_of_day_is_the_next_such_moment() -> None:
+def test_the_apis_own_refusal_of_a_request_is_a_failure_that_says_so() -> None:
+    body = '{"error": {"type": "invalid_request_error", "message": "Invalid \'input\': bad thing", "code": "x"}}'
+    stream = feed(
+        CodexStream(), {"type": "error", "message": body}, {"type": "turn.failed", "error": {"message": body}}
+    )
+    verdict = classify(stream, 1, "", NOW_MS)
+    assert verdict.kind is OutcomeKind.FAILED
+    assert verdict.error == "the API refused the request (invalid_request_error): Invalid 'input': bad thing"
+
+
+def test_a_usage_limit_reset_named_as_a_time_of_day_is_the_end_of_that_minute_on_the_nearest_day() -> None:
     message = (
         "You\u2019ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit "
         "https://chatgpt.com/settings/usage to purchase more credits or try again at 3:46 PM."
@@ -89,9 +99,9 @@ def test_a_usage_limit_reset_named_as_a_time_of_day_is_the_next_such_moment() ->
     )
     verdict = classify(stream, 1, "", NOW_MS)
     assert verdict.kind is OutcomeKind.USAGE_LIMITED
-    assert verdict.retry_at == int(datetime(2026, 12, 1, 15, 46).timestamp() * 1000)
-    earlier = int(datetime(2026, 12, 1, 16, 0).timestamp() * 1000)
-    assert classify(stream, 1, "", earlier).retry_at == int(datetime(2026, 12, 2, 15, 46).timestamp() * 1000)
+    assert verdict.retry_at == int(datetime(2026, 12, 1, 15, 47).timestamp() * 1000)
+    later = int(datetime(2026, 12, 1, 17, 0).timestamp() * 1000)
+    assert classify(stream, 1, "", later).retry_at == int(datetime(2026, 12, 2, 15, 47).timestamp() * 1000)
 
 
 @pytest.mark.parametrize(

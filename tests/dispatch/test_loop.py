@@ -239,7 +239,7 @@ async def test_backoff_grows_and_retries_end_in_failure(
     assert len(await db.list_runs(final.id)) == 3
 
 
-async def test_usage_limit_requeues_at_the_reset_without_counting_the_attempt(
+async def test_usage_limit_requeues_due_now_without_counting_the_attempt(
     db: SqliteStore, make_dispatcher: MakeDispatcher, clock: ManualClock
 ) -> None:
     await db.add_task(NewTask("t", max_retries=0))
@@ -250,24 +250,11 @@ async def test_usage_limit_requeues_at_the_reset_without_counting_the_attempt(
 
     assert task is not None
     assert task.status is TaskStatus.PENDING
-    assert task.scheduled_for == reset
+    # the limit stops the account until its reset (the guard's work), not the task
+    assert task.scheduled_for == clock.now_ms()
     assert task.attempt_count == 0
     (run,) = await db.list_runs(task.id)
     assert run.outcome == "usage_limited"
-
-
-async def test_usage_limit_without_reset_uses_the_fallback(
-    db: SqliteStore, make_dispatcher: MakeDispatcher, clock: ManualClock, settings: Settings
-) -> None:
-    await db.add_task(NewTask("t"))
-    dispatcher, _ = make_dispatcher(returning(Outcome(OutcomeKind.USAGE_LIMITED)))
-    now = clock.now_ms()
-
-    task = await dispatcher.run_once()
-
-    assert task is not None
-    assert task.scheduled_for == now + settings.dispatch.usage_limit_fallback_ms
-    assert task.attempt_count == 0
 
 
 async def test_unknown_skill_fails_the_task_clearly_and_the_loop_goes_on(

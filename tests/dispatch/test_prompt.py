@@ -12,12 +12,21 @@ from vigil.models import Note, Run, TaskStatus
 SKILL = Skill(name="triage-inbox", description="Triage one item.", body="1. Read it.\n2. Decide.", folder=Path("/s"))
 
 
-def run(attempt: int, outcome: str | None, error: str | None, exit_code: int | None = 1) -> Run:
+def run(
+    attempt: int,
+    outcome: str | None,
+    error: str | None,
+    exit_code: int | None = 1,
+    *,
+    agent_status: str | None = None,
+    summary: str | None = None,
+) -> Run:
     return Run(
         id=attempt, task_id=7, attempt=attempt, started_at=1_767_225_600_000, finished_at=None, outcome=outcome,
         error=error, exit_code=exit_code, cost_usd=0, api_cost_usd=0, tokens_in=0, tokens_out=0,
         cache_read_tokens=0, cache_write_tokens=0, model=None, session_id=None, transcript_path=None,
-        executor="claude", claimed_by=None, pid=None, pgid=None, proc_start=None,
+        executor="claude", claimed_by=None, pid=None, pgid=None, proc_start=None, agent_status=agent_status,
+        summary=summary,
     )  # fmt: skip
 
 
@@ -34,6 +43,7 @@ def test_everything_the_agent_needs_is_in_the_prompt() -> None:
         parents=[parent, grand],
         previous_runs=[run(2, "transient", "API Error: 529 overloaded"), run(1, "timeout", "timed out after 600s")],
         notes=[Note(id=1, task_id=7, at=1_767_225_600_000, author="agent", text="found 3 attachments")],
+        attempt=3,
     )
     order = ["You are the house agent.", "# Skill: triage-inbox", "1. Read it.", "# The task", "# Earlier attempts"]
     positions = [prompt.index(part) for part in order]
@@ -44,7 +54,7 @@ def test_everything_the_agent_needs_is_in_the_prompt() -> None:
         "- priority: 2",
         "- source: human",
         "- id: 7",
-        "- attempt: 2 of at most 4",
+        "- attempt: 3 (at most 2 more after this one)",
         "#5 [completed] Check the inbox",
         "result: 3 new",
         "#1 [completed] Daily round",
@@ -67,6 +77,37 @@ def test_everything_the_agent_needs_is_in_the_prompt() -> None:
     assert "untrusted" not in prompt
     # no shell command to compose: the agent reports back through tools
     assert "vigil task" not in prompt
+
+
+def test_each_earlier_attempt_says_how_it_ended_in_the_agents_words_or_vigils() -> None:
+    task = make_task(attempt_count=1, max_retries=3)
+    previous = [
+        run(1, "success", None, 0, agent_status="pending", summary="the release is not out yet"),
+        run(2, "success", None, 0, agent_status="blocked", summary="needs the staging password"),
+        run(3, "stalled", "stalled: no event from the agent for 10m", None, summary="stalled"),
+        run(4, "success", None, 0, agent_status="failed", summary="the API is gone for good"),
+        run(5, "transient", "API error: API Error: 529 overloaded", 1, summary="API error: 529"),
+    ]
+    prompt = build_prompt(task, [], identity=None, parents=[], previous_runs=previous, attempt=6)
+    for line in (
+        "- attempt 1, started 2026-01-01T00:00:00Z: the agent asked to be tried again later: "
+        "the release is not out yet",
+        "- attempt 2, started 2026-01-01T00:00:00Z: the agent closed it as blocked: needs the staging password",
+        "- attempt 3, started 2026-01-01T00:00:00Z: stalled",
+        "  error: stalled: no event from the agent for 10m",
+        "- attempt 4, started 2026-01-01T00:00:00Z: the agent closed it as failed: the API is gone for good",
+        "- attempt 5, started 2026-01-01T00:00:00Z: transient, exit code 1",
+        "  error: API error: API Error: 529 overloaded",
+        # after `vigil task retry` the count starts again, the numbering does not
+        "- attempt: 6 (at most 3 more after this one)",
+    ):
+        assert line in prompt.splitlines(), line
+    assert "success" not in prompt
+
+
+def test_the_last_allowed_attempt_says_so() -> None:
+    prompt = build_prompt(make_task(attempt_count=4, max_retries=3), [], identity=None, parents=[], previous_runs=[])
+    assert "- attempt: 4 (the last one)" in prompt
 
 
 def test_no_identity_no_skills_no_history_makes_a_short_prompt() -> None:

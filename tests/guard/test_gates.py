@@ -35,19 +35,55 @@ async def test_usage_limit_gates_until_the_reset_then_resumes_by_itself(
     assert (await read_gate(store)).state is GateState.RUNNING
     await hook.drain()
     gate_events = [e for e in recorded(events) if e["event"] == "gate_changed"]
-    assert [e["state"] for e in gate_events] == ["gated", "running"]
+    assert [e["state"] for e in gate_events] == ["gated"]  # resumed: said once an attempt gets through
     assert gate_events[0]["until"] == reset_at
     assert gate_events[0]["_env_event"] == "gate_changed"
+    await guard.after_outcome(task, Outcome(OutcomeKind.SUCCESS, account="default"))
+    await hook.drain()
+    gate_events = [e for e in recorded(events) if e["event"] == "gate_changed"]
+    assert [e["state"] for e in gate_events] == ["gated", "running"]
 
 
-async def test_usage_limit_without_a_reset_time_waits_the_fallback(
+async def test_usage_limit_without_a_reset_time_waits_a_backoff_that_grows_to_the_fallback(
     store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
 ) -> None:
-    settings = guard_settings(tmp_path, tmp_path / "e", dispatch={"usage_limit_fallback": "45m"})
-    guard, _ = make_guard(settings)
-    await guard.after_outcome(await a_task(store), Outcome(OutcomeKind.USAGE_LIMITED))
-    gate = await read_gate(store)
-    assert (gate.state, gate.until, gate.by) == (GateState.GATED, clock.now_ms() + 45 * 60_000, "guard")
+    dispatch = {"usage_limit_fallback": "45m", "retry_backoff": "10m", "min_gate": "1s"}
+    guard, _ = make_guard(guard_settings(tmp_path, tmp_path / "e", dispatch=dispatch))
+    task = await a_task(store)
+    waits = []
+    for _ in range(4):
+        await guard.after_outcome(task, Outcome(OutcomeKind.USAGE_LIMITED))
+        gate = await read_gate(store)
+        assert (gate.state, gate.by, gate.kind) == (GateState.GATED, "guard", "usage")
+        assert gate.until is not None
+        waits.append(gate.until - clock.now_ms())
+        clock.set(gate.until)
+    minute = 60_000
+    # equal jitter: between half and all of 10m, 20m, 40m, then the 45m the fallback allows
+    assert [5 * minute <= waits[0] <= 10 * minute, 10 * minute <= waits[1] <= 20 * minute] == [True, True]
+    assert 20 * minute <= waits[2] <= 40 * minute
+    assert waits[3] <= 45 * minute
+
+
+async def test_a_reset_already_past_still_gates_for_the_floor_and_alerts_once(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    events = tmp_path / "events.jsonl"
+    guard, hook = make_guard(guard_settings(tmp_path, events, dispatch={"min_gate": "30s"}))
+    task = await a_task(store)
+    for _ in range(5):  # the provider keeps naming a reset 20 s ago
+        assert (await guard.may_claim(clock.now_ms())).may_claim
+        stale = Outcome(OutcomeKind.USAGE_LIMITED, error="limit", retry_at=clock.now_ms() - 20_000)
+        await guard.after_outcome(task, stale)
+        gate = await read_gate(store)
+        assert (gate.state, gate.until) == (GateState.GATED, clock.now_ms() + 30_000)
+        assert not (await guard.may_claim(clock.now_ms() + 29_999)).may_claim
+        clock.advance(30_000)
+    assert (await guard.may_claim(clock.now_ms())).may_claim
+    await guard.after_outcome(task, Outcome(OutcomeKind.SUCCESS))
+    await hook.drain()
+    gate_events = [e["state"] for e in recorded(events) if e["event"] == "gate_changed"]
+    assert gate_events == ["gated", "running"]  # one incident, not one per retry
 
 
 async def test_auth_failure_gates_until_a_person_resumes(
@@ -81,7 +117,9 @@ async def test_consecutive_failures_gate_and_a_success_resets_the_count(
         await guard.after_outcome(task, outcome)
     await guard.after_outcome(task, Outcome(OutcomeKind.CANCELED))  # a person's cancel is not a failure
     await guard.after_outcome(task, Outcome(OutcomeKind.USAGE_LIMITED, retry_at=clock.now_ms()))
-    assert (await guard.may_claim(clock.now_ms())).may_claim  # the usage gate is already over
+    await guard.after_outcome(task, Outcome(OutcomeKind.TRANSIENT))  # the provider's trouble, not the work's
+    clock.advance(HOUR)
+    assert (await guard.may_claim(clock.now_ms())).may_claim  # the usage gate and the backoff are over
     await guard.after_outcome(task, Outcome(OutcomeKind.TIMEOUT))  # third in a row
     decision = await guard.may_claim(clock.now_ms() + 365 * 24 * HOUR)
     assert (decision.may_claim, decision.until) == (False, None)

@@ -37,8 +37,9 @@ CONFIG = """\
 [dispatch]
 executor = "claude"
 max_retries = 2
-retry_backoff = "1s"
+retry_backoff = "100ms"
 retry_backoff_max = "2s"
+min_gate = "100ms"
 timeout = "1m"
 heartbeat = "1s"
 shutdown_grace = "2s"

@@ -15,6 +15,7 @@ from tui.filters import TaskFilter
 from tui.loaders import QueueSnapshot, load_queue
 from tui.queue_table import QueueTable
 from vigil.clock import ManualClock
+from vigil.config import Settings
 from vigil.store import Store
 
 
@@ -141,9 +142,11 @@ async def test_a_slow_screen_under_a_stream_of_commits_still_refreshes(
     running one, so a load slower than the commit rate still completes."""
     from tui import queue_screen
 
-    async def slow_load(store: Store, flt: TaskFilter, now_ms: int, *, today_ms: int | None = None) -> QueueSnapshot:
+    async def slow_load(
+        store: Store, flt: TaskFilter, now_ms: int, *, today_ms: int | None = None, settings: Settings | None = None
+    ) -> QueueSnapshot:
         await asyncio.sleep(0.25)  # slower than the stream of commits below
-        return await load_queue(store, flt, now_ms, today_ms=today_ms)
+        return await load_queue(store, flt, now_ms, today_ms=today_ms, settings=settings)
 
     monkeypatch.setattr(queue_screen, "load_queue", slow_load)
     app = make_app()

@@ -25,7 +25,7 @@ def dialect(sql: str) -> str:
 _ADD_TASK_COLUMNS = """
 INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
                    parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
-                   status, approval, model, workdir)"""
+                   status, approval, model, workdir, max_cost_usd)"""
 
 
 def add_task_sql(values: str) -> tuple[str, str]:
@@ -197,14 +197,23 @@ WHERE id = :id AND status IN ('pending', 'active', 'blocked') RETURNING *
 """
 
 # Only an open run: a claim replayed after its run was recorded (or recovered) must
-# not overwrite that record, count its costs twice or touch the next attempt.
+# not overwrite that record, count its costs twice or touch the next attempt. A
+# summary the agent gave it (SQL_CLOSE_RUN) is kept.
 SQL_RECORD_RUN = """
 UPDATE runs SET finished_at = :now, outcome = :outcome, error = :error, exit_code = :exit_code,
        cost_usd = :cost_usd, api_cost_usd = :api_cost_usd, tokens_in = :tokens_in,
        tokens_out = :tokens_out, cache_read_tokens = :cache_read_tokens,
        cache_write_tokens = :cache_write_tokens, model = :model, session_id = :session_id,
-       transcript_path = :transcript_path, permission_denials = :permission_denials
+       transcript_path = :transcript_path, permission_denials = :permission_denials,
+       summary = coalesce(summary, :summary), account = :account
 WHERE id = :run_id AND finished_at IS NULL
+"""
+
+# What the agent closed its task as, on the run it did it from (the run's own
+# summary is then the agent's): only while that run is open and belongs to the task.
+SQL_CLOSE_RUN = """
+UPDATE runs SET agent_status = :status, summary = :summary
+WHERE id = :run_id AND task_id = :id AND finished_at IS NULL
 """
 
 SQL_ADD_COSTS = """

@@ -36,6 +36,7 @@ _LIVE = {
         "runs r JOIN tasks t ON t.id = r.task_id " + _SKILLS_OF.format("t"),
     ),
     CostGroup.SENSOR: ("coalesce(o.sensor, '(none)')", "runs r LEFT JOIN origin o ON o.task_id = r.task_id"),
+    CostGroup.ACCOUNT: ("coalesce(r.executor || ':' || r.account, '(none)')", "runs r"),
 }
 # The pruned runs' part (postgres_schema V2): (key expression, task count column, joins).
 _ARCHIVED = {
@@ -50,6 +51,8 @@ _ARCHIVED = {
     CostGroup.SOURCE: ("a.source", "tasks_last", ""),
     CostGroup.SKILL: ("coalesce(s.value, '(none)')", "tasks_last", _SKILLS_OF.format("a")),
     CostGroup.SENSOR: ("a.sensor", "tasks_last", ""),
+    # the archive keeps no account: a pruned task's runs count together
+    CostGroup.ACCOUNT: ("CAST('(pruned)' AS text)", "tasks_last", ""),
 }
 
 # Keys sort bytewise (COLLATE "C"), as on SQLite, whatever the database's locale.

@@ -26,6 +26,7 @@ from vigil.store.portable import (
     SQL_ATTENTION,
     SQL_CANCEL,
     SQL_CLAIM_RUN_OPEN,
+    SQL_CLOSE_RUN,
     SQL_CLOSE_TASK,
     SQL_COUNT_CHILDREN,
     SQL_COUNT_SOURCE_SINCE,
@@ -84,7 +85,8 @@ _ADD_TASK_VALUES = """:subject::text, :description::text, :skills::jsonb, :prior
        :scheduled_for::bigint, :now::bigint, :now::bigint, :actor::text, :max_retries::int,
        CASE WHEN :approval::bool THEN 'blocked' ELSE 'pending' END,
        CASE WHEN :approval::bool THEN 'pending' END, :model::text,
-       coalesce(:workdir::text, (SELECT p.workdir FROM tasks AS p WHERE p.id = :parent_id::bigint))"""
+       coalesce(:workdir::text, (SELECT p.workdir FROM tasks AS p WHERE p.id = :parent_id::bigint)),
+       :max_cost_usd::double precision"""
 SQL_ADD_TASK, SQL_ADD_TASK_EVER = (dialect(sql) for sql in add_task_sql(_ADD_TASK_VALUES))
 
 

@@ -439,7 +439,16 @@ V7 = [
     """,
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7]
+# V8: runs that tell the truth, accounts, budgets per task, as SQLite's V6:
+# ``runs.summary``, ``runs.agent_status``, ``runs.account``, ``tasks.max_cost_usd``.
+V8 = [
+    "ALTER TABLE runs ADD COLUMN summary text",
+    "ALTER TABLE runs ADD COLUMN agent_status text",
+    "ALTER TABLE runs ADD COLUMN account text",
+    "ALTER TABLE tasks ADD COLUMN max_cost_usd double precision CHECK (max_cost_usd IS NULL OR max_cost_usd >= 0)",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # After copying rows with their own ids: the identity columns continue past them.

@@ -55,6 +55,7 @@ def task_from_row(row: Row, skills: Iterable[str]) -> Task:
         workdir=row["workdir"],
         review=row["review"],
         denials=row["denials"],
+        max_cost_usd=row["max_cost_usd"],
     )
 
 
@@ -122,4 +123,6 @@ def run_record_values(claim: Claim, outcome: Outcome, now: int) -> dict[str, Any
         "permission_denials": denials_to_text(outcome.permission_denials),
         "denials": len(outcome.permission_denials),
         "detail": outcome.detail or None,  # the task's result_detail (None: keep it)
+        "summary": outcome.summary or None,
+        "account": outcome.account,
     }

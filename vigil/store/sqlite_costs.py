@@ -33,6 +33,7 @@ _LIVE = {
         "runs r CROSS JOIN tasks t ON t.id = r.task_id LEFT JOIN json_each(t.skills) s",
     ),
     CostGroup.SENSOR: ("coalesce(o.sensor, '(none)')", "runs r LEFT JOIN origin o ON o.task_id = r.task_id"),
+    CostGroup.ACCOUNT: ("coalesce(r.executor || ':' || r.account, '(none)')", "runs r"),
 }
 # The pruned runs' part (sqlite_schema V2): (key expression, task count column, joins).
 _ARCHIVED = {
@@ -47,6 +48,8 @@ _ARCHIVED = {
     CostGroup.SOURCE: ("a.source", "tasks_last", ""),
     CostGroup.SKILL: ("coalesce(s.value, '(none)')", "tasks_last", "LEFT JOIN json_each(a.skills) s"),
     CostGroup.SENSOR: ("a.sensor", "tasks_last", ""),
+    # the archive keeps no account: a pruned task's runs count together
+    CostGroup.ACCOUNT: ("'(pruned)'", "tasks_last", ""),
 }
 
 SQL_COST_ROLLUP: dict[CostGroup, str] = {

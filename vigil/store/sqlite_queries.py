@@ -25,6 +25,7 @@ from vigil.store.portable import (
     SQL_ATTENTION,
     SQL_CANCEL,
     SQL_CLAIM_RUN_OPEN,
+    SQL_CLOSE_RUN,
     SQL_CLOSE_TASK,
     SQL_COUNT_CHILDREN,
     SQL_COUNT_SOURCE_SINCE,
@@ -78,7 +79,7 @@ prune: PruneQueries = sqlite_retention  # the SQL of Store.prune
 _ADD_TASK_VALUES = """:subject, :description, :skills, :priority, :source, :source_key, :dedup, :parent_id,
        :scheduled_for, :now, :now, :actor, :max_retries,
        CASE WHEN :approval THEN 'blocked' ELSE 'pending' END, CASE WHEN :approval THEN 'pending' END,
-       :model, coalesce(:workdir, (SELECT p.workdir FROM tasks AS p WHERE p.id = :parent_id))"""
+       :model, coalesce(:workdir, (SELECT p.workdir FROM tasks AS p WHERE p.id = :parent_id)), :max_cost_usd"""
 SQL_ADD_TASK, SQL_ADD_TASK_EVER = add_task_sql(_ADD_TASK_VALUES)
 
 

@@ -311,7 +311,21 @@ V5 = [
     "ALTER TABLE sensor_state ADD COLUMN skips TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(skips))",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5]
+# V6: runs that tell the truth, accounts, budgets per task. ``runs.summary``: the
+# run's own summary (the agent's, when it closed its task, else the head of what
+# the run ended with); ``runs.agent_status``: the status the agent gave its task in
+# that run (completed, failed, blocked, or pending when it asked for a retry; NULL:
+# it did not close it); ``runs.account``: the agent CLI's account the run used.
+# ``tasks.max_cost_usd``: the most the task may spend over its runs (NULL: its
+# skill's, else no limit).
+V6 = [
+    "ALTER TABLE runs ADD COLUMN summary TEXT",
+    "ALTER TABLE runs ADD COLUMN agent_status TEXT",
+    "ALTER TABLE runs ADD COLUMN account TEXT",
+    "ALTER TABLE tasks ADD COLUMN max_cost_usd REAL CHECK (max_cost_usd IS NULL OR max_cost_usd >= 0)",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

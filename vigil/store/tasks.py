@@ -110,6 +110,7 @@ def insert_task(
         "approval": new.requires_approval,
         "model": new.model,
         "workdir": new.workdir,
+        "max_cost_usd": new.max_cost_usd,
     }
     sql = tx.q.SQL_ADD_TASK if new.dedup is DedupScope.OPEN else tx.q.SQL_ADD_TASK_EVER
     refusal = None if flood is None else flood.check(tx, new)
@@ -419,24 +420,46 @@ class Tasks:
         the source key meanwhile."""
         return self._change(task_id, "retry it", self._engine.q.SQL_RETRY, actor=actor)
 
-    def close_task(self, task_id: int, status: TaskStatus, summary: str, *, actor: str) -> Task:
+    def close_task(
+        self, task_id: int, status: TaskStatus, summary: str, *, actor: str, run_id: int | None = None
+    ) -> Task:
         """Close an open task as completed, failed or blocked with a summary (the
         agent closing its own task). An active task keeps its claim so the
-        dispatcher still records the run; its status is then kept."""
+        dispatcher still records the run; its status is then kept. With ``run_id``
+        (the run the agent closes it from, while open) that run keeps what the agent
+        said: the status and the summary, in the same transaction."""
         if status not in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.BLOCKED):
             raise InputError(f"a task can be closed as completed, failed or blocked, not {status}")
-        sql = self._engine.q.SQL_CLOSE_TASK
-        summary = self._masked(summary, actor)
-        return self._change(task_id, f"close it as {status}", sql, status=str(status), summary=summary, actor=actor)
+        values = {
+            "id": task_id,
+            "status": str(status),
+            "summary": self._masked(summary, actor),
+            "actor": actor,
+            "run_id": run_id,
+            "now": self._clock.now_ms(),
+        }
 
-    def request_retry(self, task_id: int, retry_at: int, summary: str, *, actor: str) -> Task:
+        def body(tx: Tx) -> Task:
+            row = tx.one(tx.q.SQL_CLOSE_TASK, values)
+            if row is None:
+                raise _refused(tx, task_id, f"close it as {status}")
+            if run_id is not None:
+                tx.run(tx.q.SQL_CLOSE_RUN, values)
+            return task_of(tx, row)
+
+        return self._engine.write(body)
+
+    def request_retry(
+        self, task_id: int, retry_at: int, summary: str, *, actor: str, run_id: int | None = None
+    ) -> Task:
         """An active task asks to be tried again at ``retry_at`` (epoch ms): pending,
         due then, its attempt counted (the claim counted it), the summary kept; with
         no retry left (``attempt_count > max_retries``) it fails for good instead,
         its summary "gave up after N attempts: …" (``vigil.fate.after_request``). The
         claim stays so the dispatcher still records the run; the status is then kept.
-        One transaction, audited as a ``status`` event. Raises ``InvalidTransition``
-        for a task that is not active or whose cancel was requested, ``TaskNotFound``."""
+        With ``run_id`` that run keeps the request as what its agent said. One
+        transaction, audited as a ``status`` event. Raises ``InvalidTransition`` for
+        a task that is not active or whose cancel was requested, ``TaskNotFound``."""
         check_time_ms(retry_at, "the retry time")
         summary = self._masked(summary, actor)
         now = self._clock.now_ms()
@@ -450,6 +473,9 @@ class Tasks:
             params = {"id": task_id, "status": str(fate.status), "retry_at": fate.retry_at, "now": now}
             row = tx.one(tx.q.SQL_REQUEST_RETRY, {**params, "summary": fate.summary, "actor": actor})
             assert row is not None  # the row is locked and active
+            if run_id is not None:
+                agent_said = {"id": task_id, "run_id": run_id, "status": str(TaskStatus.PENDING), "summary": summary}
+                tx.run(tx.q.SQL_CLOSE_RUN, agent_said)
             return task_of(tx, row)
 
         return self._engine.write(body)

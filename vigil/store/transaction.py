@@ -62,6 +62,7 @@ class Queries(Protocol):
     SQL_DEFER: str
     SQL_RETRY: str
     SQL_CLOSE_TASK: str
+    SQL_CLOSE_RUN: str
     SQL_ADD_NOTE: str
     SQL_APPROVE: str
     SQL_REJECT: str

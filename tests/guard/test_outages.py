@@ -1,0 +1,139 @@
+"""Limits and outages through the guard, on the injected clock: a usage limit stops
+one account; the loop waits only when every account (and every fallback) is
+limited, until the earliest reset; transient failures back off and end by
+themselves; a task whose skill forbids fallback waits unrun."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from dispatch.accounts import pick
+from dispatch.skills import load_skills
+from tests.guard.conftest import GuardFactory
+from tests.guard.support import a_task, guard_settings, recorded
+from vigil.accounts import read_limits
+from vigil.clock import ManualClock
+from vigil.gate import BACKOFF, GateState, gate_json, gate_line, read_gate
+from vigil.models import NewTask, Outcome, OutcomeKind, Task
+from vigil.store.sqlite import SqliteStore
+
+MINUTE = 60_000
+HOUR = 60 * MINUTE
+TWO_ACCOUNTS = {"accounts": [{"name": "a", "config_dir": "a"}, {"name": "b", "config_dir": "b"}]}
+
+
+async def _claude_task(store: SqliteStore, subject: str = "work") -> Task:
+    return replace(await a_task(store, subject), executor="claude")
+
+
+def _limited(account: str, reset: int) -> Outcome:
+    return Outcome(OutcomeKind.USAGE_LIMITED, error=f"{account} hit its limit", retry_at=reset, account=account)
+
+
+async def test_a_limit_stops_one_account_and_the_loop_waits_only_when_all_are_limited(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    events = tmp_path / "events.jsonl"
+    settings = guard_settings(tmp_path, events, dispatch={"executor": "claude"}, executors={"claude": TWO_ACCOUNTS})
+    guard, hook = make_guard(settings)
+    task = await _claude_task(store)
+    now = clock.now_ms()
+
+    await guard.after_outcome(task, _limited("a", now + 5 * HOUR))
+    assert (await guard.may_claim(now)).may_claim  # b is free: the loop goes on
+    limits = read_limits(await store.loop_values())
+    assert (limits["claude:a"].until, pick(settings, "claude", limits, now).account) == (now + 5 * HOUR, "b")
+
+    await guard.after_outcome(task, _limited("b", now + 7 * HOUR))
+    decision = await guard.may_claim(now)
+    assert (decision.may_claim, decision.until) == (False, now + 5 * HOUR)  # the earliest reset
+    assert "every account is limited" in decision.reason
+
+    clock.set(now + 5 * HOUR)
+    assert (await guard.may_claim(clock.now_ms())).may_claim
+    limits = read_limits(await store.loop_values())
+    assert pick(settings, "claude", limits, clock.now_ms()).account == "a"  # used again after its reset
+    await guard.after_outcome(task, Outcome(OutcomeKind.SUCCESS, account="a"))
+    await hook.drain()
+    assert [e["state"] for e in recorded(events) if e["event"] == "gate_changed"] == ["gated", "running"]
+    assert read_limits(await store.loop_values())["claude:a"].in_a_row == 0
+
+
+async def test_the_least_recently_limited_free_account_goes_first(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    three = {"accounts": [{"name": n, "config_dir": n} for n in ("a", "b", "c")]}
+    settings = guard_settings(tmp_path, tmp_path / "e", dispatch={"executor": "claude"}, executors={"claude": three})
+    guard, _ = make_guard(settings)
+    task = await _claude_task(store)
+    start = clock.now_ms()
+    await guard.after_outcome(task, _limited("a", start + MINUTE))
+    clock.advance(10_000)
+    await guard.after_outcome(task, _limited("c", start + MINUTE))
+    limits = read_limits(await store.loop_values())
+    assert pick(settings, "claude", limits, clock.now_ms()).account == "b"  # never limited
+    await guard.after_outcome(task, _limited("b", start + 2 * MINUTE))
+    clock.set(start + MINUTE)
+    limits = read_limits(await store.loop_values())
+    assert pick(settings, "claude", limits, clock.now_ms()).account == "a"  # limited longest ago
+
+
+async def test_with_a_fallback_the_loop_goes_on_and_a_skill_may_forbid_it(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    skill = tmp_path / "skills" / "claude-only"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\ndescription: Only Claude.\nfallback: false\n---\nDo it.\n")
+    settings = guard_settings(tmp_path, tmp_path / "e", dispatch={"executor": "claude", "fallback": ["codex"]})
+    guard, _ = make_guard(settings)
+    now = clock.now_ms()
+    await guard.after_outcome(await _claude_task(store), _limited("default", now + HOUR))
+    assert (await guard.may_claim(now)).may_claim  # codex is free
+    limits = read_limits(await store.loop_values())
+    assert (pick(settings, "claude", limits, now).executor, pick(settings, "claude", limits, now).account) == (
+        "codex",
+        "default",
+    )
+
+    await store.add_task(NewTask("only on claude", skills=("claude-only",)))
+    own = (await store.list_tasks())[0]
+    deferral = await guard.deferred(own, load_skills(settings.skills_dir, own.skills))
+    assert deferral is not None
+    assert deferral.until == now + HOUR
+    assert await guard.deferred(await _claude_task(store, "any"), []) is None
+
+
+async def test_transient_failures_back_off_growing_capped_and_end_by_themselves(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    events = tmp_path / "events.jsonl"
+    dispatch = {"retry_backoff": "1m", "retry_backoff_max": "4m", "min_gate": "1s"}
+    settings = guard_settings(tmp_path, events, dispatch=dispatch, limits={"max_consecutive_failures": 2})
+    guard, hook = make_guard(settings)
+    task = await a_task(store)
+    waits = []
+    for n in range(1, 6):
+        assert (await guard.may_claim(clock.now_ms())).may_claim
+        kind = OutcomeKind.STALLED if n == 3 else OutcomeKind.TRANSIENT
+        await guard.after_outcome(task, Outcome(kind, error="API error: 529 overloaded"))
+        gate = await read_gate(store)
+        assert (gate.state, gate.kind, gate.by) == (GateState.GATED, BACKOFF, "guard")
+        assert gate.until is not None
+        waits.append(gate.until - clock.now_ms())
+        shown = gate_line(gate_json(gate, clock.now_ms()))
+        assert shown.startswith(f"loop: backing off after {n} transient failure{'' if n == 1 else 's'}, next try in ")
+        clock.set(gate.until)
+    # equal jitter over 1m, 2m, 4m, then capped at 4m; never a person's gate, though
+    # max_consecutive_failures is 2
+    assert [MINUTE // 2 <= waits[0] <= MINUTE, MINUTE <= waits[1] <= 2 * MINUTE] == [True, True]
+    assert all(2 * MINUTE <= wait <= 4 * MINUTE for wait in waits[2:])
+
+    assert (await guard.may_claim(clock.now_ms())).may_claim
+    await guard.after_outcome(task, Outcome(OutcomeKind.SUCCESS))
+    await guard.after_outcome(task, Outcome(OutcomeKind.TRANSIENT))
+    gate = await read_gate(store)
+    assert gate.reason == "backing off after 1 transient failure"  # the run of them ended
+    await hook.drain()
+    states = [e["state"] for e in recorded(events) if e["event"] == "gate_changed"]
+    assert states == ["gated", "running", "gated"]  # one alert per incident, not per retry
