@@ -33,6 +33,7 @@ SLOW_TIER = (
     "tests/agents/test_limits_claude.py",
     "tests/agents/test_limits_codex.py",
     "tests/agents/test_outages_claude.py",
+    "tests/agents/test_wall.py",
     "tests/reliability/",
     "tests/cli/test_task_commands.py",
     "tests/cli/test_tui_inside_run.py",

@@ -36,6 +36,11 @@ def test_a_reset_named_in_the_current_minute_waits_for_its_end_not_for_tomorrow(
         home = CodexHome.create(tmp_path, api.server.url, dispatch={"min_gate": "1s"})
         (home.path / "vigil.toml").write_text((home.path / "vigil.toml").read_text() + alerts_toml(events))
         task_id = home.add_task("Say hello")
+        # Codex names the minute; the gate must end with it. Started late in a minute,
+        # a slow run would reach the gate after that end, and the gate's floor
+        # (min_gate) would rightly push it later: start early in one.
+        if time.time() % 60 > 30:
+            time.sleep(61 - time.time() % 60)
         reset_s = int(time.time()) + 1  # the limit lifts within the minute Codex names
         # met once more when Vigil comes back at the end of that minute, then gone
         api.script.set([usage_limit(reset_s), usage_limit(reset_s), Text("Hello at last.")])

@@ -182,11 +182,12 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(delay=st.integers(0, 3), count=st.booleans(), data=st.data())
     def requeue(self, delay: int, count: bool, data: st.DataObject) -> None:
         """Back to the queue: a transient failure (counted, due at once: no backoff
-        here; failed once attempts run out) or a usage limit (not counted, due at its
-        reset)."""
+        here; failed once attempts run out) or a usage limit (not counted, due at
+        once whatever reset it names: the account waits, not the task)."""
         task_id = data.draw(st.sampled_from(sorted(self.claims)))
-        retry_at = self.clock.now_ms() + (0 if count else delay)
-        outcome = Outcome(OutcomeKind.TRANSIENT) if count else Outcome(OutcomeKind.USAGE_LIMITED, retry_at=retry_at)
+        retry_at = self.clock.now_ms()
+        reset = retry_at + delay
+        outcome = Outcome(OutcomeKind.TRANSIENT) if count else Outcome(OutcomeKind.USAGE_LIMITED, retry_at=reset)
         self.run(self.store.record(self.claims.pop(task_id), outcome, worker="w", policy=NO_BACKOFF))
         task = self.model.tasks[task_id]
         if not count:

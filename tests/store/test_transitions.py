@@ -77,20 +77,22 @@ async def test_costs_add_up_over_attempts(store: Store, clock: ManualClock) -> N
     assert [(r.attempt, r.outcome) for r in await store.list_runs(task_id)] == [(1, "transient"), (2, "success")]
 
 
-async def test_a_usage_limit_waits_for_the_reset_with_the_attempt_given_back(store: Store, clock: ManualClock) -> None:
+async def test_a_usage_limit_gives_the_attempt_back_and_the_task_is_due_at_once(
+    store: Store, clock: ManualClock
+) -> None:
+    """The limit stops the account, not the task: the account (or the loop's gate)
+    waits for the reset, the task is due now for another account to run."""
     task_id = await add(store)
     c = await claim(store)
     retry_at = clock.now_ms() + 90_000
     outcome = Outcome(OutcomeKind.USAGE_LIMITED, summary="limit", error="429", retry_at=retry_at)
     task = await store.record(c, outcome, worker="w1")
     attempts_after = 0
-    assert (task.status, task.scheduled_for, task.attempt_count) == (TaskStatus.PENDING, retry_at, attempts_after)
+    assert (task.status, task.scheduled_for, task.attempt_count) == (TaskStatus.PENDING, clock.now_ms(), attempts_after)
     assert (task.claimed_by, task.lease_until) == (None, None)
     [run] = await store.list_runs(task_id)
     assert (run.outcome, run.error, run.finished_at) == ("usage_limited", "429", clock.now_ms())
     assert trail(await store.list_events(task_id))[-1] == ("dispatcher", "status", "active", "pending")
-    assert await store.claim_next(worker="w1", lease_ms=1000) is None
-    clock.set(retry_at)
     again = await claim(store)
     assert (again.task.id, again.attempt, again.task.attempt_count) == (task_id, 2, attempts_after + 1)
 

@@ -430,11 +430,17 @@ V7 = [
     "ALTER TABLE status_counts DROP CONSTRAINT status_counts_pkey",
     "ALTER TABLE status_counts DROP COLUMN slot",
     "ALTER TABLE status_counts ADD PRIMARY KEY (status)",
+    # The rows are locked in one order (by status) so that two writers moving tasks
+    # in opposite directions (pending → active, active → pending) never deadlock.
     """
     CREATE OR REPLACE FUNCTION vigil_count(old_status text, new_status text) RETURNS void
     LANGUAGE sql AS $$
         UPDATE status_counts SET n = n + CASE WHEN status = new_status THEN 1 ELSE -1 END
-        WHERE status IN (old_status, new_status) AND old_status IS DISTINCT FROM new_status
+        WHERE status IN (
+            SELECT status FROM status_counts
+            WHERE status IN (old_status, new_status) AND old_status IS DISTINCT FROM new_status
+            ORDER BY status FOR UPDATE
+        )
     $$
     """,
 ]
