@@ -274,7 +274,8 @@ def claim_big(runner: asyncio.Runner, folder: Path, sizes: Sizes) -> tuple[str, 
     print(f"built {sizes.finished:,} finished + {sizes.not_due:,} not-yet-due tasks in {took:.0f} s")
     big = runner.run(SqliteStore.open(big_path))
     small = runner.run(SqliteStore.open(folder / "claim-small.db"))
-    plan = runner.run(big.explain(SQL_CLAIM, {"now": now_ms(), "worker": "x", "lease_until": 0, "executor": None, "max_priority": 9}))
+    claim_params = {"now": now_ms(), "worker": "x", "lease_until": 0, "executor": None, "max_priority": 9}
+    plan = runner.run(big.explain(SQL_CLAIM, claim_params))
     scans = [line for line in plan if line.startswith("SCAN tasks")]
     contenders = [
         claim_contender(f"Vigil claim_next, {sizes.finished:,} finished + {sizes.not_due:,} not due", runner, big),
