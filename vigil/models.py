@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from vigil.codework import CheckResult, CodeOptions, RunChanges, Worktree
+
 MIN_PRIORITY = 1  # most urgent
 MAX_PRIORITY = 9  # least urgent
 DEFAULT_PRIORITY = 5
@@ -78,6 +80,7 @@ class OutcomeKind(StrEnum):
     TIMEOUT = "timeout"  # our own per-task timeout ended it
     INTERRUPTED = "interrupted"  # the dispatcher stopped or died mid-run
     CANCELED = "canceled"  # a person asked to cancel while it ran
+    CHECKS_FAILED = "checks_failed"  # the agent was done, but a check did not pass: retried
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +103,9 @@ class NewTask:
     requires_approval: bool = False  # added as blocked until a person approves it
     model: str | None = None  # the agent model for this task; wins over its skills' and the config's
     workdir: str | None = None  # an absolute folder the agent works in; None: the default
+    # the task's own code options (repository, base, checks, review, merge); None: its
+    # skills' and the configuration's (a follow-up without its own gets its parent's)
+    code: CodeOptions | None = None
 
     def __post_init__(self) -> None:
         # A skill named twice would load twice into the prompt and count each run
@@ -143,6 +149,8 @@ class Task:
     workdir: str | None = None  # the agent's workspace; None: the skill's or the configured one, else scratch
     review: str | None = None  # None: never held for review; else ApprovalState of the review after a run
     denials: int = 0  # actions its agents were refused, over every run
+    code: CodeOptions | None = None  # its own code options (``NewTask.code``)
+    worktree: Worktree | None = None  # the git worktree Vigil made for it; None: none yet
 
     @property
     def awaiting_approval(self) -> bool:
@@ -218,6 +226,8 @@ class Outcome:
     transcript_path: str | None = None
     retry_at: int | None = None
     permission_denials: tuple[str, ...] = ()
+    checks: tuple[CheckResult, ...] = ()  # how each check ended, when checks ran
+    changes: RunChanges | None = None  # what the run left on its task's branch; None: no worktree
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +268,11 @@ class Run:
     proc_start: str | None  # the process's start time as the OS reports it (pid reuse check)
     permission_denials: tuple[str, ...] = ()  # tool calls the agent CLI refused (``Outcome``)
     workspace: str | None = None  # the folder the agent worked in; None: no agent process ran
+    checks: tuple[CheckResult, ...] = ()  # ``Outcome.checks``
+    changes: RunChanges | None = None  # ``Outcome.changes``
+    # its result waits on checks or a person's review, not on the agent's word: the
+    # agent's own ``close`` as completed does not close the task
+    gated: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from vigil.clock import Clock
+from vigil.codework import Worktree
 from vigil.config import Settings
 from vigil.errors import StoreError
 from vigil.models import (
@@ -291,12 +292,13 @@ class TaskChanges(Protocol):
         is not active or whose cancel was requested, ``TaskNotFound``."""
         ...
 
-    async def approve(self, task_id: int, *, actor: str) -> Task:
+    async def approve(self, task_id: int, *, actor: str, merged: Worktree | None = None) -> Task:
         """A task awaiting approval (blocked, approval pending) → pending, approval
         ``approved``; a task awaiting review (blocked, review pending) → completed,
-        review ``approved``. One transaction, audited (``approval`` or ``review``
-        event). Raises ``InvalidTransition`` for a task awaiting neither,
-        ``TaskNotFound``."""
+        review ``approved``, and ``merged`` (its worktree as the approval's merge
+        left it: mode, commit) recorded on it with a ``merge`` audit row. One
+        transaction, audited (``approval`` or ``review`` event). Raises
+        ``InvalidTransition`` for a task awaiting neither, ``TaskNotFound``."""
         ...
 
     async def reject(self, task_id: int, reason: str, *, actor: str) -> Task:
@@ -328,10 +330,24 @@ class DispatchStore(Protocol):
         ...
 
     async def set_run_process(
-        self, run_id: int, *, pid: int, pgid: int, proc_start: str | None, workspace: str | None = None
+        self,
+        run_id: int,
+        *,
+        pid: int,
+        pgid: int,
+        proc_start: str | None,
+        workspace: str | None = None,
+        gated: bool = False,
     ) -> None:
-        """Record the executor's process (group) on the run, for crash recovery, and
-        the ``workspace`` its agent works in (None: keep what is recorded)."""
+        """Record the executor's process (group) on the run, for crash recovery, the
+        ``workspace`` its agent works in (None: none), and whether the run's result
+        is ``gated`` by checks or a person's review (then the agent's own close as
+        completed does not close the task)."""
+        ...
+
+    async def set_worktree(self, task_id: int, worktree: Worktree) -> Task:
+        """Record the git worktree Vigil made (or made again) for the task; returns
+        the task. Raises ``TaskNotFound``."""
         ...
 
     async def set_executor(self, claim: Claim, executor: str) -> None:

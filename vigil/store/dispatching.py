@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from vigil.clock import Clock
+from vigil.codework import Worktree
 from vigil.errors import InputError, InvalidTransition, TaskNotFound
 from vigil.faults import crash_point
 from vigil.models import FINISHED_STATUSES, MAX_PRIORITY, MIN_PRIORITY, Claim, Outcome, Run, Task, TaskStatus
@@ -79,10 +80,35 @@ class Dispatching:
         return self._engine.write(self._claim_body(worker, lease_ms, executor, max_priority))
 
     def set_run_process(
-        self, run_id: int, *, pid: int, pgid: int, proc_start: str | None, workspace: str | None = None
+        self,
+        run_id: int,
+        *,
+        pid: int,
+        pgid: int,
+        proc_start: str | None,
+        workspace: str | None = None,
+        gated: bool = False,
     ) -> None:
-        params = {"id": run_id, "pid": pid, "pgid": pgid, "proc_start": proc_start, "workspace": workspace}
+        params = {
+            "id": run_id,
+            "pid": pid,
+            "pgid": pgid,
+            "proc_start": proc_start,
+            "workspace": workspace,
+            "gated": int(gated),
+        }
         self._engine.write(lambda tx: tx.run(tx.q.SQL_SET_RUN_PROCESS, params))
+
+    def set_worktree(self, task_id: int, worktree: Worktree) -> Task:
+        params = {"id": task_id, "worktree": worktree.to_json()}
+
+        def body(tx: Tx) -> Task:
+            row = tx.one(tx.q.SQL_SET_WORKTREE, params)
+            if row is None:
+                raise TaskNotFound(task_id)
+            return task_of(tx, row)
+
+        return self._engine.write(body)
 
     def set_executor(self, claim: Claim, executor: str) -> None:
         params = {"executor": executor, "run_id": claim.run_id, "task_id": claim.task.id}

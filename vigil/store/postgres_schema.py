@@ -415,7 +415,17 @@ V5 = [
     """,
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5]
+# V6: code work, as SQLite's V5: ``tasks.code`` and ``tasks.worktree`` (JSON as
+# text), ``runs.checks`` and ``runs.changes`` (JSON as text), ``runs.gated`` (0/1).
+V6 = [
+    "ALTER TABLE tasks ADD COLUMN code text",
+    "ALTER TABLE tasks ADD COLUMN worktree text",
+    "ALTER TABLE runs ADD COLUMN checks text",
+    "ALTER TABLE runs ADD COLUMN changes text",
+    "ALTER TABLE runs ADD COLUMN gated integer NOT NULL DEFAULT 0 CHECK (gated IN (0, 1))",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # After copying rows with their own ids: the identity columns continue past them.

@@ -14,6 +14,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from vigil.clock import Clock
+from vigil.codework import Worktree
 from vigil.config import LimitsSettings
 from vigil.errors import DuplicateOpenTask, FloodLimited, InputError, InvalidTransition, TaskNotFound
 from vigil.faults import crash_point
@@ -89,6 +90,7 @@ def insert_task(
         "approval": new.requires_approval,
         "model": new.model,
         "workdir": new.workdir,
+        "code": None if new.code is None else new.code.to_json(),
     }
     sql = tx.q.SQL_ADD_TASK if new.dedup is DedupScope.OPEN else tx.q.SQL_ADD_TASK_EVER
     refusal = None if flood is None else flood.check(tx, new)
@@ -123,6 +125,13 @@ def insert_batch(
     ids = tuple(task_id for task_id in created if isinstance(task_id, int))
     rejected = sum(isinstance(task_id, Refusal) for task_id in created)
     return BatchResult(ids, len(news) - len(ids) - rejected, rejected)
+
+
+def merge_event(merged: Worktree) -> dict[str, str | None]:
+    """The audit row of an approval's merge: the branch, the commit the base then
+    pointed to (the branch's tip, for ``branch``), and how."""
+    how = "left for a pull request" if merged.merge == "branch" else f"{merged.merge} into {merged.base}"
+    return {"kind": "merge", "from_value": merged.branch, "to_value": merged.merged, "detail": how}
 
 
 def _refused(tx: Tx, task_id: int, action: str) -> InvalidTransition:
@@ -346,14 +355,23 @@ class Tasks:
 
         return self._engine.write(body)
 
-    def approve(self, task_id: int, *, actor: str) -> Task:
-        values = {"id": task_id, "now": self._clock.now_ms(), "actor": actor}
+    def approve(self, task_id: int, *, actor: str, merged: Worktree | None = None) -> Task:
+        values = {
+            "id": task_id,
+            "now": self._clock.now_ms(),
+            "actor": actor,
+            "worktree": None if merged is None else merged.to_json(),
+        }
 
         def body(tx: Tx) -> Task:
             # awaiting approval → pending (it runs); awaiting review → completed
-            row = tx.one(tx.q.SQL_APPROVE, values) or tx.one(tx.q.SQL_APPROVE_REVIEW, values)
+            row = tx.one(tx.q.SQL_APPROVE, values)
             if row is None:
-                raise _not_awaiting_approval(tx, task_id, "approve it")
+                row = tx.one(tx.q.SQL_APPROVE_REVIEW, values)
+                if row is None:
+                    raise _not_awaiting_approval(tx, task_id, "approve it")
+                if merged is not None:
+                    tx.run(tx.q.SQL_ADD_EVENT, {**values, **merge_event(merged)})
             return task_of(tx, row)
 
         return self._engine.write(body)

@@ -87,6 +87,8 @@ class Queries(Protocol):
     SQL_SET_RUN_PROCESS: str
     SQL_HOLD_FOR_REVIEW: str
     SQL_APPROVE_REVIEW: str
+    SQL_ADD_EVENT: str
+    SQL_SET_WORKTREE: str
     SQL_REJECT_REVIEW: str
     SQL_SET_RUN_EXECUTOR: str
     SQL_SET_TASK_EXECUTOR: str
