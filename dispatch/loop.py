@@ -32,7 +32,7 @@ from dispatch.heartbeat import Heartbeat
 from dispatch.retry import RETRYABLE, Requeue, Review, decide, gave_up
 from vigil.clock import Clock, real_seconds
 from vigil.config import Settings
-from vigil.errors import InputError, InvalidTransition, VigilError
+from vigil.errors import GitError, InputError, InvalidTransition, VigilError
 from vigil.faults import crash_point
 from vigil.models import Claim, Outcome, OutcomeKind, Task
 from vigil.store import Store
@@ -178,15 +178,16 @@ class Dispatcher:
         log.info("task #%d started (attempt %d): %s", task.id, claim.attempt, task.subject)
         crash_point("after-claim")
         await self._heartbeat.beat("running", claim)
+        review = False
         try:
-            executor_name, ctx = await self._preparer.prepare(claim)
+            executor_name, ctx, work = await self._preparer.prepare(claim)
             executor = self._executors(executor_name)
             if executor_name != self._settings.dispatch.executor:
                 # The claim recorded the configured executor; a skill chose this one.
                 await self._store.set_executor(claim, executor_name)
-        except InputError as err:  # an unknown skill, a bad skill file: the task's fault
+        except InputError as err:  # an unknown skill, a bad skill file, no such repository: the task's fault
             outcome, stopped = Outcome(OutcomeKind.FAILED, summary=str(err), error=str(err)), False
-        except OSError as err:  # logs/ not writable, disk full: the machine's fault, retried
+        except (OSError, GitError) as err:  # logs/ not writable, disk full, git failed: retried
             text = f"could not prepare the run: {err}"
             log.error("task #%d: %s", task.id, text)
             outcome, stopped = Outcome(OutcomeKind.TRANSIENT, summary=text, error=text), False
@@ -198,9 +199,12 @@ class Dispatcher:
             if self._heartbeat.note is not None:
                 self._heartbeat.note = None  # the run is over: so is its note
                 await self._heartbeat.beat("running", claim, periodic=True)
-            # what the agent printed may hold a secret it was given
+            # code work: the branch's changes, then the checks (dispatch.worktree)
+            outcome = await work.settle(self._store, outcome, stopped=stopped)
+            review = work.review
+            # what the agent or a check printed may hold a secret it was given
             outcome = ctx.redactor.outcome(outcome)
-        recorded, next_claim = await self._record(claim, outcome, stopped=stopped, chain=chain)
+        recorded, next_claim = await self._record(claim, outcome, stopped=stopped, chain=chain, review=review)
         log.info("task #%d %s (%s)%s%s", recorded.id, recorded.status, outcome.kind, _denied(outcome), _brief(outcome))
         if self._guard is not None:
             try:
@@ -281,16 +285,19 @@ class Dispatcher:
             return Outcome(OutcomeKind.CANCELED, summary="canceled while running", error="cancel requested")
         return None
 
-    async def _record(self, claim: Claim, outcome: Outcome, *, stopped: bool, chain: bool) -> tuple[Task, Claim | None]:
-        """Finish or requeue the task according to the retry policy; with ``chain``,
-        a success's finish also claims the next task (one commit for both)."""
+    async def _record(
+        self, claim: Claim, outcome: Outcome, *, stopped: bool, chain: bool, review: bool = False
+    ) -> tuple[Task, Claim | None]:
+        """Finish or requeue the task according to the retry policy (``review``: a
+        success waits for a person); with ``chain``, a success's finish also claims
+        the next task (one commit for both)."""
         now = self._clock.now_ms()
         worker = self.worker_id
         if stopped:
             # The operator stopped the service: not the task's failure, so the attempt
             # is given back; the run stays recorded as interrupted.
             return await self._store.requeue(claim, outcome, retry_at=now, count_attempt=False, worker=worker), None
-        decision = decide(claim.task, outcome, self._settings.dispatch, now, self._rng)
+        decision = decide(claim.task, outcome, self._settings.dispatch, now, self._rng, review=review)
         if isinstance(decision, Requeue):
             log.info(
                 "task #%d: retry in %.0fs%s",
@@ -307,7 +314,7 @@ class Dispatcher:
             if held.awaiting_review:
                 log.info("task #%d waits for a person's review (vigil task approve/reject %d)", held.id, held.id)
             return held, None
-        if outcome.kind in RETRYABLE:
+        if outcome.kind in RETRYABLE or outcome.kind is OutcomeKind.CHECKS_FAILED:
             reason = outcome.summary or outcome.error or str(outcome.kind)
             outcome = replace(outcome, summary=gave_up(claim.task.attempt_count, reason))
         # Chain only after a success: any other outcome may make the guard close the

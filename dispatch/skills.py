@@ -12,25 +12,34 @@ choose how its tasks run::
     command: ["python3", "./check.py"]   # argv for the command executor
     requires_approval: false        # optional: a person approves each task first
     workdir: ~/src/project          # optional: where the agent works (relative: to the home)
+    repo: ~/src/project             # optional: a git repository, worked on in a worktree
+    base: main                      # optional: the branch to start from and merge into
+    checks:                         # optional: commands that must pass before done
+      - ["pytest", "-q"]
+      - {command: ["ruff", "check", "."], timeout: 2m}
+    review: true                    # optional: a person reviews the result
+    merge: squash                   # optional: ff, merge, squash or branch (on approval)
     ---
     The instructions, in markdown.
 
 A skill name is ``[a-z0-9][a-z0-9_-]*`` (so it can never be a path). In
 ``command``, an argument that starts with ``./`` names a file in the skill's folder
 and is made absolute; the command is always an argv list, never a shell string.
-A ``command`` without ``executor`` means ``executor: command``.
+A ``command`` without ``executor`` means ``executor: command``. The code keys
+(``repo`` … ``merge``) are described in docs/coding.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from dispatch.filecache import FileCache
+from vigil.codework import CODE_KEYS, CodeOptions, options_from
 from vigil.config import EXECUTORS
 from vigil.durations import parse_duration_ms
 from vigil.errors import InputError, SkillError
@@ -40,7 +49,7 @@ from vigil.models import SKILL_NAME, skill_name_problem
 SKILL_FILE = "SKILL.md"
 NAME = SKILL_NAME
 KNOWN_KEYS = frozenset(
-    {"name", "description", "executor", "model", "timeout", "command", "requires_approval", "workdir"}
+    {"name", "description", "executor", "model", "timeout", "command", "requires_approval", "workdir", *CODE_KEYS}
 )
 
 
@@ -59,6 +68,7 @@ class Skill:
     command: tuple[str, ...] | None = None
     requires_approval: bool = False
     workdir: str | None = None  # as written; relative to the home
+    code: CodeOptions = field(default_factory=CodeOptions)  # repo (as written), base, checks, review, merge
 
 
 def check_name(name: str) -> str:
@@ -164,6 +174,10 @@ def _parse_skill(path: Path, text: str) -> Skill:
     approval = data.get("requires_approval", False)
     if not isinstance(approval, bool):
         raise SkillError(f"{path}: requires_approval: expected true or false, got {approval!r}")
+    try:
+        code = options_from({key: data.get(key) for key in CODE_KEYS})
+    except InputError as err:
+        raise SkillError(f"{path}: {err}") from None
     return Skill(
         name=name,
         description=description,
@@ -175,6 +189,7 @@ def _parse_skill(path: Path, text: str) -> Skill:
         command=command,
         requires_approval=approval,
         workdir=_opt_str(data, "workdir", path),
+        code=code,
     )
 
 

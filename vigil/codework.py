@@ -223,7 +223,7 @@ def parse_check(value: object) -> Check:
     if isinstance(value, Mapping):
         unknown = sorted(str(k) for k in value if k not in ("command", "timeout"))
         if unknown:
-            raise InputError(f"unknown key {unknown[0]!r} in a check (expected command and timeout)")
+            raise InputError(f"unknown key {unknown[0]!r} in a check (a check has command and timeout)")
         timeout = value.get("timeout")
         if timeout is not None:
             if not isinstance(timeout, str):
@@ -240,7 +240,7 @@ def parse_check(value: object) -> Check:
 def parse_checks(value: object) -> tuple[Check, ...]:
     """A list of checks (each as ``parse_check`` reads it)."""
     if not isinstance(value, list):
-        raise InputError(f'checks are a list, e.g. [["pytest", "-q"]], got {value!r}')
+        raise InputError(f'expected a list of checks, e.g. [["pytest", "-q"]], got {value!r}')
     return tuple(parse_check(item) for item in value)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from vigil.codework import CODE_KEYS, CodeOptions, options_from
 from vigil.durations import parse_duration_ms
 from vigil.errors import ConfigError, InputError
 from vigil.store_url import check_store_url, mask_password
@@ -117,6 +118,10 @@ class DispatchSettings:
     # holds the task for a person; "complete" completes it as before
     on_denial: str = "review"
     keep_workspace_ms: int = 7 * 86_400_000  # a finished task's scratch folder, then retention removes it
+    # code work for every task that says nothing itself (repo, base, workspace, checks,
+    # review, merge): docs/coding.md
+    code: CodeOptions = field(default_factory=CodeOptions)
+    keep_branches: bool = True  # a task's branch outlives its worktree (retention removes only the folder)
 
 
 @dataclass(frozen=True)
@@ -229,8 +234,12 @@ class _Section:
         self._seen: set[str] = set()
 
     def _fail(self, key: str, expected: str) -> ConfigError:
+        return self.error(f"{key}: expected {expected}, got {self._table[key]!r}")
+
+    def error(self, message: str) -> ConfigError:
+        """``message`` (``key: what is wrong``) as an error naming the file and section."""
         where = f"{self._source}: " if self._source else ""
-        return ConfigError(f"{where}[{self._name}] {key}: expected {expected}, got {self._table[key]!r}")
+        return ConfigError(f"{where}[{self._name}] {message}")
 
     def _get(self, key: str) -> Any:
         self._seen.add(key)
@@ -509,6 +518,19 @@ def _workdir(section: _Section, home: Path) -> Path | None:
     return (home / Path(value).expanduser()).resolve()
 
 
+def _code(section: _Section, home: Path) -> CodeOptions:
+    """The code options of ``[dispatch]``; ``repo`` made absolute (relative to the
+    home, ``~`` expanded)."""
+    raw = {key: section._get(key) for key in CODE_KEYS}
+    try:
+        options = options_from(raw)
+    except InputError as err:  # it names the key, what was expected and what was there
+        raise section.error(str(err)) from None
+    if options.repo is not None:
+        options = replace(options, repo=str((home / Path(options.repo).expanduser()).resolve()))
+    return options
+
+
 def settings_from_mapping(
     data: Mapping[str, Any], home: Path, source: Path | None, env: Mapping[str, str] | None = None
 ) -> Settings:
@@ -548,6 +570,8 @@ def settings_from_mapping(
         workdir=_workdir(d, home),
         on_denial=d.choice("on_denial", defaults.on_denial, ON_DENIAL),
         keep_workspace_ms=d.duration_ms("keep_workspace", defaults.keep_workspace_ms),
+        code=_code(d, home),
+        keep_branches=d.bool_("keep_branches", defaults.keep_branches),
     )
     d.done()
 

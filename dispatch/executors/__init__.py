@@ -57,6 +57,9 @@ class RunContext:
     # argv of Vigil's MCP server bound to this run (``vigil mcp --run N``), which the
     # agent CLI starts to give the agent its task's tools; empty: no such channel
     mcp_command: tuple[str, ...] = ()
+    # folders besides the workspace the agent's sandbox must let it write: a worktree's
+    # git folders, to commit on its branch (``vigil.worktrees.writable_git_dirs``)
+    writable_dirs: tuple[Path, ...] = ()
 
     @property
     def cwd(self) -> Path:

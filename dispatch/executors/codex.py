@@ -184,7 +184,8 @@ class CodexExecutor:
         argv = codex_argv(
             self.settings.codex,
             model,
-            writable_dirs(self.settings, ctx.cwd.resolve()),
+            # a worktree's git folders too, so that the agent can commit on its branch
+            [*writable_dirs(self.settings, ctx.cwd.resolve()), *ctx.writable_dirs],
             mcp_command=ctx.mcp_command,
             env=ctx.env,
             no_tmp=home_under_tmp(ctx.home, ctx.env),
