@@ -125,8 +125,9 @@ def _code_section(worktree: Worktree | None, checks: Sequence[Check], review: bo
     if worktree is not None:
         lines += [
             f"Your workspace is a git worktree of {worktree.repo}, on the branch `{worktree.branch}`, which",
-            f"started from `{worktree.base}`. Commit your work on this branch as you go, with clear messages;",
-            "whatever you leave uncommitted is committed for you when your run ends. Stay on this branch:",
+            f"started from `{worktree.base}`. Commit your work on this branch as you go, with clear messages",
+            "(add the files you changed by name: `git add path …`, not `git add -A`); whatever you leave",
+            "uncommitted is committed for you when your run ends. Stay on this branch:",
             f"do not check out, merge into or push to `{worktree.base}` or any other branch. A follow-up",
             "you add works on a branch of its own, started from this one.",
         ]

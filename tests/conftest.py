@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 # processes, a terminal or a Textual app, or search widely, for a second or more.
 SLOW_TIER = (
     "tests/agents/test_claude_e2e.py",
+    "tests/agents/test_code_e2e.py",
     "tests/agents/test_claude_doctor.py",
     "tests/agents/test_codex_e2e.py",
     "tests/agents/test_codex_doctor.py",
