@@ -12,7 +12,9 @@ reach:
   goes by ``allowed_tools`` alone, unconfined if they allow it;
 * ``[executors.codex] sandbox = "danger-full-access"``: commands anywhere;
 * a workspace (``[dispatch] workdir``) or ``add_dirs`` folder that contains the
-  home: ``vigil.toml``, the identity file, the skills and the database.
+  home: ``vigil.toml``, the identity file, the skills and the database;
+* ``[dispatch] repo``: the agent commits in a worktree of that repository, so its
+  sandbox lets it write into the repository's git folder (docs/coding.md).
 """
 
 from __future__ import annotations
@@ -60,7 +62,19 @@ def widenings(settings: Settings, env: Mapping[str, str]) -> list[str]:
         if cli.sandbox == "danger-full-access":
             found.append("Codex runs with danger-full-access: the agent's commands can write anywhere, the home too")
         found += _outside_dirs("executors.codex", cli.add_dirs, home)
+    repo = settings.dispatch.code.repo
+    if executor in GIT_REACH and repo is not None:
+        found.append(f"[dispatch] repo {repo}: to commit on its branch the agent {GIT_REACH[executor]}")
     return found
+
+
+# What each CLI's sandbox lets the agent write in a worktree's repository (docs/coding.md)
+GIT_REACH = {
+    "claude": "can write the repository's git folder but its hooks and configuration (Claude Code's own rule), "
+    "so it could move any branch, the base too: a base moved onto the task's commits is reported as a denial",
+    "codex": "can write the repository's objects, its worktree's own git folder and the vigil/ branches, "
+    "so it could move another task's branch",
+}
 
 
 def _outside_dirs(section: str, folders: tuple[str, ...], home: Path) -> list[str]:
