@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from dispatch.attempt import AttemptPreparer
-from dispatch.executors import Executor, ProgressNoted, RunContext
+from dispatch.executors import Executor, ProgressNoted
 from dispatch.guard import GateDecision, Guard
 from dispatch.heartbeat import Heartbeat
 from dispatch.retry import RETRYABLE, Requeue, Review, decide, gave_up
@@ -193,14 +193,16 @@ class Dispatcher:
             outcome, stopped = Outcome(OutcomeKind.TRANSIENT, summary=text, error=text), False
         else:
             ctx = replace(ctx, on_progress=self._progress_writer(claim))
-            outcome, stopped = await self._run(executor, task, ctx, claim)
+            # the agent, then its code work (dispatch.worktree): the checks run watched too
+            outcome, stopped = await self._watch(
+                asyncio.ensure_future(work.run(self._store, executor.run(task, ctx))), task, claim
+            )
             if self._note_writes:
                 await asyncio.gather(*self._note_writes)  # so that none lands after the clear
             if self._heartbeat.note is not None:
                 self._heartbeat.note = None  # the run is over: so is its note
                 await self._heartbeat.beat("running", claim, periodic=True)
-            # code work: the branch's changes, then the checks (dispatch.worktree)
-            outcome = await work.settle(self._store, outcome, stopped=stopped)
+            outcome = await work.changes(outcome)  # a run cut short still leaves its changes
             review = work.review
             # what the agent or a check printed may hold a secret it was given
             outcome = ctx.redactor.outcome(outcome)
@@ -213,15 +215,10 @@ class Dispatcher:
                 log.error("guard could not record task #%d's outcome: %s", recorded.id, err)
         return recorded, next_claim
 
-    async def _run(self, executor: Executor, task: Task, ctx: RunContext, claim: Claim) -> tuple[Outcome, bool]:
-        """Run the executor as its own asyncio task and watch over it: heartbeat,
-        cancel requests, graceful stop. Returns the outcome and whether a stop
-        interrupted it."""
-        return await self._watch(asyncio.ensure_future(executor.run(task, ctx)), task, claim)
-
     async def _watch(self, run: asyncio.Task[Outcome], task: Task, claim: Claim) -> tuple[Outcome, bool]:
         """Wait for the executor's task ``run``, renewing the lease every heartbeat,
-        ending it on a cancel request or when a stop's grace runs out."""
+        ending it on a cancel request or when a stop's grace runs out. Returns the
+        outcome and whether a stop interrupted it."""
         # The heartbeat renews a lease kept in clock time, so it beats in clock time
         # too; the stop's grace is about a real process and stays real.
         heartbeat_s = real_seconds(self._clock, self._settings.dispatch.heartbeat_ms)

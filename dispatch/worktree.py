@@ -10,21 +10,22 @@ agent starts. After the run: what the agent left uncommitted is committed, the
 run's commits and the branch's diff stat are put on the outcome (and a base moved
 onto the branch during the run is a denial); then, when the agent ended a run it
 considers done, the checks run, and one that fails makes the outcome
-``checks_failed`` (retried, its output in the next prompt).
+``checks_failed`` (retried, its output in the next prompt). The loop watches all
+of that as one run (``CodeWork.run``): its lease is renewed meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from dispatch.checks import run_checks
 from dispatch.executors import ProcessStarted
 from dispatch.workspace import Workspace
-from vigil.codework import DEFAULT_MERGE, Check, CodeOptions, Worktree
+from vigil.codework import DEFAULT_MERGE, Check, CodeOptions, RunChanges, Worktree
 from vigil.errors import VigilError
 from vigil.models import Outcome, OutcomeKind, Task, TaskStatus
 from vigil.store import Store
@@ -35,42 +36,75 @@ log = logging.getLogger("vigil.dispatch")
 CHECK_GRACE_S = 5.0  # SIGTERM → SIGKILL for a check's group
 
 
-@dataclass(frozen=True)
 class CodeWork:
     """What one run's code work needs once its agent has ended. ``worktree`` None:
-    the task works on no repository (checks and review may still apply)."""
+    the task works on no repository (checks and review may still apply).
 
-    task_id: int
-    attempt: int
-    worktree: Worktree | None
-    before: Tips | None
-    checks: tuple[Check, ...]
-    review: bool
-    cwd: Path
-    env: Mapping[str, str]
-    timeout_s: float
-    on_start: ProcessStarted | None = None
+    The loop watches ``run`` (the agent, then the branch's changes, then the
+    checks) as it watches an executor: the lease is renewed and a cancel or a stop
+    honoured while the checks run too. A run cut short gets its changes after the
+    fact, from ``changes``, which does the git part once."""
+
+    def __init__(
+        self,
+        *,
+        task_id: int,
+        attempt: int,
+        worktree: Worktree | None,
+        before: Tips | None,
+        checks: tuple[Check, ...],
+        review: bool,
+        cwd: Path,
+        env: Mapping[str, str],
+        timeout_s: float,
+        on_start: ProcessStarted | None = None,
+    ) -> None:
+        self.task_id = task_id
+        self.attempt = attempt
+        self.worktree = worktree
+        self.before = before
+        self.checks = checks
+        self.review = review
+        self.cwd = cwd
+        self.env = env
+        self.timeout_s = timeout_s
+        self.on_start = on_start
+        self._changes: tuple[RunChanges, str | None] | None = None
 
     @property
     def gated(self) -> bool:
         """The result waits on checks or a person, not on the agent's word."""
         return bool(self.checks) or self.review
 
-    async def settle(self, store: Store, outcome: Outcome, *, stopped: bool) -> Outcome:
-        """``outcome`` with what the run left on the branch, and with the checks'
-        verdict when the agent ended a run it considers done (a success, the task
-        not closed nor put back by the agent itself, the run not stopped by Vigil).
-        A git failure here is logged and leaves the outcome without changes."""
-        if self.worktree is not None and self.before is not None:
+    async def run(self, store: Store, agent: Awaitable[Outcome]) -> Outcome:
+        """The agent's run (``agent``, the executor's), then what it left on the
+        branch, then the checks when the agent ended a run it considers done."""
+        outcome = await self.changes(await agent)
+        return await self.checked(store, outcome)
+
+    async def changes(self, outcome: Outcome) -> Outcome:
+        """``outcome`` with what the run left on the branch (what the agent left
+        uncommitted is committed first) and, when the base was moved onto the
+        branch during the run, a denial. Git runs once per run: a second call adds
+        the same. A git failure is logged and leaves the outcome as it was."""
+        if self.worktree is None or self.before is None:
+            return outcome
+        if self._changes is None:
             label = f"Work left uncommitted by the agent (Vigil task #{self.task_id}, attempt {self.attempt})"
             try:
-                changes, moved = await asyncio.to_thread(settle, self.worktree, self.before, label)
+                self._changes = await asyncio.to_thread(settle, self.worktree, self.before, label)
             except VigilError as err:
                 log.warning("task #%d: could not sum up the run's changes: %s", self.task_id, err)
-            else:
-                denials = outcome.permission_denials + ((moved,) if moved else ())
-                outcome = replace(outcome, changes=changes, permission_denials=denials)
-        if not self.checks or stopped or outcome.kind is not OutcomeKind.SUCCESS:
+                return outcome
+        changes, moved = self._changes
+        denials = outcome.permission_denials + ((moved,) if moved and moved not in outcome.permission_denials else ())
+        return replace(outcome, changes=changes, permission_denials=denials)
+
+    async def checked(self, store: Store, outcome: Outcome) -> Outcome:
+        """``outcome`` with the checks' verdict, when there are checks and the agent
+        ended a run it considers done: a success, the task neither closed nor put
+        back by the agent itself. One check failing makes it ``checks_failed``."""
+        if not self.checks or outcome.kind is not OutcomeKind.SUCCESS:
             return outcome
         if (await store.get_task(self.task_id)).status is not TaskStatus.ACTIVE:
             return outcome  # the agent closed it, or asked for a later attempt: not done

@@ -14,6 +14,7 @@ import pytest
 
 from dispatch.executors import RunContext
 from dispatch.executors.fake import Handler
+from dispatch.process import group_alive
 from tests.code.repos import Repo
 from tests.dispatch.conftest import MakeDispatcher
 from vigil.agent_channel import AgentChannel
@@ -268,3 +269,31 @@ async def test_two_lanes_on_one_repository_work_in_two_worktrees_at_once(
     assert seen == {"first": ["answer.txt", "first.txt"], "second": ["answer.txt", "second.txt"]}
     paths = {t.worktree.path for t in done if t is not None and t.worktree is not None}
     assert len(paths) == 2
+
+
+async def test_checks_run_watched_a_cancel_ends_them_and_the_run_keeps_its_changes(
+    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings, repo: Repo, tmp_path: Path
+) -> None:
+    """A check runs under the heartbeat like the agent: the lease is renewed, and a
+    person's cancel ends it (its process group) and the task."""
+    started = tmp_path / "check-started"
+    slow = Check((sys.executable, "-c", f"import time; open({str(started)!r}, 'w').close(); time.sleep(60)"))
+    added = await db.add_task(NewTask("Answer"))
+    assert added.task_id is not None
+    dispatcher, _ = make_dispatcher(writes("42", commit=False), settings=on_repo(settings, repo, checks=(slow,)))
+    running = asyncio.ensure_future(dispatcher.run_once())
+    for _ in range(600):
+        if started.exists():
+            break
+        await asyncio.sleep(0.05)
+    assert started.exists()
+    await db.cancel(added.task_id, actor="human")
+    task = await asyncio.wait_for(running, 60)
+    assert task is not None
+    assert task.status is TaskStatus.CANCELED
+    (run,) = await db.list_runs(task.id)
+    assert run.outcome == "canceled"
+    assert run.changes is not None
+    assert run.changes.dirty  # what the agent left is on the branch all the same
+    assert run.pid is not None
+    assert not group_alive(run.pid)  # the check's group, recorded on the run, is gone
