@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from dispatch.checks import check_sandbox
 from dispatch.environment import base_env, with_run_ids
 from dispatch.executors import RunContext
 from dispatch.filecache import FileCache
@@ -164,8 +165,10 @@ class AttemptPreparer:
             redactor=self._redactor,
             workdir=workspace.path,
             mcp_command=mcp_command(settings, run_id) if executor in AGENT_CLIS else (),
-            writable_dirs=() if worktree is None else writable_git_dirs(worktree),
+            writable_dirs=() if worktree is None else writable_git_dirs(worktree),  # to commit on its branch
         )
+        check_env = self._check_env(task.id, run_id)
+        writable = () if worktree is None else writable_git_dirs(worktree)
         work = CodeWork(
             task_id=task.id,
             attempt=claim.attempt,
@@ -174,9 +177,10 @@ class AttemptPreparer:
             checks=checks if executor != "dry-run" else (),
             review=review,
             cwd=workspace.path,
-            env=self._check_env(task.id, run_id),
+            env=check_env,
             timeout_s=timeout_ms / 1000,
             on_start=on_process_start,
+            sandbox=check_sandbox(check_env, writable) if settings.dispatch.check_sandbox else None,
         )
         return executor, ctx, work
 

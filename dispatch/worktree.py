@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from dispatch.checks import run_checks
+from dispatch.checks import Sandbox, run_checks
 from dispatch.executors import ProcessStarted
 from dispatch.workspace import Workspace
 from vigil.codework import DEFAULT_MERGE, Check, CodeOptions, RunChanges, Worktree
@@ -58,6 +58,7 @@ class CodeWork:
         env: Mapping[str, str],
         timeout_s: float,
         on_start: ProcessStarted | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.task_id = task_id
         self.attempt = attempt
@@ -69,6 +70,7 @@ class CodeWork:
         self.env = env
         self.timeout_s = timeout_s
         self.on_start = on_start
+        self.sandbox = sandbox  # None: the checks run unconfined
         self._changes: tuple[RunChanges, str | None] | None = None
 
     @property
@@ -115,6 +117,7 @@ class CodeWork:
             timeout_s=self.timeout_s,
             grace_s=CHECK_GRACE_S,
             on_start=self.on_start or _nothing,
+            sandbox=self.sandbox,
         )
         failed = [result for result in results if not result.passed]
         if not failed:

@@ -531,7 +531,8 @@ def dispatch_once(ctx: click.Context) -> None:
         click.echo(f"not claiming: {closed}" if closed else "no task is due")
         sys.exit(3)
     summary = f": {task.result_summary}" if task.result_summary else ""
-    click.echo(f"task #{task.id} {task.status}{summary}")
+    status = "awaits review (vigil task diff, approve, reject)" if task.awaiting_review else str(task.status)
+    click.echo(f"task #{task.id} {status}{summary}")
 
 
 @main.command("mcp")

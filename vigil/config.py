@@ -122,6 +122,7 @@ class DispatchSettings:
     # review, merge): docs/coding.md
     code: CodeOptions = field(default_factory=CodeOptions)
     keep_branches: bool = True  # a task's branch outlives its worktree (retention removes only the folder)
+    check_sandbox: bool = True  # checks run in bubblewrap (where it is installed), writing only the workspace
 
 
 @dataclass(frozen=True)
@@ -572,6 +573,7 @@ def settings_from_mapping(
         keep_workspace_ms=d.duration_ms("keep_workspace", defaults.keep_workspace_ms),
         code=_code(d, home),
         keep_branches=d.bool_("keep_branches", defaults.keep_branches),
+        check_sandbox=d.bool_("check_sandbox", defaults.check_sandbox),
     )
     d.done()
 

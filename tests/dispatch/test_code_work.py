@@ -272,14 +272,14 @@ async def test_two_lanes_on_one_repository_work_in_two_worktrees_at_once(
 
 
 async def test_checks_run_watched_a_cancel_ends_them_and_the_run_keeps_its_changes(
-    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings, repo: Repo, tmp_path: Path
+    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings, repo: Repo
 ) -> None:
     """A check runs under the heartbeat like the agent: the lease is renewed, and a
     person's cancel ends it (its process group) and the task."""
-    started = tmp_path / "check-started"
-    slow = Check((sys.executable, "-c", f"import time; open({str(started)!r}, 'w').close(); time.sleep(60)"))
+    slow = Check((sys.executable, "-c", "import time; open('check-started', 'w').close(); time.sleep(60)"))
     added = await db.add_task(NewTask("Answer"))
     assert added.task_id is not None
+    started = settings.home / "work" / str(added.task_id) / "check-started"  # in the workspace: the check writes there
     dispatcher, _ = make_dispatcher(writes("42", commit=False), settings=on_repo(settings, repo, checks=(slow,)))
     running = asyncio.ensure_future(dispatcher.run_once())
     for _ in range(600):
