@@ -18,6 +18,8 @@ only the executor line changed; the tasks are added as a new user would, with
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -377,3 +379,53 @@ def test_two_lanes_run_two_tasks_at_once_in_two_worktrees(tmp_path: Path) -> Non
         assert repo.show(worktree["branch"], "mine.txt") == worktree["path"]
     # each agent saw its own mine.txt only, though the other's existed by then
     assert sorted(listings) == sorted(json.dumps(f"README.md\nanswer.txt\nmine.txt\n{w['path']}") for w in worktrees)
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "coding.md"
+EXAMPLE = re.compile(r"<!-- example: (?P<path>\S+) -->\n```\w*\n(?P<body>.*?)```", re.DOTALL)
+
+
+@needs_claude
+def test_the_walk_through_of_docs_coding_md_as_written(tmp_path: Path) -> None:
+    """docs/coding.md's files, skill and commands, with the model's first fix wrong:
+    from a failing test to a reviewed fix merged into main."""
+    examples = {m["path"]: m["body"] for m in EXAMPLE.finditer(DOC.read_text())}
+    assert sorted(examples) == ["calc/.gitignore", "calc/calc.py", "calc/test_calc.py", "skills/fix-tests/SKILL.md"]
+    calc = tmp_path / "src" / "calc"
+    repo = Repo.make(
+        calc, {name.removeprefix("calc/"): body for name, body in examples.items() if name.startswith("calc/")}
+    )
+    assert repo.git("status", "--porcelain") == ""
+    failing = subprocess.run([sys.executable, "-m", "unittest"], cwd=calc, capture_output=True, text=True, check=False)
+    assert failing.returncode == 1
+    with claude(tmp_path) as agent:
+        home = agent.home
+        skill = home.path / "skills" / "fix-tests" / "SKILL.md"
+        skill.parent.mkdir(parents=True)
+        skill.write_text(examples["skills/fix-tests/SKILL.md"].replace("~/src/calc", str(calc)))
+        agent.script.add(
+            agent.shell("sed -i 's/a - b/b - a/' calc.py && git commit -qam 'swap the operands'"),
+            Text("Swapped the operands."),
+            agent.shell("sed -i 's/b - a/a + b/' calc.py && python3 -m unittest && git commit -qam 'add() adds'"),
+            Text("add() subtracted; it adds now, and the test passes."),
+        )
+        assert home.vigil("task", "add", "Make the tests pass", "--skills", "fix-tests").stdout == "created task #1\n"
+        first = home.vigil("dispatch", "once", timeout=120).stdout
+        second = home.vigil("dispatch", "once", timeout=120).stdout
+        shown = home.vigil("task", "show", "1").stdout
+        diff = home.vigil("task", "diff", "1").stdout
+        approved = home.vigil("task", "approve", "1")
+    assert first == "task #1 pending: check failed: python3 -m unittest (exit 1)\n"
+    assert second.startswith("task #1 awaits review (vigil task diff, approve, reject): add() subtracted")
+    assert "branch            vigil/1-make-the-tests-pass (from main at " in shown
+    assert "check exit 1: python3 -m unittest" in shown
+    assert "check passed: python3 -m unittest" in shown
+    assert diff.startswith("task #1: vigil/1-make-the-tests-pass against main")
+    assert "-    return a - b\n+    return a + b" in diff
+    assert "__pycache__" not in diff
+    assert approved.returncode == 0, approved.stderr
+    assert "vigil/1-make-the-tests-pass merged into main (squash) at" in approved.stdout
+    assert repo.log("main") == ["Make the tests pass", "first commit"]
+    assert (
+        subprocess.run([sys.executable, "-m", "unittest"], cwd=calc, capture_output=True, check=False).returncode == 0
+    )
