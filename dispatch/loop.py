@@ -178,7 +178,6 @@ class Dispatcher:
         log.info("task #%d started (attempt %d): %s", task.id, claim.attempt, task.subject)
         crash_point("after-claim")
         await self._heartbeat.beat("running", claim)
-        review = False
         try:
             executor_name, ctx, work = await self._preparer.prepare(claim)
             executor = self._executors(executor_name)
@@ -203,10 +202,9 @@ class Dispatcher:
                 self._heartbeat.note = None  # the run is over: so is its note
                 await self._heartbeat.beat("running", claim, periodic=True)
             outcome = await work.changes(outcome)  # a run cut short still leaves its changes
-            review = work.review
             # what the agent or a check printed may hold a secret it was given
             outcome = ctx.redactor.outcome(outcome)
-        recorded, next_claim = await self._record(claim, outcome, stopped=stopped, chain=chain, review=review)
+        recorded, next_claim = await self._record(claim, outcome, stopped=stopped, chain=chain)
         log.info("task #%d %s (%s)%s%s", recorded.id, recorded.status, outcome.kind, _denied(outcome), _brief(outcome))
         if self._guard is not None:
             try:
@@ -282,19 +280,16 @@ class Dispatcher:
             return Outcome(OutcomeKind.CANCELED, summary="canceled while running", error="cancel requested")
         return None
 
-    async def _record(
-        self, claim: Claim, outcome: Outcome, *, stopped: bool, chain: bool, review: bool = False
-    ) -> tuple[Task, Claim | None]:
-        """Finish or requeue the task according to the retry policy (``review``: a
-        success waits for a person); with ``chain``, a success's finish also claims
-        the next task (one commit for both)."""
+    async def _record(self, claim: Claim, outcome: Outcome, *, stopped: bool, chain: bool) -> tuple[Task, Claim | None]:
+        """Finish or requeue the task according to the retry policy; with ``chain``,
+        a success's finish also claims the next task (one commit for both)."""
         now = self._clock.now_ms()
         worker = self.worker_id
         if stopped:
             # The operator stopped the service: not the task's failure, so the attempt
             # is given back; the run stays recorded as interrupted.
             return await self._store.requeue(claim, outcome, retry_at=now, count_attempt=False, worker=worker), None
-        decision = decide(claim.task, outcome, self._settings.dispatch, now, self._rng, review=review)
+        decision = decide(claim.task, outcome, self._settings.dispatch, now, self._rng)
         if isinstance(decision, Requeue):
             log.info(
                 "task #%d: retry in %.0fs%s",

@@ -19,8 +19,8 @@ The policy (docs/running.md, *Retries*):
 * ``checks_failed`` (the agent was done, a check was not) → requeued at once, the
   attempt counted, while attempts remain, else failed: the next attempt's prompt
   shows the failed check's output;
-* a ``success`` of a task whose result a person reviews (``review``) → held for that
-  review, like a success with denials.
+* a ``success`` of a task whose result a person reviews (``Outcome.review``) → held
+  for that review, like a success with denials.
 
 Pure functions of the outcome, the task, the settings, a time and a random source,
 so they are tested without sleeping.
@@ -94,18 +94,9 @@ def gave_up(attempts: int, reason: str) -> str:
     return f"gave up after {attempts} attempt{'' if attempts == 1 else 's'}: {reason}"
 
 
-def decide(
-    task: Task,
-    outcome: Outcome,
-    settings: DispatchSettings,
-    now_ms: int,
-    rng: random.Random,
-    *,
-    review: bool = False,
-) -> Decision:
+def decide(task: Task, outcome: Outcome, settings: DispatchSettings, now_ms: int, rng: random.Random) -> Decision:
     """What to do with ``task`` after ``outcome``. ``task`` is the claimed row, so
-    ``attempt_count`` already includes this attempt; ``review``: a person reviews
-    the task's result before it completes."""
+    ``attempt_count`` already includes this attempt."""
     if outcome.kind is OutcomeKind.USAGE_LIMITED:
         retry_at = outcome.retry_at if outcome.retry_at is not None else now_ms + settings.usage_limit_fallback_ms
         return Requeue(retry_at=max(retry_at, now_ms), count_attempt=False)
@@ -119,7 +110,7 @@ def decide(
         if not attempts_left(task):
             return Finish(TaskStatus.FAILED)
         return Requeue(retry_at=now_ms, count_attempt=True)  # the agent fixes it now: no backoff
-    if outcome.kind is OutcomeKind.SUCCESS and review:
+    if outcome.kind is OutcomeKind.SUCCESS and outcome.review:
         return Review()
     if outcome.kind is OutcomeKind.SUCCESS and outcome.permission_denials and settings.on_denial == "review":
         return Review()

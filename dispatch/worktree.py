@@ -85,10 +85,12 @@ class CodeWork:
         return await self.checked(store, outcome)
 
     async def changes(self, outcome: Outcome) -> Outcome:
-        """``outcome`` with what the run left on the branch (what the agent left
-        uncommitted is committed first) and, when the base was moved onto the
-        branch during the run, a denial. Git runs once per run: a second call adds
-        the same. A git failure is logged and leaves the outcome as it was."""
+        """``outcome`` with whether a person reviews it, what the run left on the
+        branch (what the agent left uncommitted is committed first) and, when the
+        base was moved onto the branch during the run, a denial. Git runs once per
+        run: a second call adds the same. A git failure is logged and leaves the
+        outcome without changes."""
+        outcome = replace(outcome, review=self.review)
         if self.worktree is None or self.before is None:
             return outcome
         if self._changes is None:

@@ -228,6 +228,7 @@ class Outcome:
     permission_denials: tuple[str, ...] = ()
     checks: tuple[CheckResult, ...] = ()  # how each check ended, when checks ran
     changes: RunChanges | None = None  # what the run left on its task's branch; None: no worktree
+    review: bool = False  # a person reviews the task's result: a success waits for them (``review = true``)
 
 
 @dataclass(frozen=True, slots=True)

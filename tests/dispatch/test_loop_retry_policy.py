@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from dispatch.retry import Finish, Requeue, backoff_ms, decide
+from dispatch.retry import Finish, Requeue, Review, backoff_ms, decide
 from vigil.config import DispatchSettings
 from vigil.models import DedupScope, Outcome, OutcomeKind, Task, TaskStatus
 
@@ -106,3 +106,18 @@ def test_usage_limit_reset_in_the_past_means_now() -> None:
     decision = decide(task(1), Outcome(OutcomeKind.USAGE_LIMITED, retry_at=NOW - 5), SETTINGS, NOW, FixedRandom(0.0))
 
     assert decision == Requeue(retry_at=NOW, count_attempt=False)
+
+
+def test_failed_checks_retry_at_once_counting_the_attempt_until_attempts_run_out() -> None:
+    failed = Outcome(OutcomeKind.CHECKS_FAILED, summary="check failed: pytest -q (exit 1)")
+    assert decide(task(attempt_count=2), failed, SETTINGS, NOW, FixedRandom(0.5)) == Requeue(NOW, count_attempt=True)
+    assert decide(task(attempt_count=4), failed, SETTINGS, NOW, FixedRandom(0.5)) == Finish(TaskStatus.FAILED)
+
+
+def test_a_success_a_person_reviews_is_held_for_them_and_nothing_else_is() -> None:
+    reviewed = Outcome(OutcomeKind.SUCCESS, review=True)
+    assert decide(task(attempt_count=1), reviewed, SETTINGS, NOW, FixedRandom(0.5)) == Review()
+    failed = Outcome(OutcomeKind.FAILED, review=True)
+    assert decide(task(attempt_count=1), failed, SETTINGS, NOW, FixedRandom(0.5)) == Finish(TaskStatus.FAILED)
+    plain = Outcome(OutcomeKind.SUCCESS)
+    assert decide(task(attempt_count=1), plain, SETTINGS, NOW, FixedRandom(0.5)) == Finish(TaskStatus.COMPLETED)
