@@ -4,10 +4,13 @@ A skill may choose the executor, model, timeout, command and working directory o
 its tasks; the first skill in the task's list that sets one wins, else the
 configuration decides. A model set on the task itself wins over both. The agent's
 workspace is chosen by ``dispatch.workspace`` (never the home: a scratch folder of
-the task's own when nothing names one). The prompt gets the identity file, the
-skills, the parent chain, earlier attempts and notes (``dispatch.prompt``). An
-agent CLI also gets the command that starts Vigil's MCP server bound to the run
-(``mcp_command``): the agent's only way to report back.
+the task's own when nothing names one); a task that works on a repository gets
+its git worktree made or reused here, and the run's code work (``CodeWork``: the
+checks, the review, the branch's state before the run) goes back with the
+context (``dispatch.worktree``). The prompt gets the identity file, the skills,
+the parent chain, earlier attempts and notes, and the code work
+(``dispatch.prompt``). An agent CLI also gets the command that starts Vigil's MCP
+server bound to the run (``mcp_command``): the agent's only way to report back.
 
 An agent CLI's task runs on a free account (``dispatch.accounts``), or on a
 fallback executor when every account of its own is limited, with the environment
@@ -25,20 +28,23 @@ from dataclasses import replace
 from pathlib import Path
 
 from dispatch.accounts import account_env, pick, soonest
+from dispatch.checks import check_sandbox
 from dispatch.environment import base_env, with_run_ids
 from dispatch.executors import RunContext
 from dispatch.meter import Meter, SpendLimit
 from dispatch.prompt import build_prompt
 from dispatch.skills import Skill
-from dispatch.workspace import make_workspace, workspace_of
+from dispatch.workspace import code_of, make_workspace, workspace_of
+from dispatch.worktree import CodeWork, prepare_worktree, tips_before
 from vigil.accounts import read_limits
 from vigil.budget import budget_use
 from vigil.clock import Clock, SystemClock
-from vigil.config import AGENT_EXECUTORS, EXECUTORS, Settings
+from vigil.config import AGENT_EXECUTORS, EXECUTORS, STORE_URL_ENV, Settings
 from vigil.lineage import parent_chain
 from vigil.models import Claim, Outcome, Task
 from vigil.redaction import Redactor
 from vigil.store import Store
+from vigil.worktrees import writable_git_dirs
 
 
 def transcripts_dir(settings: Settings) -> Path:
@@ -105,11 +111,16 @@ class AttemptPreparer:
         except UnicodeDecodeError as err:
             raise OSError(f"{self._identity_path} is not UTF-8 text (byte {err.start})") from None
 
-    async def prepare(self, claim: Claim, skills: list[Skill]) -> tuple[str, RunContext]:
-        """The executor name and context for ``claim``'s attempt with the task's
-        ``skills`` (loaded by the caller). Raises ``OSError`` when the transcripts
-        folder or the scratch workspace cannot be made, or the identity file cannot
-        be read."""
+    async def prepare(self, claim: Claim, skills: list[Skill]) -> tuple[str, RunContext, CodeWork]:
+        """The executor name, context and code work for ``claim``'s attempt with the
+        task's ``skills`` (loaded by the caller).
+
+        Raises ``RepositoryError`` (``InputError``) for a repository or base that
+        cannot be used: the task's own fault, recorded as a failure; ``OSError``
+        when the transcripts folder or the scratch workspace cannot be made, or the
+        identity file cannot be read; ``GitError`` when git fails on a usable
+        repository.
+        """
         settings, store = self._settings, self._store
         task = claim.task
         executor = next((s.executor for s in skills if s.executor), None) or settings.dispatch.executor
@@ -127,29 +138,40 @@ class AttemptPreparer:
             account = soonest(settings, executor, limits)
         timeout_ms = next((s.timeout_ms for s in skills if s.timeout_ms), None) or settings.dispatch.timeout_ms
         command = next((s.command for s in skills if s.command), None)
-        workspace = workspace_of(task, skills, settings)
+        parents = await parent_chain(store, task)
+        code = code_of(task, skills, settings)
+        workspace = workspace_of(task, skills, settings, parents)
+        worktree = task.worktree
         if executor != "dry-run":  # it starts no process: no folder to leave behind
             make_workspace(workspace)
+            worktree = await prepare_worktree(store, task, workspace, code)
         previous_runs = [r for r in await store.list_runs(task.id) if r.id != claim.run_id]
+        checks, review = code.checks or (), bool(code.review)
         prompt = build_prompt(
             task,
             skills,
             identity=self._identity_text(),
-            parents=await parent_chain(store, task),
+            parents=parents,
             previous_runs=previous_runs,
             notes=await store.list_notes(task.id),
             attempt=claim.attempt,
+            worktree=worktree,
+            checks=checks,
+            review=review,
         )
         if not self._runs_dir_made:
             self._runs_dir.mkdir(parents=True, exist_ok=True)
             self._runs_dir_made = True
         run_id = claim.run_id
+        gated = bool(checks) or review
 
         async def on_process_start(pid: int, pgid: int, proc_start: str | None) -> None:
+            # also each check's process, in its turn: crash recovery ends the one in flight
             await store.set_run_process(
-                run_id, pid=pid, pgid=pgid, proc_start=proc_start, workspace=str(workspace.path)
+                run_id, pid=pid, pgid=pgid, proc_start=proc_start, workspace=str(workspace.path), gated=gated
             )
 
+        writable = () if worktree is None else writable_git_dirs(worktree)  # to commit on its branch
         ctx = RunContext(
             home=settings.home,
             run_id=run_id,
@@ -167,8 +189,23 @@ class AttemptPreparer:
             meter=Meter(settings.prices, await self._spend_limit(task, skills)),
             stall_timeout_s=settings.dispatch.stall_timeout_ms / 1000 or None,
             account=account,
+            writable_dirs=writable,
         )
-        return executor, ctx
+        check_env = self._check_env(task.id, run_id)
+        work = CodeWork(
+            task_id=task.id,
+            attempt=claim.attempt,
+            worktree=worktree,
+            before=await tips_before(worktree) if executor != "dry-run" else None,
+            checks=checks if executor != "dry-run" else (),
+            review=review,
+            cwd=workspace.path,
+            env=check_env,
+            timeout_s=timeout_ms / 1000,
+            on_start=on_process_start,
+            sandbox=check_sandbox(check_env, writable) if settings.dispatch.check_sandbox else None,
+        )
+        return executor, ctx, work
 
     def _env(self, executor: str, account: str | None) -> dict[str, str]:
         """The environment of ``executor``'s runs on ``account`` (the configured
@@ -195,6 +232,12 @@ class AttemptPreparer:
             why = f"the daily budget of ${budget.daily_usd:.2f} (${use.spent_usd:.2f} spent in the last 24 h)"
             limits.append(SpendLimit(budget.daily_usd - use.spent_usd, why))
         return min(limits, key=lambda limit: limit.usd, default=None)
+
+    def _check_env(self, task_id: int, run_id: int) -> dict[str, str]:
+        """The checks' environment: the agent's rules (the same few variables, the
+        run's ids) without any agent CLI's own (its key) or the store's URL."""
+        env = {k: v for k, v in self._envs["dry-run"].items() if k != STORE_URL_ENV}
+        return with_run_ids(env, task_id, run_id)
 
 
 def settled(outcome: Outcome, ctx: RunContext) -> Outcome:

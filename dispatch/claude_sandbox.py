@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import platform
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from vigil.config import STORE_URL_ENV
@@ -44,14 +45,19 @@ def sandbox_problem(env: Mapping[str, str]) -> str | None:
     return None
 
 
-def sandbox_settings(env: Mapping[str, str]) -> dict[str, Any]:
-    """The ``--settings`` object that turns the sandbox on for one run."""
+def sandbox_settings(env: Mapping[str, str], allow_write: Sequence[Path] = ()) -> dict[str, Any]:
+    """The ``--settings`` object that turns the sandbox on for one run.
+    ``allow_write``: folders besides the workspace that commands may write (a
+    worktree's git folders; Claude Code finds most of them by itself when its
+    workspace is a worktree, and more besides: docs/coding.md)."""
     sandbox: dict[str, Any] = {
         "enabled": True,
         "autoAllowBashIfSandboxed": True,
         "allowUnsandboxedCommands": False,
         "failIfUnavailable": True,
     }
+    if allow_write:
+        sandbox["filesystem"] = {"allowWrite": [str(folder) for folder in allow_write]}
     if env.get(STORE_URL_ENV):
         sandbox["credentials"] = {"envVars": [{"name": STORE_URL_ENV, "mode": "deny"}]}
     return {"sandbox": sandbox}

@@ -12,7 +12,11 @@ reach:
   goes by ``allowed_tools`` alone, unconfined if they allow it;
 * ``[executors.codex] sandbox = "danger-full-access"``: commands anywhere;
 * a workspace (``[dispatch] workdir``) or ``add_dirs`` folder that contains the
-  home: ``vigil.toml``, the identity file, the skills and the database.
+  home: ``vigil.toml``, the identity file, the skills and the database;
+* ``[dispatch] repo``: the agent commits in a worktree of that repository, so its
+  sandbox lets it write into the repository's git folder (docs/coding.md);
+* ``[dispatch] check_sandbox = false`` (or no bubblewrap): a task's checks, which run
+  code the agent wrote, run unconfined.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import platform
 from collections.abc import Mapping
 from pathlib import Path
 
+from dispatch.checks import check_sandbox
 from dispatch.claude_sandbox import sandbox_problem
 from dispatch.executors.codex import configured_model
 from dispatch.pricing import PRICES_AS_OF, SHIPPED_PRICES, model_price, price_for
@@ -60,7 +65,21 @@ def widenings(settings: Settings, env: Mapping[str, str]) -> list[str]:
         if cli.sandbox == "danger-full-access":
             found.append("Codex runs with danger-full-access: the agent's commands can write anywhere, the home too")
         found += _outside_dirs("executors.codex", cli.add_dirs, home)
+    if executor in GIT_REACH and not settings.dispatch.check_sandbox:
+        found.append("[dispatch] check_sandbox is off: a task's checks run the agent's code, able to write the home")
+    repo = settings.dispatch.code.repo
+    if executor in GIT_REACH and repo is not None:
+        found.append(f"[dispatch] repo {repo}: to commit on its branch the agent {GIT_REACH[executor]}")
     return found
+
+
+# What each CLI's sandbox lets the agent write in a worktree's repository (docs/coding.md)
+GIT_REACH = {
+    "claude": "can write the repository's git folder but its hooks and configuration (Claude Code's own rule), "
+    "so it could move any branch, the base too: a base moved onto the task's commits is reported as a denial",
+    "codex": "can write the repository's objects, its worktree's own git folder and the vigil/ branches, "
+    "so it could move another task's branch",
+}
 
 
 def _outside_dirs(section: str, folders: tuple[str, ...], home: Path) -> list[str]:
@@ -91,8 +110,22 @@ async def reach_findings(settings: Settings, env: Mapping[str, str]) -> list[Fin
             found.append(Finding("warn", "sandbox", "codex: read-only: the agent cannot change files in its workspace"))
         elif sandbox == "workspace-write":
             found.append(Finding("ok", "sandbox", "codex: workspace-write: the agent writes only in its workspace"))
+    if settings.dispatch.executor in GIT_REACH and settings.dispatch.check_sandbox:
+        found.append(_checks_sandbox(env))
     found += [Finding("warn", "reach", line) for line in widenings(settings, env)]
     return found
+
+
+def _checks_sandbox(env: Mapping[str, str]) -> Finding:
+    """Where a task's checks run (docs/coding.md, *Checks*)."""
+    if check_sandbox(env, ()) is None:
+        return Finding(
+            "warn",
+            "checks",
+            "bwrap not found: a task's checks (code the agent wrote) run unconfined, able to write the home; "
+            "install bubblewrap (e.g. apt install bubblewrap)",
+        )
+    return Finding("ok", "checks", "a task's checks run in bubblewrap, writing only the workspace")
 
 
 async def _claude_sandbox(settings: Settings, env: Mapping[str, str]) -> Finding:

@@ -27,14 +27,14 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from dispatch.attempt import AttemptPreparer, settled
-from dispatch.executors import Executor, ProgressNoted, RunContext
+from dispatch.executors import Executor, ProgressNoted
 from dispatch.guard import ClaimDecision, Guard
 from dispatch.heartbeat import Heartbeat
 from dispatch.skills import Skill, load_skills
 from dispatch.space import OutOfSpace, SpaceWait, out_of_space
 from vigil.clock import Clock, real_seconds
 from vigil.config import Settings
-from vigil.errors import InputError, InvalidTransition, VigilError
+from vigil.errors import GitError, InputError, InvalidTransition, VigilError
 from vigil.fate import Policy
 from vigil.faults import crash_point
 from vigil.models import Claim, Outcome, OutcomeKind, Task, TaskStatus
@@ -211,24 +211,29 @@ class Dispatcher:
         return recorded
 
     async def _prepare_and_run(self, claim: Claim, skills: list[Skill]) -> Outcome:
-        """Prepare the attempt and run it; returns its outcome (``stopped`` for a stop
-        or a full disk: not the task's doing)."""
+        """Prepare the attempt and run it, the agent and then its code work (the
+        checks run watched too: ``dispatch.worktree``); returns its outcome
+        (``stopped`` for a stop or a full disk: not the task's doing)."""
         task = claim.task
         try:
-            executor_name, ctx = await self._preparer.prepare(claim, skills)
+            executor_name, ctx, work = await self._preparer.prepare(claim, skills)
             executor = self._executors(executor_name)
             if executor_name != self._settings.dispatch.executor:
                 # The claim recorded the configured executor; a skill chose this one.
                 await self._store.set_executor(claim, executor_name)
-        except OSError as err:  # logs/ not writable, disk full: the machine's fault, retried
-            if out_of_space(err):
+        except InputError as err:  # no such repository, no such base: the task's fault
+            return Outcome(OutcomeKind.FAILED, summary=str(err), error=str(err))
+        except (OSError, GitError) as err:  # logs/ not writable, disk full, git failed: retried
+            if isinstance(err, OSError) and out_of_space(err):
                 return self._out_of_space(err)
             text = f"could not prepare the run: {err}"
             log.error("task #%d: %s", task.id, text)
             return Outcome(OutcomeKind.TRANSIENT, summary=text, error=text)
         ctx = replace(ctx, on_progress=self._progress_writer(claim))
         try:
-            outcome = await self._run(executor, task, ctx, claim)
+            outcome = await self._watch(
+                asyncio.ensure_future(work.run(self._store, executor.run(task, ctx))), task, claim
+            )
         except OutOfSpace as full:
             outcome = self._out_of_space(full.error)
         else:
@@ -238,7 +243,8 @@ class Dispatcher:
         if self._heartbeat.note is not None:
             self._heartbeat.note = None  # the run is over: so is its note
             await self._heartbeat.beat("running", claim)
-        # secrets masked, what the stream carried kept, the account named
+        outcome = await work.changes(outcome)  # a run cut short still leaves its changes
+        # secrets masked (the agent's or a check's output), what the stream carried kept, the account named
         return settled(outcome, ctx)
 
     def _out_of_space(self, err: OSError) -> Outcome:
@@ -247,14 +253,10 @@ class Dispatcher:
         text = self._space.full(err)
         return Outcome(OutcomeKind.STOPPED, summary=text, error=text)
 
-    async def _run(self, executor: Executor, task: Task, ctx: RunContext, claim: Claim) -> Outcome:
-        """Run the executor as its own asyncio task and watch over it: heartbeat,
-        cancel requests, graceful stop."""
-        return await self._watch(asyncio.ensure_future(executor.run(task, ctx)), task, claim)
-
     async def _watch(self, run: asyncio.Task[Outcome], task: Task, claim: Claim) -> Outcome:
         """Wait for the executor's task ``run``, renewing the lease every heartbeat,
-        ending it on a cancel request or when a stop's grace runs out."""
+        ending it on a cancel request or when a stop's grace runs out. Returns the
+        outcome and whether a stop interrupted it."""
         # The heartbeat renews a lease kept in clock time, so it beats in clock time
         # too; the stop's grace is about a real process and stays real.
         heartbeat_s = real_seconds(self._clock, self._settings.dispatch.heartbeat_ms)

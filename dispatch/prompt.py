@@ -20,9 +20,11 @@ from collections.abc import Sequence
 
 from dispatch.skills import Skill
 from vigil.clock import iso_utc
+from vigil.codework import Check, CheckResult, Worktree
 from vigil.models import Note, Run, Task
 
 ERROR_MAX_CHARS = 1000  # per earlier attempt: enough to learn from, not a second transcript
+CHECK_OUTPUT_MAX_CHARS = 2000  # of a failed check's output, per earlier attempt
 NOTE_MAX_CHARS = 2000
 
 
@@ -108,6 +110,7 @@ def _runs_section(previous_runs: Sequence[Run]) -> list[str]:
         lines.append(f"- attempt {run.attempt}, started {iso_utc(run.started_at)}: {how_it_ended(run)}")
         if run.agent_status is None and run.error:
             lines.append(f"  error: {_cut(run.error, ERROR_MAX_CHARS)}")
+        lines += _failed_checks(run.checks)
     return lines
 
 
@@ -132,9 +135,62 @@ def how_it_ended(run: Run) -> str:
     return f"{outcome}{exit_text}{said}"
 
 
-def _instructions(task_id: int) -> str:
+def _failed_checks(results: Sequence[CheckResult]) -> list[str]:
+    """The checks an attempt failed, each with the end of its output."""
+    lines: list[str] = []
+    for result in results:
+        if result.passed:
+            continue
+        output = result.output[-CHECK_OUTPUT_MAX_CHARS:]
+        lines += [f"  check `{result.label}` failed ({result.how()}); its output ended with:", "  ```"]
+        lines += [f"  {line}" for line in output.splitlines()] + ["  ```"]
+    return lines
+
+
+def _code_section(worktree: Worktree | None, checks: Sequence[Check], review: bool) -> list[str]:
+    """What the agent must know about its code work: the branch, the checks, who
+    decides that it is done."""
+    lines = ["# Your branch and what must pass", ""]
+    if worktree is not None:
+        lines += [
+            f"Your workspace is a git worktree of {worktree.repo}, on the branch `{worktree.branch}`, which",
+            f"started from `{worktree.base}`. Commit your work on this branch as you go, with clear messages",
+            "(add the files you changed by name: `git add path …`, not `git add -A`); whatever you leave",
+            "uncommitted is committed for you when your run ends. Stay on this branch:",
+            f"do not check out, merge into or push to `{worktree.base}` or any other branch. A follow-up",
+            "you add works on a branch of its own, started from this one.",
+        ]
+    if checks:
+        lines += ["", "These checks must pass in the workspace before the task is done; run them yourself first:"]
+        lines += [f"- `{check.label}`" for check in checks]
+    after = "runs the checks" if checks else "hands your work to a person"
+    if checks and review:
+        after += ", then a person reviews the diff"
+    lines += [
+        "",
+        f"When you are done, say so in your final answer and end your run: Vigil {after}.",
+        "Closing the task as completed yourself does not skip that.",
+    ]
+    return lines
+
+
+def _instructions(task_id: int, *, gated: bool = False) -> str:
     """How to report back: through Vigil's MCP tools, which act on this task only.
-    Their arguments are data, so a note may hold anything (code, quotes, ``$VARS``)."""
+    Their arguments are data, so a note may hold anything (code, quotes, ``$VARS``).
+    ``gated``: checks or a person decide that the task is done, not the agent."""
+    done = (
+        [
+            "- When you are done, end your run with your final answer (see above). Use `close` with",
+            "  status `failed` when it cannot be done, and `blocked` when it needs a person or another",
+            "  task first; say why in the summary.",
+        ]
+        if gated
+        else [
+            "- When you are done, close the task yourself: `close` with status `completed` and a",
+            "  one-line summary. Use `failed` when it cannot be done, and `blocked` when it needs a",
+            "  person or another task first; say why in the summary.",
+        ]
+    )
     return "\n".join(
         [
             "# How to report back",
@@ -146,9 +202,7 @@ def _instructions(task_id: int) -> str:
             "- Add follow-up work as new tasks: `add_followup` with a subject (and a description,",
             "  priority and skills if they help). A follow-up works in this same folder.",
             "- Read this task again, its parent chain and its notes: `show`.",
-            "- When you are done, close the task yourself: `close` with status `completed` and a",
-            "  one-line summary. Use `failed` when it cannot be done, and `blocked` when it needs a",
-            "  person or another task first; say why in the summary.",
+            *done,
             "- If it cannot be done yet but may be later (a release not out, a service down), `close`",
             "  with status `pending`, `retry_in` such as `1h`, and why in the summary.",
             "",
@@ -168,11 +222,15 @@ def build_prompt(
     previous_runs: Sequence[Run],
     notes: Sequence[Note] = (),
     attempt: int | None = None,
+    worktree: Worktree | None = None,
+    checks: Sequence[Check] = (),
+    review: bool = False,
 ) -> str:
     """The whole prompt as markdown. ``identity`` None means the home has no identity
     file; ``parents`` are nearest first; ``previous_runs`` are the task's earlier
     attempts (the current one excluded); ``attempt`` is this run's number (None:
-    the task's ``attempt_count``)."""
+    the task's ``attempt_count``). ``worktree``, ``checks`` and ``review``: the
+    task's code work (docs/coding.md), told to the agent when there is any."""
     sections: list[list[str]] = []
     if identity and identity.strip():
         sections.append(["# Who you are", "", identity.strip()])
@@ -183,5 +241,8 @@ def build_prompt(
         sections.append(_notes_section(notes))
     if previous_runs:
         sections.append(_runs_section(previous_runs))
+    if worktree is not None or checks or review:
+        sections.append(_code_section(worktree, checks, review))
     parts = ["\n".join(section).strip() for section in sections]
-    return "\n\n".join([*parts, _instructions(task.id)]) + "\n"
+    gated = bool(checks) or review
+    return "\n\n".join([*parts, _instructions(task.id, gated=gated)]) + "\n"

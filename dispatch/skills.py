@@ -14,24 +14,33 @@ choose how its tasks run::
     workdir: ~/src/project          # optional: where the agent works (relative: to the home)
     max_cost_usd: 2.0               # optional: the most a task's runs may spend together
     fallback: false                 # optional: never run on [dispatch] fallback's executors
+    repo: ~/src/project             # optional: a git repository, worked on in a worktree
+    base: main                      # optional: the branch to start from and merge into
+    checks:                         # optional: commands that must pass before done
+      - ["pytest", "-q"]
+      - {command: ["ruff", "check", "."], timeout: 2m}
+    review: true                    # optional: a person reviews the result
+    merge: squash                   # optional: ff, merge, squash or branch (on approval)
     ---
     The instructions, in markdown.
 
 A skill name is ``[a-z0-9][a-z0-9_-]*`` (so it can never be a path). In
 ``command``, an argument that starts with ``./`` names a file in the skill's folder
 and is made absolute; the command is always an argv list, never a shell string.
-A ``command`` without ``executor`` means ``executor: command``.
+A ``command`` without ``executor`` means ``executor: command``. The code keys
+(``repo`` … ``merge``) are described in docs/coding.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from vigil.codework import CODE_KEYS, CodeOptions, options_from
 from vigil.config import EXECUTORS
 from vigil.durations import parse_duration_ms
 from vigil.errors import InputError, SkillError
@@ -52,6 +61,7 @@ KNOWN_KEYS = frozenset(
         "workdir",
         "max_cost_usd",
         "fallback",
+        *CODE_KEYS,
     }
 )
 
@@ -73,6 +83,7 @@ class Skill:
     workdir: str | None = None  # as written; relative to the home
     max_cost_usd: float | None = None  # the most its tasks' runs may spend together (USD); None: no limit
     fallback: bool = True  # False: its tasks never run on [dispatch] fallback's executors
+    code: CodeOptions = field(default_factory=CodeOptions)  # repo (as written), base, checks, review, merge
 
 
 def check_name(name: str) -> str:
@@ -187,6 +198,10 @@ def _parse_skill(path: Path, text: str) -> Skill:
     max_cost = data.get("max_cost_usd")
     if max_cost is not None and (isinstance(max_cost, bool) or not isinstance(max_cost, int | float) or max_cost < 0):
         raise SkillError(f"{path}: max_cost_usd: expected a number of USD, 0 or more, got {max_cost!r}")
+    try:
+        code = options_from({key: data.get(key) for key in CODE_KEYS})
+    except InputError as err:
+        raise SkillError(f"{path}: {err}") from None
     return Skill(
         name=name,
         description=description,
@@ -200,6 +215,7 @@ def _parse_skill(path: Path, text: str) -> Skill:
         workdir=_opt_str(data, "workdir", path),
         max_cost_usd=None if max_cost is None else float(max_cost),
         fallback=fallback,
+        code=code,
     )
 
 

@@ -1,11 +1,15 @@
 """The agent's workspace: the one folder a run's agent may write.
 
 Every run gets one, and it is never the home itself. In order: the task's own
-``workdir`` (``vigil task add --workdir``; a follow-up inherits its parent's), the
-first of its skills that names one, ``[dispatch] workdir``; else a **scratch**
+``workdir`` (``vigil task add --workdir``; a follow-up inherits its parent's); a
+**worktree** of a git repository when the task names one (``--repo``), or works on
+from its parent's worktree (a follow-up), or its first skill naming a workdir or a
+repository names a repository, or ``[dispatch]`` does (docs/coding.md); the first
+of its skills that names a workdir; ``[dispatch] workdir``; else a **scratch**
 folder of the task's own, ``work/<task id>`` in the home, made (0700) for its first
 run, kept ``[dispatch] keep_workspace`` after the task ends, then removed by
-retention. Retries of a task reuse its scratch folder.
+retention. Retries of a task reuse its scratch folder or its worktree (which is
+also at ``work/<task id>``; ``dispatch.worktree`` makes it).
 
 The agent CLIs are started in the workspace and their sandboxes let the agent write
 there and nowhere else in the home (``dispatch.executors.claude``,
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dispatch.skills import Skill
+from vigil.codework import CodeOptions, Worktree
 from vigil.config import Settings
 from vigil.home import scratch_path
 from vigil.models import Task
@@ -28,22 +33,69 @@ from vigil.models import Task
 @dataclass(frozen=True, slots=True)
 class Workspace:
     """Where one run's agent works. ``scratch``: a folder of the task's own under
-    ``work/`` (made here, removed by retention); else a folder someone named."""
+    ``work/`` (made here, removed by retention); ``repo``: a worktree of that
+    repository, made on a branch from ``base`` (None: the repository's current
+    branch), or from ``start_branch`` (a follow-up's parent's) when it still
+    exists; else a folder someone named."""
 
     path: Path
     scratch: bool
+    repo: Path | None = None
+    base: str | None = None
+    start_branch: str | None = None
 
 
-def workspace_of(task: Task, skills: Sequence[Skill], settings: Settings) -> Workspace:
+def code_of(task: Task, skills: Sequence[Skill], settings: Settings) -> CodeOptions:
+    """The code options of ``task``'s next run: each one the task's own, else its
+    first skill's that says it, else ``[dispatch]``'s."""
+    code = task.code or CodeOptions()
+    for skill in skills:
+        code = code.over(skill.code)
+    return code.over(settings.dispatch.code)
+
+
+def workspace_of(task: Task, skills: Sequence[Skill], settings: Settings, parents: Sequence[Task] = ()) -> Workspace:
     """The workspace of ``task``'s next run (relative folders are relative to the
-    home, ``~`` expanded). Whether a named folder exists is checked when the agent's
-    process starts."""
-    chosen = task.workdir or next((s.workdir for s in skills if s.workdir), None)
-    if chosen is not None:
-        return Workspace((settings.home / Path(chosen).expanduser()).resolve(), scratch=False)
+    home, ``~`` expanded; ``parents`` its parent chain, nearest first). Whether a
+    named folder exists is checked when the agent's process starts; whether a
+    repository is one, when its worktree is made."""
+    home = settings.home
+
+    def folder(name: str) -> Path:
+        return (home / Path(name).expanduser()).resolve()
+
+    def worktree(repo: str, base: str | None, start: str | None = None) -> Workspace:
+        return Workspace(scratch_path(home, task.id), False, folder(repo), base, start)
+
+    if task.workdir:
+        return Workspace(folder(task.workdir), scratch=False)
+    if task.worktree is not None:
+        return worktree(task.worktree.repo, task.worktree.base)
+    own = task.code or CodeOptions()
+    if own.repo:
+        parent = _parent_worktree(parents, folder(own.repo))
+        return worktree(own.repo, own.base or (parent.base if parent else None), parent.branch if parent else None)
+    if parents and parents[0].worktree is not None:
+        parent = parents[0].worktree
+        return worktree(parent.repo, own.base or parent.base, parent.branch)
+    for skill in skills:
+        if skill.workdir:
+            return Workspace(folder(skill.workdir), scratch=False)
+        if skill.code.repo:
+            return worktree(skill.code.repo, own.base or skill.code.base or settings.dispatch.code.base)
+    if settings.dispatch.code.repo:
+        return worktree(settings.dispatch.code.repo, own.base or settings.dispatch.code.base)
     if settings.dispatch.workdir is not None:
         return Workspace(settings.dispatch.workdir, scratch=False)
-    return Workspace(scratch_path(settings.home, task.id), scratch=True)
+    return Workspace(scratch_path(home, task.id), scratch=True)
+
+
+def _parent_worktree(parents: Sequence[Task], repo: Path) -> Worktree | None:
+    """The nearest parent's worktree of ``repo``: a follow-up branches from it."""
+    for parent in parents:
+        if parent.worktree is not None:
+            return parent.worktree if Path(parent.worktree.repo) == repo else None
+    return None
 
 
 def make_workspace(workspace: Workspace) -> None:

@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 # processes, a terminal or a Textual app, or search widely, for a second or more.
 SLOW_TIER = (
     "tests/agents/test_claude_e2e.py",
+    "tests/agents/test_code_e2e.py",
     "tests/agents/test_claude_doctor.py",
     "tests/agents/test_codex_e2e.py",
     "tests/agents/test_codex_doctor.py",
@@ -63,6 +64,8 @@ SLOW_TIER = (
     "tests/tui/test_screens.py",
     "tests/tui/test_snapshots.py",
     "tests/tui/test_terminal.py",
+    "tests/tui/test_diff_terminal.py",
+    "tests/tui/test_diff_screen.py",
     "tests/test_skips.py::test_two_runs_one_on_workers_are_summed_up_by_reason",
 )
 

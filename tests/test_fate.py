@@ -144,3 +144,19 @@ def test_put_back_gives_the_attempt_back_and_approval_blocks() -> None:
     assert put_back(task(1), until=NOW + 5) == Fate(TaskStatus.PENDING, retry_at=NOW + 5, count_attempt=False)
     assert put_back(task(1), until=None) == Fate(TaskStatus.BLOCKED, count_attempt=False, approval=True)
     assert put_back(task(1, cancel_requested=True), until=None).status is TaskStatus.CANCELED
+
+
+def test_failed_checks_retry_at_once_counting_the_attempt_until_attempts_run_out() -> None:
+    failed = Outcome(OutcomeKind.CHECKS_FAILED, summary="check failed: pytest -q (exit 1)")
+    again = after_attempt(task(attempt_count=2), failed, policy(), NOW)
+    assert again == Fate(TaskStatus.PENDING, retry_at=NOW, summary="check failed: pytest -q (exit 1)")
+    spent = after_attempt(task(attempt_count=4), failed, policy(), NOW)
+    assert spent == Fate(TaskStatus.FAILED, summary="gave up after 4 attempts: check failed: pytest -q (exit 1)")
+
+
+def test_a_success_a_person_reviews_is_held_for_them_and_nothing_else_is() -> None:
+    reviewed = after_attempt(task(1), Outcome(OutcomeKind.SUCCESS, review=True), policy(), NOW)
+    assert (reviewed.status, reviewed.review) == (TaskStatus.BLOCKED, True)
+    failed = after_attempt(task(1), Outcome(OutcomeKind.FAILED, review=True), policy(), NOW)
+    assert failed == Fate(TaskStatus.FAILED)
+    assert after_attempt(task(1), Outcome(OutcomeKind.SUCCESS), policy(), NOW) == Fate(TaskStatus.COMPLETED)

@@ -21,6 +21,7 @@ VIEW_ACTIONS = frozenset(
     {
         "back",
         "clear",
+        "diff",
         "filter",
         "filter_status",
         "follow",
@@ -45,6 +46,7 @@ CANCEL = Binding("x", "cancel", "Cancel", tooltip="cancel, after a confirmation 
 RETRY = Binding("r", "retry", "Retry", tooltip="run a failed or canceled task again")
 APPROVE = Binding("a", "approve", "Approve", tooltip="approve a task that waits for approval")
 REJECT = Binding("R", "reject", "Reject", show=False, tooltip="reject a task that waits for approval, with a reason")
+DIFF = Binding("D", "diff", "Diff", tooltip="the task's branch against its base: review, approve and merge")
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,10 @@ from tui.cells import money, one_line
 from tui.context import Context
 from tui.detail import field_table
 from tui.dialogs import ConfirmDialog, preview
+from tui.diff_screen import DiffScreen
 from tui.forms import DeferForm, ReasonForm
 from tui.keybar import KeyBar
-from tui.keys import APPROVE, CANCEL, DEFER, LOWER, RAISE, REJECT, RETRY
+from tui.keys import APPROVE, CANCEL, DEFER, DIFF, LOWER, RAISE, REJECT, RETRY
 from tui.live import Banner, LiveScreen
 from tui.loaders import TaskDetail, load_task
 from tui.safety import guarded
@@ -88,6 +89,7 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
         RETRY,
         APPROVE,
         REJECT,
+        DIFF,
     ]
 
     def __init__(self, ctx: Context, task_id: int) -> None:
@@ -209,8 +211,14 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
     def action_back(self) -> None:
         self.app.pop_screen()
 
+    def action_diff(self) -> None:
+        if self.detail is not None and self.detail.task.worktree is not None:
+            self.app.push_screen(DiffScreen(self.ctx, self.task_id))
+
     # --- steering the open task (the same conditional writes as the queue) -------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "diff":  # a task with a branch (docs/coding.md)
+            return True if self.detail is not None and self.detail.task.worktree is not None else None
         if action not in STEERING:
             return True
         if self.ctx.readonly:

@@ -5,7 +5,10 @@ the run the dispatcher named when it started the server, and the channel offers
 only what belongs to that run's task: a view of it (``show``: the task, its parent
 chain, its notes), ``note``, ``close`` (completed, failed, blocked, or pending with
 a delay) and ``add_followup`` (a child task, inside the flood limits, in its
-parent's workspace). Everything is written with actor ``agent``.
+parent's workspace). Everything is written with actor ``agent``. A run whose result
+checks or a person decide (``Run.gated``) does not close its task as completed by
+the agent's word: the summary becomes a note and the dispatcher decides when the
+run ends.
 
 There is nothing here that approves, rejects, pauses, resumes, changes a budget or
 the configuration: person-only actions do not exist for an agent. A call that names
@@ -113,7 +116,15 @@ class AgentChannel:
             raise InputError("summary must not be empty")
         if (status == "pending") != (retry_in is not None):
             raise InputError("retry_in goes with status pending, and pending needs it (e.g. retry_in='1h')")
-        task = (await self.bind(task_id)).task
+        bound = await self.bind(task_id)
+        task = bound.task
+        if status == "completed" and bound.run.gated:
+            # checks or a person decide this task's result: the agent's word is a note
+            await self._store.add_note(task.id, f"done: {summary}", author=ACTOR)
+            return (
+                f"noted; task #{task.id} is not closed by you: when your run ends, Vigil runs its checks "
+                "and a person may review it. End your run now."
+            )
         if retry_in is not None:
             retry_at = self._clock.now_ms() + parse_duration_ms(retry_in)
             await self._store.request_retry(task.id, retry_at, summary, actor=ACTOR, run_id=self._run_id)

@@ -192,6 +192,11 @@ def task() -> None:
     type=click.FloatRange(min=0),
     help="USD its runs may spend together; a run that would pass it is ended (default: its skill's).",
 )
+@click.option("--repo", metavar="DIR", help="A git repository: the agent works in a worktree of it, on a branch.")
+@click.option("--base", metavar="BRANCH", help="Branch to start from and merge into (default: the repo's current).")
+@click.option("--check", "checks", multiple=True, metavar="CMD", help="A command that must pass (repeatable).")
+@click.option("--review/--no-review", default=None, help="A person reviews the result before it completes.")
+@click.option("--merge", type=click.Choice(["ff", "merge", "squash", "branch"]), help="How an approval merges.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def task_add(ctx: click.Context, /, subject: str, **opts: Any) -> None:
@@ -610,7 +615,8 @@ def dispatch_once(ctx: click.Context) -> None:
         click.echo(f"not claiming: {printable(closed)}" if closed else "no task is due")
         sys.exit(3)
     summary = f": {printable(task.result_summary)}" if task.result_summary else ""
-    click.echo(f"task #{task.id} {task.status}{summary}")
+    status = "awaits review (vigil task diff, approve, reject)" if task.awaiting_review else str(task.status)
+    click.echo(f"task #{task.id} {status}{summary}")
 
 
 @main.command("mcp")
@@ -710,10 +716,16 @@ def resume_command(ctx: click.Context) -> None:
 @click.argument("task_id", type=TASK_ID)
 @click.pass_context
 def task_approve(ctx: click.Context, task_id: int) -> None:
-    """Approve a task that waits for approval: it becomes pending and runs when due."""
+    """Approve a task that waits for approval (it becomes pending and runs when due),
+    or one awaiting review (it completes; its branch is merged as its merge says).
+    Exits 1 when the branch did not merge and went back to the agent."""
+    from vigil.review import approve
+
     _person_only("approve a task")
-    t = with_tasks(ctx, lambda tasks, settings: tasks.approve(task_id, actor=actor()))
-    click.echo(f"task #{t.id} approved; pending")
+    done = with_store(ctx, lambda store, settings: approve(store, task_id, actor=actor()))
+    click.echo(done.describe())
+    if done.conflict is not None:
+        ctx.exit(1)
 
 
 @task.command("reject")
@@ -721,12 +733,31 @@ def task_approve(ctx: click.Context, task_id: int) -> None:
 @click.option("--reason", required=True, help="Why not; kept in the task's summary and audit trail.")
 @click.pass_context
 def task_reject(ctx: click.Context, task_id: int, reason: str) -> None:
-    """Reject a task that waits for approval: it is canceled, with the reason."""
+    """Reject a task that waits for approval (it is canceled, with the reason), or
+    request changes to one awaiting review (it goes back to its agent, the reason a
+    note its next prompt shows)."""
     _person_only("reject a task")
     if not reason.strip():
         raise InputError("--reason must not be empty")
+    from vigil.models import TaskStatus
+
     t = with_tasks(ctx, lambda tasks, settings: tasks.reject(task_id, reason, actor=actor()))
-    click.echo(f"task #{t.id} rejected; canceled")
+    if t.status is TaskStatus.PENDING:
+        click.echo(f"task #{t.id}: changes requested; pending, back to its agent with your reason")
+    else:
+        click.echo(f"task #{t.id} rejected; canceled")
+
+
+@task.command("diff")
+@click.argument("task_id", type=int)
+@click.option("--stat", is_flag=True, help="Only the files and their counts of lines added and removed.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: the files with their counts (and the patch).")
+@click.pass_context
+def task_diff(ctx: click.Context, task_id: int, stat: bool, as_json: bool) -> None:
+    """Show a task's changes: its branch against its base (what an approval merges)."""
+    from vigil.commands import diff_report
+
+    click.echo(with_tasks(ctx, lambda tasks, settings: diff_report(tasks, task_id, stat=stat, as_json=as_json)))
 
 
 def _quiet_alert_log() -> None:

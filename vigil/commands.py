@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vigil.clock import SystemClock
+from vigil.codework import MERGE_MODES, CodeOptions, parse_command_line
 from vigil.durations import parse_duration_ms, parse_when_ms
 from vigil.errors import InputError, SkillError
 from vigil.home import check_skills_exist
@@ -105,6 +106,33 @@ def _workdir(value: object) -> str | None:
     return str(folder)
 
 
+def _code(opts: Mapping[str, Any]) -> CodeOptions | None:
+    """``--repo``, ``--base``, ``--check``, ``--review`` and ``--merge``; None when
+    none is given. The repository is checked now (it must be a git repository):
+    the person sees a mistake, not a failed run later."""
+    repo = opts.get("repo")
+    if repo:
+        from vigil.git import repository_of
+
+        top, _ = repository_of(Path(str(repo)).expanduser().resolve())
+        repo = str(top)
+    merge = opts.get("merge")
+    if merge is not None and merge not in MERGE_MODES:
+        raise InputError(f"--merge: expected one of {', '.join(MERGE_MODES)}, got {merge!r}")
+    base = opts.get("base")
+    if base is not None and (not base.strip() or base.startswith("-") or any(c.isspace() for c in base)):
+        raise InputError(f"--base: expected a branch name, got {base!r}")
+    checks = tuple(parse_command_line(text) for text in opts.get("checks") or ())
+    code = CodeOptions(
+        repo=repo or None,
+        base=base,
+        checks=checks or None,
+        review=opts.get("review"),
+        merge=merge,
+    )
+    return None if code.empty else code
+
+
 def new_task_from_options(
     subject: str, opts: Mapping[str, Any], now_ms: int, skills_dir: Path | None = None
 ) -> NewTask:
@@ -156,6 +184,7 @@ def new_task_from_options(
         model=_model(opts.get("model")),
         workdir=_workdir(opts.get("workdir")),
         max_cost_usd=opts.get("max_cost_usd"),
+        code=_code(opts),
     )
 
 
@@ -231,6 +260,46 @@ def _own_run(task_id: int) -> int | None:
     return int(run) if run.isdigit() and task == str(task_id) else None
 
 
+def diff_report(tasks: Tasks, task_id: int, *, stat: bool, as_json: bool) -> str:
+    """``vigil task diff``: the task's branch against its base (what an approval
+    merges; once merged, what it merged). Raises ``InputError`` for a task without
+    a worktree, ``RepositoryError`` when the repository or the branch is gone."""
+    from vigil.render import dumps
+    from vigil.worktrees import branch_diff
+
+    task = tasks.get_task(task_id)
+    if task.worktree is None:
+        raise InputError(f"task #{task_id} has no branch: it works on no repository, or has not run yet")
+    diff = branch_diff(task.worktree, with_patch=not stat)
+    wt = diff.worktree
+    if as_json:
+        report: dict[str, object] = {
+            "task": task.id,
+            "repo": wt.repo,
+            "branch": wt.branch,
+            "base": wt.base,
+            "from": diff.since,
+            "to": diff.until,
+            "files": [{"path": f.path, "added": f.added, "removed": f.removed} for f in diff.files],
+            "added": diff.added,
+            "removed": diff.removed,
+        }
+        if not stat:
+            report["patch"] = diff.patch
+        return dumps(report)
+    head = f"task #{task.id}: {wt.branch} against {wt.base} ({diff.since[:12]}..{diff.until[:12]}) in {wt.repo}"
+    if not stat:
+        return f"{head}\n{diff.patch}".rstrip("\n")
+    width = max((len(f.path) for f in diff.files), default=0)
+    lines = [head]
+    for f in diff.files:
+        counts = "binary" if f.added is None else f"+{f.added} -{f.removed}"
+        lines.append(f"  {f.path:<{width}}  {counts}")
+    count = len(diff.files)
+    lines.append(f"  {count} file{'' if count == 1 else 's'} changed, +{diff.added} -{diff.removed}")
+    return "\n".join(lines)
+
+
 def defer_task(tasks: Tasks, task_id: int, when: str, actor: str) -> Task:
     until = parse_when_ms(when, SystemClock().now_ms())
     return tasks.defer(task_id, until, actor=actor)
@@ -283,6 +352,6 @@ async def prune_report(store: Store, settings: Settings, older_than: str | None,
         return f"would prune {r.tasks} finished task(s), {r.runs} run(s), {r.events} event(s), " + (
             f"{r.notes} note(s), {r.dependencies} dependency row(s), {len(r.transcripts)} transcript(s), "
             f"fold {r.folded} archive hour row(s) into days, drop {r.costs} archive row(s) "
-            f"and {r.keys} retired key(s); remove {pruned.workspaces} scratch workspace(s)"
+            f"and {r.keys} retired key(s); remove {pruned.workspaces} workspace(s)"
         )
     return f"pruned {pruned.describe()}"

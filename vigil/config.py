@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from vigil.codework import CODE_KEYS, CodeOptions, options_from
 from vigil.durations import MAX_DURATION_DAYS, parse_duration_ms
 from vigil.errors import ConfigError, InputError
 from vigil.models import MAX_RETRIES, model_name_problem
@@ -150,6 +151,11 @@ class DispatchSettings:
     # the shortest an automatic gate lasts (a usage limit, a backoff), whatever the
     # provider said: a reset already past must not make a hot loop
     min_gate_ms: int = 30_000
+    # code work for every task that says nothing itself (repo, base, workspace, checks,
+    # review, merge): docs/coding.md
+    code: CodeOptions = field(default_factory=CodeOptions)
+    keep_branches: bool = True  # a task's branch outlives its worktree (retention removes only the folder)
+    check_sandbox: bool = True  # checks run in bubblewrap (where it is installed), writing only the workspace
 
 
 @dataclass(frozen=True)
@@ -268,8 +274,12 @@ class _Section:
         self._seen: set[str] = set()
 
     def _fail(self, key: str, expected: str) -> ConfigError:
+        return self.error(f"{key}: expected {expected}, got {self._table[key]!r}")
+
+    def error(self, message: str) -> ConfigError:
+        """``message`` (``key: what is wrong``) as an error naming the file and section."""
         where = f"{self._source}: " if self._source else ""
-        return ConfigError(f"{where}[{self._name}] {key}: expected {expected}, got {self._table[key]!r}")
+        return ConfigError(f"{where}[{self._name}] {message}")
 
     def _get(self, key: str) -> Any:
         self._seen.add(key)
@@ -605,6 +615,19 @@ def _workdir(section: _Section, home: Path) -> Path | None:
     return (home / Path(value).expanduser()).resolve()
 
 
+def _code(section: _Section, home: Path) -> CodeOptions:
+    """The code options of ``[dispatch]``; ``repo`` made absolute (relative to the
+    home, ``~`` expanded)."""
+    raw = {key: section._get(key) for key in CODE_KEYS}
+    try:
+        options = options_from(raw)
+    except InputError as err:  # it names the key, what was expected and what was there
+        raise section.error(str(err)) from None
+    if options.repo is not None:
+        options = replace(options, repo=str((home / Path(options.repo).expanduser()).resolve()))
+    return options
+
+
 def settings_from_mapping(
     data: Mapping[str, Any], home: Path, source: Path | None, env: Mapping[str, str] | None = None
 ) -> Settings:
@@ -647,6 +670,9 @@ def settings_from_mapping(
         stall_timeout_ms=d.duration_ms("stall_timeout", defaults.stall_timeout_ms),
         fallback=_fallback(d),
         min_gate_ms=d.duration_ms("min_gate", defaults.min_gate_ms),
+        code=_code(d, home),
+        keep_branches=d.bool_("keep_branches", defaults.keep_branches),
+        check_sandbox=d.bool_("check_sandbox", defaults.check_sandbox),
     )
     _check_lease(d, dispatch)
     d.done()

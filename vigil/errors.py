@@ -9,7 +9,8 @@ The tree::
     │   ├── TaskNotFound           no task with that id
     │   ├── InvalidTransition      the task's status does not allow the operation
     │   ├── DuplicateOpenTask      another open task already holds the source key
-    │   └── SkillError             a skill is unknown, misnamed or its SKILL.md is malformed
+    │   ├── SkillError             a skill is unknown, misnamed or its SKILL.md is malformed
+    │   └── RepositoryError        a task's repository, base or branch cannot be used
     └── OperationError             the operation was valid but failed (exit 1)
         ├── StoreError             the database cannot be used
         │   ├── NotADatabase       the file is not an SQLite database (exit 2)
@@ -17,6 +18,7 @@ The tree::
         │   ├── StoreBusy          still locked after the busy timeout and retries
         │   └── DatabaseReplaced   the file was replaced or removed while this process had it open
         ├── FloodLimited           a flood limit ([limits]) refused a new task
+        ├── GitError               git failed on a repository that is usable
         └── LockHeld               another process holds the dispatcher lock
 
 Driver errors (``sqlite3.*``) are translated into these once, in ``vigil.store``.
@@ -74,6 +76,12 @@ class SkillError(InputError):
     """A skill cannot be used: unknown, an invalid name, or a malformed SKILL.md."""
 
 
+class RepositoryError(InputError):
+    """A task's repository is missing or not a git repository, its base does not
+    exist, or its worktree cannot be made there: the task's (or its settings')
+    fault, found before any agent starts."""
+
+
 class OperationError(VigilError):
     """A valid operation failed."""
 
@@ -109,6 +117,11 @@ class DatabaseReplaced(StoreError):
 class FloodLimited(OperationError):
     """A flood limit refused to add a task; the message names the limit. The refusal
     is counted (loop state ``rejected_inserts``); nothing was added."""
+
+
+class GitError(OperationError):
+    """A git command failed on a usable repository (a merge that cannot proceed, a
+    checkout with local changes in the way); the message says which and why."""
 
 
 class LockHeld(OperationError):

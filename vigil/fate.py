@@ -12,7 +12,8 @@ what happened                                           the task becomes        
 a person asked to cancel it meanwhile (any row below)   canceled                   as below    —
 success                                                 completed                  counted     —
 success with actions refused to the agent, and          blocked, awaiting review   counted     —
-``[dispatch] on_denial = "review"``
+``[dispatch] on_denial = "review"``; or of a task
+whose result a person reviews (``Outcome.review``)
 failed, budget, turns, context, over_budget (Vigil      failed                     counted     —
 ended it: it would have passed its task's
 ``max_cost_usd`` or the daily budget)
@@ -25,6 +26,8 @@ runs it; else the guard gates the loop until the
 earliest reset)
 transient, stalled, timeout, interrupted (its           pending                    counted     after a backoff
 dispatcher died or lost the claim)
+checks failed (the agent was done, a check was not;     pending                    counted     now
+the next prompt shows the check's output)
 … with no attempt left (``attempt_count`` past          failed, "gave up after N   counted     —
 ``max_retries``)                                        attempts: …"
 stopped (``vigil run`` was stopped)                     pending                    given back  now
@@ -119,7 +122,12 @@ def after_attempt(task: Task, outcome: Outcome, policy: Policy, now_ms: int) -> 
         else:
             reason = outcome.summary or outcome.error or str(kind)
             fate = Fate(TaskStatus.FAILED, summary=gave_up(task.attempt_count, reason))
-    elif kind is OutcomeKind.SUCCESS and outcome.permission_denials and policy.settings.on_denial == "review":
+    elif kind is OutcomeKind.CHECKS_FAILED:  # the agent fixes it now: no backoff
+        if attempts_left(task):
+            fate = Fate(TaskStatus.PENDING, retry_at=now_ms, summary=summary)
+        else:
+            fate = Fate(TaskStatus.FAILED, summary=gave_up(task.attempt_count, outcome.summary or str(kind)))
+    elif kind is OutcomeKind.SUCCESS and (outcome.review or _denials_reviewed(outcome, policy)):
         fate = Fate(TaskStatus.BLOCKED, summary=summary, review=True)
     else:
         fate = Fate(FINAL[kind], summary=summary)
@@ -143,6 +151,11 @@ def put_back(task: Task, *, until: int | None) -> Fate:
     else:
         fate = Fate(TaskStatus.PENDING, retry_at=until, count_attempt=False)
     return _cancel_wins(task, fate)
+
+
+def _denials_reviewed(outcome: Outcome, policy: Policy) -> bool:
+    """Whether a success with refused actions waits for a person's review."""
+    return bool(outcome.permission_denials) and policy.settings.on_denial == "review"
 
 
 def _cancel_wins(task: Task, fate: Fate) -> Fate:

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from vigil.codework import CheckResult, CodeOptions, RunChanges, Worktree
+
 MIN_PRIORITY = 1  # most urgent
 MAX_PRIORITY = 9  # least urgent
 DEFAULT_PRIORITY = 5
@@ -112,6 +114,7 @@ class OutcomeKind(StrEnum):
     INTERRUPTED = "interrupted"  # the dispatcher died or lost its claim mid-run
     STOPPED = "stopped"  # vigil run was stopped (SIGTERM, Ctrl-C) mid-run: not the task's doing
     CANCELED = "canceled"  # a person asked to cancel while it ran
+    CHECKS_FAILED = "checks_failed"  # the agent was done, but a check did not pass: retried
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +138,9 @@ class NewTask:
     model: str | None = None  # the agent model for this task; wins over its skills' and the config's
     workdir: str | None = None  # an absolute folder the agent works in; None: the default
     max_cost_usd: float | None = None  # the most its runs may spend together; None: its skill's, else no limit
+    # the task's own code options (repository, base, checks, review, merge); None: its
+    # skills' and the configuration's (a follow-up without its own gets its parent's)
+    code: CodeOptions | None = None
 
     def __post_init__(self) -> None:
         # A skill named twice would load twice into the prompt and count each run
@@ -179,6 +185,8 @@ class Task:
     review: str | None = None  # None: never held for review; else ApprovalState of the review after a run
     denials: int = 0  # actions its agents were refused, over every run
     max_cost_usd: float | None = None  # the most its runs may spend together (USD); None: its skill's, else none
+    code: CodeOptions | None = None  # its own code options (``NewTask.code``)
+    worktree: Worktree | None = None  # the git worktree Vigil made for it; None: none yet
 
     @property
     def awaiting_approval(self) -> bool:
@@ -253,6 +261,9 @@ class Outcome:
     retry_at: int | None = None
     permission_denials: tuple[str, ...] = ()
     account: str | None = None  # the agent CLI's account the run used; None: no agent CLI ran
+    checks: tuple[CheckResult, ...] = ()  # how each check ended, when checks ran
+    changes: RunChanges | None = None  # what the run left on its task's branch; None: no worktree
+    review: bool = False  # a person reviews the task's result: a success waits for them (``review = true``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +307,11 @@ class Run:
     summary: str | None = None  # what the run came to: the agent's summary if it closed its task, else Vigil's
     agent_status: str | None = None  # what the agent closed its task as in this run (pending: asked for a retry)
     account: str | None = None  # the agent CLI's account it ran on
+    checks: tuple[CheckResult, ...] = ()  # ``Outcome.checks``
+    changes: RunChanges | None = None  # ``Outcome.changes``
+    # its result waits on checks or a person's review, not on the agent's word: the
+    # agent's own ``close`` as completed does not close the task
+    gated: bool = False
 
 
 @dataclass(frozen=True, slots=True)

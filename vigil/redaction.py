@@ -62,12 +62,15 @@ class Redactor:
         return text
 
     def outcome(self, outcome: Outcome) -> Outcome:
-        """``outcome`` with secrets masked in its summary, detail and error (what
-        the store keeps and the CLI and TUI show)."""
+        """``outcome`` with secrets masked in its summary, detail, error and the
+        output of its checks (what the store keeps and the CLI and TUI show)."""
         if not self.secrets:
             return outcome
         error = None if outcome.error is None else self.text(outcome.error)
-        return replace(outcome, summary=self.text(outcome.summary), detail=self.text(outcome.detail), error=error)
+        checks = tuple(replace(check, output=self.text(check.output)) for check in outcome.checks)
+        return replace(
+            outcome, summary=self.text(outcome.summary), detail=self.text(outcome.detail), error=error, checks=checks
+        )
 
     def data(self, raw: bytes) -> bytes:
         """``raw`` with each secret's UTF-8 bytes masked."""

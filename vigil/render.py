@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Sequence
 
 from vigil.clock import iso_utc
+from vigil.codework import CheckResult, CodeOptions, RunChanges, Worktree
 from vigil.durations import format_duration
 from vigil.models import CostRow, Note, Run, Task, TaskEvent, TaskStatus
 from vigil.printable import printable
@@ -53,6 +54,55 @@ def task_json(task: Task) -> dict[str, object]:
         "denials": task.denials,
         "workdir": task.workdir,
         "max_cost_usd": task.max_cost_usd,
+        "code": None if task.code is None else code_json(task.code),
+        "worktree": None if task.worktree is None else worktree_json(task.worktree),
+    }
+
+
+def code_json(code: CodeOptions) -> dict[str, object]:
+    """A task's own code options; a key it does not set is absent."""
+    value: dict[str, object] = {
+        "repo": code.repo,
+        "base": code.base,
+        "workspace": code.workspace,
+        "checks": None if code.checks is None else [c.to_json() for c in code.checks],
+        "review": code.review,
+        "merge": code.merge,
+    }
+    return {k: v for k, v in value.items() if v is not None}
+
+
+def worktree_json(worktree: Worktree) -> dict[str, object]:
+    return {
+        "repo": worktree.repo,
+        "path": worktree.path,
+        "branch": worktree.branch,
+        "base": worktree.base,
+        "start": worktree.start,
+        "merge": worktree.merge,
+        "merged": worktree.merged,
+    }
+
+
+def check_json(check: CheckResult) -> dict[str, object]:
+    return {
+        "command": list(check.argv),
+        "exit_code": check.exit_code,
+        "timed_out": check.timed_out,
+        "passed": check.passed,
+        "output": check.output,
+    }
+
+
+def changes_json(changes: RunChanges) -> dict[str, object]:
+    return {
+        "branch": changes.branch,
+        "head": changes.head,
+        "commits": list(changes.commits),
+        "files": changes.files,
+        "insertions": changes.insertions,
+        "deletions": changes.deletions,
+        "dirty": changes.dirty,
     }
 
 
@@ -79,6 +129,8 @@ def run_json(run: Run) -> dict[str, object]:
         "summary": run.summary,
         "agent_status": run.agent_status,
         "account": run.account,
+        "checks": [check_json(c) for c in run.checks],
+        "changes": None if run.changes is None else changes_json(run.changes),
     }
 
 
@@ -201,7 +253,10 @@ def task_details(
 ) -> str:
     fields = task_json(task)
     width = max(len(k) for k in fields)
-    lines = [f"{k:<{width}}  {v if v is not None else '-'}" for k, v in fields.items() if k != "result_detail"]
+    structured = ("result_detail", "code", "worktree")
+    lines = [f"{k:<{width}}  {v if v is not None else '-'}" for k, v in fields.items() if k not in structured]
+    if task.worktree is not None:
+        lines += worktree_lines(task.worktree, width)
     if deps:
         lines.append(f"{'depends_on':<{width}}  {', '.join(f'#{d}' for d in deps)}")
     run_lines = []
@@ -216,6 +271,9 @@ def task_details(
         run_lines += [f"     denied: {one_line(denial, 100)}" for denial in r.permission_denials]
         if r.workspace:
             run_lines.append(f"     workspace: {r.workspace}")
+        if r.changes is not None:
+            run_lines.append(f"     {changes_line(r.changes)}")
+        run_lines += [f"     check {c.how()}: {c.label}" for c in r.checks]
     if run_lines:
         lines += ["runs:", *run_lines]
     note_lines = [f"  [{iso_utc(n.at)}] {n.author}: {n.text}" for n in notes]
@@ -227,6 +285,26 @@ def task_details(
     if task.result_detail:
         lines += ["result:", task.result_detail]
     return printable("\n".join(lines))
+
+
+def worktree_lines(worktree: Worktree, width: int) -> list[str]:
+    """The task's worktree for ``vigil task show``: its branch, base and merge."""
+    lines = [
+        f"{'branch':<{width}}  {worktree.branch} (from {worktree.base} at {worktree.start[:12]})",
+        f"{'repository':<{width}}  {worktree.repo}",
+        f"{'worktree':<{width}}  {worktree.path}",
+    ]
+    if worktree.merged is not None:
+        how = "left for a pull request" if worktree.merge == "branch" else f"{worktree.merge} into {worktree.base}"
+        lines.append(f"{'merged':<{width}}  {worktree.merged[:12]} ({how})")
+    return lines
+
+
+def changes_line(changes: RunChanges) -> str:
+    """``branch vigil/3-x: 2 new commits, 3 files, +10 -2 (left uncommitted, committed by Vigil)``."""
+    count = len(changes.commits)
+    left = " (left uncommitted, committed by Vigil)" if changes.dirty else ""
+    return f"branch {changes.branch}: {count} new commit{'' if count == 1 else 's'}, {changes.stat()}{left}"
 
 
 def cost_table(rows: Sequence[CostRow], by: str) -> str:

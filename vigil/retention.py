@@ -9,9 +9,12 @@ into cutoffs and removes the files. A transcript is deleted only if it lies insi
 the home's ``logs/runs/`` folder: a path stored in the database never makes Vigil
 delete a file anywhere else.
 
-Every pass also removes the agents' scratch workspaces (``work/<task id>``) of
-tasks that ended more than ``[dispatch] keep_workspace`` ago or no longer exist,
-whether history retention is on or not.
+Every pass also removes the agents' workspaces under ``work/`` of tasks that
+ended more than ``[dispatch] keep_workspace`` ago or no longer exist, whether
+history retention is on or not: a scratch folder is deleted; a git worktree
+(docs/coding.md) is removed through git, its branch kept unless ``[dispatch]
+keep_branches`` is off and the branch was merged or its task failed or was
+canceled (the branch of a task completed without a merge is its result: kept).
 
 Every prune also folds the cost archive's hour rows older than ``HOUR_ROWS_MS``
 into day rows (the budget's rolling day and the TUI's 24-hour chart need hours;
@@ -32,8 +35,9 @@ from typing import TYPE_CHECKING
 from vigil.clock import Clock, real_seconds
 from vigil.config import Settings
 from vigil.errors import InputError, TaskNotFound, VigilError
-from vigil.home import remove_scratch, scratch_task_ids
-from vigil.models import FINISHED_STATUSES, PruneResult
+from vigil.home import remove_scratch, scratch_path, scratch_task_ids
+from vigil.models import FINISHED_STATUSES, PruneResult, Task, TaskStatus
+from vigil.worktrees import remove_worktree
 
 if TYPE_CHECKING:
     from vigil.store import Store
@@ -54,7 +58,7 @@ class Pruned:
 
     result: PruneResult
     files_removed: int
-    workspaces: int = 0  # scratch workspaces removed (on a dry run: that would be)
+    workspaces: int = 0  # scratch folders and worktrees removed (on a dry run: that would be)
 
     def describe(self) -> str:
         r = self.result
@@ -62,7 +66,7 @@ class Pruned:
             f"{r.tasks} finished task(s), {r.runs} run(s), {r.events} event(s), {r.notes} note(s), "
             f"{r.dependencies} dependency row(s), {self.files_removed} transcript file(s), "
             f"{r.folded} archive hour row(s) folded into days, {r.costs} archive row(s), {r.keys} retired key(s), "
-            f"{self.workspaces} scratch workspace(s)"
+            f"{self.workspaces} workspace(s)"
         )
 
 
@@ -129,20 +133,48 @@ async def prune_history(
 
 
 async def prune_workspaces(store: Store, settings: Settings, now_ms: int, *, dry_run: bool = False) -> int:
-    """Remove the scratch workspaces of tasks that ended more than ``[dispatch]
-    keep_workspace`` before ``now_ms``, or that no longer exist; returns how many
-    went (on a dry run, how many would)."""
+    """Remove the workspaces under ``work/`` of tasks that ended more than
+    ``[dispatch] keep_workspace`` before ``now_ms``, or that no longer exist; returns
+    how many went (on a dry run, how many would). A worktree git cannot remove is
+    logged and left for the next pass."""
     cutoff = now_ms - settings.dispatch.keep_workspace_ms
-    expired = []
+    folders: list[int] = []
+    worktrees: list[Task] = []
     for task_id in scratch_task_ids(settings.home):
         try:
             task = await store.get_task(task_id)
         except TaskNotFound:
-            expired.append(task_id)
+            folders.append(task_id)  # no record left of what it was: only the folder goes
             continue
-        if task.status in FINISHED_STATUSES and (task.completed_at or task.updated_at) <= cutoff:
-            expired.append(task_id)
-    return len(expired) if dry_run else remove_scratch(settings.home, expired)
+        if task.status not in FINISHED_STATUSES or (task.completed_at or task.updated_at) > cutoff:
+            continue
+        if task.worktree is not None and Path(task.worktree.path) == scratch_path(settings.home, task_id):
+            worktrees.append(task)
+        else:
+            folders.append(task_id)
+    if dry_run:
+        return len(folders) + len(worktrees)
+    removed = remove_scratch(settings.home, folders)
+    for task in worktrees:
+        assert task.worktree is not None
+        try:
+            await asyncio.to_thread(remove_worktree, task.worktree, delete_branch=_branch_goes(task, settings))
+        except VigilError as err:
+            log.warning("cannot remove task #%d's worktree %s: %s", task.id, task.worktree.path, err)
+            continue
+        removed += 1
+    return removed
+
+
+def _branch_goes(task: Task, settings: Settings) -> bool:
+    """Whether a finished task's branch is deleted with its worktree: only when
+    ``keep_branches`` is off and the branch was merged, or its task was discarded
+    (failed, canceled). A branch left for a pull request is kept."""
+    if settings.dispatch.keep_branches or task.worktree is None:
+        return False
+    if task.status is not TaskStatus.COMPLETED:
+        return True
+    return task.worktree.merged is not None and task.worktree.merge != "branch"
 
 
 def _before(now_ms: int, keep_ms: int | None) -> int | None:

@@ -62,6 +62,9 @@ class RunContext:
     meter: Meter = field(default_factory=Meter)
     stall_timeout_s: float | None = None  # no output for this long ends the run as stalled; None: never
     account: str | None = None  # the agent CLI's account it runs on (its variables are in ``env``)
+    # folders besides the workspace the agent's sandbox must let it write: a worktree's
+    # git folders, to commit on its branch (``vigil.worktrees.writable_git_dirs``)
+    writable_dirs: tuple[Path, ...] = ()
 
     @property
     def cwd(self) -> Path:

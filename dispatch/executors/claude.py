@@ -59,11 +59,14 @@ def claude_argv(
     *,
     mcp_command: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    writable_dirs: Sequence[Path] = (),
 ) -> list[str]:
     """The full argv for one run (the prompt is not in it). ``mcp_command`` starts
     Vigil's MCP server (empty: none); ``env`` is the agent's environment, whose
-    ``PATH`` decides whether the sandbox can run (None: no sandbox). Each rule and
-    folder gets its own flag: the CLI's list options would swallow what follows them."""
+    ``PATH`` decides whether the sandbox can run (None: no sandbox);
+    ``writable_dirs`` are what the sandbox lets commands write besides the
+    workspace. Each rule and folder gets its own flag: the CLI's list options would
+    swallow what follows them."""
     argv = [*cli.command, *STREAM_FLAGS]
     if model:
         argv += ["--model", model]
@@ -73,7 +76,7 @@ def claude_argv(
     if mcp_command:
         argv += ["--mcp-config", mcp_config(mcp_command), "--strict-mcp-config", "--allowedTools", VIGIL_TOOLS_RULE]
     if env is not None and cli.bash_sandbox and sandbox_problem(env) is None:
-        argv += ["--settings", json.dumps(sandbox_settings(env))]
+        argv += ["--settings", json.dumps(sandbox_settings(env, writable_dirs))]
     for rule in cli.allowed_tools:
         argv += ["--allowedTools", rule]
     for rule in cli.disallowed_tools:
@@ -100,7 +103,14 @@ class ClaudeExecutor:
 
     async def run(self, task: Task, ctx: RunContext) -> Outcome:
         model = ctx.model or self.settings.claude.model
-        argv = claude_argv(self.settings.claude, model, ctx.home, mcp_command=ctx.mcp_command, env=ctx.env)
+        argv = claude_argv(
+            self.settings.claude,
+            model,
+            ctx.home,
+            mcp_command=ctx.mcp_command,
+            env=ctx.env,
+            writable_dirs=ctx.writable_dirs,
+        )
         if ctx.mcp_command:
             ctx = replace(ctx, env=dict([MCP_CONNECT_WAIT, *ctx.env.items()]))
         stream = ClaudeStream()

@@ -5,7 +5,9 @@ scratch workspace is not a git repository, and Codex refuses to start outside on
 without it) + ``--sandbox S`` (``sandbox``, default ``workspace-write``) + ``-c
 allow_login_shell=false`` + ``--model M`` + for ``workspace-write``: ``-c
 sandbox_workspace_write.network_access=true``, one ``--add-dir`` per folder of
-``add_dirs``, and, when the home lies under ``/tmp`` or ``$TMPDIR`` (which that
+``add_dirs`` and per git folder a worktree needs to commit on its branch
+(``RunContext.writable_dirs``: Codex keeps a worktree's own git folder read-only
+otherwise), and, when the home lies under ``/tmp`` or ``$TMPDIR`` (which that
 sandbox lets the agent write), the switches that take those away + Vigil's MCP
 server for the run (``mcp_servers.vigil``: its command, the agent's variables
 forwarded to it, its tools approved, required to start) + ``extra_args`` (last, so
@@ -210,7 +212,8 @@ class CodexExecutor:
         argv = codex_argv(
             self.settings.codex,
             model,
-            writable_dirs(self.settings, ctx.cwd.resolve()),
+            # a worktree's git folders too, so that the agent can commit on its branch
+            [*writable_dirs(self.settings, ctx.cwd.resolve()), *ctx.writable_dirs],
             mcp_command=ctx.mcp_command,
             env=ctx.env,
             no_tmp=home_under_tmp(ctx.home, ctx.env),

@@ -39,6 +39,23 @@ def test_a_full_skill_loads(tmp_path: Path) -> None:
     assert skill.requires_approval is True
 
 
+def test_a_skill_may_say_how_its_tasks_work_on_a_repository(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "fix",
+        "---\ndescription: Fixes a failing test.\nrepo: ~/src/app\nbase: main\n"
+        "checks:\n  - [pytest, -q]\n  - {command: [ruff, check, .], timeout: 2m}\nreview: true\nmerge: squash\n---\n",
+    )
+    code = load_skill(tmp_path, "fix").code
+    assert (code.repo, code.base, code.review, code.merge) == ("~/src/app", "main", True, "squash")
+    assert [(c.argv, c.timeout_ms) for c in code.checks or ()] == [
+        (("pytest", "-q"), None),
+        (("ruff", "check", "."), 120_000),
+    ]
+    write(tmp_path, "plain", "---\ndescription: d\n---\n")
+    assert load_skill(tmp_path, "plain").code.empty
+
+
 def test_defaults_and_command_implies_the_command_executor(tmp_path: Path) -> None:
     write(tmp_path, "plain", "---\ndescription: d\n---\nbody\n")
     plain = load_skill(tmp_path, "plain")
@@ -78,6 +95,10 @@ def test_unknown_skill(tmp_path: Path) -> None:
         ("---\ndescription: d\ntimeout: 0s\n---\n", "longer than zero"),
         ("---\ndescription: d\nrequires_approval: 'yes'\n---\n", "requires_approval: expected true or false"),
         ("---\ndescription: 42\n---\n", "description: expected a non-empty string"),
+        ("---\ndescription: d\nmerge: rebase\n---\n", "merge: expected one of 'ff', 'merge', 'squash', 'branch'"),
+        ("---\ndescription: d\nchecks: pytest -q\n---\n", "checks: expected a list of checks"),
+        ("---\ndescription: d\nchecks: [{command: [pytest], every: 2m}]\n---\n", "unknown key 'every' in a check"),
+        ("---\ndescription: d\nreview: maybe\n---\n", "review: expected true or false"),
     ],
 )
 def test_malformed_skill_files_are_clear_input_errors(tmp_path: Path, text: str, message: str) -> None:

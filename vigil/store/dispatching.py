@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vigil.clock import Clock
+from vigil.codework import Worktree
 from vigil.errors import InputError, InvalidTransition, TaskNotFound
 from vigil.fate import Fate, Policy, after_attempt, put_back
 from vigil.faults import crash_point
@@ -104,12 +105,41 @@ class Dispatching:
         return self._engine.write(body)
 
     def set_run_process(
-        self, run_id: int, *, pid: int, pgid: int, proc_start: str | None, workspace: str | None = None
+        self,
+        run_id: int,
+        *,
+        pid: int,
+        pgid: int,
+        proc_start: str | None,
+        workspace: str | None = None,
+        gated: bool = False,
     ) -> None:
-        """Record the executor's process (group) on the run, for crash recovery, and
-        the ``workspace`` its agent works in (None: keep what is recorded)."""
-        params = {"id": run_id, "pid": pid, "pgid": pgid, "proc_start": proc_start, "workspace": workspace}
+        """Record the executor's process (group) on the run, for crash recovery, the
+        ``workspace`` its agent works in (None: keep what is recorded), and whether
+        the run's result is ``gated`` by checks or a person's review (then the
+        agent's own close as completed does not close the task)."""
+        params = {
+            "id": run_id,
+            "pid": pid,
+            "pgid": pgid,
+            "proc_start": proc_start,
+            "workspace": workspace,
+            "gated": int(gated),
+        }
         self._engine.write(lambda tx: tx.run(tx.q.SQL_SET_RUN_PROCESS, params))
+
+    def set_worktree(self, task_id: int, worktree: Worktree) -> Task:
+        """Record the git worktree Vigil made (or made again) for the task; returns
+        the task. Raises ``TaskNotFound``."""
+        params = {"id": task_id, "worktree": worktree.to_json()}
+
+        def body(tx: Tx) -> Task:
+            row = tx.one(tx.q.SQL_SET_WORKTREE, params)
+            if row is None:
+                raise TaskNotFound(task_id)
+            return task_of(tx, row)
+
+        return self._engine.write(body)
 
     def set_executor(self, claim: Claim, executor: str) -> None:
         """Record the executor that runs ``claim``'s attempt on its run and, while the

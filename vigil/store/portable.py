@@ -25,7 +25,7 @@ def dialect(sql: str) -> str:
 _ADD_TASK_COLUMNS = """
 INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
                    parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
-                   status, approval, model, workdir, max_cost_usd)"""
+                   status, approval, model, workdir, max_cost_usd, code)"""
 
 
 def add_task_sql(values: str) -> tuple[str, str]:
@@ -70,8 +70,12 @@ SELECT (SELECT count(*) FROM tasks WHERE status = 'blocked' AND review = 'pendin
 """
 
 SQL_SET_RUN_PROCESS = """
-UPDATE runs SET pid = :pid, pgid = :pgid, proc_start = :proc_start, workspace = :workspace WHERE id = :id
+UPDATE runs SET pid = :pid, pgid = :pgid, proc_start = :proc_start, workspace = :workspace, gated = :gated
+WHERE id = :id
 """
+
+# The worktree Vigil made (or made again) for a task, before its agent starts.
+SQL_SET_WORKTREE = "UPDATE tasks SET worktree = :worktree WHERE id = :id RETURNING *"
 
 # The executor a skill chose, on the run and on the task while it is still active.
 SQL_SET_RUN_EXECUTOR = "UPDATE runs SET executor = :executor WHERE id = :run_id"
@@ -205,7 +209,7 @@ UPDATE runs SET finished_at = :now, outcome = :outcome, error = :error, exit_cod
        tokens_out = :tokens_out, cache_read_tokens = :cache_read_tokens,
        cache_write_tokens = :cache_write_tokens, model = :model, session_id = :session_id,
        transcript_path = :transcript_path, permission_denials = :permission_denials,
-       summary = coalesce(summary, :summary), account = :account
+       summary = coalesce(summary, :summary), account = :account, checks = :checks, changes = :changes
 WHERE id = :run_id AND finished_at IS NULL
 """
 
@@ -242,12 +246,20 @@ WHERE id = :id AND status = 'blocked' AND approval = 'pending'
 RETURNING *
 """
 
-# A reviewed result accepted: the task is done.
+# A reviewed result accepted: the task is done; a worktree's merge, when there was
+# one, recorded with it (:worktree NULL keeps what is there).
 SQL_APPROVE_REVIEW = """
 UPDATE tasks SET status = 'completed', review = 'approved', completed_at = :now, updated_at = :now,
-       updated_by = :actor
+       updated_by = :actor, worktree = coalesce(CAST(:worktree AS text), worktree)
 WHERE id = :id AND status = 'blocked' AND review = 'pending'
 RETURNING *
+"""
+
+# An audit row written by a behaviour rather than a trigger (a merge: the branch it
+# merged, the commit the base then pointed to, how).
+SQL_ADD_EVENT = """
+INSERT INTO task_events (task_id, at, actor, kind, from_value, to_value, detail)
+VALUES (:id, :now, :actor, :kind, :from_value, :to_value, :detail)
 """
 
 # A reviewed result refused: back to the queue at once (the reason is a note, written

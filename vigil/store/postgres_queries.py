@@ -20,6 +20,7 @@ from vigil.store.portable import (
     SQL_ACTIVE_TASKS,
     SQL_ADD_COSTS,
     SQL_ADD_DEP,
+    SQL_ADD_EVENT,
     SQL_ADD_NOTE,
     SQL_APPROVE,
     SQL_APPROVE_REVIEW,
@@ -57,6 +58,7 @@ from vigil.store.portable import (
     SQL_SET_RUN_PROCESS,
     SQL_SET_SENSOR_ENABLED,
     SQL_SET_TASK_EXECUTOR,
+    SQL_SET_WORKTREE,
     SQL_SPEND_SINCE,
     add_task_sql,
     dialect,
@@ -79,14 +81,15 @@ _OPEN = "('pending', 'active', 'blocked')"
 
 # The new row's values (``portable.add_task_sql``), cast: in INSERT … SELECT an
 # untyped parameter would otherwise be taken as text. A follow-up without a workdir
-# of its own works where its parent does.
+# or code options of its own works where its parent does, as its parent does.
 _ADD_TASK_VALUES = """:subject::text, :description::text, :skills::jsonb, :priority::int,
        :source::text, :source_key::text, :dedup::text, :parent_id::bigint,
        :scheduled_for::bigint, :now::bigint, :now::bigint, :actor::text, :max_retries::int,
        CASE WHEN :approval::bool THEN 'blocked' ELSE 'pending' END,
        CASE WHEN :approval::bool THEN 'pending' END, :model::text,
        coalesce(:workdir::text, (SELECT p.workdir FROM tasks AS p WHERE p.id = :parent_id::bigint)),
-       :max_cost_usd::double precision"""
+       :max_cost_usd::double precision,
+       coalesce(:code::text, (SELECT p.code FROM tasks AS p WHERE p.id = :parent_id::bigint))"""
 SQL_ADD_TASK, SQL_ADD_TASK_EVER = (dialect(sql) for sql in add_task_sql(_ADD_TASK_VALUES))
 
 

@@ -454,7 +454,17 @@ V8 = [
     "ALTER TABLE tasks ADD COLUMN max_cost_usd double precision CHECK (max_cost_usd IS NULL OR max_cost_usd >= 0)",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8]
+# V9: code work, as SQLite's V7: ``tasks.code`` and ``tasks.worktree`` (JSON as
+# text), ``runs.checks`` and ``runs.changes`` (JSON as text), ``runs.gated`` (0/1).
+V9 = [
+    "ALTER TABLE tasks ADD COLUMN code text",
+    "ALTER TABLE tasks ADD COLUMN worktree text",
+    "ALTER TABLE runs ADD COLUMN checks text",
+    "ALTER TABLE runs ADD COLUMN changes text",
+    "ALTER TABLE runs ADD COLUMN gated integer NOT NULL DEFAULT 0 CHECK (gated IN (0, 1))",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # After copying rows with their own ids: the identity columns continue past them.

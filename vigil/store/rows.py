@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from vigil.codework import CodeOptions, Worktree, changes_from_text, changes_to_text, checks_from_text, checks_to_text
 from vigil.models import Claim, DedupScope, Note, Outcome, Run, SensorSkip, SensorState, Task, TaskEvent, TaskStatus
 
 
@@ -56,12 +57,23 @@ def task_from_row(row: Row, skills: Iterable[str]) -> Task:
         review=row["review"],
         denials=row["denials"],
         max_cost_usd=row["max_cost_usd"],
+        code=CodeOptions.from_json(row["code"]),
+        worktree=Worktree.from_json(row["worktree"]),
     )
 
 
+_RUN_DECODED = frozenset({"permission_denials", "checks", "changes", "gated"})
+
+
 def row_to_run(row: Row) -> Run:
-    values = {name: row[name] for name in Run.__dataclass_fields__ if name != "permission_denials"}
-    return Run(**values, permission_denials=denials_from_text(row["permission_denials"]))
+    values = {name: row[name] for name in Run.__dataclass_fields__ if name not in _RUN_DECODED}
+    return Run(
+        **values,
+        permission_denials=denials_from_text(row["permission_denials"]),
+        checks=checks_from_text(row["checks"]),
+        changes=changes_from_text(row["changes"]),
+        gated=bool(row["gated"]),
+    )
 
 
 def denials_to_text(denials: tuple[str, ...]) -> str | None:
@@ -125,4 +137,6 @@ def run_record_values(claim: Claim, outcome: Outcome, now: int) -> dict[str, Any
         "detail": outcome.detail or None,  # the task's result_detail (None: keep it)
         "summary": outcome.summary or None,
         "account": outcome.account,
+        "checks": checks_to_text(outcome.checks),
+        "changes": changes_to_text(outcome.changes),
     }

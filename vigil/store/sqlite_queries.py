@@ -19,6 +19,7 @@ from vigil.store.portable import (
     SQL_ACTIVE_TASKS,
     SQL_ADD_COSTS,
     SQL_ADD_DEP,
+    SQL_ADD_EVENT,
     SQL_ADD_NOTE,
     SQL_APPROVE,
     SQL_APPROVE_REVIEW,
@@ -56,6 +57,7 @@ from vigil.store.portable import (
     SQL_SET_RUN_PROCESS,
     SQL_SET_SENSOR_ENABLED,
     SQL_SET_TASK_EXECUTOR,
+    SQL_SET_WORKTREE,
     SQL_SPEND_SINCE,
     add_task_sql,
     sensor_run_sql,
@@ -74,12 +76,13 @@ _PRIORITIES = range(MIN_PRIORITY, MAX_PRIORITY + 1)
 
 prune: PruneQueries = sqlite_retention  # the SQL of Store.prune
 
-# The new row's values (``portable.add_task_sql``). A follow-up without a workdir of
-# its own works where its parent does.
+# The new row's values (``portable.add_task_sql``). A follow-up without a workdir or
+# code options of its own works where its parent does, as its parent does.
 _ADD_TASK_VALUES = """:subject, :description, :skills, :priority, :source, :source_key, :dedup, :parent_id,
        :scheduled_for, :now, :now, :actor, :max_retries,
        CASE WHEN :approval THEN 'blocked' ELSE 'pending' END, CASE WHEN :approval THEN 'pending' END,
-       :model, coalesce(:workdir, (SELECT p.workdir FROM tasks AS p WHERE p.id = :parent_id)), :max_cost_usd"""
+       :model, coalesce(:workdir, (SELECT p.workdir FROM tasks AS p WHERE p.id = :parent_id)), :max_cost_usd,
+       coalesce(:code, (SELECT p.code FROM tasks AS p WHERE p.id = :parent_id))"""
 SQL_ADD_TASK, SQL_ADD_TASK_EVER = add_task_sql(_ADD_TASK_VALUES)
 
 

@@ -325,7 +325,21 @@ V6 = [
     "ALTER TABLE tasks ADD COLUMN max_cost_usd REAL CHECK (max_cost_usd IS NULL OR max_cost_usd >= 0)",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6]
+# V7: code work (docs/coding.md). ``tasks.code``: the task's own code options (a JSON
+# object: repo, base, workspace, checks, review, merge; NULL: none), a follow-up
+# without its own getting its parent's. ``tasks.worktree``: the git worktree Vigil
+# made for it (JSON; NULL: none yet). ``runs.checks`` (a JSON array of how each check
+# ended), ``runs.changes`` (JSON: what the run left on the branch) and ``runs.gated``
+# (1: the run's result waits on checks or review, not on the agent's own close).
+V7 = [
+    "ALTER TABLE tasks ADD COLUMN code TEXT",
+    "ALTER TABLE tasks ADD COLUMN worktree TEXT",
+    "ALTER TABLE runs ADD COLUMN checks TEXT",
+    "ALTER TABLE runs ADD COLUMN changes TEXT",
+    "ALTER TABLE runs ADD COLUMN gated INTEGER NOT NULL DEFAULT 0 CHECK (gated IN (0, 1))",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from vigil.clock import Clock
+from vigil.codework import Worktree
 from vigil.config import LimitsSettings
 from vigil.durations import check_time_ms
 from vigil.errors import DuplicateOpenTask, FloodLimited, InputError, InvalidTransition, TaskNotFound
@@ -111,6 +112,7 @@ def insert_task(
         "model": new.model,
         "workdir": new.workdir,
         "max_cost_usd": new.max_cost_usd,
+        "code": None if new.code is None else new.code.to_json(),
     }
     sql = tx.q.SQL_ADD_TASK if new.dedup is DedupScope.OPEN else tx.q.SQL_ADD_TASK_EVER
     refusal = None if flood is None else flood.check(tx, new)
@@ -145,6 +147,13 @@ def insert_batch(
     ids = tuple(task_id for task_id in created if isinstance(task_id, int))
     rejected = sum(isinstance(task_id, Refusal) for task_id in created)
     return BatchResult(ids, len(news) - len(ids) - rejected, rejected)
+
+
+def merge_event(merged: Worktree) -> dict[str, str | None]:
+    """The audit row of an approval's merge: the branch, the commit the base then
+    pointed to (the branch's tip, for ``branch``), and how."""
+    how = "left for a pull request" if merged.merge == "branch" else f"{merged.merge} into {merged.base}"
+    return {"kind": "merge", "from_value": merged.branch, "to_value": merged.merged, "detail": how}
 
 
 def _refused(tx: Tx, task_id: int, action: str) -> InvalidTransition:
@@ -494,19 +503,29 @@ class Tasks:
 
         return self._engine.write(body)
 
-    def approve(self, task_id: int, *, actor: str) -> Task:
+    def approve(self, task_id: int, *, actor: str, merged: Worktree | None = None) -> Task:
         """A task awaiting approval (blocked, approval pending) → pending, approval
         ``approved``; a task awaiting review (blocked, review pending) → completed,
-        review ``approved``. One transaction, audited (``approval`` or ``review``
-        event). Raises ``InvalidTransition`` for a task awaiting neither,
-        ``TaskNotFound``."""
-        values = {"id": task_id, "now": self._clock.now_ms(), "actor": actor}
+        review ``approved``, and ``merged`` (its worktree as the approval's merge left
+        it: mode, commit) recorded on it with a ``merge`` audit row. One transaction,
+        audited (``approval`` or ``review`` event). Raises ``InvalidTransition`` for a
+        task awaiting neither, ``TaskNotFound``."""
+        values = {
+            "id": task_id,
+            "now": self._clock.now_ms(),
+            "actor": actor,
+            "worktree": None if merged is None else merged.to_json(),
+        }
 
         def body(tx: Tx) -> Task:
             # awaiting approval → pending (it runs); awaiting review → completed
-            row = tx.one(tx.q.SQL_APPROVE, values) or tx.one(tx.q.SQL_APPROVE_REVIEW, values)
+            row = tx.one(tx.q.SQL_APPROVE, values)
             if row is None:
-                raise _not_awaiting_approval(tx, task_id, "approve it")
+                row = tx.one(tx.q.SQL_APPROVE_REVIEW, values)
+                if row is None:
+                    raise _not_awaiting_approval(tx, task_id, "approve it")
+                if merged is not None:
+                    tx.run(tx.q.SQL_ADD_EVENT, {**values, **merge_event(merged)})
             return task_of(tx, row)
 
         return self._engine.write(body)

@@ -86,6 +86,8 @@ class Queries(Protocol):
     SQL_ATTENTION: str
     SQL_SET_RUN_PROCESS: str
     SQL_APPROVE_REVIEW: str
+    SQL_ADD_EVENT: str
+    SQL_SET_WORKTREE: str
     SQL_REJECT_REVIEW: str
     SQL_SET_RUN_EXECUTOR: str
     SQL_SET_TASK_EXECUTOR: str

@@ -1,0 +1,165 @@
+"""A run's code work, for the dispatcher: the task's worktree before its agent
+starts, and once the agent has ended, what the run left on the branch and whether
+the checks pass (docs/coding.md).
+
+Before the run: the worktree is made (first run) or reused (retries; made again
+from its branch if its folder is gone) and recorded on the task, with the merge
+mode an approval would use; a repository that is missing or not one, or a base
+that does not exist, raises ``RepositoryError`` and the task fails before any
+agent starts. After the run: what the agent left uncommitted is committed, the
+run's commits and the branch's diff stat are put on the outcome (and a base moved
+onto the branch during the run is a denial); then, when the agent ended a run it
+considers done, the checks run, and one that fails makes the outcome
+``checks_failed`` (retried, its output in the next prompt). The loop watches all
+of that as one run (``CodeWork.run``): its lease is renewed meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from dispatch.checks import Sandbox, run_checks
+from dispatch.executors import ProcessStarted
+from dispatch.workspace import Workspace
+from vigil.codework import DEFAULT_MERGE, Check, CodeOptions, RunChanges, Worktree
+from vigil.errors import VigilError
+from vigil.models import Outcome, OutcomeKind, Task, TaskStatus
+from vigil.store import Store
+from vigil.worktrees import Tips, make_worktree, reuse_worktree, settle, tips
+
+log = logging.getLogger("vigil.dispatch")
+
+CHECK_GRACE_S = 5.0  # SIGTERM → SIGKILL for a check's group
+
+
+class CodeWork:
+    """What one run's code work needs once its agent has ended. ``worktree`` None:
+    the task works on no repository (checks and review may still apply).
+
+    The loop watches ``run`` (the agent, then the branch's changes, then the
+    checks) as it watches an executor: the lease is renewed and a cancel or a stop
+    honoured while the checks run too. A run cut short gets its changes after the
+    fact, from ``changes``, which does the git part once."""
+
+    def __init__(
+        self,
+        *,
+        task_id: int,
+        attempt: int,
+        worktree: Worktree | None,
+        before: Tips | None,
+        checks: tuple[Check, ...],
+        review: bool,
+        cwd: Path,
+        env: Mapping[str, str],
+        timeout_s: float,
+        on_start: ProcessStarted | None = None,
+        sandbox: Sandbox | None = None,
+    ) -> None:
+        self.task_id = task_id
+        self.attempt = attempt
+        self.worktree = worktree
+        self.before = before
+        self.checks = checks
+        self.review = review
+        self.cwd = cwd
+        self.env = env
+        self.timeout_s = timeout_s
+        self.on_start = on_start
+        self.sandbox = sandbox  # None: the checks run unconfined
+        self._changes: tuple[RunChanges, str | None] | None = None
+
+    @property
+    def gated(self) -> bool:
+        """The result waits on checks or a person, not on the agent's word."""
+        return bool(self.checks) or self.review
+
+    async def run(self, store: Store, agent: Awaitable[Outcome]) -> Outcome:
+        """The agent's run (``agent``, the executor's), then what it left on the
+        branch, then the checks when the agent ended a run it considers done."""
+        outcome = await self.changes(await agent)
+        return await self.checked(store, outcome)
+
+    async def changes(self, outcome: Outcome) -> Outcome:
+        """``outcome`` with whether a person reviews it, what the run left on the
+        branch (what the agent left uncommitted is committed first) and, when the
+        base was moved onto the branch during the run, a denial. Git runs once per
+        run: a second call adds the same. A git failure is logged and leaves the
+        outcome without changes."""
+        outcome = replace(outcome, review=self.review)
+        if self.worktree is None or self.before is None:
+            return outcome
+        if self._changes is None:
+            label = f"Work left uncommitted by the agent (Vigil task #{self.task_id}, attempt {self.attempt})"
+            try:
+                self._changes = await asyncio.to_thread(settle, self.worktree, self.before, label)
+            except VigilError as err:
+                log.warning("task #%d: could not sum up the run's changes: %s", self.task_id, err)
+                return outcome
+        changes, moved = self._changes
+        denials = outcome.permission_denials + ((moved,) if moved and moved not in outcome.permission_denials else ())
+        return replace(outcome, changes=changes, permission_denials=denials)
+
+    async def checked(self, store: Store, outcome: Outcome) -> Outcome:
+        """``outcome`` with the checks' verdict, when there are checks and the agent
+        ended a run it considers done: a success, the task neither closed nor put
+        back by the agent itself. One check failing makes it ``checks_failed``."""
+        if not self.checks or outcome.kind is not OutcomeKind.SUCCESS:
+            return outcome
+        if (await store.get_task(self.task_id)).status is not TaskStatus.ACTIVE:
+            return outcome  # the agent closed it, or asked for a later attempt: not done
+        results = await run_checks(
+            self.checks,
+            cwd=self.cwd,
+            env=self.env,
+            timeout_s=self.timeout_s,
+            grace_s=CHECK_GRACE_S,
+            on_start=self.on_start or _nothing,
+            sandbox=self.sandbox,
+        )
+        failed = [result for result in results if not result.passed]
+        if not failed:
+            return replace(outcome, checks=results)
+        first = failed[0]
+        why = f"check failed: {first.label} ({first.how()})"
+        more = f", and {len(failed) - 1} more" if len(failed) > 1 else ""
+        return replace(outcome, kind=OutcomeKind.CHECKS_FAILED, checks=results, summary=why + more, error=why + more)
+
+
+async def _nothing(pid: int, pgid: int, proc_start: str | None) -> None:
+    """No record of a check's process (tests, or a run with nowhere to record it)."""
+
+
+async def prepare_worktree(store: Store, task: Task, workspace: Workspace, code: CodeOptions) -> Worktree | None:
+    """Make or reuse the task's worktree when ``workspace`` is one, and record it
+    (with the merge an approval would use); None when it is not. Raises
+    ``RepositoryError`` for a repository or base that cannot be used, ``GitError``
+    when git fails."""
+    if workspace.repo is None:
+        return None
+    if task.worktree is None:
+        worktree = await asyncio.to_thread(
+            make_worktree,
+            workspace.repo,
+            workspace.path,
+            task_id=task.id,
+            subject=task.subject,
+            base=workspace.base,
+            start_branch=workspace.start_branch,
+        )
+    else:
+        worktree = await asyncio.to_thread(reuse_worktree, task.worktree)
+    if worktree.merged is None:
+        worktree = replace(worktree, merge=code.merge or DEFAULT_MERGE)
+    if worktree != task.worktree:
+        await store.set_worktree(task.id, worktree)
+    return worktree
+
+
+async def tips_before(worktree: Worktree | None) -> Tips | None:
+    """The branch's and the base's commits before the run (None: no worktree)."""
+    return None if worktree is None else await asyncio.to_thread(tips, worktree)
