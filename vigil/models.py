@@ -52,6 +52,7 @@ class TaskStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELED = "canceled"
+    WAITING = "waiting"  # for a person's answer to its agent's question
 
     @property
     def is_open(self) -> bool:
@@ -59,7 +60,7 @@ class TaskStatus(StrEnum):
         return self in OPEN_STATUSES
 
 
-OPEN_STATUSES = frozenset({TaskStatus.PENDING, TaskStatus.ACTIVE, TaskStatus.BLOCKED})
+OPEN_STATUSES = frozenset({TaskStatus.PENDING, TaskStatus.ACTIVE, TaskStatus.BLOCKED, TaskStatus.WAITING})
 FINISHED_STATUSES = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELED})
 
 
@@ -109,6 +110,7 @@ class OutcomeKind(StrEnum):
     INTERRUPTED = "interrupted"  # the dispatcher died or lost its claim mid-run
     STOPPED = "stopped"  # vigil run was stopped (SIGTERM, Ctrl-C) mid-run: not the task's doing
     CANCELED = "canceled"  # a person asked to cancel while it ran
+    ASKED = "asked"  # the agent asked a person a question: the task waits for the answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +176,10 @@ class Task:
     workdir: str | None = None  # the agent's workspace; None: the skill's or the configured one, else scratch
     review: str | None = None  # None: never held for review; else ApprovalState of the review after a run
     denials: int = 0  # actions its agents were refused, over every run
+    question: str | None = None  # the agent's latest question to a person; None: it never asked
+    choices: tuple[str, ...] = ()  # the answers the agent offered with it (may be empty)
+    answer: str | None = None  # the person's answer to ``question``; None while it waits
+    asked_run: int | None = None  # the run whose agent asked ``question``
 
     @property
     def awaiting_approval(self) -> bool:
@@ -246,6 +252,8 @@ class Outcome:
     transcript_path: str | None = None
     retry_at: int | None = None
     permission_denials: tuple[str, ...] = ()
+    resumed_from: int | None = None  # the run whose agent session this one continued; None: a fresh session
+    resume_refused: bool = False  # the CLI would not resume the session asked for (not stored: run afresh)
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +294,7 @@ class Run:
     proc_start: str | None  # the process's start time as the OS reports it (pid reuse check)
     permission_denials: tuple[str, ...] = ()  # tool calls the agent CLI refused (``Outcome``)
     workspace: str | None = None  # the folder the agent worked in; None: no agent process ran
+    resumed_from: int | None = None  # the run whose agent session this one continued; None: a fresh session
 
 
 @dataclass(frozen=True, slots=True)
