@@ -311,6 +311,45 @@ def task_close(ctx: click.Context, /, task_id: int, **opts: Any) -> None:
         click.echo(f"task #{t.id} {t.status}{shown}")
 
 
+@task.command("ask")
+@click.argument("task_id", type=TASK_ID)
+@click.argument("question")
+@click.option("--choice", "choices", multiple=True, metavar="TEXT", help="An answer to offer (repeatable).")
+@click.pass_context
+def task_ask(ctx: click.Context, task_id: int, question: str, choices: tuple[str, ...]) -> None:
+    """Ask a person QUESTION about a running task (its agent, or a command skill's
+    script): when its run ends the task waits for `vigil task answer`."""
+    t = with_tasks(ctx, lambda tasks, settings: tasks.ask(task_id, question, choices, actor=actor()))
+    click.echo(f"task #{t.id}: question stored; it waits for an answer once this run ends")
+
+
+@task.command("answer")
+@click.argument("task_id", type=TASK_ID)
+@click.argument("text", required=False)
+@click.option("--choice", type=int, metavar="N", help="Answer with the question's choice N (1 is the first).")
+@click.pass_context
+def task_answer(ctx: click.Context, task_id: int, text: str | None, choice: int | None) -> None:
+    """Answer the question of a waiting task: the answer is kept as a note and the
+    task is due again at once, in its agent's own session where it can."""
+    from vigil.commands import answer_task
+
+    _person_only("answer a task's question")
+    t = with_tasks(ctx, lambda tasks, settings: answer_task(tasks, task_id, text, choice, actor()))
+    click.echo(printable(f"task #{t.id} answered ({t.answer}); pending, due now"))
+
+
+@task.command("unblock")
+@click.argument("task_id", type=TASK_ID)
+@click.argument("note", required=False)
+@click.pass_context
+def task_unblock(ctx: click.Context, task_id: int, note: str | None) -> None:
+    """Put a blocked task back in the queue, due now, its attempts kept; NOTE (if
+    given) is stored first, for its agent to read."""
+    _person_only("unblock a task")
+    t = with_tasks(ctx, lambda tasks, settings: tasks.unblock(task_id, note, actor=actor()))
+    click.echo(f"task #{t.id} unblocked; pending, due now")
+
+
 # --- reports and maintenance ---------------------------------------------------------
 
 

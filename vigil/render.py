@@ -52,6 +52,9 @@ def task_json(task: Task) -> dict[str, object]:
         "review": task.review,
         "denials": task.denials,
         "workdir": task.workdir,
+        "question": task.question,
+        "choices": list(task.choices),
+        "answer": task.answer,
     }
 
 
@@ -75,6 +78,7 @@ def run_json(run: Run) -> dict[str, object]:
         "transcript_path": run.transcript_path,
         "permission_denials": list(run.permission_denials),
         "workspace": run.workspace,
+        "resumed_from": run.resumed_from,
     }
 
 
@@ -166,8 +170,11 @@ def _due(task: Task, now_ms: int) -> str:
 
 def markers(task: Task) -> str:
     """What a person should know at a glance, before the subject: ``(awaiting
-    review, 2 denied) ``; empty when there is nothing to say."""
+    review, 2 denied) ``, ``(asks: staging or prod?) ``; empty when there is
+    nothing to say."""
     said = []
+    if task.status is TaskStatus.WAITING and task.question is not None:
+        said.append(f"asks: {one_line(task.question, 50)}")
     if task.awaiting_approval:
         said.append("awaiting approval")
     if task.awaiting_review:
@@ -209,6 +216,8 @@ def task_details(
         run_lines += [f"     denied: {one_line(denial, 100)}" for denial in r.permission_denials]
         if r.workspace:
             run_lines.append(f"     workspace: {r.workspace}")
+        if r.resumed_from is not None:
+            run_lines.append(f"     resumed the session of run {r.resumed_from}")
     if run_lines:
         lines += ["runs:", *run_lines]
     note_lines = [f"  [{iso_utc(n.at)}] {n.author}: {n.text}" for n in notes]

@@ -14,7 +14,7 @@ from vigil.store import Store
 
 async def _waiting(store: Store, subject: str = "deploy", **fields: object) -> int:
     """A task whose agent asked "staging or prod?" and whose run was recorded."""
-    await store.add_task(new(subject, **fields))  # type: ignore[arg-type]
+    await store.add_task(new(subject, **fields))
     c = await claim(store)
     asked = await store.ask(c.task.id, "staging or prod?", ["staging", "prod"], actor="agent")
     assert (asked.status, asked.question, asked.choices) == (TaskStatus.ACTIVE, "staging or prod?", ("staging", "prod"))
