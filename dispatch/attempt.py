@@ -7,7 +7,9 @@ workspace is chosen by ``dispatch.workspace`` (never the home: a scratch folder 
 the task's own when nothing names one). The prompt gets the identity file, the
 skills, the parent chain, earlier attempts and notes (``dispatch.prompt``). An
 agent CLI also gets the command that starts Vigil's MCP server bound to the run
-(``mcp_command``): the agent's only way to report back.
+(``mcp_command``): the agent's only way to report back. The attempt may continue
+an earlier run's agent session (``dispatch.resumption``); the prompt is built all
+the same, for a CLI that will not resume it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from dispatch.environment import base_env, with_run_ids
 from dispatch.executors import RunContext
 from dispatch.prompt import build_prompt
+from dispatch.resumption import resume_after_failure, resume_for
 from dispatch.skills import Skill
 from dispatch.workspace import make_workspace, workspace_of
 from vigil.config import EXECUTORS, Settings
@@ -100,6 +103,9 @@ class AttemptPreparer:
         if executor != "dry-run":  # it starts no process: no folder to leave behind
             make_workspace(workspace)
         previous_runs = [r for r in await store.list_runs(task.id) if r.id != claim.run_id]
+        cli = {"claude": settings.claude, "codex": settings.codex}.get(executor)
+        after_failure = resume_after_failure(cli, skills)
+        resume = resume_for(task, previous_runs, executor, workspace.path, after_failure=after_failure)
         prompt = build_prompt(
             task,
             skills,
@@ -132,5 +138,6 @@ class AttemptPreparer:
             redactor=self._redactor,
             workdir=workspace.path,
             mcp_command=mcp_command(settings, run_id) if executor in AGENT_CLIS else (),
+            resume=resume if executor in AGENT_CLIS else None,
         )
         return executor, ctx

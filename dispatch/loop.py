@@ -229,6 +229,13 @@ class Dispatcher:
         ctx = replace(ctx, on_progress=self._progress_writer(claim))
         try:
             outcome = await self._run(executor, task, ctx, claim)
+            if ctx.resume is not None and outcome.resume_refused:
+                # an expired session, another account: the same attempt, afresh
+                log.warning("task #%d: could not resume its session (%s); starting afresh", task.id, outcome.error)
+                ctx = replace(ctx, resume=None, keep_transcript=True)
+                outcome = await self._run(executor, task, ctx, claim)
+            elif ctx.resume is not None:
+                outcome = replace(outcome, resumed_from=ctx.resume.from_run)
         except OutOfSpace as full:
             outcome = self._out_of_space(full.error)
         else:

@@ -12,6 +12,7 @@ choose how its tasks run::
     command: ["python3", "./check.py"]   # argv for the command executor
     requires_approval: false        # optional: a person approves each task first
     workdir: ~/src/project          # optional: where the agent works (relative: to the home)
+    resume_after_failure: false     # optional: overrides [executors.*] resume_after_failure
     ---
     The instructions, in markdown.
 
@@ -39,7 +40,17 @@ from vigil.models import SKILL_NAME, model_name_problem, skill_name_problem
 SKILL_FILE = "SKILL.md"
 NAME = SKILL_NAME
 KNOWN_KEYS = frozenset(
-    {"name", "description", "executor", "model", "timeout", "command", "requires_approval", "workdir"}
+    {
+        "name",
+        "description",
+        "executor",
+        "model",
+        "timeout",
+        "command",
+        "requires_approval",
+        "workdir",
+        "resume_after_failure",
+    }
 )
 
 
@@ -58,6 +69,7 @@ class Skill:
     command: tuple[str, ...] | None = None
     requires_approval: bool = False
     workdir: str | None = None  # as written; relative to the home
+    resume_after_failure: bool | None = None  # None: as the executor's settings say
 
 
 def check_name(name: str) -> str:
@@ -163,6 +175,9 @@ def _parse_skill(path: Path, text: str) -> Skill:
     approval = data.get("requires_approval", False)
     if not isinstance(approval, bool):
         raise SkillError(f"{path}: requires_approval: expected true or false, got {approval!r}")
+    resume = data.get("resume_after_failure")
+    if resume is not None and not isinstance(resume, bool):
+        raise SkillError(f"{path}: resume_after_failure: expected true or false, got {resume!r}")
     model = _opt_str(data, "model", path)
     if model is not None and (problem := model_name_problem(model)) is not None:
         raise SkillError(f"{path}: model: {problem}")
@@ -177,6 +192,7 @@ def _parse_skill(path: Path, text: str) -> Skill:
         command=command,
         requires_approval=approval,
         workdir=_opt_str(data, "workdir", path),
+        resume_after_failure=resume,
     )
 
 

@@ -89,6 +89,9 @@ class AgentCliSettings:
     bash_sandbox: bool = True
     add_dirs: tuple[str, ...] = ()
     sandbox: str = "workspace-write"
+    # the attempt after a transient failure, a timeout (a stalled run ends as one) or
+    # an interrupted run continues the agent's session instead of starting over
+    resume_after_failure: bool = True
 
 
 @dataclass(frozen=True)
@@ -392,6 +395,7 @@ def _agent_cli(data: Mapping[str, Any], name: str, source: Path | None) -> Agent
         model=model,
         max_budget_usd=section.opt_float("max_budget_usd"),
         extra_args=section.argv("extra_args", ()),
+        resume_after_failure=section.bool_("resume_after_failure", True),
     )
     if name == "claude":
         settings = replace(

@@ -37,6 +37,16 @@ def _no_progress(note: str | None) -> None:
     """The default: progress notes go nowhere."""
 
 
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Continue the agent session ``session_id`` (Claude Code's session, Codex's
+    thread) of run ``from_run`` with ``message`` as its new prompt."""
+
+    session_id: str
+    message: str
+    from_run: int
+
+
 @dataclass(frozen=True)
 class RunContext:
     """Everything an executor needs besides the task. Times in seconds where named ``_s``."""
@@ -57,6 +67,11 @@ class RunContext:
     # argv of Vigil's MCP server bound to this run (``vigil mcp --run N``), which the
     # agent CLI starts to give the agent its task's tools; empty: no such channel
     mcp_command: tuple[str, ...] = ()
+    # resume an earlier run's agent session (``dispatch.resumption``); None: a fresh
+    # session given ``prompt``. An executor that cannot resume it says so on its
+    # outcome (``resume_refused``) and the dispatcher runs the attempt afresh.
+    resume: Resume | None = None
+    keep_transcript: bool = False  # append to the transcript (a fresh try after a refused resume)
 
     @property
     def cwd(self) -> Path:
