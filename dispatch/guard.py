@@ -20,6 +20,8 @@ recorded:
   person resumes; a success or the gate itself resets the count (canceled and
   usage-limited attempts leave it alone: they say nothing about the work);
 * a task that ended ``failed`` → a ``task_failed`` alert;
+* a task whose agent asked a person → a ``task_waiting`` alert, with the question
+  and how to answer it;
 * an attempt in which the agent was refused actions → a ``task_denied`` alert (it
   never gates: a denial is the wall working, not the loop failing).
 
@@ -39,7 +41,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dispatch.alerts import AlertHook, make_event
+from dispatch.alerts import AlertHook, make_event, waiting_event
 from dispatch.skills import Skill
 from vigil.budget import WINDOW_MS, budget_use, claim_once, claim_warnings
 from vigil.clock import Clock
@@ -156,6 +158,8 @@ class Guard:
             details = {"task_id": task.id, "subject": task.subject, "denials": list(denials)}
             details.update(status=str(task.status), awaiting_review=task.awaiting_review)
             self._alerts.notify(make_event("task_denied", message, now_ms, **details))
+        if task.status is TaskStatus.WAITING:
+            self._alerts.notify(waiting_event(task, now_ms))
         if task.status is TaskStatus.FAILED:
             message = f"task #{task.id} failed for good: {task.subject}"
             details = {"task_id": task.id, "subject": task.subject, "attempts": task.attempt_count}

@@ -415,6 +415,9 @@ STALE_BEATS = 3  # missed heartbeats before a dispatcher counts as gone
 # loop_state key counting tasks a flood limit refused:
 # {"total": n, "last_at": epoch_ms, "last_source": str, "last_reason": str}
 REJECTED_INSERTS_KEY = "rejected_inserts"
+# loop_state key of the notification services' health ([alerts] notify), by position:
+# {"0": {"service": "json://…", "ok_at": epoch_ms, "failed_at": epoch_ms, "error": str | None}}
+NOTIFY_KEY = "notifiers"
 
 
 @dataclass(frozen=True, slots=True)

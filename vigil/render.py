@@ -244,3 +244,16 @@ def cost_table(rows: Sequence[CostRow], by: str) -> str:
     total = sum(r.cost_usd for r in rows)
     lines.append(f"{'total':<24} {'':>6} {sum(r.runs for r in rows):>6} {total:>10.4f}")
     return printable("\n".join(lines))
+
+
+def failing_notifiers(health: object) -> list[str]:
+    """One line per notification service whose last send failed, from the value of
+    ``loop_state`` key ``NOTIFY_KEY``; empty when none is failing."""
+    if not isinstance(health, dict):
+        return []
+    lines = []
+    for position, entry in sorted(health.items(), key=lambda item: str(item[0]).zfill(6)):
+        if isinstance(entry, dict) and entry.get("error"):
+            when = f" (since {iso_utc(entry['failed_at'])})" if isinstance(entry.get("failed_at"), int) else ""
+            lines.append(f"notify[{position}] {entry.get('service')} is failing{when}: {entry['error']}")
+    return lines

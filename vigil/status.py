@@ -19,8 +19,9 @@ from vigil.clock import iso_utc
 from vigil.config import Settings
 from vigil.durations import format_duration
 from vigil.gate import GATE_KEY, LoopGate, gate_json, gate_line
-from vigil.models import HEARTBEAT_KEY, REJECTED_INSERTS_KEY, DispatcherHeartbeat, SensorState, TaskStatus
+from vigil.models import HEARTBEAT_KEY, NOTIFY_KEY, REJECTED_INSERTS_KEY, DispatcherHeartbeat, SensorState, TaskStatus
 from vigil.printable import printable
+from vigil.render import failing_notifiers
 from vigil.store import Store
 
 QUESTIONS_SHOWN = 10  # waiting tasks whose questions `vigil status` lists, newest first
@@ -115,6 +116,8 @@ async def gather_status(
         "gate": gate_json(LoopGate.from_json(loop_values.get(GATE_KEY)), now_ms),
         "budget": budget_json(use),
         "rejected_inserts": loop_values.get(REJECTED_INSERTS_KEY, {"total": 0}),
+        # each [alerts] notify URL whose last send failed, one line each
+        "notifiers_failing": failing_notifiers(loop_values.get(NOTIFY_KEY)),
         "queue": queue,
         "attention": {
             "awaiting_review": attention.awaiting_review,
@@ -193,6 +196,9 @@ def render_status(status: dict[str, object]) -> str:
         lines.append(f"  next pending task: due in {_ago(queue['next_due_in_s'])} ({queue['next_due_at']})")
     lines.extend(_attention_lines(status.get("attention")))
     lines.extend(_question_lines(status.get("questions")))
+    failing = status.get("notifiers_failing")
+    if isinstance(failing, list):
+        lines.extend(f"alerts: {line}" for line in failing)
     lines.extend(_sensor_lines(sensors))
     where = status.get("store")
     if isinstance(where, dict):

@@ -1,8 +1,9 @@
 """The agent asks, a person answers, the agent carries on in its own session: with
 the real Claude Code and Codex against the scripted model server.
 
-* the agent calls Vigil's ``ask``; the run is recorded as ``asked`` and the task
-  waits with the question;
+* the agent calls Vigil's ``ask``; the run is recorded as ``asked``, the task waits
+  with the question, and an apprise ``json://`` notifier on a local HTTP server is
+  told;
 * a person answers with ``vigil task answer``; the next run's argv resumes the first
   run's session (``claude --resume``, ``codex exec … resume``), the model receives
   the earlier conversation with the answer as the new message, and the task
@@ -26,6 +27,7 @@ from tests.agents import anthropic_api, openai_api
 from tests.agents.clis import needs_claude, needs_codex
 from tests.agents.model_server import Text
 from tests.agents.test_wall import Agent, claude_agent, codex_agent
+from tests.http_sink import http_sink
 
 QUESTION = "Deploy to staging or to prod?"
 
@@ -109,7 +111,13 @@ def test_the_agent_asks_a_person_answers_and_the_session_resumes(tmp_path: Path,
     def test(asker: Asker) -> None:
         agent = asker.agent
         home = agent.home
-        task_id = _ask(agent)
+        with http_sink() as sink:
+            with (home.path / "vigil.toml").open("a") as config:
+                config.write(f"\n[alerts]\nnotify = [{json.dumps(sink.url())}]\n")
+            task_id = _ask(agent)
+        ((_, notified),) = sink.received  # a person is told, with how to answer
+        assert notified["title"] == f"vigil: task #{task_id} waits for an answer: {QUESTION}"
+        assert f'vigil task answer {task_id} "…" (or --choice N)' in notified["message"]
         task = home.task(task_id)
         assert (task["status"], task["question"], json.loads(task["choices"])) == (
             "waiting",
