@@ -45,6 +45,8 @@ CANCEL = Binding("x", "cancel", "Cancel", tooltip="cancel, after a confirmation 
 RETRY = Binding("r", "retry", "Retry", tooltip="run a failed or canceled task again")
 APPROVE = Binding("a", "approve", "Approve", tooltip="approve a task that waits for approval")
 REJECT = Binding("R", "reject", "Reject", show=False, tooltip="reject a task that waits for approval, with a reason")
+ANSWER = Binding("w", "answer", "Answer", tooltip="answer the question of a task waiting for an answer")
+UNBLOCK = Binding("u", "unblock", "Unblock", tooltip="put a blocked task back in the queue, with an optional note")
 
 
 @dataclass(frozen=True)
