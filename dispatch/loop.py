@@ -201,6 +201,8 @@ class Dispatcher:
             given_back = recorded.attempt_count < claim.task.attempt_count
             wait_s = max(recorded.scheduled_for - self._clock.now_ms(), 0) / 1000
             log.info("task #%d: retry in %.0fs%s", recorded.id, wait_s, " (attempt not counted)" if given_back else "")
+        elif recorded.status is TaskStatus.WAITING:
+            log.info('task #%d waits for a person\'s answer (vigil task answer %d "…")', recorded.id, recorded.id)
         elif recorded.awaiting_review:
             log.info("task #%d waits for a person's review (vigil task approve/reject %d)", recorded.id, recorded.id)
         if self._guard is not None:
