@@ -38,8 +38,9 @@ def missing_peers() -> list[str]:
 def tasks_table_ddl() -> list[str]:
     """Vigil's ``tasks`` table and its indexes (unique source-key indexes included),
     without the triggers: the "equivalent table" a plain sqlite3 user would have.
-    Taken from every migration, so a later column or index is there too."""
-    statements = [s for migration in MIGRATIONS for s in migration]
+    Taken from every migration, so a later column or index is there too (a
+    rebuild's check only widens the statuses: left out)."""
+    statements = [s for migration in MIGRATIONS for s in migration if isinstance(s, str)]
     return [
         s
         for s in statements

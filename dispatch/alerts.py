@@ -7,7 +7,8 @@ Every event is a JSON object with at least::
 
 plus fields of its kind (``gate``, ``task_id``, ``spent_usd`` …; see
 docs/guardrails.md). Kinds: ``gate_changed``, ``auth_failed``, ``budget_warning``,
-``task_failed``, ``dispatcher_stale``, ``sensor_stale``, ``test``, and when
+``task_failed``, ``task_waiting``, ``task_denied``, ``dispatcher_stale``,
+``sensor_stale``, ``test``, and when
 ``[alerts] task_events`` subscribes to them ``task_added`` and ``task_completed``
 (``dispatch.task_alerts``).
 
@@ -19,6 +20,10 @@ past it). Secrets (``vigil.redaction``) are masked in every text of the event, t
 task's subject and the message included: the hook forwards them to chat or mail. A
 hook that is missing, fails, or hangs is logged and never raised: alerting must not
 stop the loop.
+
+Each event also goes to the notification services of ``[alerts] notify`` whose
+kinds it is (``dispatch.notifiers``, through apprise), alike: a failing service is
+logged, recorded for ``vigil status`` and ``vigil doctor``, and never raised.
 """
 
 from __future__ import annotations
@@ -32,10 +37,13 @@ import signal
 from collections.abc import Mapping
 from pathlib import Path
 
+from dispatch.notifiers import Notifiers
 from vigil.clock import iso_utc
 from vigil.config import AlertSettings, Settings
 from vigil.environment import explicit_env
+from vigil.models import Task
 from vigil.redaction import Redactor
+from vigil.store import Store
 
 log = logging.getLogger("vigil.alerts")
 
@@ -44,6 +52,7 @@ EVENT_KINDS = (
     "auth_failed",
     "budget_warning",
     "task_failed",
+    "task_waiting",
     "task_denied",
     "task_added",
     "task_completed",
@@ -52,6 +61,14 @@ EVENT_KINDS = (
     "test",
 )
 STDERR_LOGGED = 500  # characters of a failing hook's stderr kept in the log line
+
+
+def waiting_event(task: Task, now_ms: int) -> dict[str, object]:
+    """``task_waiting``: ``task``'s agent asked a person; the event says how to answer."""
+    how = f'vigil task answer {task.id} "…"' + (" (or --choice N)" if task.choices else "")
+    message = f"task #{task.id} waits for an answer: {task.question}"
+    fields = {"task_id": task.id, "subject": task.subject, "question": task.question}
+    return make_event("task_waiting", message, now_ms, **fields, choices=list(task.choices), answer_with=how)
 
 
 def make_event(kind: str, message: str, now_ms: int, **fields: object) -> dict[str, object]:
@@ -69,18 +86,26 @@ class AlertHook:
     ``drain`` waits until every queued event was sent (shutdown, tests).
     """
 
-    def __init__(self, settings: AlertSettings, home: Path, *, secrets: Redactor | None = None) -> None:
+    def __init__(
+        self, settings: AlertSettings, home: Path, *, secrets: Redactor | None = None, store: Store | None = None
+    ) -> None:
         """``secrets``: what to mask in events (None: this process's secret-looking
-        variables and the hook's ``pass_env``)."""
+        variables and the hook's ``pass_env``); ``store``: where the notification
+        services' health is recorded (None: only logged)."""
         self._settings = settings
         self._home = home
         self._secrets = secrets or Redactor.from_env(os.environ, settings.pass_env)
+        self._notifiers = Notifiers(settings.notify, settings.timeout_ms / 1000, store)
         self._tail: asyncio.Task[None] | None = None  # the last queued send
         self.last_error: str | None = None  # why the last send failed (None: it did not)
 
     @property
     def configured(self) -> bool:
-        return bool(self._settings.command)
+        return bool(self._settings.command) or bool(self._settings.notify)
+
+    @property
+    def notifiers(self) -> Notifiers:
+        return self._notifiers
 
     def notify(self, event: Mapping[str, object]) -> None:
         """Queue ``event``: it is sent after every event queued before it."""
@@ -97,10 +122,20 @@ class AlertHook:
             await asyncio.wait({self._tail})
 
     async def send(self, event: Mapping[str, object]) -> bool:
-        """Run the hook with ``event``; True when it exited 0. Never raises (but
-        cancellation, which also ends the hook's process group)."""
+        """Run the hook with ``event`` and send it to the notification services of
+        its kind; True when the hook exited 0. Never raises (but cancellation, which
+        also ends the hook's process group)."""
         event = {key: self._secrets.text(value) if isinstance(value, str) else value for key, value in event.items()}
         log.info("alert %s: %s", event.get("event"), event.get("message"))
+        await self._notifiers.send(event)
+        return await self._run_hook(event)
+
+    async def send_hook(self, event: Mapping[str, object]) -> bool:
+        """Run the command hook only (``vigil alerts test``); True when it exited 0."""
+        event = {key: self._secrets.text(value) if isinstance(value, str) else value for key, value in event.items()}
+        return await self._run_hook(event)
+
+    async def _run_hook(self, event: Mapping[str, object]) -> bool:
         if not self._settings.command:
             return False
         self.last_error = None
@@ -142,11 +177,12 @@ class AlertHook:
         return False
 
 
-def alert_hook(settings: Settings) -> AlertHook:
+def alert_hook(settings: Settings, store: Store | None = None) -> AlertHook:
     """The home's hook, masking the secrets of this process's environment and of
-    both ``pass_env`` lists (what the agent and the hook were given)."""
+    both ``pass_env`` lists (what the agent and the hook were given); ``store``
+    records the notification services' health."""
     names = (*settings.dispatch.pass_env, *settings.alerts.pass_env)
-    return AlertHook(settings.alerts, settings.home, secrets=Redactor.from_env(os.environ, names))
+    return AlertHook(settings.alerts, settings.home, secrets=Redactor.from_env(os.environ, names), store=store)
 
 
 def _kill_group(pgid: int) -> None:

@@ -16,7 +16,9 @@ An agent CLI's task runs on a free account (``dispatch.accounts``), or on a
 fallback executor when every account of its own is limited, with the environment
 that selects that account. Each run gets a meter (``dispatch.meter``) with the
 most it may spend: what is left of its task's ``max_cost_usd`` and of the daily
-budget; and the stall timeout, ``[dispatch] stall_timeout``.
+budget; and the stall timeout, ``[dispatch] stall_timeout``. The attempt may
+continue an earlier run's agent session (``dispatch.resumption``); the prompt is
+built all the same, for a CLI that will not resume it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dispatch.environment import base_env, with_run_ids
 from dispatch.executors import RunContext
 from dispatch.meter import Meter, SpendLimit
 from dispatch.prompt import build_prompt
+from dispatch.resumption import resume_after_failure, resume_for
 from dispatch.skills import Skill
 from dispatch.workspace import code_of, make_workspace, workspace_of
 from dispatch.worktree import CodeWork, prepare_worktree, tips_before
@@ -147,6 +150,9 @@ class AttemptPreparer:
             worktree = await prepare_worktree(store, task, workspace, code)
         previous_runs = [r for r in await store.list_runs(task.id) if r.id != claim.run_id]
         checks, review = code.checks or (), bool(code.review)
+        cli = {"claude": settings.claude, "codex": settings.codex}.get(executor)
+        after_failure = resume_after_failure(cli, skills)
+        resume = resume_for(task, previous_runs, executor, workspace.path, after_failure=after_failure)
         prompt = build_prompt(
             task,
             skills,
@@ -190,6 +196,7 @@ class AttemptPreparer:
             stall_timeout_s=settings.dispatch.stall_timeout_ms / 1000 or None,
             account=account,
             writable_dirs=writable,
+            resume=resume if executor in AGENT_CLIS else None,
         )
         check_env = self._check_env(task.id, run_id)
         work = CodeWork(

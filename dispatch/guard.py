@@ -29,6 +29,8 @@ recorded:
   transient attempts leave it alone: they say nothing about the work);
 * a task that ended ``failed`` → a ``task_failed`` alert (an ``over_budget`` run
   fails its task: the alert says so);
+* a task whose agent asked a person → a ``task_waiting`` alert, with the question
+  and how to answer it;
 * an attempt in which the agent was refused actions → a ``task_denied`` alert (it
   never gates: a denial is the wall working, not the loop failing).
 
@@ -56,7 +58,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dispatch.accounts import pick
-from dispatch.alerts import AlertHook, make_event
+from dispatch.alerts import AlertHook, make_event, waiting_event
 from dispatch.skills import Skill
 from vigil.accounts import DEFAULT_ACCOUNT, account_key, account_worked, limit_account, read_limits
 from vigil.budget import WINDOW_MS, budget_use, claim_once, claim_warnings
@@ -193,6 +195,8 @@ class Guard:
             details = {"task_id": task.id, "subject": task.subject, "denials": list(denials)}
             details.update(status=str(task.status), awaiting_review=task.awaiting_review)
             self._alerts.notify(make_event("task_denied", message, now_ms, **details))
+        if task.status is TaskStatus.WAITING:
+            self._alerts.notify(waiting_event(task, now_ms))
         if task.status is TaskStatus.FAILED:
             message = f"task #{task.id} failed for good ({outcome.kind}): {task.subject}"
             details = {"task_id": task.id, "subject": task.subject, "attempts": task.attempt_count}

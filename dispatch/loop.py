@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from dispatch.attempt import AttemptPreparer, settled
-from dispatch.executors import Executor, ProgressNoted
+from dispatch.executors import Executor, ProgressNoted, RunContext
 from dispatch.guard import ClaimDecision, Guard
 from dispatch.heartbeat import Heartbeat
 from dispatch.skills import Skill, load_skills
@@ -201,6 +201,8 @@ class Dispatcher:
             given_back = recorded.attempt_count < claim.task.attempt_count
             wait_s = max(recorded.scheduled_for - self._clock.now_ms(), 0) / 1000
             log.info("task #%d: retry in %.0fs%s", recorded.id, wait_s, " (attempt not counted)" if given_back else "")
+        elif recorded.status is TaskStatus.WAITING:
+            log.info('task #%d waits for a person\'s answer (vigil task answer %d "…")', recorded.id, recorded.id)
         elif recorded.awaiting_review:
             log.info("task #%d waits for a person's review (vigil task approve/reject %d)", recorded.id, recorded.id)
         if self._guard is not None:
@@ -230,10 +232,19 @@ class Dispatcher:
             log.error("task #%d: %s", task.id, text)
             return Outcome(OutcomeKind.TRANSIENT, summary=text, error=text)
         ctx = replace(ctx, on_progress=self._progress_writer(claim))
+
+        async def watched(ctx: RunContext) -> Outcome:
+            return await self._watch(asyncio.ensure_future(work.run(self._store, executor.run(task, ctx))), task, claim)
+
         try:
-            outcome = await self._watch(
-                asyncio.ensure_future(work.run(self._store, executor.run(task, ctx))), task, claim
-            )
+            outcome = await watched(ctx)
+            if ctx.resume is not None and outcome.resume_refused:
+                # an expired session, another account: the same attempt, afresh
+                log.warning("task #%d: could not resume its session (%s); starting afresh", task.id, outcome.error)
+                ctx = replace(ctx, resume=None, keep_transcript=True)
+                outcome = await watched(ctx)
+            elif ctx.resume is not None:
+                outcome = replace(outcome, resumed_from=ctx.resume.from_run)
         except OutOfSpace as full:
             outcome = self._out_of_space(full.error)
         else:

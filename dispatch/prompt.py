@@ -5,7 +5,9 @@ description, priority, source, parent chain), notes so far, earlier attempts and
 how each ended, in the agent's own words when it closed the task, else Vigil's
 (so a retry does not walk into the same dead end), and how to report
 back through Vigil's tools (the ``vigil`` MCP server: note, add_followup, close,
-show), never by composing shell commands.
+ask, show), never by composing shell commands. A task whose agent asked a person
+gets the question and the answer too. ``answer_message`` and ``continue_message``
+are the new message of a resumed session (``dispatch.resumption``).
 
 Text that came from outside — the subject and description of a task a sensor made
 from a feed entry, a mail or a file — may try to give orders. It is put between
@@ -174,6 +176,46 @@ def _code_section(worktree: Worktree | None, checks: Sequence[Check], review: bo
     return lines
 
 
+def _question_section(task: Task) -> list[str]:
+    """The agent's question to a person and the answer (for a fresh run after one:
+    the session that asked could not be resumed)."""
+    lines = ["# Your question and the answer", "", "An earlier attempt at this task asked a person:", ""]
+    lines.append(f"Question: {task.question}")
+    if task.choices:
+        lines.append(f"Choices offered: {' | '.join(task.choices)}")
+    lines.append(f"Answer: {task.answer}" if task.answer is not None else "Answer: (none yet)")
+    lines += ["", "Go on with the task in the light of that answer."]
+    return lines
+
+
+def answer_message(task: Task) -> str:
+    """The new message of a session resumed after a person answered its question."""
+    return "\n".join(
+        [
+            f"A person answered your question about task #{task.id} ({task.question!r}):",
+            "",
+            str(task.answer),
+            "",
+            "Carry on with the task where you stopped, in the same folder, and report back and close it",
+            "through the tools of the `vigil` MCP server as before.",
+        ]
+    )
+
+
+def continue_message(task: Task, run: Run) -> str:
+    """The new message of a session resumed after its run ended early (a transient
+    failure, a timeout, the dispatcher's death)."""
+    why = f" ({_cut(run.error, 300)})" if run.error else ""
+    return "\n".join(
+        [
+            f"Your previous attempt at task #{task.id} ended early: {run.outcome}{why}.",
+            "",
+            "Carry on where you stopped, in the same folder; do not redo work that is already done.",
+            "Report back and close the task through the tools of the `vigil` MCP server as before.",
+        ]
+    )
+
+
 def _instructions(task_id: int, *, gated: bool = False) -> str:
     """How to report back: through Vigil's MCP tools, which act on this task only.
     Their arguments are data, so a note may hold anything (code, quotes, ``$VARS``).
@@ -205,6 +247,9 @@ def _instructions(task_id: int, *, gated: bool = False) -> str:
             *done,
             "- If it cannot be done yet but may be later (a release not out, a service down), `close`",
             "  with status `pending`, `retry_in` such as `1h`, and why in the summary.",
+            '- If you reach a point where you must not guess ("deploy to staging or to prod?"), `ask` a',
+            "  person: the question, and the choices if there are any. Then end your turn without",
+            "  closing the task; the answer comes back to you and you carry on.",
             "",
             "Work in the current folder: it is your workspace, and the only place you can change files.",
             "",
@@ -237,6 +282,8 @@ def build_prompt(
     for skill in skills:
         sections.append([f"# Skill: {skill.name}", "", f"_{skill.description}_", "", skill.body.strip()])
     sections.append(_task_section(task, parents, task.attempt_count if attempt is None else attempt))
+    if task.question is not None:
+        sections.append(_question_section(task))
     if notes:
         sections.append(_notes_section(notes))
     if previous_runs:

@@ -21,6 +21,7 @@ choose how its tasks run::
       - {command: ["ruff", "check", "."], timeout: 2m}
     review: true                    # optional: a person reviews the result
     merge: squash                   # optional: ff, merge, squash or branch (on approval)
+    resume_after_failure: false     # optional: overrides [executors.*] resume_after_failure
     ---
     The instructions, in markdown.
 
@@ -62,6 +63,7 @@ KNOWN_KEYS = frozenset(
         "max_cost_usd",
         "fallback",
         *CODE_KEYS,
+        "resume_after_failure",
     }
 )
 
@@ -84,6 +86,7 @@ class Skill:
     max_cost_usd: float | None = None  # the most its tasks' runs may spend together (USD); None: no limit
     fallback: bool = True  # False: its tasks never run on [dispatch] fallback's executors
     code: CodeOptions = field(default_factory=CodeOptions)  # repo (as written), base, checks, review, merge
+    resume_after_failure: bool | None = None  # None: as the executor's settings say
 
 
 def check_name(name: str) -> str:
@@ -189,6 +192,9 @@ def _parse_skill(path: Path, text: str) -> Skill:
     approval = data.get("requires_approval", False)
     if not isinstance(approval, bool):
         raise SkillError(f"{path}: requires_approval: expected true or false, got {approval!r}")
+    resume = data.get("resume_after_failure")
+    if resume is not None and not isinstance(resume, bool):
+        raise SkillError(f"{path}: resume_after_failure: expected true or false, got {resume!r}")
     model = _opt_str(data, "model", path)
     if model is not None and (problem := model_name_problem(model)) is not None:
         raise SkillError(f"{path}: model: {problem}")
@@ -216,6 +222,7 @@ def _parse_skill(path: Path, text: str) -> Skill:
         max_cost_usd=None if max_cost is None else float(max_cost),
         fallback=fallback,
         code=code,
+        resume_after_failure=resume,
     )
 
 

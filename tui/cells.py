@@ -19,6 +19,7 @@ STATUS_STYLE = {
     TaskStatus.PENDING: "",
     TaskStatus.ACTIVE: "bold green",
     TaskStatus.BLOCKED: "yellow",
+    TaskStatus.WAITING: "bold magenta",
     TaskStatus.COMPLETED: "dim green",
     TaskStatus.FAILED: "bold red",
     TaskStatus.CANCELED: "dim",

@@ -59,6 +59,10 @@ def field_table(task: Task, now_ms: int, times: Times, depends_on: Sequence[int]
         ("executor", Text(task.executor or "—")),
         ("claimed by", Text(task.claimed_by or "—")),
     ]
+    if task.question is not None:  # the agent's latest question to a person, and the answer
+        choices = f"  [{' | '.join(task.choices)}]" if task.choices else ""
+        rows.append(("question", Text(task.question + choices, style="bold magenta")))
+        rows.append(("answer", Text(task.answer if task.answer is not None else "— (waiting: w answers)")))
     for label, value in rows:
         table.add_row(label, value)
     return table

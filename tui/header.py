@@ -28,6 +28,7 @@ STATUS_KEYS = {
     TaskStatus.ACTIVE: "A",
     TaskStatus.PENDING: "P",
     TaskStatus.BLOCKED: "B",
+    TaskStatus.WAITING: "W",
     TaskStatus.COMPLETED: "C",
     TaskStatus.FAILED: "F",
     TaskStatus.CANCELED: "X",

@@ -47,6 +47,8 @@ RETRY = Binding("r", "retry", "Retry", tooltip="run a failed or canceled task ag
 APPROVE = Binding("a", "approve", "Approve", tooltip="approve a task that waits for approval")
 REJECT = Binding("R", "reject", "Reject", show=False, tooltip="reject a task that waits for approval, with a reason")
 DIFF = Binding("D", "diff", "Diff", tooltip="the task's branch against its base: review, approve and merge")
+ANSWER = Binding("w", "answer", "Answer", tooltip="answer the question of a task waiting for an answer")
+UNBLOCK = Binding("u", "unblock", "Unblock", tooltip="put a blocked task back in the queue, with an optional note")
 
 
 @dataclass(frozen=True)

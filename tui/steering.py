@@ -44,10 +44,10 @@ PAST = {
 
 # Which statuses each action applies to (for dimming keys and for previews).
 APPLIES = {
-    Action.RAISE: frozenset({TaskStatus.PENDING, TaskStatus.BLOCKED}),
-    Action.LOWER: frozenset({TaskStatus.PENDING, TaskStatus.BLOCKED}),
+    Action.RAISE: frozenset({TaskStatus.PENDING, TaskStatus.BLOCKED, TaskStatus.WAITING}),
+    Action.LOWER: frozenset({TaskStatus.PENDING, TaskStatus.BLOCKED, TaskStatus.WAITING}),
     Action.DEFER: frozenset({TaskStatus.PENDING, TaskStatus.BLOCKED}),
-    Action.CANCEL: frozenset({TaskStatus.PENDING, TaskStatus.BLOCKED, TaskStatus.ACTIVE}),
+    Action.CANCEL: frozenset({TaskStatus.PENDING, TaskStatus.BLOCKED, TaskStatus.WAITING, TaskStatus.ACTIVE}),
     Action.RETRY: frozenset({TaskStatus.FAILED, TaskStatus.CANCELED}),
     Action.APPROVE: frozenset({TaskStatus.BLOCKED}),  # and only while approval is pending
     Action.REJECT: frozenset({TaskStatus.BLOCKED}),
@@ -60,6 +60,7 @@ _STATE_WORDS = {
     "canceled": "already canceled",
     "pending": "still pending",
     "blocked": "blocked",
+    "waiting": "waiting for an answer",
 }
 
 

@@ -2,7 +2,9 @@
 Markdown, the attempts, notes and audit events, and for a running task a live
 tail of its transcript (re-read when the file grows, no query). The open task can
 be steered with the queue's keys (``+ - d x r``, and ``a``/``R`` to approve or
-reject a task that waits for approval), through the same conditional writes."""
+reject a task that waits for approval), through the same conditional writes; a
+task waiting for an answer is answered with ``w`` (``tui.answer_dialog``), a
+blocked one put back in the queue with ``u``."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Markdown, Static
 
 from dispatch.attempt import transcript_path
+from tui.answer_dialog import AnswerDialog
 from tui.cells import money, one_line
 from tui.context import Context
 from tui.detail import field_table
@@ -25,7 +28,7 @@ from tui.dialogs import ConfirmDialog, preview
 from tui.diff_screen import DiffScreen
 from tui.forms import DeferForm, ReasonForm
 from tui.keybar import KeyBar
-from tui.keys import APPROVE, CANCEL, DEFER, DIFF, LOWER, RAISE, REJECT, RETRY
+from tui.keys import ANSWER, APPROVE, CANCEL, DEFER, DIFF, LOWER, RAISE, REJECT, RETRY, UNBLOCK
 from tui.live import Banner, LiveScreen
 from tui.loaders import TaskDetail, load_task
 from tui.safety import guarded
@@ -33,7 +36,7 @@ from tui.steering import Action, applies, apply_many, summarize
 from tui.tabs import LoopLine, TabBar
 from tui.times import Times
 from vigil.durations import format_duration
-from vigil.errors import TaskNotFound
+from vigil.errors import InputError, TaskNotFound
 from vigil.models import Run, Task, TaskStatus
 
 STEERING = {
@@ -44,6 +47,19 @@ STEERING = {
     "retry": Action.RETRY,
     "approve": Action.APPROVE,
     "reject": Action.REJECT,
+}
+HUMAN = "human"  # who writes from the dashboard
+
+
+def can_unblock(task: Task) -> bool:
+    """Blocked, and not waiting for a person's approval or review (approve/reject decide those)."""
+    return task.status is TaskStatus.BLOCKED and not (task.awaiting_approval or task.awaiting_review)
+
+
+# Keys that apply to one state only, outside the queue's steering actions
+PERSON_ONLY = {
+    "answer": lambda task: task.status is TaskStatus.WAITING,
+    "unblock": can_unblock,
 }
 TAIL_LINES = 40
 TAIL_BYTES = 64_000
@@ -90,6 +106,8 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
         APPROVE,
         REJECT,
         DIFF,
+        ANSWER,
+        UNBLOCK,
     ]
 
     def __init__(self, ctx: Context, task_id: int) -> None:
@@ -219,12 +237,60 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "diff":  # a task with a branch (docs/coding.md)
             return True if self.detail is not None and self.detail.task.worktree is not None else None
-        if action not in STEERING:
+        if action not in STEERING and action not in PERSON_ONLY:
             return True
         if self.ctx.readonly:
             return False
         task = self.detail.task if self.detail is not None else None
-        return True if task is not None and applies(STEERING[action], task) else None
+        if task is None:
+            return None
+        if action in PERSON_ONLY:
+            return True if PERSON_ONLY[action](task) else None
+        return True if applies(STEERING[action], task) else None
+
+    def action_answer(self) -> None:
+        if self.detail is None or self.detail.task.status is not TaskStatus.WAITING:
+            return
+        task = self.detail.task
+
+        def answered(answer: str | None) -> None:
+            if answer:
+                self.run_worker(self._answer(task, answer), group="write", exit_on_error=False)
+
+        self.app.push_screen(AnswerDialog(task), answered)
+
+    @guarded("answering the task")
+    async def _answer(self, task: Task, answer: str) -> None:
+        try:
+            await self.ctx.store.answer(task.id, answer, actor=HUMAN)
+        except InputError as err:
+            self.notify(str(err), severity="warning", markup=False)
+        else:
+            self.notify(f"#{task.id} answered; due now", markup=False)
+        self.reload()
+
+    def action_unblock(self) -> None:
+        if self.detail is None or not can_unblock(self.detail.task):
+            return
+        task = self.detail.task
+
+        def answered(note: str | None) -> None:
+            if note is not None:
+                self.run_worker(self._unblock(task, note or None), group="write", exit_on_error=False)
+
+        title = Text(f"Unblock #{task.id}? It goes back in the queue, due now.", style="bold")
+        label = "A note for its agent (optional)"
+        self.app.push_screen(ReasonForm(title, label=label, required=False, details=preview([task], [])), answered)
+
+    @guarded("unblocking the task")
+    async def _unblock(self, task: Task, note: str | None) -> None:
+        try:
+            await self.ctx.store.unblock(task.id, note, actor=HUMAN)
+        except InputError as err:
+            self.notify(str(err), severity="warning", markup=False)
+        else:
+            self.notify(f"#{task.id} unblocked; due now", markup=False)
+        self.reload()
 
     def action_raise(self) -> None:
         self._write(Action.RAISE)

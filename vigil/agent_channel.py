@@ -4,11 +4,12 @@ The agent is untrusted. It reaches Vigil only through an ``AgentChannel`` bound 
 the run the dispatcher named when it started the server, and the channel offers
 only what belongs to that run's task: a view of it (``show``: the task, its parent
 chain, its notes), ``note``, ``close`` (completed, failed, blocked, or pending with
-a delay) and ``add_followup`` (a child task, inside the flood limits, in its
-parent's workspace). Everything is written with actor ``agent``. A run whose result
-checks or a person decide (``Run.gated``) does not close its task as completed by
-the agent's word: the summary becomes a note and the dispatcher decides when the
-run ends.
+a delay), ``ask`` (a question to a person, with optional choices: the task waits
+for the answer once the run ends) and ``add_followup`` (a child task, inside the
+flood limits, in its parent's workspace). Everything is written with actor
+``agent``. A run whose result checks or a person decide (``Run.gated``) does not
+close its task as completed by the agent's word: the summary becomes a note and
+the dispatcher decides when the run ends.
 
 There is nothing here that approves, rejects, pauses, resumes, changes a budget or
 the configuration: person-only actions do not exist for an agent. A call that names
@@ -96,6 +97,10 @@ class AgentChannel:
         if parents:
             lines += ["", "parent chain, nearest first:"]
             lines += [f"- #{p.id} [{p.status}] {p.subject}" + _result(p) for p in parents]
+        if task.question is not None:
+            lines += ["", f"your question: {task.question}"]
+            lines += [f"choices: {' | '.join(task.choices)}"] if task.choices else []
+            lines += [f"the answer: {task.answer}" if task.answer is not None else "(not answered yet)"]
         notes = await self._store.list_notes(task.id)
         if notes:
             lines += ["", "notes:"]
@@ -131,6 +136,16 @@ class AgentChannel:
             return f"task #{task.id} will be tried again in {retry_in}"
         await self._store.close_task(task.id, TaskStatus(status), summary, actor=ACTOR, run_id=self._run_id)
         return f"task #{task.id} closed as {status}"
+
+    async def ask(self, question: str, choices: Sequence[str] = (), task_id: int | None = None) -> str:
+        """Ask a person ``question`` (``choices``: the answers offered; none: a free
+        answer). The task waits for the answer once this run ends."""
+        task = (await self.bind(task_id)).task
+        await self._store.ask(task.id, question, choices, actor=ACTOR)
+        return (
+            f"asked on task #{task.id}; a person will answer. End your turn now without closing the task: "
+            "the answer comes back to you as your next message (or in the prompt of a new run)"
+        )
 
     async def add_followup(
         self,

@@ -322,6 +322,45 @@ def task_close(ctx: click.Context, /, task_id: int, **opts: Any) -> None:
         click.echo(f"task #{t.id} {t.status}{shown}")
 
 
+@task.command("ask")
+@click.argument("task_id", type=TASK_ID)
+@click.argument("question")
+@click.option("--choice", "choices", multiple=True, metavar="TEXT", help="An answer to offer (repeatable).")
+@click.pass_context
+def task_ask(ctx: click.Context, task_id: int, question: str, choices: tuple[str, ...]) -> None:
+    """Ask a person QUESTION about a running task (its agent, or a command skill's
+    script): when its run ends the task waits for `vigil task answer`."""
+    t = with_tasks(ctx, lambda tasks, settings: tasks.ask(task_id, question, choices, actor=actor()))
+    click.echo(f"task #{t.id}: question stored; it waits for an answer once this run ends")
+
+
+@task.command("answer")
+@click.argument("task_id", type=TASK_ID)
+@click.argument("text", required=False)
+@click.option("--choice", type=int, metavar="N", help="Answer with the question's choice N (1 is the first).")
+@click.pass_context
+def task_answer(ctx: click.Context, task_id: int, text: str | None, choice: int | None) -> None:
+    """Answer the question of a waiting task: the answer is kept as a note and the
+    task is due again at once, in its agent's own session where it can."""
+    from vigil.commands import answer_task
+
+    _person_only("answer a task's question")
+    t = with_tasks(ctx, lambda tasks, settings: answer_task(tasks, task_id, text, choice, actor()))
+    click.echo(printable(f"task #{t.id} answered ({t.answer}); pending, due now"))
+
+
+@task.command("unblock")
+@click.argument("task_id", type=TASK_ID)
+@click.argument("note", required=False)
+@click.pass_context
+def task_unblock(ctx: click.Context, task_id: int, note: str | None) -> None:
+    """Put a blocked task back in the queue, due now, its attempts kept; NOTE (if
+    given) is stored first, for its agent to read."""
+    _person_only("unblock a task")
+    t = with_tasks(ctx, lambda tasks, settings: tasks.unblock(task_id, note, actor=actor()))
+    click.echo(f"task #{t.id} unblocked; pending, due now")
+
+
 # --- reports and maintenance ---------------------------------------------------------
 
 
@@ -775,21 +814,33 @@ def alerts_group() -> None:
 @alerts_group.command("test")
 @click.pass_context
 def alerts_test(ctx: click.Context) -> None:
-    """Send a test event to the [alerts] command. Exits 1 if the hook failed."""
+    """Send a test alert to the [alerts] command and to every [alerts] notify URL,
+    and say which succeeded. Exits 1 if any failed."""
     from dispatch.alerts import alert_hook, make_event
     from vigil.clock import SystemClock
 
     settings = settings_for(ctx)
-    if not settings.alerts.command:
-        raise InputError("no [alerts] command in vigil.toml; see docs/guardrails.md")
+    if not settings.alerts.command and not settings.alerts.notify:
+        raise InputError("no [alerts] command or notify in vigil.toml; see docs/guardrails.md")
     _quiet_alert_log()
-    hook = alert_hook(settings)
     event = make_event("test", "test alert from vigil alerts test", SystemClock().now_ms())
-    import asyncio
 
-    if not asyncio.run(hook.send(event)):
-        fail(hook.last_error or "the alert hook failed", 1)
-    click.echo(f"test alert sent to {settings.alerts.command[0]}")
+    async def send(store: Store, settings: Settings) -> tuple[bool, str | None, list[str], bool]:
+        hook = alert_hook(settings, store)
+        results = await hook.notifiers.send({**event, "home": str(settings.home)})
+        lines = [f"notify[{r.position}] {r.service}: " + ("sent" if r.ok else f"FAILED: {r.error}") for r in results]
+        hooked = await hook.send_hook(event) if settings.alerts.command else True
+        return hooked, hook.last_error, lines, all(r.ok for r in results)
+
+    hooked, hook_error, lines, all_sent = with_store(ctx, send)
+    for line in lines:
+        click.echo(printable(line))
+    if not hooked:
+        fail(hook_error or "the alert hook failed", 1)
+    if settings.alerts.command:
+        click.echo(f"test alert sent to {settings.alerts.command[0]}")
+    if not all_sent:
+        fail("the test alert did not reach every notify URL (see above)", 1)
 
 
 @alerts_group.command("check")
@@ -803,7 +854,7 @@ def alerts_check(ctx: click.Context) -> None:
     _quiet_alert_log()
 
     def check(store: Store, settings: Settings) -> Awaitable[list[dict[str, object]]]:
-        return check_stale(store, settings, alert_hook(settings), SystemClock().now_ms())
+        return check_stale(store, settings, alert_hook(settings, store), SystemClock().now_ms())
 
     for event in with_store(ctx, check):
         click.echo(printable(f"alerted: {event['message']}"))

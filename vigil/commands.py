@@ -300,6 +300,22 @@ def diff_report(tasks: Tasks, task_id: int, *, stat: bool, as_json: bool) -> str
     return "\n".join(lines)
 
 
+def answer_task(tasks: Tasks, task_id: int, text: str | None, choice: int | None, actor: str) -> Task:
+    """``vigil task answer``: TEXT, or ``--choice N`` (1-based) of the task's offered
+    choices. Raises ``InputError`` for neither or both, or a choice the task lacks."""
+    if (text is None) == (choice is None):
+        raise InputError("give the answer as TEXT or --choice N (not both)")
+    if choice is not None:
+        choices = tasks.get_task(task_id).choices
+        if not choices:
+            raise InputError(f"task #{task_id}'s question offers no choices; answer with TEXT")
+        if not 1 <= choice <= len(choices):
+            raise InputError(f"--choice must be 1 to {len(choices)}, not {choice}")
+        text = choices[choice - 1]
+    assert text is not None
+    return tasks.answer(task_id, text, actor=actor)
+
+
 def defer_task(tasks: Tasks, task_id: int, when: str, actor: str) -> Task:
     until = parse_when_ms(when, SystemClock().now_ms())
     return tasks.defer(task_id, until, actor=actor)

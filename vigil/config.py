@@ -112,6 +112,9 @@ class AgentCliSettings:
     # several accounts: a usage limit stops only the one that met it (empty: the CLI's
     # own, as its variables in vigil run's environment select it)
     accounts: tuple[Account, ...] = ()
+    # the attempt after a transient failure, a timeout (a stalled run ends as one) or
+    # an interrupted run continues the agent's session instead of starting over
+    resume_after_failure: bool = True
 
 
 @dataclass(frozen=True)
@@ -191,9 +194,35 @@ class AlertSettings:
     # that failed for good is always sent (task_failed), subscribed or not.
     task_events: tuple[str, ...] = ()
     pass_env: tuple[str, ...] = ()  # the daemon's variables the hook gets (beyond PATH, HOME, locale, proxies)
+    notify: tuple[NotifyTarget, ...] = ()  # notification services (apprise URLs), each with its kinds
 
 
 TASK_EVENT_ALERTS = ("added", "completed")  # [alerts] task_events: what may be subscribed to
+# [alerts] notify: the kinds a URL may get, and the alert events each names
+NOTIFY_KINDS: dict[str, tuple[str, ...]] = {
+    "waiting": ("task_waiting",),
+    "failed": ("task_failed",),
+    "gated": ("gate_changed", "auth_failed"),
+    "over_budget": ("budget_warning",),
+    "denied": ("task_denied",),
+    "stale": ("dispatcher_stale", "sensor_stale"),
+    "added": ("task_added",),
+    "completed": ("task_completed",),
+}
+DEFAULT_NOTIFY_KINDS = ("waiting", "failed", "gated", "over_budget")
+
+
+@dataclass(frozen=True)
+class NotifyTarget:
+    """One notification service: an apprise URL (``ntfy://…``, ``tgram://…``,
+    ``mailto://…``, ``json://…``) and the kinds of alert it gets (``NOTIFY_KINDS``)."""
+
+    url: str
+    kinds: tuple[str, ...] = DEFAULT_NOTIFY_KINDS
+
+    def wants(self, event_kind: str) -> bool:
+        """Whether this service gets an alert of ``event_kind`` (a test alert: always)."""
+        return event_kind == "test" or any(event_kind in NOTIFY_KINDS[kind] for kind in self.kinds)
 
 
 @dataclass(frozen=True)
@@ -471,6 +500,7 @@ def _agent_cli(data: Mapping[str, Any], name: str, source: Path | None, home: Pa
         max_budget_usd=section.opt_float("max_budget_usd"),
         extra_args=section.argv("extra_args", ()),
         accounts=_accounts(section, name, home, source),
+        resume_after_failure=section.bool_("resume_after_failure", True),
     )
     if name == "claude":
         settings = replace(
@@ -533,9 +563,30 @@ def _alerts(data: Mapping[str, Any], source: Path | None) -> AlertSettings:
         stale_sensor_ms=section.duration_ms("stale_sensor", defaults.stale_sensor_ms),
         task_events=_task_events(section),
         pass_env=section.argv("pass_env", ()),
+        notify=_notify(section),
     )
     section.done()
     return settings
+
+
+def _notify(section: _Section) -> tuple[NotifyTarget, ...]:
+    """``notify = ["ntfy://…", {url = "tgram://…", kinds = ["waiting", "failed"]}]``."""
+    value = section._get("notify")
+    if value is None:
+        return ()
+    expected = 'a list of URLs or tables {url = "…", kinds = [...]}, kinds among ' + ", ".join(NOTIFY_KINDS)
+    if not isinstance(value, list):
+        raise section._fail("notify", expected)
+    targets = []
+    for entry in value:
+        url, kinds = (entry, DEFAULT_NOTIFY_KINDS) if isinstance(entry, str) else (None, None)
+        if isinstance(entry, dict) and set(entry) <= {"url", "kinds"}:
+            url, kinds = entry.get("url"), entry.get("kinds", DEFAULT_NOTIFY_KINDS)
+        valid_kinds = isinstance(kinds, list | tuple) and kinds and all(k in NOTIFY_KINDS for k in kinds)
+        if not isinstance(url, str) or "://" not in url or not valid_kinds:
+            raise section._fail("notify", expected)
+        targets.append(NotifyTarget(url, tuple(dict.fromkeys(kinds))))  # type: ignore[arg-type]
+    return tuple(targets)
 
 
 def _task_events(section: _Section) -> tuple[str, ...]:

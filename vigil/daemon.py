@@ -121,10 +121,10 @@ def _make_dispatcher(store: Store, settings: Settings, clock: Clock, alerts: Ale
     return Dispatcher(store, settings, _executor_factory(settings, clock), clock, worker_id, guard=guard)
 
 
-def _make_alerts(settings: Settings) -> AlertHook:
+def _make_alerts(settings: Settings, store: Store) -> AlertHook:
     from dispatch.alerts import alert_hook
 
-    return alert_hook(settings)
+    return alert_hook(settings, store)
 
 
 def _make_lanes(settings: Settings, clock: Clock, worker_id: str) -> LaneLock:
@@ -235,7 +235,7 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
     worker_id = new_worker_id()
     lanes = _make_lanes(settings, clock, worker_id)
     store = await open_store(settings, clock)
-    alerts = _make_alerts(settings)
+    alerts = _make_alerts(settings, store)
     lost: list[str] = []  # why the database file cannot be used any more
     try:
         dispatcher = _make_dispatcher(store, settings, clock, alerts, worker_id)
@@ -374,7 +374,7 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tu
             running = "a dispatcher is running" if lanes.lanes == 1 else "every dispatcher lane is taken"
             raise LockHeld(f"{running} ({who}); it runs due tasks itself")
         store = await open_store(settings, clock)
-        alerts = _make_alerts(settings)
+        alerts = _make_alerts(settings, store)
         try:
             await recover_orphans(store, clock, policy=Policy(settings.dispatch))
             dispatcher = _make_dispatcher(store, settings, clock, alerts, worker_id)

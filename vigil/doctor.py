@@ -25,6 +25,8 @@ from vigil.config import CONFIG_NAME, Settings, load_settings
 from vigil.errors import VigilError
 from vigil.gate import GATE_KEY, GateState, LoopGate
 from vigil.home import find_home
+from vigil.models import NOTIFY_KEY
+from vigil.render import failing_notifiers
 from vigil.store.sqlite import SqliteStore
 from vigil.store.sqlite_schema import SCHEMA_VERSION
 
@@ -90,7 +92,9 @@ async def _postgres(report: _Report, settings: Settings) -> None:
         return
     try:
         counts = await store.count_by_status()
-        _gate(report, LoopGate.from_json((await store.loop_values()).get(GATE_KEY)))
+        loop_values = await store.loop_values()
+        _gate(report, LoopGate.from_json(loop_values.get(GATE_KEY)))
+        _notifiers(report, settings, loop_values.get(NOTIFY_KEY))
     except VigilError as err:
         report.fail("database", str(err))
         return
@@ -116,7 +120,9 @@ async def _database(report: _Report, settings: Settings) -> None:
     try:
         check = await store.integrity_check()
         counts = await store.count_by_status()
-        _gate(report, LoopGate.from_json((await store.loop_values()).get(GATE_KEY)))
+        loop_values = await store.loop_values()
+        _gate(report, LoopGate.from_json(loop_values.get(GATE_KEY)))
+        _notifiers(report, settings, loop_values.get(NOTIFY_KEY))
     finally:
         await store.close()
     if check != "ok":
@@ -128,6 +134,17 @@ async def _database(report: _Report, settings: Settings) -> None:
         report.warn("database", f"{path} is readable by others (mode {_mode(path):o}); chmod 600 it")
     if _mode(path.parent) & 0o077:
         report.warn("database", f"{path.parent} is open to others (mode {_mode(path.parent):o}); chmod 700 it")
+
+
+def _notifiers(report: _Report, settings: Settings, health: object) -> None:
+    """The ``[alerts] notify`` services: a warning for each whose last send failed."""
+    if not settings.alerts.notify:
+        return
+    failing = failing_notifiers(health)
+    for line in failing:
+        report.warn("alerts", f"{line}; try `vigil alerts test`")
+    if not failing:
+        report.ok("alerts", f"{len(settings.alerts.notify)} notification URL(s), none failing so far")
 
 
 def _gate(report: _Report, gate: LoopGate) -> None:

@@ -31,6 +31,8 @@ the next prompt shows the check's output)
 … with no attempt left (``attempt_count`` past          failed, "gave up after N   counted     —
 ``max_retries``)                                        attempts: …"
 stopped (``vigil run`` was stopped)                     pending                    given back  now
+asked (the agent asked a person a question during the   waiting, for the answer    given back  when answered
+run, and did not close its task)                        (``vigil task answer``)                (at once)
 the agent asked for another try (its ``close`` with     pending                    counted     when it asked
 ``pending``)
 … with no attempt left                                  failed, "gave up …"        counted     —
@@ -45,12 +47,20 @@ active and only records the run. An interrupted run backs off like a transient
 failure, on purpose: a task that keeps killing its dispatcher (or the machine)
 must not come back at once, and it fails once its attempts run out. A stop by the
 operator is not the task's doing: its attempt is given back and it is due at once.
+
+A run is recorded as *asked* (``recorded_as``) when its agent asked a question
+during it (the task's ``asked_run`` is that run), whatever else its CLI reported,
+unless a person's cancel ended it. Its attempt is given back on purpose: asking
+is not failing, and the attempt after the answer continues the same work (usually
+in the same agent session), so a task that asks, is answered and then completes
+has used one attempt. A person answers each question, so asking cannot loop on
+its own.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vigil.config import DispatchSettings
 from vigil.models import Outcome, OutcomeKind, Task, TaskStatus
@@ -66,6 +76,7 @@ FINAL = {
     OutcomeKind.CONTEXT: TaskStatus.FAILED,
     OutcomeKind.OVER_BUDGET: TaskStatus.FAILED,
 }
+NOT_ASKED = frozenset({OutcomeKind.CANCELED})  # a person's cancel wins over a question
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,12 +120,25 @@ def gave_up(attempts: int, reason: str) -> str:
     return f"gave up after {attempts} attempt{'' if attempts == 1 else 's'}: {reason}"
 
 
+def recorded_as(task: Task, run_id: int, outcome: Outcome) -> Outcome:
+    """``outcome`` as run ``run_id`` of ``task`` (read in the recording
+    transaction) is recorded: ``asked`` when its agent asked a question during the
+    run and the task is still active (not closed by its agent), unless a cancel
+    ended the run; else unchanged."""
+    asked = task.asked_run == run_id and task.answer is None and task.status is TaskStatus.ACTIVE
+    if not asked or outcome.kind in NOT_ASKED or outcome.kind is OutcomeKind.ASKED:
+        return outcome
+    return replace(outcome, kind=OutcomeKind.ASKED, summary=f"asked: {task.question}"[:200])
+
+
 def after_attempt(task: Task, outcome: Outcome, policy: Policy, now_ms: int) -> Fate:
     """The fate of active ``task`` (as it is now, its current attempt counted) after
     an attempt that ended with ``outcome``."""
     kind = outcome.kind
     summary = outcome.summary or None
-    if kind in GIVEN_BACK:
+    if kind is OutcomeKind.ASKED:
+        fate = Fate(TaskStatus.WAITING, count_attempt=False, summary=summary)
+    elif kind in GIVEN_BACK:
         fate = Fate(TaskStatus.PENDING, retry_at=now_ms, count_attempt=False, summary=summary)
     elif kind in RETRYABLE:
         if attempts_left(task):

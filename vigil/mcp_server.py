@@ -3,7 +3,7 @@
 The dispatcher hands each agent CLI the command that starts this server, with the
 run's id in its argv (not in an environment variable the agent's shell could
 change). The CLI starts it outside its sandbox, so it can write the store, and
-offers its tools to the model: ``show``, ``note``, ``close`` and ``add_followup``,
+offers its tools to the model: ``show``, ``note``, ``close``, ``ask`` and ``add_followup``,
 each the operation of the same name in ``vigil.agent_channel``, bound to that run.
 An operation that fails returns the error to the model as the tool's result (a
 refusal's text starts with ``refused:``); nothing is stored for it.
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
 INSTRUCTIONS = (
     "Vigil's tools for the task you are working on. Report progress with note, add "
-    "follow-up work with add_followup, read your task again with show, and end with "
-    "close. They act on your own task only."
+    "follow-up work with add_followup, read your task again with show, ask a person "
+    "with ask when you must not guess, and end with close. They act on your own task only."
 )
 
 
@@ -84,6 +84,14 @@ def build_server(channel: AgentChannel) -> MCPServer:
         say why), or "pending" with retry_in such as "1h" (cannot be done yet, try
         again later)."""
         return await answer(channel.close(status, summary, retry_in, task_id))
+
+    @server.tool()
+    async def ask(question: str, choices: list[str] | None = None, task_id: int | None = None) -> str:
+        """Ask a person a question you must not guess the answer to (e.g. "deploy to
+        staging or to prod?"), with the answers to choose from if there are any.
+        Then end your turn without closing the task: the person's answer comes back
+        as your next message."""
+        return await answer(channel.ask(question, choices or (), task_id))
 
     @server.tool()
     async def add_followup(

@@ -54,6 +54,7 @@ class TaskStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELED = "canceled"
+    WAITING = "waiting"  # for a person's answer to its agent's question
 
     @property
     def is_open(self) -> bool:
@@ -61,7 +62,7 @@ class TaskStatus(StrEnum):
         return self in OPEN_STATUSES
 
 
-OPEN_STATUSES = frozenset({TaskStatus.PENDING, TaskStatus.ACTIVE, TaskStatus.BLOCKED})
+OPEN_STATUSES = frozenset({TaskStatus.PENDING, TaskStatus.ACTIVE, TaskStatus.BLOCKED, TaskStatus.WAITING})
 FINISHED_STATUSES = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELED})
 
 
@@ -115,6 +116,7 @@ class OutcomeKind(StrEnum):
     STOPPED = "stopped"  # vigil run was stopped (SIGTERM, Ctrl-C) mid-run: not the task's doing
     CANCELED = "canceled"  # a person asked to cancel while it ran
     CHECKS_FAILED = "checks_failed"  # the agent was done, but a check did not pass: retried
+    ASKED = "asked"  # the agent asked a person a question: the task waits for the answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +189,10 @@ class Task:
     max_cost_usd: float | None = None  # the most its runs may spend together (USD); None: its skill's, else none
     code: CodeOptions | None = None  # its own code options (``NewTask.code``)
     worktree: Worktree | None = None  # the git worktree Vigil made for it; None: none yet
+    question: str | None = None  # the agent's latest question to a person; None: it never asked
+    choices: tuple[str, ...] = ()  # the answers the agent offered with it (may be empty)
+    answer: str | None = None  # the person's answer to ``question``; None while it waits
+    asked_run: int | None = None  # the run whose agent asked ``question``
 
     @property
     def awaiting_approval(self) -> bool:
@@ -264,6 +270,8 @@ class Outcome:
     checks: tuple[CheckResult, ...] = ()  # how each check ended, when checks ran
     changes: RunChanges | None = None  # what the run left on its task's branch; None: no worktree
     review: bool = False  # a person reviews the task's result: a success waits for them (``review = true``)
+    resumed_from: int | None = None  # the run whose agent session this one continued; None: a fresh session
+    resume_refused: bool = False  # the CLI would not resume the session asked for (not stored: run afresh)
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +320,7 @@ class Run:
     # its result waits on checks or a person's review, not on the agent's word: the
     # agent's own ``close`` as completed does not close the task
     gated: bool = False
+    resumed_from: int | None = None  # the run whose agent session this one continued; None: a fresh session
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,6 +441,9 @@ STALE_BEATS = 3  # missed heartbeats before a dispatcher counts as gone
 # loop_state key counting tasks a flood limit refused:
 # {"total": n, "last_at": epoch_ms, "last_source": str, "last_reason": str}
 REJECTED_INSERTS_KEY = "rejected_inserts"
+# loop_state key of the notification services' health ([alerts] notify), by position:
+# {"0": {"service": "json://…", "ok_at": epoch_ms, "failed_at": epoch_ms, "error": str | None}}
+NOTIFY_KEY = "notifiers"
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,9 @@ def task_json(task: Task) -> dict[str, object]:
         "max_cost_usd": task.max_cost_usd,
         "code": None if task.code is None else code_json(task.code),
         "worktree": None if task.worktree is None else worktree_json(task.worktree),
+        "question": task.question,
+        "choices": list(task.choices),
+        "answer": task.answer,
     }
 
 
@@ -131,6 +134,7 @@ def run_json(run: Run) -> dict[str, object]:
         "account": run.account,
         "checks": [check_json(c) for c in run.checks],
         "changes": None if run.changes is None else changes_json(run.changes),
+        "resumed_from": run.resumed_from,
     }
 
 
@@ -222,8 +226,11 @@ def _due(task: Task, now_ms: int) -> str:
 
 def markers(task: Task) -> str:
     """What a person should know at a glance, before the subject: ``(awaiting
-    review, 2 denied) ``; empty when there is nothing to say."""
+    review, 2 denied) ``, ``(asks: staging or prod?) ``; empty when there is
+    nothing to say."""
     said = []
+    if task.status is TaskStatus.WAITING and task.question is not None:
+        said.append(f"asks: {one_line(task.question, 50)}")
     if task.awaiting_approval:
         said.append("awaiting approval")
     if task.awaiting_review:
@@ -274,6 +281,8 @@ def task_details(
         if r.changes is not None:
             run_lines.append(f"     {changes_line(r.changes)}")
         run_lines += [f"     check {c.how()}: {c.label}" for c in r.checks]
+        if r.resumed_from is not None:
+            run_lines.append(f"     resumed the session of run {r.resumed_from}")
     if run_lines:
         lines += ["runs:", *run_lines]
     note_lines = [f"  [{iso_utc(n.at)}] {n.author}: {n.text}" for n in notes]
@@ -320,3 +329,16 @@ def cost_table(rows: Sequence[CostRow], by: str) -> str:
     total = sum(r.cost_usd for r in rows)
     lines.append(f"{'total':<24} {'':>6} {sum(r.runs for r in rows):>6} {total:>10.4f}")
     return printable("\n".join(lines))
+
+
+def failing_notifiers(health: object) -> list[str]:
+    """One line per notification service whose last send failed, from the value of
+    ``loop_state`` key ``NOTIFY_KEY``; empty when none is failing."""
+    if not isinstance(health, dict):
+        return []
+    lines = []
+    for position, entry in sorted(health.items(), key=lambda item: str(item[0]).zfill(6)):
+        if isinstance(entry, dict) and entry.get("error"):
+            when = f" (since {iso_utc(entry['failed_at'])})" if isinstance(entry.get("failed_at"), int) else ""
+            lines.append(f"notify[{position}] {entry.get('service')} is failing{when}: {entry['error']}")
+    return lines

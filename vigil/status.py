@@ -20,9 +20,12 @@ from vigil.clock import iso_utc
 from vigil.config import Settings
 from vigil.durations import format_duration
 from vigil.gate import GATE_KEY, LoopGate, gate_json, gate_line
-from vigil.models import HEARTBEAT_KEY, REJECTED_INSERTS_KEY, DispatcherHeartbeat, SensorState, TaskStatus
+from vigil.models import HEARTBEAT_KEY, NOTIFY_KEY, REJECTED_INSERTS_KEY, DispatcherHeartbeat, SensorState, TaskStatus
 from vigil.printable import printable
+from vigil.render import failing_notifiers
 from vigil.store import Store
+
+QUESTIONS_SHOWN = 10  # waiting tasks whose questions `vigil status` lists, newest first
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,7 @@ async def gather_status(
     loop_values = await store.loop_values()
     use = await budget_use(store, settings.budget, now_ms)
     attention = await store.attention(now_ms - WINDOW_MS)
+    asking = await store.list_tasks(statuses=[TaskStatus.WAITING], limit=QUESTIONS_SHOWN)
     return {
         "now": iso_utc(now_ms),
         "dispatcher": dispatcher,
@@ -114,12 +118,18 @@ async def gather_status(
         "accounts": accounts_json(settings, loop_values, now_ms),
         "budget": budget_json(use),
         "rejected_inserts": loop_values.get(REJECTED_INSERTS_KEY, {"total": 0}),
+        # each [alerts] notify URL whose last send failed, one line each
+        "notifiers_failing": failing_notifiers(loop_values.get(NOTIFY_KEY)),
         "queue": queue,
         "attention": {
             "awaiting_review": attention.awaiting_review,
             "awaiting_approval": attention.awaiting_approval,
             "denied_runs_24h": attention.denied_runs,
         },
+        # the newest waiting tasks, each with its agent's question
+        "questions": [
+            {"id": t.id, "subject": t.subject, "question": t.question, "choices": list(t.choices)} for t in asking
+        ],
         "sensors": [_sensor_json(s) for s in await store.sensor_states()],
         # the URL's password is masked: this output is pasted into chats and issues
         "store": {"backend": "sqlite" if settings.store.url is None else "postgresql", "at": settings.store.location},
@@ -191,6 +201,10 @@ def render_status(status: dict[str, object]) -> str:
     else:
         lines.append(f"  next pending task: due in {_ago(queue['next_due_in_s'])} ({queue['next_due_at']})")
     lines.extend(_attention_lines(status.get("attention")))
+    lines.extend(_question_lines(status.get("questions")))
+    failing = status.get("notifiers_failing")
+    if isinstance(failing, list):
+        lines.extend(f"alerts: {line}" for line in failing)
     lines.extend(_sensor_lines(sensors))
     where = status.get("store")
     if isinstance(where, dict):
@@ -215,6 +229,17 @@ def _attention_lines(attention: object) -> list[str]:
             f"denied actions: {attention['denied_runs_24h']} run(s) in the last 24 h had actions refused to the agent "
             "(vigil task list shows which tasks; vigil task show ID, what)"
         )
+    return lines
+
+
+def _question_lines(questions: object) -> list[str]:
+    """The waiting tasks' questions, each with how to answer it."""
+    if not isinstance(questions, list) or not questions:
+        return []
+    lines = ['waiting for an answer (vigil task answer ID "…"):']
+    for q in questions:
+        choices = f" [{' | '.join(str(c) for c in q['choices'])}]" if q.get("choices") else ""
+        lines.append(f"  #{q['id']} {q['subject']}: {q['question']}{choices}")
     return lines
 
 

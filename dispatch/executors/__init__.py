@@ -38,6 +38,16 @@ def _no_progress(note: str | None) -> None:
     """The default: progress notes go nowhere."""
 
 
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Continue the agent session ``session_id`` (Claude Code's session, Codex's
+    thread) of run ``from_run`` with ``message`` as its new prompt."""
+
+    session_id: str
+    message: str
+    from_run: int
+
+
 @dataclass(frozen=True)
 class RunContext:
     """Everything an executor needs besides the task. Times in seconds where named ``_s``."""
@@ -65,6 +75,11 @@ class RunContext:
     # folders besides the workspace the agent's sandbox must let it write: a worktree's
     # git folders, to commit on its branch (``vigil.worktrees.writable_git_dirs``)
     writable_dirs: tuple[Path, ...] = ()
+    # resume an earlier run's agent session (``dispatch.resumption``); None: a fresh
+    # session given ``prompt``. An executor that cannot resume it says so on its
+    # outcome (``resume_refused``) and the dispatcher runs the attempt afresh.
+    resume: Resume | None = None
+    keep_transcript: bool = False  # append to the transcript (a fresh try after a refused resume)
 
     @property
     def cwd(self) -> Path:

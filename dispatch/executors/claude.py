@@ -1,7 +1,8 @@
 """The ``claude`` executor: Claude Code in print mode with ``stream-json`` output.
 
 argv = ``[executors.claude] command`` + ``--print --verbose --output-format
-stream-json`` + ``--model M`` (the task's model: skill, else config) +
+stream-json`` + ``--resume SESSION`` (an attempt that continues an earlier run's
+session, its new message on stdin) + ``--model M`` (the task's model: skill, else config) +
 ``--max-budget-usd N`` (if configured) + ``--permission-mode M`` + Vigil's MCP
 server for the run (``--mcp-config`` naming only it, ``--strict-mcp-config``, and
 ``--allowedTools mcp__vigil``) + ``--settings`` turning on the OS sandbox for Bash
@@ -60,14 +61,18 @@ def claude_argv(
     mcp_command: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     writable_dirs: Sequence[Path] = (),
+    resume: str | None = None,
 ) -> list[str]:
     """The full argv for one run (the prompt is not in it). ``mcp_command`` starts
     Vigil's MCP server (empty: none); ``env`` is the agent's environment, whose
     ``PATH`` decides whether the sandbox can run (None: no sandbox);
     ``writable_dirs`` are what the sandbox lets commands write besides the
-    workspace. Each rule and folder gets its own flag: the CLI's list options would
+    workspace; ``resume`` is the session to continue (``--resume``; None: a new
+    one). Each rule and folder gets its own flag: the CLI's list options would
     swallow what follows them."""
     argv = [*cli.command, *STREAM_FLAGS]
+    if resume is not None:
+        argv += ["--resume", resume]
     if model:
         argv += ["--model", model]
     if cli.max_budget_usd is not None:
@@ -110,6 +115,7 @@ class ClaudeExecutor:
             mcp_command=ctx.mcp_command,
             env=ctx.env,
             writable_dirs=ctx.writable_dirs,
+            resume=None if ctx.resume is None else ctx.resume.session_id,
         )
         if ctx.mcp_command:
             ctx = replace(ctx, env=dict([MCP_CONNECT_WAIT, *ctx.env.items()]))
@@ -151,8 +157,16 @@ class ClaudeExecutor:
                 transcript_path=transcript_path,
                 retry_at=retry_at,
                 permission_denials=stream.permission_denials,
+                resume_refused=ctx.resume is not None and resume_refused(stream),
             )
         )
+
+
+def resume_refused(stream: ClaudeStream) -> bool:
+    """Whether Claude Code would not resume the session it was given: it ends with
+    an error result before it starts one ("No conversation found with session ID:
+    …", Claude Code 2.1.197), with no ``init`` line."""
+    return stream.result is not None and bool(stream.result.get("is_error")) and not stream.started
 
 
 def retry_note(retry: dict[str, Any]) -> str:

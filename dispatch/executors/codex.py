@@ -10,8 +10,9 @@ sandbox_workspace_write.network_access=true``, one ``--add-dir`` per folder of
 otherwise), and, when the home lies under ``/tmp`` or ``$TMPDIR`` (which that
 sandbox lets the agent write), the switches that take those away + Vigil's MCP
 server for the run (``mcp_servers.vigil``: its command, the agent's variables
-forwarded to it, its tools approved, required to start) + ``extra_args`` (last, so
-that a ``-c`` there overrides ours). The prompt goes on stdin; the process runs in
+forwarded to it, its tools approved, required to start) + ``extra_args`` (so that
+a ``-c`` there overrides ours) + for an attempt that continues an earlier run's
+thread, ``resume THREAD -`` (its new message on stdin). The prompt goes on stdin; the process runs in
 the agent's workspace, the only folder its sandbox lets it write: the home, its
 ``vigil.toml``, identity file, skills and database stay out of reach. When the loop's
 store is PostgreSQL, its URL is kept from the agent's shell commands
@@ -113,11 +114,14 @@ def codex_argv(
     mcp_command: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     no_tmp: bool = False,
+    resume: str | None = None,
 ) -> list[str]:
     """The full argv for one run (the prompt is not in it). ``add_dirs``, the
     network switch and ``no_tmp`` (take ``/tmp`` and ``$TMPDIR`` away) go only to the
     ``workspace-write`` sandbox, the one that reads them; ``mcp_command`` starts
-    Vigil's MCP server with the agent's environment ``env``."""
+    Vigil's MCP server with the agent's environment ``env``; ``resume`` is the
+    thread to continue (``resume THREAD -`` after every option of ``exec``, which
+    the subcommand inherits; None: a new thread)."""
     env = env or {}
     argv = [*cli.command, *EXEC_FLAGS, "--sandbox", cli.sandbox, *NO_LOGIN_SHELL]
     if model:
@@ -132,7 +136,8 @@ def codex_argv(
         argv += mcp_server_args(mcp_command, env)
     if env.get(STORE_URL_ENV):
         argv += ["-c", f"shell_environment_policy.exclude={json.dumps([STORE_URL_ENV])}"]
-    return argv + list(cli.extra_args)
+    argv += list(cli.extra_args)
+    return argv if resume is None else [*argv, "resume", resume, "-"]
 
 
 def configured_model(env: Mapping[str, str]) -> str | None:
@@ -217,6 +222,7 @@ class CodexExecutor:
             mcp_command=ctx.mcp_command,
             env=ctx.env,
             no_tmp=home_under_tmp(ctx.home, ctx.env),
+            resume=None if ctx.resume is None else ctx.resume.session_id,
         )
         model = model or configured_model(ctx.env)  # named in no event: priced as configured
         stream = CodexStream(on_progress=ctx.on_progress)
@@ -258,5 +264,7 @@ class CodexExecutor:
                 transcript_path=transcript_path,
                 retry_at=retry_at,
                 permission_denials=refusals_of(stream, result, ctx.env),
+                # "thread/resume failed: no rollout found for thread id …" (0.171.0), exit 1, no event
+                resume_refused=ctx.resume is not None and stream.events == 0 and result.exit_code != 0,
             )
         )

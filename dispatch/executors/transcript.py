@@ -27,14 +27,15 @@ class Transcript:
     """An open transcript file; use as a context manager. Writes are unbuffered
     appends, so what the agent printed is on disk even if the dispatcher dies."""
 
-    def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
+    def __init__(self, path: Path, redactor: Redactor | None = None, *, keep: bool = False) -> None:
         self.path = path
         self.redactor = redactor or Redactor()
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         # the folder may have been made by someone else with the default mode
         with contextlib.suppress(OSError):
             path.parent.chmod(0o700)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        # ``keep``: this attempt's earlier try (a session that would not resume) stays
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | (0 if keep else os.O_TRUNC) | os.O_APPEND, 0o600)
         # a file left by an earlier, interrupted attempt keeps its old mode
         os.fchmod(fd, 0o600)
         self._file = os.fdopen(fd, "ab", buffering=0)
@@ -70,11 +71,15 @@ class Transcript:
 async def run_agent_cli(
     executor: str, argv: Sequence[str], ctx: RunContext, grace_s: float, feed: LineHandler
 ) -> ChildResult:
-    """Run an NDJSON agent CLI with the prompt on stdin, copying every stdout line to
+    """Run an NDJSON agent CLI with the prompt (or a resumed session's new message)
+    on stdin, copying every stdout line to
     the run's transcript and to ``feed`` (the executor's stream parser) as it arrives.
     The transcript also records the prompt, stderr and how the run ended."""
-    with Transcript(ctx.transcript_path, ctx.redactor) as transcript:
-        transcript.record("prompt", executor=executor, argv=list(argv), text=ctx.prompt)
+    resume = ctx.resume
+    text = ctx.prompt if resume is None else resume.message
+    with Transcript(ctx.transcript_path, ctx.redactor, keep=ctx.keep_transcript) as transcript:
+        resumed = {} if resume is None else {"resumes": resume.session_id, "from_run": resume.from_run}
+        transcript.record("prompt", executor=executor, argv=list(argv), text=text, **resumed)
 
         def on_line(raw: bytes) -> None:
             transcript.line(raw)
@@ -84,7 +89,7 @@ async def run_agent_cli(
             argv,
             env=ctx.env,
             cwd=ctx.cwd,
-            stdin=ctx.prompt.encode("utf-8"),
+            stdin=text.encode("utf-8"),
             timeout_s=ctx.timeout_s,
             grace_s=grace_s,
             on_start=ctx.on_process_start,

@@ -67,7 +67,7 @@ async def test_each_tool_acts_on_the_runs_own_task_as_the_agent(home: Path) -> N
         events = await store.list_events(task_id)
     finally:
         await store.close()
-    assert tools == {"show", "note", "close", "add_followup"}  # nothing that approves, pauses, resumes
+    assert tools == {"show", "note", "close", "ask", "add_followup"}  # nothing that approves, pauses, resumes
     assert shown[0] is False
     assert f"task #{task_id}: Fix the parser" in shown[1]
     assert "It drops the last line." in shown[1]
@@ -201,3 +201,32 @@ def test_the_tools_describe_their_arguments(home: Path) -> None:
     assert all(name in close for name in ("status", "summary", "retry_in", "task_id"))
     assert schemas["note"]["required"] == ["text"]
     assert schemas["add_followup"]["required"] == ["subject"]
+
+
+async def test_ask_stores_the_question_and_the_run_ends_as_asked(home: Path) -> None:
+    store, claim, other = await claimed(home)
+    task_id = claim.task.id
+    try:
+        async with agent_client(home, claim.run_id) as client:
+            asked = await call(client, "ask", question="Deploy to staging or to prod?", choices=["staging", "prod"])
+            refused = await call(client, "ask", question="Whose?", task_id=other)
+            empty = await call(client, "ask", question="  ")
+            shown = await call(client, "show")
+        task = await store.get_task(task_id)
+        recorded = await store.record(claim, Outcome(OutcomeKind.SUCCESS, session_id="s-1"), worker="dispatcher-1")
+        (run,) = await store.list_runs(task_id)
+    finally:
+        await store.close()
+    assert asked[0] is False
+    assert asked[1].startswith(f"asked on task #{task_id}; a person will answer. End your turn now")
+    assert refused[0] is True
+    assert f"refused: task #{other} is not this run's task" in refused[1]
+    assert (empty[0], "a question must not be empty" in empty[1]) == (True, True)
+    assert "your question: Deploy to staging or to prod?" in shown[1]
+    assert "choices: staging | prod" in shown[1]
+    assert (task.question, task.choices, task.asked_run) == (
+        "Deploy to staging or to prod?",
+        ("staging", "prod"),
+        claim.run_id,
+    )
+    assert (recorded.status, recorded.attempt_count, run.outcome) == (TaskStatus.WAITING, 0, "asked")

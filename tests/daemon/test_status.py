@@ -163,11 +163,14 @@ def test_status_cli_json_and_text(vigil: VigilRunner, home: Path) -> None:
         "rejected_inserts",
         "queue",
         "attention",
+        "questions",
+        "notifiers_failing",
         "sensors",
         "store",
     }
     assert as_json["attention"] == {"awaiting_review": 0, "awaiting_approval": 0, "denied_runs_24h": 0}
     assert as_json["accounts"] == []  # a dry-run home runs no agent CLI
+    assert (as_json["questions"], as_json["notifiers_failing"], as_json["queue"]["waiting"]) == ([], [], 0)
     database = str((home / "data" / "vigil.db").resolve())
     assert as_json["store"] == {"backend": "sqlite", "at": database}
     assert f"store: sqlite at {database}" in text

@@ -92,6 +92,11 @@ async def _fill(path: Path) -> dict[str, int]:
         await add("dependency", priority=5, source_key="dep", description="multi\nline\tand \\ backslash")
         await add("dependent", priority=5, depends_on=(ids["dependency"],), skills=("write",))
         await add("later", priority=2, scheduled_for=clock.now_ms() + 48 * HOUR_MS)
+        await add("waiting", priority=1, source_key="asked")
+        asking = await store.claim_next(worker="w2", lease_ms=600_000)
+        assert asking is not None
+        await store.ask(ids["waiting"], "staging or prod?", ["staging", "prod"], actor="agent")
+        await store.record(asking, Outcome(OutcomeKind.SUCCESS, session_id="s-1"), worker="w2")
         await add("active", priority=1)
         claim = await store.claim_next(worker="w2", lease_ms=600_000)
         assert claim is not None

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from tests.store.contract import new, success
 from vigil.clock import ManualClock
-from vigil.models import DedupScope
+from vigil.models import DedupScope, TaskStatus
 from vigil.store import CostGroup
 from vigil.store.sqlite import SqliteStore
-from vigil.store.sqlite_schema import SCHEMA_VERSION, V1
+from vigil.store.sqlite_schema import MIGRATIONS, SCHEMA_VERSION, V1
 
 DAY_MS = 86_400_000
 
@@ -66,7 +66,7 @@ async def test_a_v1_file_is_upgraded_in_place_and_keeps_its_rows(tmp_path: Path)
     assert _user_version(path) == 1
 
     async with await SqliteStore.open(path, clock=clock) as store:
-        assert _user_version(path) == SCHEMA_VERSION == 7
+        assert _user_version(path) == SCHEMA_VERSION == 8
         assert [t.subject for t in await store.list_tasks()] == ["open", "old work"]
         (feeds,) = await store.sensor_states()
         assert (feeds.last_run_at, feeds.skips) == (start, ())  # v5: no runs skipped yet
@@ -107,3 +107,51 @@ def _schema(path: Path) -> list[tuple[str, str]]:
         return [(str(n), str(s)) for n, s in conn.execute("SELECT name, sql FROM sqlite_master ORDER BY name")]
     finally:
         conn.close()
+
+
+async def test_the_waiting_status_rebuild_keeps_rows_links_counts_and_the_id_sequence(tmp_path: Path) -> None:
+    """V6 rebuilds ``tasks`` (a new status in its CHECK): a v5 file's tasks, runs,
+    notes, events and dependencies survive with their ids, foreign keys still
+    cascade, the status counts are right, and a deleted task's id is not reused."""
+    path = tmp_path / "data" / "vigil.db"
+    path.parent.mkdir(parents=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("BEGIN")
+    for statement in [s for migration in MIGRATIONS[:5] for s in migration]:
+        assert isinstance(statement, str)
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 5")
+    for subject in ("first", "second", "third"):
+        conn.execute(
+            "INSERT INTO tasks (subject, scheduled_for, created_at, updated_at, updated_by) VALUES (?, 1, 1, 1, 'h')",
+            (subject,),
+        )
+    conn.execute("INSERT INTO task_deps (task_id, depends_on) VALUES (2, 1)")
+    conn.execute("INSERT INTO runs (task_id, attempt, started_at, outcome) VALUES (1, 1, 1, 'failed')")
+    conn.execute("INSERT INTO notes (task_id, at, author, text) VALUES (1, 1, 'human', 'kept')")
+    conn.execute("DELETE FROM tasks WHERE id = 3")
+    conn.execute("COMMIT")
+    conn.close()
+
+    async with await SqliteStore.open(path, clock=ManualClock()) as store:
+        assert [t.id for t in await store.list_tasks()] == [2, 1]
+        assert (await store.get_task(2)).waiting_on == 1
+        assert [r.outcome for r in await store.list_runs(1)] == ["failed"]
+        assert [n.text for n in await store.list_notes(1)] == ["kept"]
+        assert [e.kind for e in await store.list_events(1)] == ["created"]
+        added = await store.add_task(new("fourth"))
+        assert added.task_id == 4  # 3 was used once: never again
+        counts = await store.count_by_status()
+        assert (counts[TaskStatus.PENDING], counts[TaskStatus.WAITING]) == (3, 0)
+        assert await store.integrity_check() == "ok"
+    check = sqlite3.connect(path)
+    try:
+        check.execute("PRAGMA foreign_keys = ON")
+        assert check.execute("PRAGMA foreign_key_check").fetchall() == []
+        check.execute("DELETE FROM tasks WHERE id = 1")  # still cascades into runs and notes
+        assert check.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+        assert check.execute("SELECT count(*) FROM notes").fetchone()[0] == 0
+        check.rollback()
+    finally:
+        check.close()

@@ -58,6 +58,9 @@ class Store(AsyncRetention):
     add_note = on_tasks(Tasks.add_note)
     approve = on_tasks(Tasks.approve)
     reject = on_tasks(Tasks.reject)
+    ask = on_tasks(Tasks.ask)
+    answer = on_tasks(Tasks.answer)
+    unblock = on_tasks(Tasks.unblock)
 
     # what the dispatcher does: claim, renew, record, put back, recover
     claim_next = on_dispatching(Dispatching.claim_next)

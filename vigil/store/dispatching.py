@@ -21,7 +21,7 @@ from typing import Any
 from vigil.clock import Clock
 from vigil.codework import Worktree
 from vigil.errors import InputError, InvalidTransition, TaskNotFound
-from vigil.fate import Fate, Policy, after_attempt, put_back
+from vigil.fate import Fate, Policy, after_attempt, put_back, recorded_as
 from vigil.faults import crash_point
 from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Claim, Outcome, Run, Task, TaskStatus
 from vigil.store.rows import row_to_run, run_record_values
@@ -176,10 +176,12 @@ class Dispatching:
         rules = policy or Policy()
 
         def body(tx: Tx) -> Task:
-            values = run_record_values(claim, outcome, now)
+            task = task_of(tx, require_task(tx, claim.task.id, lock=True))
+            recorded = recorded_as(task, claim.run_id, outcome)
+            values = run_record_values(claim, recorded, now)
             if tx.run(tx.q.SQL_RECORD_RUN, values) == 0:
-                return task_of(tx, require_task(tx, claim.task.id))
-            decide: Callable[[Task], Fate] = lambda t: after_attempt(t, outcome, rules, now)  # noqa: E731
+                return task
+            decide: Callable[[Task], Fate] = lambda t: after_attempt(t, recorded, rules, now)  # noqa: E731
             return _settle(tx, claim.task.id, worker, decide, values=values, now=now)
 
         return self._engine.write(body)
@@ -237,12 +239,13 @@ class Dispatching:
             run = tx.one(tx.q.SQL_GET_RUN_FOR_UPDATE, {"id": run_id})
             if run is None:
                 raise InputError(f"run {run_id} not found")
-            task = task_of(tx, require_task(tx, run["task_id"]))
+            task = task_of(tx, require_task(tx, run["task_id"], lock=True))
             if run["finished_at"] is not None:
                 return task
-            values = run_record_values(Claim(task=task, run_id=run_id, attempt=run["attempt"]), outcome, now)
+            recorded = recorded_as(task, run_id, outcome)
+            values = run_record_values(Claim(task=task, run_id=run_id, attempt=run["attempt"]), recorded, now)
             tx.run(tx.q.SQL_RECORD_RUN, values)
-            decide: Callable[[Task], Fate] = lambda t: after_attempt(t, outcome, rules, now)  # noqa: E731
+            decide: Callable[[Task], Fate] = lambda t: after_attempt(t, recorded, rules, now)  # noqa: E731
             return _settle(tx, task.id, run["claimed_by"], decide, values=values, now=now)
 
         return self._engine.write(body)

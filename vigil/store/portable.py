@@ -55,7 +55,7 @@ SQL_ADD_DEP = "INSERT INTO task_deps (task_id, depends_on) VALUES (:task_id, :de
 # thousands of finished tasks behind it.
 SQL_HOLDER_OF_KEY = """
 SELECT coalesce(
-    (SELECT id FROM tasks WHERE source_key = :key AND status IN ('pending', 'active', 'blocked')),
+    (SELECT id FROM tasks WHERE source_key = :key AND status IN ('pending', 'active', 'blocked', 'waiting')),
     (SELECT id FROM tasks WHERE source_key = :key ORDER BY id DESC LIMIT 1)
 ) AS id
 """
@@ -86,12 +86,13 @@ UPDATE tasks SET lease_until = :lease_until WHERE id = :id AND claimed_by = :wor
 """
 
 # The queue as the TUI shows it: every active task (by id), then the waiting ones,
-# due first in claim order, then not-yet-due and blocked, at most :limit of them.
+# due first in claim order, then not-yet-due, then those waiting for a person
+# (blocked, or waiting for an answer), at most :limit of them.
 SQL_QUEUE = """
 SELECT * FROM (SELECT * FROM tasks WHERE status = 'active' ORDER BY id) AS running
 UNION ALL
-SELECT * FROM (SELECT * FROM tasks WHERE status IN ('pending', 'blocked')
-               ORDER BY status = 'blocked', (waiting_on > 0 OR scheduled_for > :now),
+SELECT * FROM (SELECT * FROM tasks WHERE status IN ('pending', 'blocked', 'waiting')
+               ORDER BY status IN ('blocked', 'waiting'), (waiting_on > 0 OR scheduled_for > :now),
                         CASE WHEN waiting_on = 0 AND scheduled_for <= :now THEN priority END,
                         scheduled_for, priority, id
                LIMIT :limit) AS waiting
@@ -172,12 +173,12 @@ UPDATE tasks SET status = CASE WHEN status = 'active' THEN status ELSE 'canceled
        cancel_requested = CASE WHEN status = 'active' THEN 1 ELSE cancel_requested END,
        completed_at = CASE WHEN status = 'active' THEN completed_at ELSE :now END,
        updated_at = :now, updated_by = :actor
-WHERE id = :id AND status IN ('pending', 'blocked', 'active') RETURNING *
+WHERE id = :id AND status IN ('pending', 'blocked', 'waiting', 'active') RETURNING *
 """
 
 SQL_SET_PRIORITY = """
 UPDATE tasks SET priority = :priority, updated_at = :now, updated_by = :actor
-WHERE id = :id AND status IN ('pending', 'blocked') RETURNING *
+WHERE id = :id AND status IN ('pending', 'blocked', 'waiting') RETURNING *
 """
 
 SQL_DEFER = """
@@ -197,7 +198,34 @@ WHERE id = :id AND status IN ('failed', 'canceled') RETURNING *
 SQL_CLOSE_TASK = """
 UPDATE tasks SET status = :status, result_summary = :summary, updated_at = :now, updated_by = :actor,
        completed_at = CASE WHEN :status = 'blocked' THEN NULL ELSE :now END
-WHERE id = :id AND status IN ('pending', 'active', 'blocked') RETURNING *
+WHERE id = :id AND status IN ('pending', 'active', 'blocked', 'waiting') RETURNING *
+"""
+
+# The running task's agent asks a person a question: stored on the task with the
+# run that asked (its open run), the last answer cleared. The task stays active
+# until its run is recorded (as ``asked``: ``vigil.fate``), then waits.
+SQL_ASK = """
+UPDATE tasks SET question = :question, choices = :choices, answer = NULL,
+       asked_run = (SELECT max(r.id) FROM runs AS r WHERE r.task_id = :id AND r.finished_at IS NULL),
+       updated_at = :now, updated_by = :actor
+WHERE id = :id AND status = 'active' AND cancel_requested = 0 RETURNING *
+"""
+
+# A person's answer: the task is due at once, its attempt count kept (the note with
+# the answer is written in the same transaction).
+SQL_ANSWER = """
+UPDATE tasks SET status = 'pending', answer = :answer, scheduled_for = :now, updated_at = :now,
+       updated_by = :actor
+WHERE id = :id AND status = 'waiting' RETURNING *
+"""
+
+# A blocked task back in the queue, due at once, its attempt count kept; not one
+# awaiting a person's approval or review (``approve`` / ``reject`` decide those).
+SQL_UNBLOCK = """
+UPDATE tasks SET status = 'pending', scheduled_for = :now, completed_at = NULL, updated_at = :now,
+       updated_by = :actor
+WHERE id = :id AND status = 'blocked' AND coalesce(approval, '') <> 'pending' AND coalesce(review, '') <> 'pending'
+RETURNING *
 """
 
 # Only an open run: a claim replayed after its run was recorded (or recovered) must
@@ -209,7 +237,8 @@ UPDATE runs SET finished_at = :now, outcome = :outcome, error = :error, exit_cod
        tokens_out = :tokens_out, cache_read_tokens = :cache_read_tokens,
        cache_write_tokens = :cache_write_tokens, model = :model, session_id = :session_id,
        transcript_path = :transcript_path, permission_denials = :permission_denials,
-       summary = coalesce(summary, :summary), account = :account, checks = :checks, changes = :changes
+       summary = coalesce(summary, :summary), account = :account, checks = :checks, changes = :changes,
+       resumed_from = :resumed_from
 WHERE id = :run_id AND finished_at IS NULL
 """
 

@@ -22,8 +22,10 @@ from vigil.store.portable import (
     SQL_ADD_DEP,
     SQL_ADD_EVENT,
     SQL_ADD_NOTE,
+    SQL_ANSWER,
     SQL_APPROVE,
     SQL_APPROVE_REVIEW,
+    SQL_ASK,
     SQL_ATTENTION,
     SQL_CANCEL,
     SQL_CLAIM_RUN_OPEN,
@@ -60,6 +62,7 @@ from vigil.store.portable import (
     SQL_SET_TASK_EXECUTOR,
     SQL_SET_WORKTREE,
     SQL_SPEND_SINCE,
+    SQL_UNBLOCK,
     add_task_sql,
     dialect,
     sensor_run_sql,
@@ -77,7 +80,7 @@ if TYPE_CHECKING:
 
 prune: PruneQueries = postgres_retention  # the SQL of Store.prune
 
-_OPEN = "('pending', 'active', 'blocked')"
+_OPEN = "('pending', 'active', 'blocked', 'waiting')"
 
 # The new row's values (``portable.add_task_sql``), cast: in INSERT … SELECT an
 # untyped parameter would otherwise be taken as text. A follow-up without a workdir

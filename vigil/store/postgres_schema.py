@@ -464,7 +464,26 @@ V9 = [
     "ALTER TABLE runs ADD COLUMN gated integer NOT NULL DEFAULT 0 CHECK (gated IN (0, 1))",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9]
+# V10: questions to a person, as SQLite's V8: the ``waiting`` status (open: it holds
+# its source key), ``tasks.question`` / ``choices`` (a JSON array as text, NULL:
+# none) / ``answer`` / ``asked_run``, ``runs.resumed_from``, and a status count for
+# ``waiting``.
+V10 = [
+    "ALTER TABLE tasks DROP CONSTRAINT tasks_status_check",
+    "ALTER TABLE tasks ADD CONSTRAINT tasks_status_check CHECK (status IN "
+    "('pending','active','blocked','completed','failed','canceled','waiting'))",
+    "DROP INDEX ux_tasks_open_key",
+    "CREATE UNIQUE INDEX ux_tasks_open_key ON tasks (source_key) "
+    "WHERE source_key IS NOT NULL AND status IN ('pending','active','blocked','waiting')",
+    "ALTER TABLE tasks ADD COLUMN question text",
+    "ALTER TABLE tasks ADD COLUMN choices text",
+    "ALTER TABLE tasks ADD COLUMN answer text",
+    "ALTER TABLE tasks ADD COLUMN asked_run bigint",
+    "ALTER TABLE runs ADD COLUMN resumed_from bigint",
+    "INSERT INTO status_counts (status, n) VALUES ('waiting', 0)",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # After copying rows with their own ids: the identity columns continue past them.

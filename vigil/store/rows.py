@@ -59,7 +59,21 @@ def task_from_row(row: Row, skills: Iterable[str]) -> Task:
         max_cost_usd=row["max_cost_usd"],
         code=CodeOptions.from_json(row["code"]),
         worktree=Worktree.from_json(row["worktree"]),
+        question=row["question"],
+        choices=choices_from_text(row["choices"]),
+        answer=row["answer"],
+        asked_run=row["asked_run"],
     )
+
+
+def choices_to_text(choices: Iterable[str]) -> str | None:
+    """``tasks.choices`` as stored on both backends: a JSON array as text, None when empty."""
+    listed = list(choices)
+    return json.dumps(listed) if listed else None
+
+
+def choices_from_text(text: str | None) -> tuple[str, ...]:
+    return tuple(str(c) for c in json.loads(text)) if text else ()
 
 
 _RUN_DECODED = frozenset({"permission_denials", "checks", "changes", "gated"})
@@ -133,6 +147,7 @@ def run_record_values(claim: Claim, outcome: Outcome, now: int) -> dict[str, Any
         "session_id": outcome.session_id,
         "transcript_path": outcome.transcript_path,
         "permission_denials": denials_to_text(outcome.permission_denials),
+        "resumed_from": outcome.resumed_from,
         "denials": len(outcome.permission_denials),
         "detail": outcome.detail or None,  # the task's result_detail (None: keep it)
         "summary": outcome.summary or None,

@@ -20,12 +20,19 @@ Design notes:
 
 from __future__ import annotations
 
+import re
 import sqlite3
+from collections.abc import Callable, Sequence
 
 from vigil.errors import NotADatabase, SchemaTooNew
 from vigil.faults import crash_point
 
 _OPEN = "('pending','active','blocked')"
+
+Migration = Callable[[sqlite3.Connection], None]
+"""A migration step that needs more than one statement's SQL (a table rebuild). A
+migration holding one runs with foreign keys off (they cannot be switched inside
+a transaction), checked with ``PRAGMA foreign_key_check`` by the step itself."""
 
 V1 = [
     """
@@ -339,7 +346,74 @@ V7 = [
     "ALTER TABLE runs ADD COLUMN gated INTEGER NOT NULL DEFAULT 0 CHECK (gated IN (0, 1))",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7]
+
+# V8: questions to a person. A new status, ``waiting`` (for a person's answer to
+# the agent's question: open, so it holds its source key like the other open
+# statuses), needs the CHECK on ``tasks.status`` changed, which SQLite can only do
+# by rebuilding the table (https://www.sqlite.org/lang_altertable.html#otheralter):
+# ``rebuild_tasks`` below, run with foreign keys off. ``tasks.question`` /
+# ``choices`` (a JSON array as text, NULL: none) / ``answer`` / ``asked_run`` (the
+# run whose agent asked) hold the latest question; ``runs.resumed_from`` is the run
+# whose agent session a run continued (NULL: a fresh session).
+_STATUS_CHECK = re.compile(
+    r"\(\s*"
+    + r"\s*,\s*".join(f"'{s}'" for s in ("pending", "active", "blocked", "completed", "failed", "canceled"))
+    + r"\s*\)"
+)
+_NEW_STATUSES = "('pending','active','blocked','completed','failed','canceled','waiting')"
+_NEW_OPEN = "('pending','active','blocked','waiting')"
+
+
+def rebuild_tasks(conn: sqlite3.Connection) -> None:
+    """The documented rebuild of ``tasks`` with ``waiting`` in its status CHECK and
+    in the open dedup index, inside the migration's transaction (foreign keys
+    already off): the new table made from the stored one's own SQL (so columns
+    added by earlier migrations, or by other ones, are kept), the rows copied with
+    their ids and the id sequence, the old table dropped, the new one renamed;
+    then every index and
+    trigger put back as it was (the triggers of every table: one on ``task_deps``
+    names ``tasks``, and a rename checks them all), and a ``status_counts`` row
+    for the new status. Raises ``sqlite3.IntegrityError`` if a foreign key no
+    longer holds (nothing is then committed)."""
+    (table_sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'tasks'").fetchone()
+    new_sql, found = _STATUS_CHECK.subn(_NEW_STATUSES, table_sql)
+    if found != 1:
+        raise RuntimeError("tasks.status CHECK not found as expected: cannot add the waiting status")
+    new_sql = re.sub(r'^\s*CREATE TABLE "?tasks"?', "CREATE TABLE tasks_rebuilt", new_sql, count=1)
+    kept = conn.execute(
+        "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND "
+        "(type = 'trigger' OR (type = 'index' AND tbl_name = 'tasks')) ORDER BY rowid"
+    ).fetchall()
+    for kind, name, _ in kept:
+        if kind == "trigger":
+            conn.execute(f'DROP TRIGGER "{name}"')
+    conn.execute(new_sql)
+    columns = ", ".join(f'"{row[1]}"' for row in conn.execute("PRAGMA table_info(tasks)"))
+    conn.execute(f"INSERT INTO tasks_rebuilt ({columns}) SELECT {columns} FROM tasks")
+    # ids are never reused: the new table's sequence continues past the old one's
+    sequence = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'tasks'").fetchone()
+    conn.execute("DROP TABLE tasks")
+    conn.execute("ALTER TABLE tasks_rebuilt RENAME TO tasks")
+    if sequence is not None:
+        conn.execute("DELETE FROM sqlite_sequence WHERE name = 'tasks'")
+        conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('tasks', ?)", (sequence[0],))
+    for _, name, sql in kept:
+        conn.execute(sql.replace(_OPEN, _NEW_OPEN) if name == "ux_tasks_open_key" else sql)
+    conn.execute("INSERT INTO status_counts (status, n) VALUES ('waiting', 0)")
+    if conn.execute("PRAGMA foreign_key_check").fetchone() is not None:
+        raise sqlite3.IntegrityError("a foreign key no longer holds after rebuilding tasks")
+
+
+V8: list[str | Migration] = [
+    "ALTER TABLE tasks ADD COLUMN question TEXT",
+    "ALTER TABLE tasks ADD COLUMN choices TEXT CHECK (choices IS NULL OR json_valid(choices))",
+    "ALTER TABLE tasks ADD COLUMN answer TEXT",
+    "ALTER TABLE tasks ADD COLUMN asked_run INTEGER",
+    "ALTER TABLE runs ADD COLUMN resumed_from INTEGER",
+    rebuild_tasks,
+]
+
+MIGRATIONS: list[Sequence[str | Migration]] = [V1, V2, V3, V4, V5, V6, V7, V8]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -380,12 +454,19 @@ def migrate(conn: sqlite3.Connection, path: object) -> None:
     if check_not_newer(conn, path) == SCHEMA_VERSION:
         return
     for number, statements in enumerate(MIGRATIONS, start=1):
+        rebuilds = any(callable(step) for step in statements)
+        if rebuilds:
+            # a dropped table's rows must not cascade into runs, notes and events
+            conn.execute("PRAGMA foreign_keys = OFF")
         conn.execute("BEGIN IMMEDIATE")
         try:
             # Re-read under the write lock: another process may have migrated.
             if check_not_newer(conn, path) < number:
-                for statement in statements:
-                    conn.execute(statement)
+                for step in statements:
+                    if callable(step):
+                        step(conn)
+                    else:
+                        conn.execute(step)
                 crash_point("during-migration")
                 conn.execute(f"PRAGMA user_version = {number}")
             conn.execute("COMMIT")
@@ -393,3 +474,6 @@ def migrate(conn: sqlite3.Connection, path: object) -> None:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        finally:
+            if rebuilds:
+                conn.execute("PRAGMA foreign_keys = ON")

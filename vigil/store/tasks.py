@@ -42,7 +42,7 @@ from vigil.models import (
     model_name_problem,
 )
 from vigil.store.limits import FloodGate, Refusal
-from vigil.store.rows import Row, row_to_note, row_to_run, row_to_task_event, task_from_row
+from vigil.store.rows import Row, choices_to_text, row_to_note, row_to_run, row_to_task_event, task_from_row
 from vigil.store.transaction import Engine, Tx
 
 if TYPE_CHECKING:
@@ -485,6 +485,70 @@ class Tasks:
             if run_id is not None:
                 agent_said = {"id": task_id, "run_id": run_id, "status": str(TaskStatus.PENDING), "summary": summary}
                 tx.run(tx.q.SQL_CLOSE_RUN, agent_said)
+            return task_of(tx, row)
+
+        return self._engine.write(body)
+
+    def ask(self, task_id: int, question: str, choices: Sequence[str] = (), *, actor: str) -> Task:
+        """The running task's agent asks a person ``question``, offering ``choices``
+        (none: a free answer): stored on the task with the run that asked, any
+        earlier answer cleared. The task stays active; when that run is recorded it
+        becomes ``waiting``, the run ``asked`` (``vigil.fate``). One transaction.
+        Raises ``InputError`` for an empty question or choice, ``InvalidTransition``
+        for a task that is not running or whose cancel was requested."""
+        question = question.strip()
+        if not question:
+            raise InputError("a question must not be empty")
+        listed = [choice.strip() for choice in choices]
+        if any(not choice for choice in listed):
+            raise InputError("a choice must not be empty")
+        values = {
+            "question": self._masked(question, actor),
+            "choices": choices_to_text(self._masked(choice, actor) for choice in listed),
+            "actor": actor,
+        }
+        return self._change(task_id, "ask a question (only a running task can)", self._engine.q.SQL_ASK, **values)
+
+    def answer(self, task_id: int, text: str, *, actor: str) -> Task:
+        """A person answers the question of a ``waiting`` task: the answer is stored
+        on the task and as a note by ``actor`` (``answer: …``), and the task is
+        pending, due at once, its attempt count kept; one ``status`` event. One
+        transaction. Raises ``InputError`` for an empty answer,
+        ``InvalidTransition`` for a task not waiting for an answer."""
+        text = text.strip()
+        if not text:
+            raise InputError("an answer must not be empty")
+        values = {"id": task_id, "now": self._clock.now_ms(), "actor": actor, "answer": text}
+
+        def body(tx: Tx) -> Task:
+            row = tx.one(tx.q.SQL_ANSWER, values)
+            if row is None:
+                raise _refused(tx, task_id, "answer it (only a task waiting for an answer can be answered)")
+            tx.one(tx.q.SQL_ADD_NOTE, {**values, "author": actor, "text": f"answer: {text}"})
+            return task_of(tx, row)
+
+        return self._engine.write(body)
+
+    def unblock(self, task_id: int, note: str | None = None, *, actor: str) -> Task:
+        """A ``blocked`` task (not one awaiting approval or review) back in the
+        queue: pending, due at once, its attempt count kept; ``note`` (if any) stored
+        first, by ``actor``; one ``status`` event. One transaction. Raises
+        ``InputError`` for an empty note, ``InvalidTransition`` for a task in
+        another state."""
+        if note is not None and not note.strip():
+            raise InputError("note text must not be empty")
+        values = {"id": task_id, "now": self._clock.now_ms(), "actor": actor}
+
+        def body(tx: Tx) -> Task:
+            row = tx.one(tx.q.SQL_UNBLOCK, values)
+            if row is None:
+                task = task_of(tx, require_task(tx, task_id))
+                if task.awaiting_approval or task.awaiting_review:
+                    waits = "approval" if task.awaiting_approval else "review"
+                    raise InvalidTransition(task_id, f"awaiting {waits}", "unblock it (use approve or reject)")
+                raise InvalidTransition(task_id, task.status, "unblock it (only a blocked task can be)")
+            if note is not None:
+                tx.one(tx.q.SQL_ADD_NOTE, {**values, "author": actor, "text": note.strip()})
             return task_of(tx, row)
 
         return self._engine.write(body)

@@ -88,6 +88,9 @@ class Queries(Protocol):
     SQL_APPROVE_REVIEW: str
     SQL_ADD_EVENT: str
     SQL_SET_WORKTREE: str
+    SQL_ASK: str
+    SQL_ANSWER: str
+    SQL_UNBLOCK: str
     SQL_REJECT_REVIEW: str
     SQL_SET_RUN_EXECUTOR: str
     SQL_SET_TASK_EXECUTOR: str

@@ -1,0 +1,130 @@
+"""Alerts to people's notification services: ``[alerts] notify``, through apprise.
+
+Each URL (``ntfy://…``, ``tgram://…``, ``mailto://…``, ``json://…``: any service
+apprise knows) gets the alerts of its kinds (``vigil.config.NOTIFY_KINDS``; by
+default waiting, failed, gated and over budget), as a title (the event's message)
+and a body that says what happened and how to answer or act. Each URL is sent to on
+its own, in a worker thread, bounded by ``[alerts] timeout``: a service that is
+down, refuses or hangs is logged and never raised, so the loop goes on.
+
+With a store, the outcome per URL is kept in ``loop_state`` (``NOTIFY_KEY``: the
+URL's position, its scheme, when it last succeeded and failed, the last error), so
+``vigil status`` and ``vigil doctor`` can say that a service is failing. A URL is
+never shown whole: its user, password or token may be in it.
+
+apprise is imported on the first send only: a home without ``notify`` never loads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from vigil.config import NotifyTarget
+from vigil.models import NOTIFY_KEY
+from vigil.store import Store
+
+log = logging.getLogger("vigil.alerts")
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """How sending one alert to the URL at ``position`` (in ``notify``) went."""
+
+    position: int
+    service: str  # "json://…": the URL's scheme only
+    ok: bool
+    error: str | None = None
+
+
+def service_name(url: str) -> str:
+    """The URL as it may be shown: its scheme only (``tgram://…``)."""
+    return url.split("://", 1)[0] + "://…"
+
+
+def body_of(event: Mapping[str, object]) -> str:
+    """What a notification says: the event's message, then how to act on it."""
+    lines = [str(event.get("message", ""))]
+    if event.get("event") == "task_waiting":
+        choices = event.get("choices")
+        if isinstance(choices, list) and choices:
+            lines.append("Choices: " + "; ".join(f"{n}. {c}" for n, c in enumerate(choices, start=1)))
+        lines.append(f"Answer with: {event.get('answer_with')}, or from the dashboard (vigil tui, key a).")
+    elif event.get("event") in ("task_failed", "task_denied"):
+        lines.append(f"See: vigil task show {event.get('task_id')}")
+    elif event.get("event") in ("gate_changed", "auth_failed"):
+        lines.append("See: vigil status; resume with: vigil resume")
+    home = event.get("home")
+    if home:
+        lines.append(f"(home {home})")
+    return "\n".join(lines)
+
+
+def _send_one(url: str, title: str, body: str) -> str | None:
+    """Send one notification (blocking); None when apprise says it went, else why not."""
+    with warnings.catch_warnings():
+        # apprise 2.x uses the stdlib's imghdr, deprecated since Python 3.11: its concern, not an alert's
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import apprise
+
+        notifier = apprise.Apprise()
+        if not notifier.add(url):
+            return "apprise does not understand this URL"
+        sent = notifier.notify(title=title, body=body)
+    return None if sent else "the service did not accept it (see the log)"
+
+
+class Notifiers:
+    """The configured notification services; ``send`` never raises."""
+
+    def __init__(self, targets: tuple[NotifyTarget, ...], timeout_s: float, store: Store | None = None) -> None:
+        self.targets = targets
+        self._timeout_s = timeout_s
+        self._store = store
+
+    async def send(self, event: Mapping[str, object]) -> list[Sent]:
+        """Send ``event`` to every URL that wants its kind, one after another; how
+        each went (recorded in the store, when there is one)."""
+        kind = str(event.get("event"))
+        title = f"vigil: {event.get('message', kind)}"[:250]
+        body = body_of(event)
+        results = []
+        for position, target in enumerate(self.targets):
+            if not target.wants(kind):
+                continue
+            try:
+                error = await asyncio.wait_for(asyncio.to_thread(_send_one, target.url, title, body), self._timeout_s)
+            except TimeoutError:
+                error = f"no answer within {self._timeout_s:g} s"
+            except Exception as err:
+                error = f"{type(err).__name__}: {err}"
+            sent = Sent(position, service_name(target.url), error is None, error)
+            if error is not None:
+                log.error("alert %s to notify[%d] (%s) failed: %s", kind, position, sent.service, error)
+            results.append(sent)
+        if results and self._store is not None:
+            await self._record(results, event)
+        return results
+
+    async def _record(self, results: list[Sent], event: Mapping[str, object]) -> None:
+        """Keep each URL's last success and failure where status and doctor read them."""
+        at = event.get("at")
+        try:
+            assert self._store is not None
+            current = (await self._store.loop_values()).get(NOTIFY_KEY)
+            health: dict[str, object] = dict(current) if isinstance(current, dict) else {}
+            for sent in results:
+                before = health.get(str(sent.position))
+                entry = dict(before) if isinstance(before, dict) else {}
+                entry["service"] = sent.service
+                if sent.ok:
+                    entry.update(ok_at=at, error=None)
+                else:
+                    entry.update(failed_at=at, error=sent.error)
+                health[str(sent.position)] = entry
+            await self._store.set_loop_values({NOTIFY_KEY: health})
+        except Exception as err:
+            log.warning("could not record the notifiers' health: %s", err)
