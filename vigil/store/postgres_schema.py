@@ -454,7 +454,22 @@ V8 = [
     "ALTER TABLE tasks ADD COLUMN max_cost_usd double precision CHECK (max_cost_usd IS NULL OR max_cost_usd >= 0)",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8]
+# V9: the cost archive keeps the account, as SQLite's V7: ``cost_archive.account``
+# (part of the primary key) and ``tasks_account``; rows archived before are '(none)',
+# with their ``tasks_last`` as ``tasks_account``. The default only fills those rows.
+V9 = [
+    """
+    ALTER TABLE cost_archive ADD COLUMN account text NOT NULL DEFAULT '(none)',
+        ADD COLUMN tasks_account bigint
+    """,
+    "UPDATE cost_archive SET tasks_account = tasks_last",
+    """
+    ALTER TABLE cost_archive ALTER COLUMN account DROP DEFAULT, ALTER COLUMN tasks_account SET NOT NULL,
+        DROP CONSTRAINT cost_archive_pkey, ADD PRIMARY KEY (start_ms, span_ms, skills, source, model, sensor, account)
+    """,
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # After copying rows with their own ids: the identity columns continue past them.
