@@ -1,17 +1,19 @@
 """A database file written by schema v1 (before retention) opens, is upgraded in
-place to the current schema with every row kept, and can then be pruned."""
+place to the current schema with every row kept, and can then be pruned; one
+written by v6 (its cost archive without the account) keeps its archive's totals."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
+from tests.store import archive_upgrade
 from tests.store.contract import new, success
 from vigil.clock import ManualClock
 from vigil.models import DedupScope
 from vigil.store import CostGroup
 from vigil.store.sqlite import SqliteStore
-from vigil.store.sqlite_schema import SCHEMA_VERSION, V1
+from vigil.store.sqlite_schema import MIGRATIONS, SCHEMA_VERSION, V1
 
 DAY_MS = 86_400_000
 
@@ -107,3 +109,51 @@ def _schema(path: Path) -> list[tuple[str, str]]:
         return [(str(n), str(s)) for n, s in conn.execute("SELECT name, sql FROM sqlite_master ORDER BY name")]
     finally:
         conn.close()
+
+
+def _v6_file(path: Path, archived: list[tuple[object, ...]]) -> None:
+    """A v6 database whose cost archive holds ``archived`` (``archive_upgrade.COLUMNS``)."""
+    path.parent.mkdir(parents=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        for statements in MIGRATIONS[:6]:
+            for statement in statements:
+                conn.execute(statement)
+        conn.execute("PRAGMA user_version = 6")
+        values = ", ".join("?" * len(archived[0]))
+        conn.executemany(f"INSERT INTO cost_archive ({archive_upgrade.COLUMNS}) VALUES ({values})", archived)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def _query(path: Path, sql: str) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+async def test_a_v6_archive_is_rebuilt_with_the_account_and_keeps_its_totals(tmp_path: Path) -> None:
+    """V7 rebuilds the archive (a WITHOUT ROWID table) with the account in its key:
+    the rows move over as '(none)', with every sum, and the hour index is back."""
+    path = tmp_path / "data" / "vigil.db"
+    clock = ManualClock()
+    _v6_file(path, archive_upgrade.rows_before(clock.now_ms()))
+    sums = _query(path, archive_upgrade.SQL_SUMS)
+
+    async with await SqliteStore.open(path, clock=clock) as store:
+        assert _user_version(path) == SCHEMA_VERSION == 7
+        assert _query(path, archive_upgrade.SQL_SUMS) == sums
+        assert _query(path, archive_upgrade.SQL_NOT_NONE) == [(0,)]
+        await archive_upgrade.assert_upgraded_archive_counts(store, clock)
+        assert await store.integrity_check() == "ok"
+    key = _query(path, "SELECT name FROM pragma_table_info('cost_archive') WHERE pk > 0 ORDER BY pk")
+    assert [name for (name,) in key] == ["start_ms", "span_ms", "skills", "source", "model", "sensor", "account"]
+    assert _query(path, "SELECT type, name FROM sqlite_master WHERE tbl_name = 'cost_archive' ORDER BY name") == [
+        ("table", "cost_archive"),
+        ("index", "ix_cost_archive_hours"),
+    ]
+    assert _query(path, "SELECT sql LIKE '%) WITHOUT ROWID%' FROM sqlite_master WHERE name = 'cost_archive'") == [(1,)]
