@@ -94,7 +94,7 @@ class CostGroup(StrEnum):
     MODEL = "model"
     HOUR = "hour"  # key "YYYY-MM-DDTHH" (UTC): the TUI's 24-hour chart
     SENSOR = "sensor"  # the sensor that started the task's parent chain; "(none)" for others
-    ACCOUNT = "account"  # "executor:account" of the run; "(none)" without one, "(pruned)" for archived runs
+    ACCOUNT = "account"  # "executor:account" of the run; "(none)" without one
 
 
 class OutcomeKind(StrEnum):

@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from tests.postgres_server import with_database
+from tests.store import archive_upgrade
 from tests.store.contract import new
 from vigil.clock import ManualClock
 from vigil.errors import OperationError, SchemaTooNew, StoreBusy, StoreError
@@ -238,16 +239,20 @@ async def test_a_row_locked_elsewhere_is_busy_not_a_hang(postgres_url: str) -> N
         assert canceled.status is TaskStatus.CANCELED
 
 
-async def test_counts_kept_per_session_slot_by_v6_are_summed_into_one_row_per_status(postgres_url: str) -> None:
-    """V7 merges V1's per-session count slots: a database whose tasks were written by
-    several sessions keeps its status counts across the upgrade."""
-    before_v7 = MIGRATIONS[:6]
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        for number, statements in enumerate(before_v7, start=1):
+def _migrate_to(url: str, version: int) -> None:
+    """Apply the first ``version`` migrations to a new database, as that Vigil did."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        for number, statements in enumerate(MIGRATIONS[:version], start=1):
             with conn.transaction():
                 for statement in statements:
                     conn.execute(statement)
                 conn.execute("UPDATE vigil_schema SET version = %s", (number,))
+
+
+async def test_counts_kept_per_session_slot_by_v6_are_summed_into_one_row_per_status(postgres_url: str) -> None:
+    """V7 merges V1's per-session count slots: a database whose tasks were written by
+    several sessions keeps its status counts across the upgrade."""
+    _migrate_to(postgres_url, 6)
     statuses = ["pending", "pending", "blocked", "completed", "failed", "completed", "pending"]
     for status in statuses:  # one session each: the counts land in several slots
         with psycopg.connect(postgres_url, autocommit=True) as conn:
@@ -269,3 +274,42 @@ async def test_counts_kept_per_session_slot_by_v6_are_summed_into_one_row_per_st
     with psycopg.connect(postgres_url) as conn:
         assert conn.execute("SELECT count(*) FROM status_counts").fetchone() == (len(TaskStatus),)
         assert conn.execute("SELECT version FROM vigil_schema").fetchone() == (SCHEMA_VERSION,)
+
+
+async def test_a_v10_archive_gets_the_account_in_its_key_and_keeps_its_totals(postgres_url: str) -> None:
+    """V11 adds the account to the cost archive's key: the rows there are '(none)',
+    with every sum."""
+    _migrate_to(postgres_url, 10)
+    clock = ManualClock()
+    archived = archive_upgrade.rows_before(clock.now_ms())
+    values = ", ".join("%s::jsonb" if column == "skills" else "%s" for column in archive_upgrade.COLUMNS.split(", "))
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.cursor().executemany(
+            f"INSERT INTO cost_archive ({archive_upgrade.COLUMNS}) VALUES ({values})",
+            archived,
+        )
+        sums = conn.execute(archive_upgrade.SQL_SUMS).fetchall()
+
+    store = await PostgresStore.open(postgres_url, clock=clock)
+    try:
+        with psycopg.connect(postgres_url) as conn:
+            assert conn.execute("SELECT version FROM vigil_schema").fetchone() == (SCHEMA_VERSION,) == (11,)
+            assert conn.execute(archive_upgrade.SQL_SUMS).fetchall() == sums
+            assert conn.execute(archive_upgrade.SQL_NOT_NONE).fetchall() == [(0,)]
+            key = conn.execute(
+                "SELECT a.attname FROM pg_index i CROSS JOIN unnest(i.indkey) WITH ORDINALITY AS k (attnum, n)"
+                " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum"
+                " WHERE i.indrelid = 'cost_archive'::regclass AND i.indisprimary ORDER BY k.n"
+            ).fetchall()
+            assert [name for (name,) in key] == [
+                "start_ms",
+                "span_ms",
+                "skills",
+                "source",
+                "model",
+                "sensor",
+                "account",
+            ]
+        await archive_upgrade.assert_upgraded_archive_counts(store, clock)
+    finally:
+        await store.close()

@@ -17,11 +17,21 @@ DAY_MS = 24 * HOUR_MS
 
 
 async def _run(
-    store: Store, clock: ManualClock, task_id: int, *, usd: float, model: str | None = "sonnet", at_ms: int = 0
+    store: Store,
+    clock: ManualClock,
+    task_id: int,
+    *,
+    usd: float,
+    model: str | None = "sonnet",
+    at_ms: int = 0,
+    account: tuple[str, str] | None = None,
 ) -> None:
-    """Claim ``task_id`` (it must be next), advance ``at_ms``, finish it completed."""
+    """Claim ``task_id`` (it must be next), advance ``at_ms``, finish it completed
+    (on ``account``: executor and account, else no agent CLI's)."""
     got = await claim(store)
     assert got.task.id == task_id
+    if account is not None:
+        await store.set_executor(got, account[0])
     clock.advance(at_ms)
     outcome = success(
         cost_usd=usd,
@@ -32,19 +42,24 @@ async def _run(
         cache_write_tokens=3,
         model=model,
         transcript_path=f"logs/runs/{task_id}-{got.attempt}.jsonl",
+        account=None if account is None else account[1],
     )
     await store.record(got, outcome, worker="w1")
 
 
 async def _retried_then_done(store: Store, clock: ManualClock, task_id: int) -> None:
-    """Two attempts an hour and more apart, with different models (a retry)."""
+    """Two attempts an hour and more apart, with different models and accounts on
+    two executors (a retry that fell back)."""
     got = await claim(store)
     assert got.task.id == task_id
+    await store.set_executor(got, "claude")
     clock.advance(60_000)
-    crashed = Outcome(OutcomeKind.TRANSIENT, cost_usd=0.5, tokens_in=40, model="haiku", transcript_path="logs/a.jsonl")
+    crashed = Outcome(
+        OutcomeKind.TRANSIENT, cost_usd=0.5, tokens_in=40, model="haiku", transcript_path="logs/a.jsonl", account="work"
+    )
     await store.record(got, crashed, worker="w1", policy=NO_BACKOFF)
     clock.advance(HOUR_MS + 5 * 60_000)
-    await _run(store, clock, task_id, usd=1.25, model="sonnet", at_ms=60_000)
+    await _run(store, clock, task_id, usd=1.25, model="sonnet", at_ms=60_000, account=("codex", "default"))
 
 
 async def _add(store: Store, new_task: NewTask) -> int:
@@ -54,11 +69,12 @@ async def _add(store: Store, new_task: NewTask) -> int:
 
 
 async def _history(store: Store, clock: ManualClock) -> dict[str, int]:
-    """A day and a half of varied work: sensor chains, skills, models, retries
-    across hours and days, a task with no runs, some cheap human tasks."""
+    """A day and a half of varied work: sensor chains, skills, models, accounts on
+    two executors (and runs with none), retries across hours and days, a task with
+    no runs, some cheap human tasks."""
     ids: dict[str, int] = {}
     ids["feed"] = await _add(store, new("feed entry", source="sensor:feeds", skills=("research", "write")))
-    await _run(store, clock, ids["feed"], usd=1.0, at_ms=10 * 60_000)
+    await _run(store, clock, ids["feed"], usd=1.0, at_ms=10 * 60_000, account=("claude", "work"))
     ids["child"] = await _add(
         store, new("follow-up", source=f"task:{ids['feed']}", parent_id=ids["feed"], skills=("write",))
     )
@@ -69,7 +85,7 @@ async def _history(store: Store, clock: ManualClock) -> dict[str, int]:
     clock.advance(20 * HOUR_MS)  # into the next UTC day
     await _run(store, clock, ids["grandchild"], usd=0.75, model=None)
     ids["mail"] = await _add(store, new("inbox", source="sensor:mail", skills=("triage",)))
-    await _run(store, clock, ids["mail"], usd=0.5, model="haiku", at_ms=2 * HOUR_MS)
+    await _run(store, clock, ids["mail"], usd=0.5, model="haiku", at_ms=2 * HOUR_MS, account=("codex", "default"))
     ids["hand"] = await _add(store, new("by hand"))
     await _run(store, clock, ids["hand"], usd=0.25)
     ids["canceled"] = await _add(store, new("never ran"))
@@ -114,6 +130,12 @@ async def test_every_roll_up_and_the_spend_are_the_same_after_a_prune(store: Sto
     sinces = [0, start + HOUR_MS, start + 21 * HOUR_MS, cutoff, cutoff + 2 * HOUR_MS, end - 4 * HOUR_MS]
     before = await _totals(store, sinces)
     assert before[(CostGroup.SENSOR, 0)][0][:3] == ("feeds", 8, 6)  # the chains count for their sensor
+    # a task that fell back to another account counts once under each
+    assert [row[:3] for row in before[(CostGroup.ACCOUNT, 0)]] == [
+        ("codex:default", 4, 4),
+        ("claude:work", 4, 4),
+        ("(none)", 4, 4),
+    ]
 
     result = await store.prune(finished_before_ms=cutoff)
 

@@ -1,11 +1,13 @@
 """A database file written by schema v1 (before retention) opens, is upgraded in
-place to the current schema with every row kept, and can then be pruned."""
+place to the current schema with every row kept, and can then be pruned; one
+written by v6 (its cost archive without the account) keeps its archive's totals."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
+from tests.store import archive_upgrade
 from tests.store.contract import new, success
 from vigil.clock import ManualClock
 from vigil.models import DedupScope, TaskStatus
@@ -66,7 +68,7 @@ async def test_a_v1_file_is_upgraded_in_place_and_keeps_its_rows(tmp_path: Path)
     assert _user_version(path) == 1
 
     async with await SqliteStore.open(path, clock=clock) as store:
-        assert _user_version(path) == SCHEMA_VERSION == 8
+        assert _user_version(path) == SCHEMA_VERSION == 9
         assert [t.subject for t in await store.list_tasks()] == ["open", "old work"]
         (feeds,) = await store.sensor_states()
         assert (feeds.last_run_at, feeds.skips) == (start, ())  # v5: no runs skipped yet
@@ -155,3 +157,54 @@ async def test_the_waiting_status_rebuild_keeps_rows_links_counts_and_the_id_seq
         check.rollback()
     finally:
         check.close()
+
+
+def _v8_file(path: Path, archived: list[tuple[object, ...]]) -> None:
+    """A v8 database whose cost archive holds ``archived`` (``archive_upgrade.COLUMNS``)."""
+    path.parent.mkdir(parents=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        for statements in MIGRATIONS[:8]:
+            for statement in statements:
+                if callable(statement):
+                    statement(conn)
+                else:
+                    conn.execute(statement)
+        conn.execute("PRAGMA user_version = 8")
+        values = ", ".join("?" * len(archived[0]))
+        conn.executemany(f"INSERT INTO cost_archive ({archive_upgrade.COLUMNS}) VALUES ({values})", archived)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def _query(path: Path, sql: str) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+async def test_a_v8_archive_is_rebuilt_with_the_account_and_keeps_its_totals(tmp_path: Path) -> None:
+    """V9 rebuilds the archive (a WITHOUT ROWID table) with the account in its key:
+    the rows move over as '(none)', with every sum, and the hour index is back."""
+    path = tmp_path / "data" / "vigil.db"
+    clock = ManualClock()
+    _v8_file(path, archive_upgrade.rows_before(clock.now_ms()))
+    sums = _query(path, archive_upgrade.SQL_SUMS)
+
+    async with await SqliteStore.open(path, clock=clock) as store:
+        assert _user_version(path) == SCHEMA_VERSION == 9
+        assert _query(path, archive_upgrade.SQL_SUMS) == sums
+        assert _query(path, archive_upgrade.SQL_NOT_NONE) == [(0,)]
+        await archive_upgrade.assert_upgraded_archive_counts(store, clock)
+        assert await store.integrity_check() == "ok"
+    key = _query(path, "SELECT name FROM pragma_table_info('cost_archive') WHERE pk > 0 ORDER BY pk")
+    assert [name for (name,) in key] == ["start_ms", "span_ms", "skills", "source", "model", "sensor", "account"]
+    assert _query(path, "SELECT type, name FROM sqlite_master WHERE tbl_name = 'cost_archive' ORDER BY name") == [
+        ("table", "cost_archive"),
+        ("index", "ix_cost_archive_hours"),
+    ]
+    assert _query(path, "SELECT sql LIKE '%) WITHOUT ROWID%' FROM sqlite_master WHERE name = 'cost_archive'") == [(1,)]

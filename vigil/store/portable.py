@@ -342,9 +342,13 @@ SQL_PRUNE_WALK = "SELECT id, created_at FROM tasks WHERE id > :after ORDER BY id
 SQL_EVENTS_WALK = "SELECT id, at FROM task_events WHERE id > :after ORDER BY id LIMIT :limit"
 
 # The primary key of ``cost_archive``, and every column of a row.
-ARCHIVE_KEY = "start_ms, span_ms, skills, source, model, sensor"
-ARCHIVE_COLUMNS = f"""{ARCHIVE_KEY}, runs, tasks_last, tasks_hour, tasks_day, tasks_model,
+ARCHIVE_KEY = "start_ms, span_ms, skills, source, model, sensor, account"
+ARCHIVE_COLUMNS = f"""{ARCHIVE_KEY}, runs, tasks_last, tasks_hour, tasks_day, tasks_model, tasks_account,
     cost_usd, api_cost_usd, tokens_in, tokens_out, cache_read_tokens, cache_write_tokens"""
+
+# A run's key in the account roll-up, live and archived: "executor:account", or
+# "(none)" when either is missing (``r`` is the run).
+RUN_ACCOUNT = "coalesce(r.executor || ':' || r.account, '(none)')"
 
 
 def origin_chain(roots: str) -> str:
@@ -363,22 +367,25 @@ origin(task_id, sensor) AS (
 )"""
 
 
-# The runs to archive with four flags that mark one run per task and grouping (its
-# last run overall, in its hour, in its UTC day, with its model), so that a roll-up
-# counts each task once per group (schema V2). Each backend's ``SQL_ARCHIVE_RUNS``
-# defines ``origin`` (``origin_chain``) and adds the WHERE that picks the doomed
-# tasks' finished runs.
-ARCHIVE_FLAGGED = """
+# The runs to archive with five flags that mark one run per task and grouping (its
+# last run overall, in its hour, in its UTC day, with its model, with its account),
+# so that a roll-up counts each task once per group (schema V2; the account's since
+# SQLite V7, PostgreSQL V9). Each backend's ``SQL_ARCHIVE_RUNS`` defines ``origin``
+# (``origin_chain``) and adds the WHERE that picks the doomed tasks' finished runs.
+ARCHIVE_FLAGGED = f"""
     SELECT r.*, t.skills, t.source, o.sensor,
            (r.finished_at / 3600000) * 3600000 AS hour_ms,
            coalesce(r.model, '(none)') AS model_key,
+           {RUN_ACCOUNT} AS account_key,
            row_number() OVER (PARTITION BY r.task_id ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_any,
            row_number() OVER (PARTITION BY r.task_id, r.finished_at / 3600000
                               ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_hour,
            row_number() OVER (PARTITION BY r.task_id, r.finished_at / 86400000
                               ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_day,
            row_number() OVER (PARTITION BY r.task_id, coalesce(r.model, '(none)')
-                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_model
+                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_model,
+           row_number() OVER (PARTITION BY r.task_id, {RUN_ACCOUNT}
+                              ORDER BY r.finished_at DESC, r.id DESC) = 1 AS last_account
     FROM runs r JOIN tasks t ON t.id = r.task_id JOIN origin o ON o.task_id = r.task_id"""
 
 # An archive row that exists already (``INSERT INTO cost_archive AS a … ON CONFLICT
@@ -386,7 +393,8 @@ ARCHIVE_FLAGGED = """
 ARCHIVE_ADD = """
     runs = a.runs + excluded.runs, tasks_last = a.tasks_last + excluded.tasks_last,
     tasks_hour = a.tasks_hour + excluded.tasks_hour, tasks_day = a.tasks_day + excluded.tasks_day,
-    tasks_model = a.tasks_model + excluded.tasks_model, cost_usd = a.cost_usd + excluded.cost_usd,
+    tasks_model = a.tasks_model + excluded.tasks_model, tasks_account = a.tasks_account + excluded.tasks_account,
+    cost_usd = a.cost_usd + excluded.cost_usd,
     api_cost_usd = a.api_cost_usd + excluded.api_cost_usd, tokens_in = a.tokens_in + excluded.tokens_in,
     tokens_out = a.tokens_out + excluded.tokens_out,
     cache_read_tokens = a.cache_read_tokens + excluded.cache_read_tokens,

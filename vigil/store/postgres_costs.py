@@ -9,7 +9,7 @@ whole when the window starts inside it, as on SQLite.
 from __future__ import annotations
 
 from vigil.models import CostGroup
-from vigil.store.portable import cost_rollup, dialect, origin_chain
+from vigil.store.portable import RUN_ACCOUNT, cost_rollup, dialect, origin_chain
 
 
 def _utc(epoch_ms: str, pattern: str) -> str:
@@ -36,9 +36,10 @@ _LIVE = {
         "runs r JOIN tasks t ON t.id = r.task_id " + _SKILLS_OF.format("t"),
     ),
     CostGroup.SENSOR: ("coalesce(o.sensor, '(none)')", "runs r LEFT JOIN origin o ON o.task_id = r.task_id"),
-    CostGroup.ACCOUNT: ("coalesce(r.executor || ':' || r.account, '(none)')", "runs r"),
+    CostGroup.ACCOUNT: (RUN_ACCOUNT, "runs r"),
 }
-# The pruned runs' part (postgres_schema V2): (key expression, task count column, joins).
+# The pruned runs' part (postgres_schema V2, the account V9): (key expression, task count
+# column, joins).
 _ARCHIVED = {
     CostGroup.DAY: (_utc("a.start_ms", _DAY), "tasks_day", ""),
     # a folded day has no hours left: it is one key, the day's
@@ -51,8 +52,7 @@ _ARCHIVED = {
     CostGroup.SOURCE: ("a.source", "tasks_last", ""),
     CostGroup.SKILL: ("coalesce(s.value, '(none)')", "tasks_last", _SKILLS_OF.format("a")),
     CostGroup.SENSOR: ("a.sensor", "tasks_last", ""),
-    # the archive keeps no account: a pruned task's runs count together
-    CostGroup.ACCOUNT: ("CAST('(pruned)' AS text)", "tasks_last", ""),
+    CostGroup.ACCOUNT: ("a.account", "tasks_account", ""),
 }
 
 # Keys sort bytewise (COLLATE "C"), as on SQLite, whatever the database's locale.

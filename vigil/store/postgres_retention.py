@@ -54,12 +54,13 @@ flagged AS (
     WHERE r.task_id = ANY(:ids::bigint[]) AND r.finished_at IS NOT NULL
 )
 INSERT INTO cost_archive AS a ({ARCHIVE_COLUMNS})
-SELECT hour_ms, 3600000, skills, source, model_key, sensor, count(*), count(*) FILTER (WHERE last_any),
-       count(*) FILTER (WHERE last_hour), count(*) FILTER (WHERE last_day), count(*) FILTER (WHERE last_model),
-       coalesce(sum(cost_usd), 0), coalesce(sum(api_cost_usd), 0), sum(tokens_in), sum(tokens_out),
-       sum(cache_read_tokens), sum(cache_write_tokens)
+SELECT hour_ms, 3600000, skills, source, model_key, sensor, account_key, count(*),
+       count(*) FILTER (WHERE last_any), count(*) FILTER (WHERE last_hour), count(*) FILTER (WHERE last_day),
+       count(*) FILTER (WHERE last_model), count(*) FILTER (WHERE last_account), coalesce(sum(cost_usd), 0),
+       coalesce(sum(api_cost_usd), 0), sum(tokens_in), sum(tokens_out), sum(cache_read_tokens),
+       sum(cache_write_tokens)
 FROM flagged
-GROUP BY hour_ms, skills, source, model_key, sensor
+GROUP BY hour_ms, skills, source, model_key, sensor, account_key
 ON CONFLICT ({ARCHIVE_KEY}) DO UPDATE SET {ARCHIVE_ADD}""")
 
 # What the doomed tasks take with them, counted before the delete cascades; the
@@ -120,15 +121,15 @@ SQL_FOLD_HOURS = f"""
 WITH moved AS (
     DELETE FROM cost_archive WHERE ({ARCHIVE_KEY}) IN (
         SELECT {ARCHIVE_KEY} FROM cost_archive WHERE span_ms = 3600000 AND start_ms < %(before)s
-        ORDER BY start_ms, skills, source, model, sensor LIMIT %(limit)s)
+        ORDER BY start_ms, skills, source, model, sensor, account LIMIT %(limit)s)
     RETURNING *
 ), folded AS (
 INSERT INTO cost_archive AS a ({ARCHIVE_COLUMNS})
-SELECT (start_ms / 86400000) * 86400000 AS day_ms, 86400000, skills, source, model, sensor, sum(runs),
-       sum(tasks_last), sum(tasks_day), sum(tasks_day), sum(tasks_model), sum(cost_usd), sum(api_cost_usd),
-       sum(tokens_in), sum(tokens_out), sum(cache_read_tokens), sum(cache_write_tokens)
+SELECT (start_ms / 86400000) * 86400000 AS day_ms, 86400000, skills, source, model, sensor, account, sum(runs),
+       sum(tasks_last), sum(tasks_day), sum(tasks_day), sum(tasks_model), sum(tasks_account), sum(cost_usd),
+       sum(api_cost_usd), sum(tokens_in), sum(tokens_out), sum(cache_read_tokens), sum(cache_write_tokens)
 FROM moved
-GROUP BY day_ms, skills, source, model, sensor
+GROUP BY day_ms, skills, source, model, sensor, account
 ON CONFLICT ({ARCHIVE_KEY}) DO UPDATE SET {ARCHIVE_ADD})
 SELECT 1 FROM moved
 """

@@ -483,7 +483,22 @@ V10 = [
     "INSERT INTO status_counts (status, n) VALUES ('waiting', 0)",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10]
+# V11: the cost archive keeps the account, as SQLite's V9: ``cost_archive.account``
+# (part of the primary key) and ``tasks_account``; rows archived before are '(none)',
+# with their ``tasks_last`` as ``tasks_account``. The default only fills those rows.
+V11 = [
+    """
+    ALTER TABLE cost_archive ADD COLUMN account text NOT NULL DEFAULT '(none)',
+        ADD COLUMN tasks_account bigint
+    """,
+    "UPDATE cost_archive SET tasks_account = tasks_last",
+    """
+    ALTER TABLE cost_archive ALTER COLUMN account DROP DEFAULT, ALTER COLUMN tasks_account SET NOT NULL,
+        DROP CONSTRAINT cost_archive_pkey, ADD PRIMARY KEY (start_ms, span_ms, skills, source, model, sensor, account)
+    """,
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # After copying rows with their own ids: the identity columns continue past them.

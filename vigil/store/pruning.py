@@ -305,7 +305,7 @@ class AsyncRetention(Hopping):
         ``max_batches`` stops it first).
 
         Before a task goes, its runs' spend and tokens are added to the cost
-        archive (UTC hour x skills x source x model x sensor origin), so
+        archive (UTC hour x skills x source x model x sensor origin x account), so
         ``cost_rollup`` and ``spend_since`` keep their totals; its source key stays
         used (retired now, by the store's clock), so a later ``ever`` add of that
         key is still refused.

@@ -9,7 +9,7 @@ inside it.
 from __future__ import annotations
 
 from vigil.models import CostGroup
-from vigil.store.portable import cost_rollup, origin_chain
+from vigil.store.portable import RUN_ACCOUNT, cost_rollup, origin_chain
 
 # Each run counts for the sensor at the root of its task's parent chain, so the
 # follow-ups an agent added while working on a sensor's task count for that sensor.
@@ -33,9 +33,10 @@ _LIVE = {
         "runs r CROSS JOIN tasks t ON t.id = r.task_id LEFT JOIN json_each(t.skills) s",
     ),
     CostGroup.SENSOR: ("coalesce(o.sensor, '(none)')", "runs r LEFT JOIN origin o ON o.task_id = r.task_id"),
-    CostGroup.ACCOUNT: ("coalesce(r.executor || ':' || r.account, '(none)')", "runs r"),
+    CostGroup.ACCOUNT: (RUN_ACCOUNT, "runs r"),
 }
-# The pruned runs' part (sqlite_schema V2): (key expression, task count column, joins).
+# The pruned runs' part (sqlite_schema V2, the account V7): (key expression, task count
+# column, joins).
 _ARCHIVED = {
     CostGroup.DAY: ("strftime('%Y-%m-%d', a.start_ms / 1000, 'unixepoch')", "tasks_day", ""),
     # a folded day has no hours left: it is one key, the day's
@@ -48,8 +49,7 @@ _ARCHIVED = {
     CostGroup.SOURCE: ("a.source", "tasks_last", ""),
     CostGroup.SKILL: ("coalesce(s.value, '(none)')", "tasks_last", "LEFT JOIN json_each(a.skills) s"),
     CostGroup.SENSOR: ("a.sensor", "tasks_last", ""),
-    # the archive keeps no account: a pruned task's runs count together
-    CostGroup.ACCOUNT: ("'(pruned)'", "tasks_last", ""),
+    CostGroup.ACCOUNT: ("a.account", "tasks_account", ""),
 }
 
 SQL_COST_ROLLUP: dict[CostGroup, str] = {

@@ -4,9 +4,9 @@ Each batch is one ``BEGIN IMMEDIATE`` transaction. ``:ids`` is a JSON array
 (``Tx.array``). After the tasks, what pruned tasks leave behind is kept bounded:
 
 * **Fold.** Hour rows of ``cost_archive`` from UTC days that ended before the fold
-  line become one row per UTC day and group (skills, source, model, sensor). Every
-  sum adds up; a day row's ``tasks_hour`` is its ``tasks_day`` (a task counts once in
-  the one key a folded day has).
+  line become one row per UTC day and group (skills, source, model, sensor,
+  account). Every sum adds up; a day row's ``tasks_hour`` is its ``tasks_day`` (a
+  task counts once in the one key a folded day has).
 * **Drop old costs.** Archive rows that ended at or before ``[retention]
   keep_costs`` are deleted.
 * **Drop old keys.** Retired keys retired before ``[retention] keep_keys`` are
@@ -61,11 +61,11 @@ flagged AS (
     WHERE r.task_id IN doomed AND r.finished_at IS NOT NULL
 )
 INSERT INTO cost_archive AS a ({ARCHIVE_COLUMNS})
-SELECT hour_ms, 3600000, skills, source, model_key, sensor, count(*), sum(last_any), sum(last_hour),
-       sum(last_day), sum(last_model), total(cost_usd), total(api_cost_usd), sum(tokens_in),
-       sum(tokens_out), sum(cache_read_tokens), sum(cache_write_tokens)
+SELECT hour_ms, 3600000, skills, source, model_key, sensor, account_key, count(*), sum(last_any),
+       sum(last_hour), sum(last_day), sum(last_model), sum(last_account), total(cost_usd),
+       total(api_cost_usd), sum(tokens_in), sum(tokens_out), sum(cache_read_tokens), sum(cache_write_tokens)
 FROM flagged WHERE true
-GROUP BY hour_ms, skills, source, model_key, sensor
+GROUP BY hour_ms, skills, source, model_key, sensor, account_key
 ON CONFLICT ({ARCHIVE_KEY}) DO UPDATE SET {ARCHIVE_ADD}"""
 
 _IDS = "(SELECT value FROM json_each(:ids))"
@@ -128,17 +128,17 @@ SELECT (SELECT count(*) FROM doomed) AS tasks,
 # both statements of a batch: nothing else writes between them).
 _PICK_HOURS = """
 SELECT * FROM cost_archive WHERE span_ms = 3600000 AND start_ms < :before
-ORDER BY start_ms, skills, source, model, sensor LIMIT :limit
+ORDER BY start_ms, skills, source, model, sensor, account LIMIT :limit
 """
 
 SQL_FOLD_HOURS = f"""
 WITH picked AS ({_PICK_HOURS})
 INSERT INTO cost_archive AS a ({ARCHIVE_COLUMNS})
-SELECT (start_ms / 86400000) * 86400000 AS day_ms, 86400000, skills, source, model, sensor, sum(runs),
-       sum(tasks_last), sum(tasks_day), sum(tasks_day), sum(tasks_model), total(cost_usd), total(api_cost_usd),
-       sum(tokens_in), sum(tokens_out), sum(cache_read_tokens), sum(cache_write_tokens)
+SELECT (start_ms / 86400000) * 86400000 AS day_ms, 86400000, skills, source, model, sensor, account, sum(runs),
+       sum(tasks_last), sum(tasks_day), sum(tasks_day), sum(tasks_model), sum(tasks_account), total(cost_usd),
+       total(api_cost_usd), sum(tokens_in), sum(tokens_out), sum(cache_read_tokens), sum(cache_write_tokens)
 FROM picked WHERE true
-GROUP BY day_ms, skills, source, model, sensor
+GROUP BY day_ms, skills, source, model, sensor, account
 ON CONFLICT ({ARCHIVE_KEY}) DO UPDATE SET {ARCHIVE_ADD}"""
 SQL_DELETE_FOLDED = f"DELETE FROM cost_archive WHERE ({ARCHIVE_KEY}) IN (SELECT {ARCHIVE_KEY} FROM ({_PICK_HOURS}))"
 

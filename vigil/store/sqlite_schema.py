@@ -413,7 +413,53 @@ V8: list[str | Migration] = [
     rebuild_tasks,
 ]
 
-MIGRATIONS: list[Sequence[str | Migration]] = [V1, V2, V3, V4, V5, V6, V7, V8]
+# V9: the cost archive keeps the account. ``cost_archive.account``: the runs'
+# "executor:account" as the account roll-up keys them ('(none)' without one), part of
+# the primary key; ``tasks_account``: 1 on a task's last run with that account. Rows
+# archived before kept none: they are '(none)', where every run of a task counts
+# together, so their ``tasks_account`` is their ``tasks_last``. A WITHOUT ROWID
+# table's primary key cannot be altered: the table is rebuilt (create, copy, drop,
+# rename, index), in the migration's transaction; nothing refers to it.
+V9 = [
+    """
+    CREATE TABLE cost_archive_v7 (
+        start_ms           INTEGER NOT NULL,  -- start of the UTC hour (or day) the runs finished in
+        span_ms            INTEGER NOT NULL CHECK (span_ms IN (3600000, 86400000)),
+        skills             TEXT    NOT NULL,
+        source             TEXT    NOT NULL,
+        model              TEXT    NOT NULL,  -- '(none)' when the run named none
+        sensor             TEXT    NOT NULL,  -- the sensor that started the chain, or '(none)'
+        account            TEXT    NOT NULL,  -- "executor:account" of the runs, or '(none)'
+        runs               INTEGER NOT NULL,
+        tasks_last         INTEGER NOT NULL,  -- by source, skill, sensor
+        tasks_hour         INTEGER NOT NULL,
+        tasks_day          INTEGER NOT NULL,
+        tasks_model        INTEGER NOT NULL,
+        tasks_account      INTEGER NOT NULL,
+        cost_usd           REAL    NOT NULL,
+        api_cost_usd       REAL    NOT NULL,
+        tokens_in          INTEGER NOT NULL,
+        tokens_out         INTEGER NOT NULL,
+        cache_read_tokens  INTEGER NOT NULL,
+        cache_write_tokens INTEGER NOT NULL,
+        PRIMARY KEY (start_ms, span_ms, skills, source, model, sensor, account)
+    ) WITHOUT ROWID
+    """,
+    """
+    INSERT INTO cost_archive_v7 (start_ms, span_ms, skills, source, model, sensor, account, runs, tasks_last,
+                                 tasks_hour, tasks_day, tasks_model, tasks_account, cost_usd, api_cost_usd,
+                                 tokens_in, tokens_out, cache_read_tokens, cache_write_tokens)
+    SELECT start_ms, span_ms, skills, source, model, sensor, '(none)', runs, tasks_last,
+           tasks_hour, tasks_day, tasks_model, tasks_last, cost_usd, api_cost_usd,
+           tokens_in, tokens_out, cache_read_tokens, cache_write_tokens
+    FROM cost_archive
+    """,
+    "DROP TABLE cost_archive",
+    "ALTER TABLE cost_archive_v7 RENAME TO cost_archive",
+    "CREATE INDEX ix_cost_archive_hours ON cost_archive (start_ms) WHERE span_ms = 3600000",
+]
+
+MIGRATIONS: list[Sequence[str | Migration]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
