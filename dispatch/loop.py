@@ -196,6 +196,10 @@ class Dispatcher:
         """Record the attempt (its fate decided by the store, ``vigil.fate``), say what
         became of the task, and tell the guard."""
         recorded = await self._store.record(claim, outcome, worker=self.worker_id, policy=self._policy)
+        if recorded.status is TaskStatus.WAITING:
+            # its agent asked a person (``vigil.fate.recorded_as``): whatever the CLI
+            # reported, the run was recorded as asked, and the guard counts it so
+            outcome = replace(outcome, kind=OutcomeKind.ASKED)
         log.info("task #%d %s (%s)%s%s", recorded.id, recorded.status, outcome.kind, _denied(outcome), _brief(outcome))
         if recorded.status is TaskStatus.PENDING and recorded.claimed_by is None:
             given_back = recorded.attempt_count < claim.task.attempt_count

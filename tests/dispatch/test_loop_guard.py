@@ -150,3 +150,27 @@ async def test_a_task_needing_approval_is_held_unrun(
     assert done is not None
     assert done.status is TaskStatus.COMPLETED
     assert len(fake.calls) == 1
+
+
+async def test_a_run_that_asked_is_no_transient_failure_to_the_guard(
+    db: SqliteStore, settings: Settings, clock: ManualClock, guard: Guard
+) -> None:
+    """The agent asked a person, then its CLI ended badly (a 529): the task waits
+    for the answer and the run is recorded as asked, so the loop does not back off
+    as after an outage."""
+    added = await db.add_task(NewTask("deploy"))
+
+    async def asks_then_breaks(task: Task, ctx: RunContext) -> Outcome:
+        await db.ask(task.id, "staging or prod?", ("staging", "prod"), actor="agent")
+        return Outcome(OutcomeKind.TRANSIENT, error="API error: 529 overloaded")
+
+    fake = FakeExecutor(asks_then_breaks)
+    dispatcher = Dispatcher(db, settings, lambda name: fake, clock, WORKER, guard=guard)
+
+    recorded = await dispatcher.run_once()
+
+    assert recorded is not None
+    assert (recorded.id, recorded.status) == (added.task_id, TaskStatus.WAITING)
+    (run,) = await db.list_runs(recorded.id)
+    assert run.outcome == "asked"
+    assert (await read_gate(db)).is_open(clock.now_ms())  # no backoff gate
