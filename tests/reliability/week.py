@@ -51,7 +51,11 @@ CONFIG = """\
 [dispatch]
 executor = "claude"
 max_retries = 2
-retry_backoff = "5m"
+# The first step of a task's retry and of the loop's own backoff after a transient
+# failure (the default). The fake's overloads and crashes are scattered, not an
+# outage: at 5m each one held the whole loop for 5 simulated minutes, half the day
+# in all, and the queue never drained.
+retry_backoff = "30s"
 retry_backoff_max = "1h"
 usage_limit_fallback = "30m"
 # real seconds: an executor timeout is about a real process
@@ -70,8 +74,8 @@ max_consecutive_failures = 0
 max_per_source_per_day = 0
 
 [alerts]
-# Back-to-back runs write the heartbeat at most once a real second (a throttle on
-# commits, kept real): 24 simulated minutes at k = 1440.
+# A real second of a loaded machine is 24 simulated minutes at k = 1440: a
+# heartbeat late by a few real seconds must not read as a dead dispatcher.
 stale_dispatcher = "2h"
 """
 SENSOR = """
