@@ -27,6 +27,7 @@ from vigil.models import (
     BatchResult,
     Claim,
     CostRow,
+    LineResult,
     NewTask,
     Note,
     Outcome,
@@ -38,6 +39,7 @@ from vigil.models import (
     TaskEvent,
     TaskStatus,
 )
+from vigil.task_query import TaskQuery, TaskWindow
 
 if TYPE_CHECKING:
     from vigil.store.postgres import PostgresStore
@@ -143,6 +145,13 @@ class TaskWriter(Protocol):
         """Add many tasks in one transaction; duplicates are counted as ignored."""
         ...
 
+    async def add_each(self, news: Sequence[NewTask], *, actor: str) -> list[LineResult]:
+        """Add many tasks in one transaction and say what became of each, in order:
+        created, existing (its key's holder), or refused (a flood limit, counted as
+        ``add_tasks`` counts it; a missing parent or dependency). Raises
+        ``InputError`` for a task that is not valid (nothing is added then)."""
+        ...
+
 
 class TaskReader(Protocol):
     """Reading tasks, their history and the spend (one read each, no lock held)."""
@@ -175,6 +184,30 @@ class TaskReader(Protocol):
         ``list_tasks``. Walks the primary key downwards from ``before_id``: cost is
         bounded by the rows it passes, so a rare match over a huge history is slower
         (one read, no lock held). ``statuses`` None means every status."""
+        ...
+
+    async def task_window(
+        self, query: TaskQuery, *, offset: int = 0, limit: int = 100, recent_since_ms: int | None = None
+    ) -> TaskWindow:
+        """One page of the tasks ``query`` asks for, in its order: the rows from
+        ``offset`` (0-based; one at or past the end gives the last page), at most
+        ``limit``, with how many match in all and what the queue's header shows
+        (counts per state, the running tasks, the next task and due time, and, with
+        ``recent_since_ms``, the last few completed or failed since then, the latest
+        finish first). One read transaction: the page, the total and the counts
+        agree. Filters and sorts run in the database over indexed rows (see
+        ``vigil.store.window_sql`` for what each costs). Raises ``InputError`` for a
+        negative offset or a limit below 1."""
+        ...
+
+    async def finished_tasks(
+        self, text: str = "", *, before: tuple[int, int] | None = None, limit: int = 100
+    ) -> list[Task]:
+        """Completed, failed and canceled tasks, the latest finish first (then the
+        higher id), keyset-paged: pass the last row's ``(completed_at, id)`` as
+        ``before`` for the next page. ``text`` non-empty keeps tasks whose subject,
+        description, source or result summary contains it (case-insensitive for
+        ASCII); a rare match over a long history reads until a page is found."""
         ...
 
     async def queue(self, *, limit: int = 200) -> list[Task]:
@@ -256,6 +289,12 @@ class TaskChanges(Protocol):
 
     async def defer(self, task_id: int, until_ms: int, *, actor: str) -> Task:
         """Set ``scheduled_for`` of a pending or blocked task."""
+        ...
+
+    async def defer_by(self, task_id: int, by_ms: int, *, actor: str) -> Task:
+        """Make a pending or blocked task due ``by_ms`` later than it is due now (a
+        task already due: than now), in one statement. Raises ``InputError`` for
+        ``by_ms`` ≤ 0."""
         ...
 
     async def retry(self, task_id: int, *, actor: str) -> Task:

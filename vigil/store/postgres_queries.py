@@ -19,6 +19,7 @@ from vigil.store.portable import add_task_sql, dialect, recover_sql, sensor_run_
 # The roll-ups live in postgres_costs; re-exported here, where Queries looks for them.
 from vigil.store.postgres_costs import SQL_COST_ROLLUP as SQL_COST_ROLLUP  # noqa: PLC0414
 from vigil.store.postgres_schema import LOCK_KEY
+from vigil.store.window_sql import WindowDialect
 
 if TYPE_CHECKING:
     from vigil.store.transaction import PruneQueries, Tx
@@ -90,6 +91,18 @@ def claim(tx: Tx, params: dict[str, Any]) -> Claim | None:
     return Claim(task=task_of(tx, row), run_id=int(row["run_id"]), attempt=int(row["run_attempt"]), notes=notes)
 
 
+# The task the dispatcher takes next (the queue's marker): the claim's search, unlocked.
+SQL_NEXT_DUE_ID = """
+SELECT c.id FROM generate_series(1, 9) AS p (priority)
+CROSS JOIN LATERAL (
+    SELECT id FROM tasks
+    WHERE status = 'pending' AND waiting_on = 0 AND priority = p.priority AND scheduled_for <= %(now)s
+      AND claimed_by IS NULL
+    ORDER BY scheduled_for, id LIMIT 1
+) AS c
+LIMIT 1
+"""
+
 SQL_NEXT_DUE_AT = """
 SELECT min(x.scheduled_for) AS m FROM generate_series(1, 9) AS p (priority)
 CROSS JOIN LATERAL (
@@ -124,6 +137,16 @@ WHERE status = ANY(%(statuses)s::text[]) AND id < %(before_id)s
        OR source ILIKE %(pattern)s OR coalesce(result_summary, '') ILIKE %(pattern)s)
 ORDER BY id DESC LIMIT %(limit)s
 """
+
+# The task window's pieces: ILIKE ignores case; ``?`` finds a string in the JSON array.
+WINDOW = WindowDialect(
+    contains="{column} ILIKE {param} ESCAPE '\\'",
+    has_skill="skills ? CAST({param} AS text)",
+    folded="lower({column})",
+    skills_text="CAST(skills AS text)",
+    unindexed="{column}",
+    finish=dialect,
+)
 
 # Summed over the per-session slots (see postgres_schema).
 SQL_COUNT_BY_STATUS = "SELECT status, sum(n)::bigint AS n FROM status_counts GROUP BY status"

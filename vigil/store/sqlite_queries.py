@@ -18,6 +18,7 @@ from vigil.store.rows import row_to_note
 
 # The roll-ups live in sqlite_costs; re-exported here, where Queries looks for them.
 from vigil.store.sqlite_costs import SQL_COST_ROLLUP as SQL_COST_ROLLUP  # noqa: PLC0414
+from vigil.store.window_sql import WindowDialect
 
 if TYPE_CHECKING:
     from vigil.store.transaction import PruneQueries, Tx
@@ -61,6 +62,8 @@ RETURNING *
 
 
 SQL_CLAIM = _claim(MAX_PRIORITY)
+# The task the dispatcher takes next (the queue's marker): the claim's own search.
+SQL_NEXT_DUE_ID = _next_due_id(MAX_PRIORITY)
 # claim_next(max_priority=p): only tasks at least that urgent (priority ≤ p).
 SQL_CLAIM_UP_TO = {p: _claim(p) for p in _PRIORITIES}
 
@@ -103,6 +106,16 @@ def search_tasks_sql(statuses: Collection[TaskStatus]) -> str:
     """``SQL_SEARCH_TASKS`` for these statuses."""
     return SQL_SEARCH_TASKS.format(statuses=_literals(statuses))
 
+
+# The task window's pieces: LIKE ignores ASCII case; a skill is a value of the JSON array.
+WINDOW = WindowDialect(
+    contains="{column} LIKE {param} ESCAPE '\\'",
+    has_skill="EXISTS (SELECT 1 FROM json_each(skills) WHERE value = {param})",
+    folded="{column} COLLATE NOCASE",
+    skills_text="skills",
+    unindexed="+{column}",  # keeps the planner off ix_tasks_status_id: walk the finish order instead
+    finish=lambda sql: sql,
+)
 
 # Kept by triggers in the same transaction as every status change: no count(*).
 SQL_COUNT_BY_STATUS = "SELECT status, n FROM status_counts"

@@ -286,7 +286,13 @@ V3 = [
     "ALTER TABLE tasks ADD COLUMN workdir TEXT",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3]
+# V4: finished tasks in the order they finished (the history, the queue's recently
+# finished rows): a walk down this index instead of a sort of every finished task.
+V4 = [
+    "CREATE INDEX ix_tasks_finished ON tasks (completed_at, id) WHERE completed_at IS NOT NULL",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -24,6 +24,7 @@ from vigil.models import (
     BatchResult,
     CostRow,
     DedupScope,
+    LineResult,
     NewTask,
     Note,
     Run,
@@ -35,6 +36,8 @@ from vigil.store import CostGroup
 from vigil.store.limits import FloodGate, Refusal
 from vigil.store.rows import Row, row_to_note, row_to_run, row_to_task_event, task_from_row
 from vigil.store.transaction import Engine, Tx
+from vigil.store.views import read_history, read_window
+from vigil.task_query import TaskQuery, TaskWindow
 
 NO_UPPER_ID = 2**62  # "no upper bound" for keyset paging
 
@@ -173,7 +176,46 @@ class Tasks:
 
         return self._engine.write(body)
 
+    def add_each(self, news: Sequence[NewTask], *, actor: str) -> list[LineResult]:
+        now = self._clock.now_ms()
+
+        def body(tx: Tx) -> list[LineResult]:
+            flood = None if self._limits is None else FloodGate(self._limits, now)
+            results = []
+            for new in news:
+                try:
+                    # A missing parent or dependency is found before anything of
+                    # this task is written: the batch goes on without it.
+                    task_id = insert_task(tx, new, now, actor, self._default_max_retries, flood=flood)
+                except TaskNotFound as err:
+                    results.append(LineResult("refused", None, str(err)))
+                    continue
+                if isinstance(task_id, Refusal):
+                    results.append(LineResult("refused", None, task_id.reason))
+                elif task_id is not None:
+                    results.append(LineResult("created", task_id))
+                else:
+                    holder = tx.one(tx.q.SQL_HOLDER_OF_KEY, {"key": new.source_key})
+                    held = None if holder is None or holder["id"] is None else int(holder["id"])
+                    results.append(LineResult("existing", held))
+            return results
+
+        return self._engine.write(body)
+
     # --- reading ------------------------------------------------------------------
+    def task_window(
+        self, query: TaskQuery, *, offset: int = 0, limit: int = 100, recent_since_ms: int | None = None
+    ) -> TaskWindow:
+        if offset < 0 or limit < 1:
+            raise InputError(f"a window needs offset >= 0 and limit >= 1, not {offset} and {limit}")
+        now = self._clock.now_ms()
+        return self._engine.snapshot(
+            lambda tx: read_window(tx, query, now_ms=now, offset=offset, limit=limit, recent_since_ms=recent_since_ms)
+        )
+
+    def finished_tasks(self, text: str = "", *, before: tuple[int, int] | None = None, limit: int = 100) -> list[Task]:
+        return self._engine.read(lambda tx: read_history(tx, text, before=before, limit=limit))
+
     def _tasks(self, sql: str, params: dict[str, Any] | None = None) -> list[Task]:
         return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(sql, params)])
 
@@ -300,6 +342,11 @@ class Tasks:
 
     def defer(self, task_id: int, until_ms: int, *, actor: str) -> Task:
         return self._change(task_id, "defer it", self._engine.q.SQL_DEFER, until=until_ms, actor=actor)
+
+    def defer_by(self, task_id: int, by_ms: int, *, actor: str) -> Task:
+        if by_ms <= 0:
+            raise InputError(f"a deferral must move a task later, not by {by_ms} ms")
+        return self._change(task_id, "defer it", self._engine.q.SQL_DEFER_BY, by=by_ms, actor=actor)
 
     def retry(self, task_id: int, *, actor: str) -> Task:
         return self._change(task_id, "retry it", self._engine.q.SQL_RETRY, actor=actor)

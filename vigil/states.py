@@ -1,0 +1,87 @@
+"""The states a task is shown and filtered in: one table for the whole program.
+
+A state is a status, or a status narrowed by the task's ``approval`` column: a
+task *awaiting approval* is ``blocked`` with its approval ``pending``. Each row
+of ``TASK_STATES`` says how the state is named in a filter (``status:approval``
+in the TUI, ``vigil task list --status approval``), its label (the header's
+count, the help), the word the queue's status column shows, the marker the
+queue draws beside the id, its style and the header key that filters by it.
+A new state (a task awaiting review, a task waiting for a person's answer) is
+one more row.
+
+A state that narrows nothing (``approval`` None) is the whole status: ``blocked``
+counts and lists the blocked tasks awaiting approval too. A task is *drawn* in
+the narrowest state that matches it (``state_of``). Styles are Rich style
+strings; the core only passes them on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vigil.models import FINISHED_STATUSES, ApprovalState, Task, TaskStatus
+
+
+@dataclass(frozen=True)
+class TaskState:
+    name: str  # the filter word: status:<name>, --status <name>
+    status: TaskStatus
+    approval: str | None  # the approval value that narrows the status; None: the whole status
+    label: str  # the header's count and the help ("Awaiting approval")
+    cell: str  # the queue's status column (at most 9 cells)
+    marker: str  # drawn beside the id (" ": none)
+    style: str  # of the status cell and the marker
+    key: str  # the header key that shows only this state
+
+    @property
+    def narrows(self) -> bool:
+        """Whether it is a part of its status rather than all of it."""
+        return self.approval is not None
+
+    def matches(self, task: Task) -> bool:
+        return task.status is self.status and (self.approval is None or task.approval == self.approval)
+
+    def sql(self, status_column: str = "status") -> str:
+        """The state as an SQL condition on ``tasks`` (literals from this table only);
+        ``status_column`` is how the status column is written (``+status``: not
+        through its index)."""
+        condition = f"{status_column} = '{self.status.value}'"
+        return condition if self.approval is None else f"({condition} AND approval = '{self.approval}')"
+
+
+TASK_STATES: tuple[TaskState, ...] = (
+    TaskState("active", TaskStatus.ACTIVE, None, "Active", "active", " ", "bold green", "A"),
+    TaskState("pending", TaskStatus.PENDING, None, "Pending", "pending", " ", "", "P"),
+    TaskState("blocked", TaskStatus.BLOCKED, None, "Blocked", "blocked", " ", "yellow", "B"),
+    TaskState("approval", TaskStatus.BLOCKED, ApprovalState.PENDING, "Approval", "approval", "?", "bold magenta", "V"),
+    TaskState("completed", TaskStatus.COMPLETED, None, "Completed", "completed", " ", "dim green", "C"),
+    TaskState("failed", TaskStatus.FAILED, None, "Failed", "failed", " ", "bold red", "F"),
+    TaskState("canceled", TaskStatus.CANCELED, None, "Canceled", "canceled", " ", "dim", "X"),
+)
+STATES_BY_NAME = {state.name: state for state in TASK_STATES}
+OPEN_STATES = tuple(s for s in TASK_STATES if s.status.is_open and not s.narrows)
+FINISHED_STATES = tuple(s for s in TASK_STATES if s.status in FINISHED_STATUSES)
+
+
+def state_of(task: Task) -> TaskState:
+    """The narrowest state that matches ``task`` (awaiting approval before blocked)."""
+    whole = None
+    for state in TASK_STATES:
+        if state.status is task.status:
+            if state.narrows and state.matches(task):
+                return state
+            if not state.narrows:
+                whole = state
+    assert whole is not None, f"no state for status {task.status}"
+    return whole
+
+
+def parse_states(names: str) -> tuple[TaskState, ...]:
+    """``"failed,approval"`` → those states, in table order. Raises ``ValueError``
+    naming the states there are."""
+    wanted = {name.strip().lower() for name in names.split(",") if name.strip()}
+    unknown = sorted(wanted - STATES_BY_NAME.keys())
+    if unknown:
+        known = ", ".join(STATES_BY_NAME)
+        raise ValueError(f"unknown status {unknown[0]!r} (expected {known})")
+    return tuple(state for state in TASK_STATES if state.name in wanted)
