@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from vigil.clock import iso_utc
 from vigil.durations import format_duration
 from vigil.models import CostRow, Note, Run, Task, TaskEvent, TaskStatus
+from vigil.states import state_of
 
 
 def task_json(task: Task) -> dict[str, object]:
@@ -152,17 +153,23 @@ def _due(task: Task, now_ms: int) -> str:
 
 
 def task_table(tasks: Sequence[Task], now_ms: int) -> str:
-    """A plain-text table (no colour: it is also read by scripts and agents)."""
+    """A plain-text table (no colour: it is also read by scripts and agents); the
+    status column names the task's state (``approval``: blocked, awaiting approval)."""
     if not tasks:
         return "no tasks"
     header = f"{'ID':>6}  P  {'STATUS':<9}  {'TRIES':<5}  {'DUE/AGE':<11}  SUBJECT"
     lines = [header]
     for t in tasks:
         tries = f"{t.attempt_count}/{t.max_retries + 1}"
-        lines.append(
-            f"{t.id:>6}  {t.priority}  {t.status!s:<9}  {tries:<5}  {_due(t, now_ms):<11}  {one_line(t.subject, 60)}"
-        )
+        state = state_of(t).cell
+        due = _due(t, now_ms)
+        lines.append(f"{t.id:>6}  {t.priority}  {state:<9}  {tries:<5}  {due:<11}  {one_line(t.subject, 60)}")
     return "\n".join(lines)
+
+
+def more_line(shown: int, total: int) -> str:
+    """The last line of a list that was cut."""
+    return f"… {total - shown:,} more ({shown:,} of {total:,} shown; --limit N or --all shows more)"
 
 
 def task_details(

@@ -75,7 +75,7 @@ def test_run_and_list_in_a_subprocess(home: Path, vigil: VigilRunner) -> None:
     ]  # fmt: skip
     assert "site: ConnectError" in table
 
-    tasks = json.loads(vigil("task", "list", "--json", check=True).stdout)
+    tasks = json.loads(vigil("task", "list", "--json", check=True).stdout)["tasks"]
     assert sorted(t["subject"] for t in tasks)[0] == "Fix the flaky test"
     assert (home / "inbox" / "done" / "bug.md").exists()
 
