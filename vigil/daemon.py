@@ -192,7 +192,7 @@ class _Sensors:
 async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
     """Run sensors and the dispatcher until a signal; returns the exit code (0)."""
     from dispatch.recovery import keep_recovering, recovery_interval_s
-    from dispatch.standby import release_lane, wait_for_lane
+    from dispatch.standby import StandbyNotice, release_lane, wait_for_lane
     from dispatch.worker import new_worker_id
     from vigil.store import open_store
 
@@ -211,10 +211,17 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
         # late-bound like the sensors' wake-up; own commits do not wake the dispatcher
         woken = lambda: dispatcher.wake()  # noqa: E731, PLW0108
         recovery = asyncio.create_task(keep_recovering(store, clock, stop, interval_s=every_s, on_recovered=woken))
-        standby = sensors.start if settings.dispatch.standby_sensors else None
+        notice = StandbyNotice(store, clock, worker_id, settings.dispatch.heartbeat_ms)
+
+        async def standing_by() -> None:
+            await notice.start()
+            if settings.dispatch.standby_sensors:
+                await sensors.start()
+
         with _Signals(stop) as signals:
             try:
-                while await wait_for_lane(lanes, stop, on_standby=standby):
+                while await wait_for_lane(lanes, stop, on_standby=standing_by):
+                    await notice.stop()
                     signals.on_second = dispatcher.hurry
                     if await _dispatch(
                         dispatcher,
@@ -231,6 +238,7 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
             finally:
                 recovery.cancel()
                 await asyncio.gather(recovery, return_exceptions=True)
+                await notice.stop()
                 await sensors.stop()
         log.info("stopped")
         return 0

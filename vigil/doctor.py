@@ -1,5 +1,6 @@
-"""``vigil doctor``: checks the home, the config, the database, the loop's gate,
-the versions and the configured agent CLI.
+"""``vigil doctor``: checks the home, the config, the database, the loop (the one
+truth of ``vigil.liveness``, as ``vigil status`` and the TUI say it), the versions
+and the configured agent CLI.
 
 Each check prints one line (``ok``, ``warn`` or ``FAIL``); the command fails if any
 check failed. It never creates or modifies an SQLite database; on PostgreSQL it
@@ -20,11 +21,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
-from vigil.clock import iso_utc
+from vigil.clock import SystemClock
 from vigil.config import CONFIG_NAME, Settings, load_settings
 from vigil.errors import VigilError
-from vigil.gate import GATE_KEY, GateState, LoopGate
 from vigil.home import find_home
+from vigil.liveness import LoopCondition, LoopHealth, loop_health
 from vigil.store.sqlite import SqliteStore
 from vigil.store.sqlite_schema import SCHEMA_VERSION
 
@@ -90,7 +91,7 @@ async def _postgres(report: _Report, settings: Settings) -> None:
         return
     try:
         counts = await store.count_by_status()
-        _gate(report, LoopGate.from_json((await store.loop_values()).get(GATE_KEY)))
+        _loop(report, loop_health(await store.loop_values(), SystemClock().now_ms(), settings.dispatch.heartbeat_ms))
     except VigilError as err:
         report.fail("database", str(err))
         return
@@ -116,7 +117,7 @@ async def _database(report: _Report, settings: Settings) -> None:
     try:
         check = await store.integrity_check()
         counts = await store.count_by_status()
-        _gate(report, LoopGate.from_json((await store.loop_values()).get(GATE_KEY)))
+        _loop(report, loop_health(await store.loop_values(), SystemClock().now_ms(), settings.dispatch.heartbeat_ms))
     finally:
         await store.close()
     if check != "ok":
@@ -130,14 +131,14 @@ async def _database(report: _Report, settings: Settings) -> None:
         report.warn("database", f"{path.parent} is open to others (mode {_mode(path.parent):o}); chmod 700 it")
 
 
-def _gate(report: _Report, gate: LoopGate) -> None:
-    """The loop's gate: a closed one is a warning that says how it opens."""
-    if gate.state is GateState.RUNNING:
-        report.ok("loop", "running (not paused or gated)")
-    elif gate.until is not None:
-        report.warn("loop", f"{gate.state}: {gate.reason}; it resumes by itself at {iso_utc(gate.until)}")
+def _loop(report: _Report, health: LoopHealth) -> None:
+    """The loop, as ``vigil status`` and the TUI say it (``vigil.liveness``): a
+    closed gate or a dispatcher that died is a warning that says what to do."""
+    quiet = (LoopCondition.RUNNING, LoopCondition.STANDBY, LoopCondition.STOPPED, LoopCondition.NOT_STARTED)
+    if health.condition in quiet and not health.gate_closed:
+        report.ok("loop", health.summary())
     else:
-        report.warn("loop", f"{gate.state}: {gate.reason}; once that is fixed, run `vigil resume`")
+        report.warn("loop", health.summary())
 
 
 def _executor(report: _Report, settings: Settings) -> None:

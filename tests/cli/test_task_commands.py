@@ -161,15 +161,15 @@ def test_list_is_in_dispatch_order_and_filters(vigil: VigilRunner) -> None:
     low = add(vigil, "low", "-p", "8")
     urgent = add(vigil, "urgent", "-p", "1")
     later = add(vigil, "later", "-p", "1", "--in", "1h")
-    rows = json.loads(vigil("task", "list", "--json", check=True).stdout)
+    rows = json.loads(vigil("task", "list", "--json", check=True).stdout)["tasks"]
     assert [r["id"] for r in rows] == [urgent, low, later]
     text = vigil("task", "list", check=True).stdout
     assert text.index("urgent") < text.index("low") < text.index("later")
     vigil("task", "cancel", str(low), check=True)
-    canceled = json.loads(vigil("task", "list", "--status", "canceled", "--json", check=True).stdout)
+    canceled = json.loads(vigil("task", "list", "--status", "canceled", "--json", check=True).stdout)["tasks"]
     assert [r["id"] for r in canceled] == [low]
     limited = json.loads(vigil("task", "list", "--limit", "1", "--json", check=True).stdout)
-    assert len(limited) == 1
+    assert (len(limited["tasks"]), limited["total"], limited["more"]) == (1, 2, 1)
 
 
 def test_prio_defer_note(vigil: VigilRunner) -> None:

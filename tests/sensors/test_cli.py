@@ -128,7 +128,7 @@ def test_the_complete_example_of_the_docs_runs_as_written(home: Path, vigil: Vig
         "todos: ok, created 2 (#1, #2), ignored 0",
         "big-logs: ok, created 1 (#3), ignored 0",
     ]
-    tasks = {t["subject"]: t for t in json.loads(vigil("task", "list", "--json", check=True).stdout)}
+    tasks = {t["subject"]: t for t in json.loads(vigil("task", "list", "--json", check=True).stdout)["tasks"]}
     assert set(tasks) == {"write the release notes", "tag v1", "Log file logs/app.log is 11 MiB"}
     assert tasks["tag v1"]["source"] == "sensor:todos"
     assert tasks["Log file logs/app.log is 11 MiB"]["priority"] == 6
