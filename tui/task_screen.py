@@ -22,7 +22,7 @@ from tui.cells import money, one_line
 from tui.context import Context
 from tui.detail import field_table
 from tui.dialogs import ConfirmDialog, preview
-from tui.forms import DeferForm, ReasonForm
+from tui.forms import DeferChoice, DeferForm, ReasonForm
 from tui.keybar import KeyBar
 from tui.keys import APPROVE, CANCEL, DEFER, LOWER, RAISE, REJECT, RETRY
 from tui.live import Banner, LiveScreen
@@ -30,10 +30,10 @@ from tui.loaders import TaskDetail, load_task
 from tui.safety import guarded
 from tui.steering import Action, applies, apply_many, summarize
 from tui.tabs import LoopLine, TabBar
-from tui.times import Times
-from vigil.durations import format_duration
+from tui.times import Times, span
 from vigil.errors import TaskNotFound
-from vigil.models import Run, Task, TaskStatus
+from vigil.models import Run, Task, TaskEvent, TaskStatus
+from vigil.render import TIME_KINDS
 
 STEERING = {
     "raise": Action.RAISE,
@@ -48,10 +48,18 @@ TAIL_LINES = 40
 TAIL_BYTES = 64_000
 
 
+def event_value(event: TaskEvent, value: str | None, times: Times) -> str:
+    """An audit value as the screen shows it: a time (a deferral's due times are
+    stored as epoch ms) as every time is written, anything else as stored."""
+    if value is not None and event.kind in TIME_KINDS and value.lstrip("-").isdigit():
+        return times.at(int(value))
+    return value or ""
+
+
 def runs_table(runs: tuple[Run, ...], times: Times) -> Table:
     table = Table("#", "outcome", "started", "duration", "cost", "tokens in/out", "model", "error", box=None)
     for run in runs:
-        duration = "running" if run.finished_at is None else format_duration(run.finished_at - run.started_at)
+        duration = "running" if run.finished_at is None else span(run.finished_at - run.started_at)
         table.add_row(
             str(run.attempt),
             Text(run.outcome or "—"),
@@ -99,7 +107,7 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
 
     def compose(self) -> ComposeResult:
         yield Banner()
-        yield TabBar("task")
+        yield TabBar("task", self.ctx.home_label)
         yield LoopLine(self.ctx)
         with VerticalScroll():
             yield Static(id="title")
@@ -166,7 +174,11 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
         events = Text()
         for event in detail.events:
             events.append(f"{self.ctx.times.at(event.at)} {event.actor} {event.kind} ", style="dim")
-            events.append(f"{event.from_value or ''} → {event.to_value or ''}\n")
+            before, after = (
+                event_value(event, event.from_value, self.ctx.times),
+                event_value(event, event.to_value, self.ctx.times),
+            )
+            events.append(f"{before} → {after}\n" if before else f"{after}\n")
         self.query_one("#events", Static).update(events)
         self._tail_key = None
         self._tail()
@@ -244,11 +256,12 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
             return
         task = self.detail.task
 
-        def chosen(until: int | None) -> None:
-            if until is not None:
-                self._write(Action.DEFER, until)
+        def chosen(choice: DeferChoice | None) -> None:
+            if choice is not None:
+                self._write(Action.DEFER, choice)
 
-        self.app.push_screen(DeferForm(self.ctx.clock, Text(f"#{task.id} {one_line(task.subject, 50)}")), chosen)
+        what = Text(f"#{task.id} {one_line(task.subject, 50)}")
+        self.app.push_screen(DeferForm(self.ctx.clock, what, self.ctx.times, due_ms=task.scheduled_for), chosen)
 
     def action_approve(self) -> None:
         if self.detail is None:
@@ -276,15 +289,15 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
         label = "Reason (kept in the task's summary and audit trail)"
         self.app.push_screen(ReasonForm(title, label=label, required=True, details=preview([task], [])), answered)
 
-    def _write(self, action: Action, until_ms: int | None = None, *, reason: str | None = None) -> None:
+    def _write(self, action: Action, choice: DeferChoice | None = None, *, reason: str | None = None) -> None:
         if self.detail is not None and applies(action, self.detail.task):
             task = self.detail.task
-            work = self._apply_write(action, task, until_ms, reason)
+            work = self._apply_write(action, task, choice, reason)
             self.run_worker(work, group="write", exit_on_error=False)
 
     @guarded("changing the task")
-    async def _apply_write(self, action: Action, task: Task, until_ms: int | None, reason: str | None) -> None:
-        reports = await apply_many(self.ctx, action, [task], until_ms=until_ms, reason=reason)
+    async def _apply_write(self, action: Action, task: Task, choice: DeferChoice | None, reason: str | None) -> None:
+        reports = await apply_many(self.ctx, action, [task], choice=choice, reason=reason)
         message, ok = summarize(reports)
         self.notify(message, severity="information" if ok else "warning", markup=False)
         self.reload()

@@ -4,8 +4,9 @@ A state is a status, or a status narrowed by the task's ``approval`` column: a
 task *awaiting approval* is ``blocked`` with its approval ``pending``. Each row
 of ``TASK_STATES`` says how the state is named in a filter (``status:approval``
 in the TUI, ``vigil task list --status approval``), its label (the header's
-count, the help), the word the queue's status column shows, the marker the
-queue draws beside the id, its style and the header key that filters by it.
+count), what it means in words (the detail pane, the help), the word the queue's
+status column shows, the marker the queue draws beside the id, its style and the
+header key that filters by it.
 A new state (a task awaiting review, a task waiting for a person's answer) is
 one more row.
 
@@ -27,7 +28,8 @@ class TaskState:
     name: str  # the filter word: status:<name>, --status <name>
     status: TaskStatus
     approval: str | None  # the approval value that narrows the status; None: the whole status
-    label: str  # the header's count and the help ("Awaiting approval")
+    label: str  # the header's count ("Approval")
+    words: str  # what tasks in it are, in the detail pane and the help ("awaiting approval")
     cell: str  # the queue's status column (at most 9 cells)
     marker: str  # drawn beside the id (" ": none)
     style: str  # of the status cell and the marker
@@ -49,15 +51,18 @@ class TaskState:
         return condition if self.approval is None else f"({condition} AND approval = '{self.approval}')"
 
 
+_PENDING_APPROVAL = ApprovalState.PENDING.value
 TASK_STATES: tuple[TaskState, ...] = (
-    TaskState("active", TaskStatus.ACTIVE, None, "Active", "active", " ", "bold green", "A"),
-    TaskState("pending", TaskStatus.PENDING, None, "Pending", "pending", " ", "", "P"),
-    TaskState("blocked", TaskStatus.BLOCKED, None, "Blocked", "blocked", " ", "yellow", "B"),
-    TaskState("approval", TaskStatus.BLOCKED, ApprovalState.PENDING, "Approval", "approval", "?", "bold magenta", "V"),
-    TaskState("completed", TaskStatus.COMPLETED, None, "Completed", "completed", " ", "dim green", "C"),
-    TaskState("failed", TaskStatus.FAILED, None, "Failed", "failed", " ", "bold red", "F"),
-    TaskState("canceled", TaskStatus.CANCELED, None, "Canceled", "canceled", " ", "dim", "X"),
-)
+    # name, status, approval, label, words, cell, marker, style, key
+    TaskState("active", TaskStatus.ACTIVE, None, "Active", "running", "active", " ", "bold green", "A"),
+    TaskState("pending", TaskStatus.PENDING, None, "Pending", "waiting their turn", "pending", " ", "", "P"),
+    TaskState("blocked", TaskStatus.BLOCKED, None, "Blocked", "blocked", "blocked", " ", "yellow", "B"),
+    TaskState("approval", TaskStatus.BLOCKED, _PENDING_APPROVAL, "Approval", "awaiting approval", "approval", "?",
+              "bold magenta", "V"),
+    TaskState("completed", TaskStatus.COMPLETED, None, "Completed", "completed", "completed", " ", "dim green", "C"),
+    TaskState("failed", TaskStatus.FAILED, None, "Failed", "failed", "failed", " ", "bold red", "F"),
+    TaskState("canceled", TaskStatus.CANCELED, None, "Canceled", "canceled", "canceled", " ", "dim", "X"),
+)  # fmt: skip
 STATES_BY_NAME = {state.name: state for state in TASK_STATES}
 OPEN_STATES = tuple(s for s in TASK_STATES if s.status.is_open and not s.narrows)
 FINISHED_STATES = tuple(s for s in TASK_STATES if s.status in FINISHED_STATUSES)

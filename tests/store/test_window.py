@@ -5,8 +5,11 @@ the relative deferral and the batch that reports each task."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +20,7 @@ from vigil.errors import InputError
 from vigil.models import FINISHED_STATUSES, ApprovalState, LineResult, Task, TaskStatus
 from vigil.states import STATES_BY_NAME, TASK_STATES, parse_states
 from vigil.store import Store
+from vigil.store.transaction import Engine, Tx
 from vigil.task_query import Sort, TaskQuery
 
 SUBJECTS = ("Deploy web", "deploy API", "tidy wiki", "Renew cert", "renew DNS", "web_50% done", "Zeta", "alpha")
@@ -265,3 +269,35 @@ async def test_the_approval_state_is_the_approval_column(store: Store) -> None:
     task = await store.get_task(task_id)
     assert task.approval == ApprovalState.PENDING
     assert [s.name for s in TASK_STATES if s.matches(task)] == ["blocked", "approval"]
+
+
+def _commit_elsewhere(location: Path | str) -> None:
+    """Add a task through a connection of its own, as another process would."""
+    sql = "UPDATE tasks SET status = 'canceled', completed_at = 1, updated_at = 1 WHERE id = 1"
+    if isinstance(location, Path):
+        conn = sqlite3.connect(location, isolation_level=None)
+        try:
+            conn.execute(sql)
+        finally:
+            conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(location, autocommit=True) as pg:
+        pg.execute(sql)
+
+
+async def test_a_snapshot_does_not_see_a_commit_made_during_it(store: Store, location: Path | str) -> None:
+    """The reads of one window agree: a task that finishes while the window is read
+    is open in all of them, or finished in all (the queue once showed it twice)."""
+    await store.add_task(new("finishes meanwhile"))
+    engine: Engine = store.engine  # type: ignore[attr-defined]
+
+    def body(tx: Tx) -> tuple[object, object]:
+        before = tx.one("SELECT status FROM tasks WHERE id = 1")
+        _commit_elsewhere(location)
+        after = tx.one("SELECT status FROM tasks WHERE id = 1")
+        return (before or {})["status"], (after or {})["status"]
+
+    assert await asyncio.to_thread(engine.snapshot, body) == ("pending", "pending")
+    assert (await store.get_task(1)).status is TaskStatus.CANCELED

@@ -82,7 +82,7 @@ def wait_screen(pane: Pane, condition: Callable[[str], bool], what: str) -> str:
 def test_tui_in_tmux_shows_cli_task_and_plus_raises_it(
     session: Pane, vigil: VigilRunner, home: Path, tmp_path: Path
 ) -> None:
-    wait_screen(session, lambda s: "no dispatcher seen" in s, "the dashboard")
+    wait_screen(session, lambda s: "not started" in s, "the dashboard")
     added = vigil("task", "add", "seen in a real terminal", "--json", check=True)
     task_id = json.loads(added.stdout)["id"]
     wait_screen(session, lambda s: "seen in a real terminal" in s, "the new task on screen")
@@ -141,9 +141,9 @@ def test_the_palette_runs_a_vigil_action_in_a_real_terminal(
     session.keys("Enter")
     wait_screen(session, lambda s: f"Defer #{task_id}" in s, "the defer dialog")
     session.keys("Enter")
-    wait_screen(session, lambda s: f"#{task_id} deferred to" in s, "the confirmation")
+    wait_screen(session, lambda s: f"#{task_id} deferred by 1 hour: due" in s, "the confirmation")
     shown = json.loads(vigil("task", "show", str(task_id), "--json", check=True).stdout)
     later = datetime.fromisoformat(shown["scheduled_for"]) - datetime.fromisoformat(shown["created_at"])
-    assert later >= timedelta(minutes=59)  # the preset: an hour from when the key was pressed
+    assert later >= timedelta(minutes=59)  # the preset: an hour after it was due (now)
     session.keys("C-q")
     wait_screen(session, lambda s: "it started no loop" in s, "the quit message, which claims no loop")
