@@ -1,8 +1,11 @@
 """`vigil tui` in a real terminal (tmux): a task added with the CLI shows up, `+`
-raises its priority in the database, ctrl+q quits and says what happens to the loop."""
+raises its priority in the database, ctrl+q, ctrl+c and q quit and say what happens
+to the loop; at 80x24 on 10,000 tasks the header names the home and the footer
+keeps whole words."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -17,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import VigilRunner
+from tests.tui.crowd import crowd
+from vigil.config import load_settings
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 WAIT_S = 30.0  # safety net only
@@ -119,9 +124,9 @@ def test_with_loop_runs_the_loop_in_the_background_and_stops_it_on_quit(
     pid = int(screen.split("background process (pid ")[1].split(")")[0])
     vigil("task", "add", "handled by the background loop", check=True)
     wait_screen(loop_session, lambda s: "Completed 1" in s, "the task completed by the loop")
-    loop_session.keys("C-q")
+    loop_session.keys("C-c")  # ctrl+c quits as ctrl+q does, with the same question
     wait_screen(loop_session, lambda s: f"pid {pid}) will be stopped" in s, "the quit question")
-    loop_session.keys("y")
+    loop_session.keys("Enter")  # Enter confirms, as in every dialog
     wait_screen(loop_session, lambda s: f"stopped the background loop (pid {pid}) with SIGTERM" in s, "the report")
     assert "dispatcher" in (home / "logs" / "loop.out").read_text()
 
@@ -147,3 +152,40 @@ def test_the_palette_runs_a_vigil_action_in_a_real_terminal(
     assert later >= timedelta(minutes=59)  # the preset: an hour after it was due (now)
     session.keys("C-q")
     wait_screen(session, lambda s: "it started no loop" in s, "the quit message, which claims no loop")
+
+
+@pytest.fixture
+def crowded_session(home: Path, tmp_path: Path) -> Iterator[Pane]:
+    """The dashboard at 80x24 on a home of 10,000 tasks (built by SQL)."""
+    asyncio.run(crowd(load_settings(home).store.path, total=10_000, due_at_ms=int(time.time() * 1000) - 60_000))
+    done = tmp_path / "tui.exit"
+    tui = f"env {UNSIZED} TERM=xterm-256color {sys.executable} -m vigil --home {home} tui"
+    with started(tmp_path, "vigil-narrow", 80, 24, f"{tui}; echo exit=$? > {done}; sleep 60") as pane:
+        yield pane
+
+
+def test_at_80x24_the_header_names_the_home_and_the_footer_keeps_whole_words(
+    crowded_session: Pane, home: Path, tmp_path: Path
+) -> None:
+    pane = crowded_session
+    screen = wait_screen(pane, lambda s: "rows 1–200 of 10,000" in s, "the first window of 10,000 tasks")
+    lines = screen.splitlines()
+    assert lines[0].rstrip().endswith("/home")  # the home it watches, cut at the front if long
+    title = pane.tmux("display-message", "-p", "-t", pane.name, "#{pane_title}").strip()
+    assert title == f"vigil — {home}"
+    assert lines[1].startswith(" ○ not started")
+    assert "Pending 9,700" in lines[2]
+    assert "Approval 200" in lines[2]
+    assert lines[-1].rstrip() == " n New  + Raise  d Defer  x Cancel  / Filter  a Approve  q Quit  ? Help"
+    pane.keys("Space")
+    screen = wait_screen(pane, lambda s: "1 marked" in s, "the marked badge")
+    assert screen.splitlines()[1].startswith(" ○ not started")  # beside the loop line, not over it
+    assert screen.splitlines()[1].rstrip().endswith("1 marked  (esc clears)")
+    pane.keys("q")
+    wait_screen(pane, lambda s: "it started no loop" in s, "q quits")
+    exit_file = tmp_path / "tui.exit"
+    deadline = time.monotonic() + WAIT_S
+    while not exit_file.exists():
+        assert time.monotonic() < deadline, "the TUI did not exit"
+        time.sleep(0.1)
+    assert exit_file.read_text().strip() == "exit=0"
