@@ -207,10 +207,10 @@ class HistoryScreen(LiveScreen[tuple[Task, ...]]):
         return True
 
     def action_open(self) -> None:
-        from tui.task_screen import TaskScreen
+        from tui.task_screen import open_task
 
         if self.current is not None:
-            self.app.push_screen(TaskScreen(self.ctx, self.current.id))
+            open_task(self.app, self.ctx, self.current.id)
 
     @on(DataTable.RowSelected)
     def _selected(self) -> None:

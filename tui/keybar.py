@@ -91,6 +91,7 @@ class KeyBar(Static):
     def __init__(self, ctx: Context) -> None:
         super().__init__()
         self.ctx = ctx
+        self._shown: object = None  # what the line was fitted from last
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
@@ -107,5 +108,13 @@ class KeyBar(Static):
         self.render_keys()
 
     def render_keys(self) -> None:
+        """Fit and show the keys, unless nothing the line shows changed (the
+        bindings are re-checked at every cursor move: most moves change nothing)."""
         width = self.size.width or self.app.size.width - 2
-        self.update(fit(screen_keys(self.screen), width, now_labels(self.ctx)))
+        keys = screen_keys(self.screen)
+        labels = now_labels(self.ctx)
+        shown = (width, tuple((k.name, k.first, k.shown, k.enabled, k.in_footer) for k in keys), tuple(labels.items()))
+        if shown == self._shown:
+            return
+        self._shown = shown
+        self.update(fit(keys, width, labels))

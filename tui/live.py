@@ -58,6 +58,11 @@ class LiveScreen(Screen[None], Generic[Data]):
         self.failures = 0  # refreshes that failed in a row (0: the last one went through)
         self._retry_timer: Timer | None = None
 
+    @property
+    def refreshing(self) -> bool:
+        """A load (or the apply of its result) is under way."""
+        return self._loading
+
     async def load(self) -> Data:
         raise NotImplementedError
 

@@ -23,7 +23,7 @@ from vigil.models import CostRow, Note, Run, SensorState, Task, TaskEvent
 from vigil.store import CostGroup, Store
 from vigil.task_query import TaskQuery, TaskWindow
 
-WINDOW_ROWS = 200  # rows of the queue table at a time: a window that moves over every match
+WINDOW_ROWS = 100  # rows of the queue table at once (two screens and more): a window moved over every match
 HISTORY_PAGE = 100
 RECENT_MS = 10 * 60_000  # a task that finished this recently stays in the live table, dimmed
 HOUR_MS = 3_600_000

@@ -404,11 +404,11 @@ class QueueScreen(QueueSteering, LiveScreen[QueueSnapshot]):
         detail.display = self._detail_chosen = not detail.display
 
     def action_open(self) -> None:
-        from tui.task_screen import TaskScreen
+        from tui.task_screen import open_task
 
         current = self.table.current_id
         if current is not None:
-            self.app.push_screen(TaskScreen(self.ctx, current))
+            open_task(self.app, self.ctx, current)
 
     @on(QueueTable.RowSelected)
     def _row_selected(self) -> None:

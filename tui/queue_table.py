@@ -6,7 +6,10 @@ cell, new tasks are added, gone tasks removed, and the rows are then put in the
 snapshot's order. The cursor and the marks follow task ids, so the highlighted
 task stays highlighted when another process inserts a more urgent task above it.
 Moving past the first or last row asks the screen to move the window (``Edge``).
-A change that fails half way rebuilds the rows: the table never stays stale.
+A change that fails half way rebuilds the rows: the table never stays stale. When
+many rows leave at once (a fast drain), the rows are put back rather than removed
+one by one (Textual renumbers every row at each removal); the cursor and the
+marks still follow their tasks, and nothing is painted in between.
 
 The columns fit the table's width (``tui.columns``): when the width changes (or
 the longest id grows), the table is rebuilt from the cells it holds.
@@ -29,6 +32,8 @@ from tui.cells import COLUMNS, SUBJECT_KEEP, SUBJECT_MAX, SUBJECT_MIN, task_cell
 from tui.columns import fit
 from tui.context import log
 from vigil.models import Task
+
+BULK_LEAVING = 16  # more rows than this leaving at once: the rows are put back, not removed one by one
 
 
 class JumpTable(DataTable[Text]):
@@ -70,7 +75,7 @@ class QueueTable(JumpTable):
         self.tasks: dict[int, Task] = {}
         self.marked: dict[int, Task] = {}
         self.next_id: int | None = None
-        self.rebuilds = 0  # times the rows were rebuilt after a change failed half way
+        self.rebuilds = 0  # times the rows were rebuilt because a change failed half way
         self._cells: dict[int, dict[str, Text]] = {}
         self._order: list[int] = []
         self._now_ms = 0
@@ -190,13 +195,19 @@ class QueueTable(JumpTable):
             self._change_rows(wanted, order)
         except Exception:
             log.exception("the queue table could not be changed in place; rebuilding it")
-            self._rebuild(wanted, order)
+            self._rebuild(wanted, order, failed=True)
         self._restore_cursor(keep_id, keep_row)
         if self._layout:
             self.relayout(self.size.width)  # a longer id widens its column
 
     def _change_rows(self, wanted: dict[int, Task], order: list[int]) -> None:
-        for gone in [i for i in self._order if i not in wanted]:
+        leaving = [i for i in self._order if i not in wanted]
+        if len(leaving) > BULK_LEAVING:
+            # Textual's remove_row renumbers every row: many at once (a fast drain)
+            # cost rows² where putting the rows back costs rows.
+            self._rebuild(wanted, order, failed=False)
+            return
+        for gone in leaving:
             if RowKey(str(gone)) in self.rows:
                 self.remove_row(str(gone))
             self.tasks.pop(gone, None)
@@ -210,8 +221,10 @@ class QueueTable(JumpTable):
         position = {task_id: n for n, task_id in enumerate(order)}
         self.sort("id", key=lambda cell: position[int(cell.plain)])
 
-    def _rebuild(self, wanted: dict[int, Task], order: list[int]) -> None:
-        self.rebuilds += 1
+    def _rebuild(self, wanted: dict[int, Task], order: list[int], *, failed: bool) -> None:
+        """Put every row back in order (the caller keeps the cursor on its task);
+        ``failed``: because a change in place failed half way (counted)."""
+        self.rebuilds += failed
         self.clear()
         self.tasks, self._cells, self._order = {}, {}, []
         for task_id in order:

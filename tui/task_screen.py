@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from rich.markdown import Markdown
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import Markdown, Static
+from textual.widgets import Static
 
 from dispatch.attempt import transcript_path
 from tui.cells import money, one_line
@@ -85,6 +86,17 @@ def read_tail(path: Path) -> str:
     return "\n".join(data.splitlines()[-TAIL_LINES:])
 
 
+def open_task(app: App[Any], ctx: Context, task_id: int) -> None:
+    """Push the task screen for ``task_id``: one screen, installed once and reused."""
+    if not app.is_screen_installed("task"):
+        app.install_screen(TaskScreen(ctx, task_id), "task")
+    screen = app.get_screen("task")
+    assert isinstance(screen, TaskScreen)
+    screen.show_task(task_id)
+    if screen not in app.screen_stack:
+        app.push_screen(screen)
+
+
 class TaskScreen(LiveScreen[TaskDetail | None]):
     TITLE = "Task"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -99,11 +111,24 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
     ]
 
     def __init__(self, ctx: Context, task_id: int) -> None:
-        super().__init__(ctx, name=f"task-{task_id}")
+        super().__init__(ctx, name="task")
         self.task_id = task_id
         self.detail: TaskDetail | None = None
         self._tail_key: tuple[str, int] | None = None
         self._shown: dict[str, str] = {}  # Markdown text shown, by selector
+
+    def show_task(self, task_id: int) -> None:
+        """Show another task: the screen is made once and kept (composing it costs
+        more than a keypress may), so what it showed goes first."""
+        if task_id == self.task_id and self.detail is not None:
+            return
+        self.task_id = task_id
+        self.detail = None
+        self.loads = 0
+        self._tail_key = None
+        if self.is_mounted:
+            self.query_one("#title", Static).update(Text(f"#{task_id} …", style="bold"))
+            self.query_one(VerticalScroll).scroll_home(animate=False)
 
     def compose(self) -> ComposeResult:
         yield Banner()
@@ -113,9 +138,9 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
             yield Static(id="title")
             yield Static(id="fields")
             yield Static(Text("description", style="bold underline"))
-            yield Markdown(id="description")
+            yield Static(id="description", classes="markdown")
             yield Static(Text("result", style="bold underline"))
-            yield Markdown(id="result")
+            yield Static(id="result", classes="markdown")
             yield Static(Text("attempts", style="bold underline"))
             yield Static(id="runs")
             yield Static(Text("notes", style="bold underline"))
@@ -135,11 +160,11 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
         self.set_interval(1.0, self._tail)
 
     def _markdown(self, selector: str, text: str) -> None:
-        """Re-render only on change: a re-rendered Markdown shrinks for a moment,
-        which moved the reader's place on every reload (after a dialog closed)."""
+        """Show ``text`` as Markdown (Rich's: one renderable, not a tree of widgets
+        to mount, so the screen opens at once); re-rendered only on change."""
         if self._shown.get(selector) != text:
             self._shown[selector] = text
-            self.query_one(selector, Markdown).update(text)
+            self.query_one(selector, Static).update(Markdown(text))
 
     async def load(self) -> TaskDetail | None:
         try:
@@ -149,6 +174,8 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
 
     def apply(self, data: TaskDetail | None) -> None:
         detail: TaskDetail | None = data
+        if detail is not None and detail.task.id != self.task_id:
+            return  # read for the task shown before: another load follows
         self.detail = detail
         if detail is None:
             self.query_one("#title", Static).update(Text(f"task #{self.task_id} no longer exists", style="red"))
@@ -187,6 +214,8 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
     @guarded("reading the transcript")
     def _tail(self) -> None:
         """Re-read the running attempt's transcript when it grew (a file, no query)."""
+        if self.app.screen is not self:
+            return  # kept for the next task, but not in front: nothing to follow
         widget = self.query_one("#transcript", Static)
         detail = self.detail
         if detail is None or detail.task.status is not TaskStatus.ACTIVE or not detail.runs:

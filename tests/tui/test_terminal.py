@@ -168,7 +168,7 @@ def test_at_80x24_the_header_names_the_home_and_the_footer_keeps_whole_words(
     crowded_session: Pane, home: Path, tmp_path: Path
 ) -> None:
     pane = crowded_session
-    screen = wait_screen(pane, lambda s: "rows 1–200 of 10,000" in s, "the first window of 10,000 tasks")
+    screen = wait_screen(pane, lambda s: "rows 1–100 of 10,000" in s, "the first window of 10,000 tasks")
     lines = screen.splitlines()
     assert lines[0].rstrip().endswith("/home")  # the home it watches, cut at the front if long
     title = pane.tmux("display-message", "-p", "-t", pane.name, "#{pane_title}").strip()
