@@ -85,14 +85,19 @@ async def load_queue(
     heartbeat_ms: int,
     today_ms: int | None = None,
     with_recent: bool = False,
+    view_of: QueueSnapshot | None = None,
 ) -> QueueSnapshot:
     """One refresh of the queue screen: the window (one snapshot), the loop's state,
     the 24-hour use and today's spend. ``today_ms``: the start of the day whose
     spend the header shows (None: the UTC day). ``with_recent``: also what finished
-    in the last ``RECENT_MS`` (the unfiltered view shows it, dimmed)."""
+    in the last ``RECENT_MS`` (the unfiltered view shows it, dimmed). ``view_of``:
+    only the view changed since this snapshot (a filter, a sort, the window
+    moved), not the data: its loop state and use are kept, only the window is read."""
     window = await store.task_window(
         query, offset=offset, limit=WINDOW_ROWS, recent_since_ms=now_ms - RECENT_MS if with_recent else None
     )
+    if view_of is not None:
+        return replace(view_of, taken_at=now_ms, window=window, query=query)
     loop_values = await store.loop_values()
     hours = await store.cost_rollup(since_ms=now_ms - now_ms % HOUR_MS - 23 * HOUR_MS, by=CostGroup.HOUR)
     by_hour = {row.key: row for row in hours}

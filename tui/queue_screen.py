@@ -99,6 +99,7 @@ class QueueScreen(QueueSteering, LiveScreen[QueueSnapshot]):
         self._select_after_load: int | None = None  # a task just added: highlight it
         self._detail_chosen: bool | None = None  # i shows or hides the pane; None: by width
         self._filter_error = ""  # why the text in the filter box does not parse ("" = it does)
+        self._view_only = False  # the next load follows a change of the view alone (not of the data)
 
     def compose(self) -> ComposeResult:
         yield Banner()
@@ -144,9 +145,16 @@ class QueueScreen(QueueSteering, LiveScreen[QueueSnapshot]):
         just finished, dimmed, at its end)."""
         return self.filter.is_empty and self.sort_by is None
 
+    def data_changed(self) -> None:
+        self._view_only = False
+        super().data_changed()
+
     async def load(self) -> QueueSnapshot:
         now = self.ctx.clock.now_ms()
         sort, descending = self.sort_by or (Sort.QUEUE, False)
+        # A change of the view alone (filter, sort, window) reads only the window.
+        view_of = self.snapshot if self._view_only else None
+        self._view_only = False
         return await load_queue(
             self.ctx.store,
             self.filter.query(sort, descending=descending),
@@ -155,6 +163,7 @@ class QueueScreen(QueueSteering, LiveScreen[QueueSnapshot]):
             heartbeat_ms=self.ctx.settings.dispatch.heartbeat_ms,
             today_ms=self.ctx.times.start_of_day(now),
             with_recent=self._unsorted_view,
+            view_of=view_of,
         )
 
     def apply(self, data: QueueSnapshot) -> None:
@@ -276,7 +285,13 @@ class QueueScreen(QueueSteering, LiveScreen[QueueSnapshot]):
 
     def _move_window(self, land: tuple[str, int | None]) -> None:
         self._land = land
-        self.reload(even_frozen=True)  # a view the person moved loads, frozen or not
+        self._view_changed()
+
+    def _view_changed(self) -> None:
+        """The person changed the view (filter, sort, window): it loads, frozen or
+        not, and only the window is read again."""
+        self._view_only = self.snapshot is not None and not self._loading
+        self.reload(even_frozen=True)
 
     # --- which keys apply -------------------------------------------------------------
     def targets(self) -> list[Task]:
@@ -337,7 +352,7 @@ class QueueScreen(QueueSteering, LiveScreen[QueueSnapshot]):
         """A new filter: the store answers it from its first row."""
         self.filter = flt
         self.window_start = 0
-        self.reload(even_frozen=True)
+        self._view_changed()
 
     def action_filter_state(self, name: str) -> None:
         self.set_filter(self.filter.with_state(name))

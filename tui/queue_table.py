@@ -17,7 +17,7 @@ the longest id grows), the table is rebuilt from the cells it holds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import ClassVar
 
@@ -37,7 +37,15 @@ BULK_LEAVING = 16  # more rows than this leaving at once: the rows are put back,
 
 
 class JumpTable(DataTable[Text]):
-    """A row table where ``g``/``Home`` and ``G``/``End`` go to the first and last row."""
+    """A row table where ``g``/``Home`` and ``G``/``End`` go to the first and last row.
+
+    Its columns have fixed widths (``tui.columns``) and its rows one line each, so
+    the rows it adds are not measured: Textual's table measures every cell of
+    every new row (for widths and heights these tables never use), which was most
+    of a refresh's cost. (A private method of Textual, pinned in pyproject.)"""
+
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        super()._update_dimensions(())  # the virtual size only
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("g,home", "jump('first')", "First row", show=False, tooltip="go to the first row"),
