@@ -33,12 +33,17 @@ FILTERS = ("task 99", "skill:web", "status:blocked", "pri<3 open", "id:999950", 
 
 
 class KeyFigures(TypedDict):
-    """Seconds from key to screen, one per press, by what the key does."""
+    """Seconds from key to screen, one per press, by what the key does; and the
+    CPU seconds this process used for each (its threads included: the store's)."""
 
     filter: list[float]
     sort: list[float]
     page_down: list[float]
     open_task: list[float]
+    cpu: dict[str, list[float]]
+
+
+CPU_USED: list[float] = []  # CPU seconds of each timed press, in order
 
 
 SAFETY_S = 120.0  # a wait that long is a broken run, not a figure
@@ -61,7 +66,7 @@ async def press_and_time(pilot: Pilot[Any], keys: tuple[str, ...], shown: Callab
     app = pilot.app
     driver = app._driver
     assert driver is not None
-    start = time.monotonic()
+    start, cpu = time.monotonic(), time.process_time()
     for key in keys:
         event = events.Key(key, key if len(key) == 1 else None)
         event.set_sender(app)
@@ -71,8 +76,9 @@ async def press_and_time(pilot: Pilot[Any], keys: tuple[str, ...], shown: Callab
             raise RuntimeError(f"the screen never answered {keys}")
         await asyncio.sleep(0.0005)
     app.screen._on_timer_update()  # paint now what the next frame would
-    elapsed = time.monotonic() - start
+    elapsed, used = time.monotonic() - start, time.process_time() - cpu
     await pilot.pause()  # let the rest settle before the next key (not timed)
+    CPU_USED.append(used)
     return elapsed
 
 
@@ -83,7 +89,7 @@ async def time_keys(app: VigilApp, pilot: Pilot[Any], rounds: int) -> KeyFigures
     from tui.task_screen import TaskScreen
 
     screen = app.queue_screen
-    figures = KeyFigures(filter=[], sort=[], page_down=[], open_task=[])
+    figures = KeyFigures(filter=[], sort=[], page_down=[], open_task=[], cpu={})
 
     def applied(after: int) -> Callable[[], bool]:
         return lambda: screen.loads > after and not screen.refreshing
@@ -121,6 +127,13 @@ async def time_keys(app: VigilApp, pilot: Pilot[Any], rounds: int) -> KeyFigures
             )
         )
         await pilot.press("escape")
+        # the CPU of this round's presses, in the order they were timed above
+        used = CPU_USED[-6:]
+        CPU_USED.clear()
+        for what, sample in zip(
+            ("filter", "sort", "page_down", "page_down", "page_down", "open_task"), used, strict=True
+        ):
+            figures["cpu"].setdefault(what, []).append(sample)
     return figures
 
 

@@ -13,6 +13,7 @@ later and later (up to ``RETRY_MAX_S``) until one goes through.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Generic, TypeVar
 
 from rich.text import Text
@@ -23,6 +24,7 @@ from textual.widgets import Static
 from tui.context import Context, log
 from tui.safety import guard_handlers, report
 
+DATA_RELOAD_GAP_S = 0.5  # commits that keep coming reload at most this often (CPU under a drain)
 RETRY_FIRST_S = 0.5  # a failed refresh is tried again after this, doubling up to RETRY_MAX_S
 RETRY_MAX_S = 8.0
 
@@ -56,6 +58,8 @@ class LiveScreen(Screen[None], Generic[Data]):
         self._again = False  # another load was asked for while one ran
         self._discard = False  # ...and the result in flight is outdated: do not show it
         self.failures = 0  # refreshes that failed in a row (0: the last one went through)
+        self._last_data_reload = 0.0  # monotonic s of the last reload a commit caused
+        self._data_timer: Timer | None = None
         self._retry_timer: Timer | None = None
 
     @property
@@ -70,8 +74,21 @@ class LiveScreen(Screen[None], Generic[Data]):
         raise NotImplementedError
 
     def data_changed(self) -> None:
-        """Another process committed: reload, or count it while frozen."""
+        """Another process committed: reload, or count it while frozen. Commits that
+        keep coming (a drain) reload at most every ``DATA_RELOAD_GAP_S``: the last
+        reload is followed by one more, so the screen always ends on the truth."""
+        wait = self._last_data_reload + DATA_RELOAD_GAP_S - time.monotonic()
+        if wait > 0 and not self.frozen:
+            if self._data_timer is None:
+                self._data_timer = self.set_timer(wait, self._data_reload_due)
+            return
+        self._last_data_reload = time.monotonic()
         self.reload(discard_running=False)
+
+    def _data_reload_due(self) -> None:
+        self._data_timer = None
+        if self.is_attached:
+            self.data_changed()
 
     def frozen_changed(self) -> None:
         """Hook: the freeze or the count of waiting changes moved."""
