@@ -151,8 +151,8 @@ class VigilApp(App[str]):
             role = health.role_of(self.loop.pid)
             if role == "standby":
                 beat = health.heartbeat
-                holder = f" (pid {beat.pid} holds it)" if beat is not None and health.dispatching else ""
-                label += f", on standby: another vigil run has the lane{holder}"
+                holder = f"pid {beat.pid}" if beat is not None and health.dispatching else "another vigil run"
+                label += f" on standby: {holder} has the lane"
             elif role is None:
                 label += ", starting"
         self.ctx.loop_label = label

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 from tests.conftest import VigilRunner
@@ -306,3 +307,24 @@ def test_add_with_a_workdir_stores_it_absolute_and_refuses_a_missing_one(tmp_pat
     assert missing.returncode == 2
     assert missing.stderr.strip().endswith("no such folder")
     assert len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_doctor_says_what_status_says_about_the_loop(home: Path, vigil: VigilRunner) -> None:
+    """Not 'ok loop running' when no dispatcher runs: the one truth of vigil.liveness."""
+    add(vigil, "something")
+    lines = {line.split()[1]: line for line in vigil("doctor").stdout.splitlines()}
+    assert lines["loop"] == "ok    loop       not started: no vigil run has run on this home yet"
+    now = int(time.time() * 1000)
+    # stopped 10 minutes ago: both commands say "10m ago", whatever second each runs in
+    ago = now - 10 * 60_000 - 20_000
+    beat = {"owner": "vm:42:x", "pid": 42, "host": "vm", "since": ago - 60_000, "heartbeat_at": ago, "state": "stopped"}
+    beat |= {"task_id": None, "task_started_at": None}
+    conn = sqlite3.connect(home / "data" / "vigil.db")
+    with conn:
+        conn.execute("INSERT INTO loop_state (key, value) VALUES ('dispatcher', ?)", (json.dumps(beat),))
+    conn.close()
+    doctor = {line.split()[1]: line for line in vigil("doctor").stdout.splitlines()}["loop"]
+    status = vigil("status", check=True).stdout.splitlines()[0]
+    assert doctor.startswith("ok    loop       stopped cleanly ")
+    assert doctor.endswith("stopped cleanly 10m ago (pid 42 on vm)")
+    assert status == "loop: " + doctor.split(None, 2)[2]  # the same words

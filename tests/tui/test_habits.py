@@ -9,7 +9,8 @@ import re
 from pathlib import Path
 
 from textual import events
-from textual.widgets import DataTable, Input, Static
+from textual.containers import Vertical
+from textual.widgets import DataTable, Input, Label, Static
 
 from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import notes, queue, shown_ids, table
@@ -184,3 +185,31 @@ def test_times_are_written_one_way() -> None:
         "<1m", "<1m", "1m", "59m", "1h05m", "2d00h",
     ]  # fmt: skip
     assert (relative(1_000 + 59_000, 1_000), relative(1_000, 1_000 + 59_000)) == ("in <1m", "<1m ago")
+
+
+async def test_no_horizontal_scrollbar_at_80_or_60_columns(make_app: AppFactory, db: Store) -> None:
+    for n in range(3):
+        await add(db, f"task {n} with a subject long enough to need the room", source="sensor:github")
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: len(shown_ids(app)) == 3, "rows")
+        for width in (80, 60):
+            await pilot.resize_terminal(width, 24)
+            await pilot.pause()
+            grid = table(app)
+            if width >= 80:  # the supported size: every column fits
+                assert grid.virtual_size.width <= grid.size.width
+            assert not grid.show_horizontal_scrollbar, width  # below it, cut at the edge, no stray bar
+
+
+async def test_dialog_hints_wrap_at_a_word_at_80_columns(make_app: AppFactory, db: Store) -> None:
+    task_id = await add(db, "later")
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(lambda: shown_ids(app) == [task_id], "row")
+        await pilot.press("d")
+        await wait_for(lambda: isinstance(app.screen, DeferForm), "defer dialog")
+        await pilot.pause()
+        label = app.screen.query_one(Label)
+        assert label.size.width <= app.screen.query_one(Vertical).size.width
+        assert label.size.height >= 2  # the long hint takes two lines rather than losing its end

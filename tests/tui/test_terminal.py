@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -189,3 +191,29 @@ def test_at_80x24_the_header_names_the_home_and_the_footer_keeps_whole_words(
         assert time.monotonic() < deadline, "the TUI did not exit"
         time.sleep(0.1)
     assert exit_file.read_text().strip() == "exit=0"
+
+
+def test_a_background_loop_on_standby_says_so(home: Path, tmp_path: Path, vigil: VigilRunner) -> None:
+    """With another `vigil run` holding the dispatcher lane, the loop `--with-loop`
+    starts stands by: the header says so instead of looking like the dispatcher."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VIGIL_")}
+    with (tmp_path / "first.out").open("wb") as out:
+        first = subprocess.Popen(
+            [sys.executable, "-m", "vigil", "--home", str(home), "run"], env=env, stdout=out, stderr=out
+        )
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not vigil("status").stdout.startswith("loop: running (pid "):
+            assert time.monotonic() < deadline, "the first vigil run never started"
+            time.sleep(0.1)
+        tui = f"env {UNSIZED} TERM=xterm-256color {sys.executable} -m vigil --home {home} tui --with-loop"
+        with started(tmp_path, "vigil-standby", 160, 30, f"{tui}; sleep 60") as pane:
+            said = f"on standby: pid {first.pid} has the lane"
+            wait_screen(pane, lambda s: said in s, "standby said, and who dispatches")
+            pane.keys("q")
+            wait_screen(pane, lambda s: "will be stopped" in s, "the quit question")
+            pane.keys("Enter")
+            wait_screen(pane, lambda s: "stopped the background loop" in s, "the standby loop stopped")
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=WAIT_S) == 0
