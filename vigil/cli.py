@@ -169,7 +169,7 @@ def task_add(ctx: click.Context, /, subject: str | None, **opts: Any) -> None:
     if opts["skip_bad"]:
         raise InputError("--skip-bad goes with --from")
     if subject is None:
-        raise InputError("give a SUBJECT, or --from FILE for many tasks")
+        raise click.UsageError("Missing argument 'SUBJECT' (or --from FILE for many tasks).", ctx)
 
     result, task = with_tasks(ctx, lambda tasks, settings: add_task(tasks, subject, opts, actor(), settings.skills_dir))
     if opts["as_json"]:

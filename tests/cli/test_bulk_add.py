@@ -85,4 +85,4 @@ def test_from_stdin_and_what_does_not_go_with_it(vigil: VigilRunner) -> None:
         "vigil: error: SUBJECT does not go with --from: each line gives its task's fields",
     )
     assert "--priority does not go with --from" in vigil("task", "add", "--from", "-", "-p", "3").stderr
-    assert "give a SUBJECT, or --from FILE" in vigil("task", "add").stderr
+    assert "Missing argument 'SUBJECT' (or --from FILE for many tasks)" in vigil("task", "add").stderr
