@@ -2,11 +2,10 @@
 
 The table is a window on the whole store: the screen's filter and sort are a
 ``TaskQuery`` the store answers (``Store.task_window``), and the table holds
-``WINDOW_ROWS`` rows of the answer from ``window_start``. Moving past its last or first
-row moves the window by half its height (the highlighted task stays in view); ``G``
-and ``g`` go to the last and first rows of everything that matches. The screen
-turns keys into store writes (``tui.queue_steering``) and shows what happened;
-its widgets only display what they are given.
+``WINDOW_ROWS`` rows of the answer from ``window_start``, moved past its edges
+(``tui.queue_window``). The screen turns keys into store writes
+(``tui.queue_steering``) and shows what happened; its widgets only display what
+they are given.
 """
 
 from __future__ import annotations
@@ -30,11 +29,12 @@ from tui.header import StatusHeader
 from tui.keybar import KeyBar
 from tui.keys import APPROVE, CANCEL, DEFER, LOWER, RAISE, REJECT, RETRY
 from tui.live import Banner, LiveScreen
-from tui.loaders import WINDOW_ROWS, QueueSnapshot, load_queue
+from tui.loaders import QueueSnapshot, load_queue
 from tui.ordering import SortBy, clicked_sort, next_sort
 from tui.queue_notes import badges_text, empty_text, inbox_folder, window_note
 from tui.queue_steering import QueueSteering
 from tui.queue_table import QueueTable
+from tui.queue_window import Landing, land, past_edge
 from tui.safety import guarded
 from tui.steering import Action, applies
 from tui.tabs import TabBar
@@ -46,7 +46,6 @@ from vigil.task_query import Sort
 DETAIL_PERCENT = 40  # the pane's width (DetailPane's CSS), and at least DETAIL_MIN cells
 DETAIL_MIN = 30
 DETAIL_SUBJECT_MIN = 24  # beside the pane, the table keeps at least this much subject
-STEP = WINDOW_ROWS // 2  # how far the window moves past an edge: the highlighted task stays in it
 WRITE_ACTIONS = frozenset({"new_task", "raise", "lower", "defer", "cancel", "retry", "approve", "reject"})
 TASK_ACTIONS = {"raise": Action.RAISE, "lower": Action.LOWER, "defer": Action.DEFER, "cancel": Action.CANCEL}
 TASK_ACTIONS |= {"retry": Action.RETRY, "approve": Action.APPROVE, "reject": Action.REJECT}
@@ -95,7 +94,7 @@ class QueueScreen(QueueSteering, LiveScreen[QueueSnapshot]):
         self.snapshot: QueueSnapshot | None = None
         self.sort_by: SortBy | None = None  # None: the dispatcher's order
         self.window_start = 0  # the window's first row in the whole answer
-        self._land: tuple[str, int | None] | None = None  # where the cursor goes after the next load
+        self._land: Landing | None = None  # where the cursor goes after the next load
         self._select_after_load: int | None = None  # a task just added: highlight it
         self._detail_chosen: bool | None = None  # i shows or hides the pane; None: by width
         self._filter_error = ""  # why the text in the filter box does not parse ("" = it does)
@@ -178,37 +177,20 @@ class QueueScreen(QueueSteering, LiveScreen[QueueSnapshot]):
         header.show(snapshot, now)
         rows = window.tasks + (window.recent if self._unsorted_view and not window.after else ())
         moved = before is None or before.window.offset != window.offset or before.query != snapshot.query
-        land, self._land = self._land, None
+        landing, self._land = self._land, None
         select = self._select_after_load
-        if land is not None and land[0] == "id":
-            select = land[1]
+        if landing is not None and landing[0] == "id":
+            select = landing[1]
         self.table.reconcile(rows, now, window.next_id, moved=moved, select=select)
         if select is not None and select == self._select_after_load and select in self.table.tasks:
             self._select_after_load = None
-        if land is not None:
-            self._land_cursor(*land)
+        if landing is not None:
+            land(self.table, landing)
         elif self.following:
             self._follow_active()
         self._show_empty(snapshot)
         self.show_badges()  # a marked task that left the list is no longer marked
         self._show_filter_note()
-
-    def _land_cursor(self, where: str, anchor: int | None) -> None:
-        """After the window moved: put the cursor where the keypress meant it to go."""
-        table = self.table
-        if where == "first":
-            table.jump_within("first")
-        elif where == "last":
-            table.jump_within("last")
-        elif anchor is not None and table.select_id(anchor):
-            if where == "after":
-                table.action_cursor_down()
-            elif where == "before":
-                table.action_cursor_up()
-            elif where == "page_down":
-                table.action_page_down()
-            elif where == "page_up":
-                table.action_page_up()
 
     def _show_filter_note(self) -> None:
         note = window_note(self.snapshot, self.filter, self._filter_error, self.sort_by)
@@ -268,23 +250,16 @@ class QueueScreen(QueueSteering, LiveScreen[QueueSnapshot]):
         """The cursor went past an edge of the window: move it if there is more."""
         if self.snapshot is None:
             return
-        window, where, current = self.snapshot.window, event.where, self.table.current_id
-        if where in ("first", "last"):
-            at_end = not window.offset if where == "first" else not window.after
-            if at_end:
-                self.table.jump_within(where)
-                return
-            self.window_start = 0 if where == "first" else window.total  # the store clamps it to the last page
-            self._move_window((where, None))
-        elif where in ("down", "page_down") and window.after:
-            self.window_start = window.offset + STEP
-            self._move_window(("after" if where == "down" else where, current))
-        elif where in ("up", "page_up") and window.offset:
-            self.window_start = max(0, window.offset - STEP)
-            self._move_window(("before" if where == "up" else where, current))
+        moved = past_edge(self.snapshot.window, event.where, self.table.current_id)
+        if moved is None:
+            if event.where in ("first", "last"):
+                self.table.jump_within(event.where)  # that end is in the window already
+            return
+        self.window_start, landing = moved
+        self._move_window(landing)
 
-    def _move_window(self, land: tuple[str, int | None]) -> None:
-        self._land = land
+    def _move_window(self, landing: Landing) -> None:
+        self._land = landing
         self._view_changed()
 
     def _view_changed(self) -> None:
