@@ -1,4 +1,4 @@
-"""`vigil task add --from`: 10,000 JSON lines with duplicate keys and a bad line, in
+"""`vigil task add --from`: 10,000 JSON lines with repeated keys and a bad line, in
 one transaction, through the real `vigil`."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ BAD_LINE = 5_001
 
 def _lines(path: Path) -> Path:
     """10,000 lines: every 10th reuses the key of the line before it (an open
-    duplicate), line 5,001 is not JSON; some wait for approval, some are due later."""
+    repeat), line 5,001 is not JSON; some wait for approval, some are due later."""
     with path.open("w", encoding="utf-8") as out:
         for n in range(1, LINES + 1):
             if n == BAD_LINE:
@@ -41,17 +41,17 @@ def test_a_bad_line_refuses_the_whole_batch(vigil: VigilRunner, tmp_path: Path) 
     assert json.loads(vigil("task", "list", "--json", check=True).stdout)["total"] == 0
 
 
-def test_ten_thousand_lines_with_duplicates_and_a_bad_one(vigil: VigilRunner, tmp_path: Path) -> None:
+def test_ten_thousand_lines_with_repeated_keys_and_a_bad_one(vigil: VigilRunner, tmp_path: Path) -> None:
     path = _lines(tmp_path / "tasks.jsonl")
     result = vigil("task", "add", "--from", str(path), "--skip-bad", "--json")
     assert result.returncode == 1  # a line was refused
     report = json.loads(result.stdout)
     lines = report["lines"]
     assert [line["line"] for line in lines] == list(range(1, LINES + 1))
-    duplicates = list(range(10, LINES + 1, 10))
-    assert (report["created"], report["existing"], report["refused"]) == (LINES - len(duplicates) - 1, 1000, 1)
+    repeats = list(range(10, LINES + 1, 10))
+    assert (report["created"], report["existing"], report["refused"]) == (LINES - len(repeats) - 1, 1000, 1)
     by_line = {line["line"]: line for line in lines}
-    for n in duplicates:  # the task its key already names, created earlier in the same batch
+    for n in repeats:  # the task its key already names, created earlier in the same batch
         assert by_line[n]["result"] == "existing"
         assert by_line[n]["id"] == by_line[n - 1]["id"]
     assert by_line[BAD_LINE]["result"] == "refused"
