@@ -25,12 +25,19 @@ lint: $(STAMP)
 # sooner. Then the two that judge throughput against a clock, without the rest: the
 # soak and the simulated day, side by side: the soak keeps about one core busy for
 # 16 s, the day a quarter of one for a minute, so on two cores neither measures the
-# other. The 20 slowest are listed at the end so a regression shows.
+# other. The 20 slowest are listed at the end so a regression shows. The second
+# run starts even when the first failed (one failure must not hide the tests that
+# run alone), and `make test` fails at the end if either did. Last, one block counts
+# the tests both runs skipped, by reason (tests/skips.py), so a green run that left
+# something out says so. The real agent CLIs are installed first (agent-clis).
 PYTEST_PARALLEL ?= -n 3 --dist loadfile --no-loadscope-reorder
 
-test: lint bytecode
-	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not alone" --durations=20
-	$(BIN)/pytest -n 2 --dist loadfile -m alone --durations=5
+test: lint bytecode agent-clis
+	skips=$$(mktemp) || exit 1; status=0; \
+	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not alone" --durations=20 --skip-report=$$skips || status=1; \
+	$(BIN)/pytest -n 2 --dist loadfile -m alone --durations=5 --skip-report=$$skips || status=1; \
+	echo; $(BIN)/python -m tests.skips $$skips || status=1; \
+	rm -f $$skips; exit $$status
 
 # The project's modules compiled once, up front. Where PYTHONDONTWRITEBYTECODE is
 # set (container images often set it), Python writes no cache, so every `vigil`
@@ -43,20 +50,25 @@ bytecode: $(STAMP)
 check: lint bytecode
 	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not slow" --durations=10
 
-# The real agent CLIs at the versions the tests pin, installed outside the tree
-# (AGENT_CLIS); without node/npm this says so and the real-agent tests skip.
+# The real agent CLIs at the versions the tests pin (tests/agents/clis.py), installed
+# outside the tree (AGENT_CLIS); `make test` runs this first. Without node/npm, or
+# when npm cannot install them (offline), this says so and does not fail: the
+# real-agent tests are then skipped, and the skip summary at the end of `make test`
+# counts them.
 AGENT_CLIS ?= $(HOME)/.cache/vigil/agent-clis
 CLAUDE_VERSION := 2.1.197
 CODEX_VERSION := 0.171.0
 agent-clis:
-	@if ! command -v npm >/dev/null || ! command -v node >/dev/null; then \
-		echo "agent-clis: node/npm not found; the tests that run the real Claude Code and Codex CLIs will be skipped" >&2; \
-	elif [ "$$($(AGENT_CLIS)/node_modules/.bin/claude --version 2>/dev/null)" = "$(CLAUDE_VERSION) (Claude Code)" ] \
+	@if [ "$$($(AGENT_CLIS)/node_modules/.bin/claude --version 2>/dev/null)" = "$(CLAUDE_VERSION) (Claude Code)" ] \
 		&& $(AGENT_CLIS)/node_modules/.bin/codex --version 2>/dev/null | grep -qx "codex-cli $(CODEX_VERSION)"; then \
 		echo "agent-clis: claude $(CLAUDE_VERSION) and codex $(CODEX_VERSION) already in $(AGENT_CLIS)"; \
+	elif ! command -v npm >/dev/null || ! command -v node >/dev/null; then \
+		echo "agent-clis: node/npm not found; the tests that run the real Claude Code and Codex CLIs will be skipped" >&2; \
+	elif npm install --loglevel=error --no-audit --no-fund --prefix $(AGENT_CLIS) \
+			@anthropic-ai/claude-code@$(CLAUDE_VERSION) @openai/codex@$(CODEX_VERSION); then \
+		echo "agent-clis: installed claude $(CLAUDE_VERSION) and codex $(CODEX_VERSION) in $(AGENT_CLIS)"; \
 	else \
-		npm install --silent --no-audit --no-fund --prefix $(AGENT_CLIS) \
-			@anthropic-ai/claude-code@$(CLAUDE_VERSION) @openai/codex@$(CODEX_VERSION); \
+		echo "agent-clis: npm could not install them (above); the tests that run the real Claude Code and Codex CLIs will be skipped" >&2; \
 	fi
 
 # The main job on the repository's own home (dry-run executor, no network, no keys):

@@ -38,6 +38,7 @@ EVENT_KINDS = (
     "auth_failed",
     "budget_warning",
     "task_failed",
+    "task_denied",
     "task_added",
     "task_completed",
     "dispatcher_stale",

@@ -2,29 +2,30 @@
 
 A skill may choose the executor, model, timeout, command and working directory of
 its tasks; the first skill in the task's list that sets one wins, else the
-configuration decides. A model set on the task itself wins over both, and so does
-the task's own working directory (``vigil task add --workdir``); without either,
-``[dispatch] workdir`` applies, else the home. The
-prompt gets the identity file, the skills, the parent chain, earlier attempts and
-notes (``dispatch.prompt``).
+configuration decides. A model set on the task itself wins over both. The agent's
+workspace is chosen by ``dispatch.workspace`` (never the home: a scratch folder of
+the task's own when nothing names one). The prompt gets the identity file, the
+skills, the parent chain, earlier attempts and notes (``dispatch.prompt``). An
+agent CLI also gets the command that starts Vigil's MCP server bound to the run
+(``mcp_command``): the agent's only way to report back.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from dispatch.environment import base_env, with_run_ids
 from dispatch.executors import RunContext
 from dispatch.filecache import FileCache
 from dispatch.prompt import build_prompt
-from dispatch.skills import Skill, load_skills
+from dispatch.skills import load_skills
+from dispatch.workspace import make_workspace, workspace_of
 from vigil.config import EXECUTORS, Settings
-from vigil.errors import TaskNotFound
-from vigil.models import Claim, Task
+from vigil.lineage import parent_chain
+from vigil.models import Claim
 from vigil.redaction import Redactor
 from vigil.store import Store
-
-MAX_PARENTS = 10  # a parent chain longer than this is cut: the prompt needs context, not history
 
 
 def transcripts_dir(settings: Settings) -> Path:
@@ -42,28 +43,14 @@ def transcript_path(settings: Settings, task_id: int, attempt: int) -> Path:
     return transcripts_dir(settings) / transcript_name(task_id, attempt)
 
 
-async def _parents(store: Store, task: Task) -> list[Task]:
-    """The task's ancestors, nearest first (at most ``MAX_PARENTS``)."""
-    parents: list[Task] = []
-    parent_id = task.parent_id
-    while parent_id is not None and len(parents) < MAX_PARENTS:
-        try:
-            parent = await store.get_task(parent_id)
-        except TaskNotFound:
-            break
-        parents.append(parent)
-        parent_id = parent.parent_id
-    return parents
+AGENT_CLIS = ("claude", "codex")  # the executors that get Vigil's MCP server
 
 
-def workdir_of(task: Task, skills: list[Skill], settings: Settings) -> Path | None:
-    """The agent's working directory: the task's, the first skill's that names one
-    (relative to the home, ``~`` expanded), ``[dispatch] workdir``; None: the home.
-    Whether it exists is checked when the process starts."""
-    chosen = task.workdir or next((s.workdir for s in skills if s.workdir), None)
-    if chosen is None:
-        return settings.dispatch.workdir
-    return (settings.home / Path(chosen).expanduser()).resolve()
+def mcp_command(settings: Settings, run_id: int) -> tuple[str, ...]:
+    """The argv that starts Vigil's MCP server for run ``run_id``: this very
+    interpreter and install, the home named explicitly (the agent CLI starts it in
+    the agent's workspace, not in the home)."""
+    return (sys.executable, "-m", "vigil", "--home", str(settings.home), "mcp", "--run", str(run_id))
 
 
 def _as_text(path: Path, text: str) -> str:
@@ -109,7 +96,7 @@ class AttemptPreparer:
 
         Raises ``SkillError`` (an ``InputError``) for an unknown or broken skill: the
         task's own fault, recorded as a failure; ``OSError`` when the transcripts
-        folder cannot be made.
+        folder or the scratch workspace cannot be made.
         """
         settings, store = self._settings, self._store
         task = claim.task
@@ -120,7 +107,9 @@ class AttemptPreparer:
         model = task.model or next((s.model for s in skills if s.model), None) or default_model
         timeout_ms = next((s.timeout_ms for s in skills if s.timeout_ms), None) or settings.dispatch.timeout_ms
         command = next((s.command for s in skills if s.command), None)
-        workdir = workdir_of(task, skills, settings)
+        workspace = workspace_of(task, skills, settings)
+        if executor != "dry-run":  # it starts no process: no folder to leave behind
+            make_workspace(workspace)
         # The attempt number counts every run ever made: a first attempt has no history
         # to read (one thread hop saved per task). The notes came with the claim.
         previous_runs = (
@@ -130,7 +119,7 @@ class AttemptPreparer:
             task,
             skills,
             identity=self._identity_text(),
-            parents=await _parents(store, task),
+            parents=await parent_chain(store, task),
             previous_runs=previous_runs,
             notes=list(claim.notes) if claim.notes is not None else await store.list_notes(task.id),
         )
@@ -140,7 +129,9 @@ class AttemptPreparer:
         run_id = claim.run_id
 
         async def on_process_start(pid: int, pgid: int, proc_start: str | None) -> None:
-            await store.set_run_process(run_id, pid=pid, pgid=pgid, proc_start=proc_start)
+            await store.set_run_process(
+                run_id, pid=pid, pgid=pgid, proc_start=proc_start, workspace=str(workspace.path)
+            )
 
         ctx = RunContext(
             home=settings.home,
@@ -154,6 +145,7 @@ class AttemptPreparer:
             command=command,
             on_process_start=on_process_start,
             redactor=self._redactor,
-            workdir=workdir,
+            workdir=workspace.path,
+            mcp_command=mcp_command(settings, run_id) if executor in AGENT_CLIS else (),
         )
         return executor, ctx

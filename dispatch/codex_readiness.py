@@ -10,8 +10,9 @@ agent gets, in the working directory) and say what is wrong and what to do:
   provider named in ``$CODEX_HOME/config.toml``, or ``CODEX_API_KEY``;
 - credential variables set in this environment that would not reach the agent;
 - ``OPENAI_API_KEY`` set for Codex's built-in OpenAI provider, which does not read
-  it (Codex 0.171.0 sends no key at all then);
-- a ``read-only`` sandbox, in which the agent's ``vigil task …`` calls cannot write.
+  it (Codex 0.171.0 sends no key at all then).
+
+The sandbox and the workspace are reported by ``dispatch.exposure``.
 """
 
 from __future__ import annotations
@@ -105,10 +106,5 @@ async def codex_findings(settings: Settings, run: Run, source: Mapping[str, str]
         key = env_key or "CODEX_API_KEY"
         found.append(
             Finding("fail", "login", f"codex is not logged in ({_said(output)}): run `codex login`, or export {key}")
-        )
-
-    if settings.codex.sandbox == "read-only":
-        found.append(
-            Finding("warn", "sandbox", "codex: read-only: the agent's `vigil task …` calls cannot write the database")
         )
     return found

@@ -19,7 +19,9 @@ recorded:
 * ``[limits] max_consecutive_failures`` failed attempts in a row → gated until a
   person resumes; a success or the gate itself resets the count (canceled and
   usage-limited attempts leave it alone: they say nothing about the work);
-* a task that ended ``failed`` → a ``task_failed`` alert.
+* a task that ended ``failed`` → a ``task_failed`` alert;
+* an attempt in which the agent was refused actions → a ``task_denied`` alert (it
+  never gates: a denial is the wall working, not the loop failing).
 
 Before running a claimed task the loop asks ``needs_approval(task)``: a task whose
 skill says ``requires_approval: true`` and that no person approved yet goes back
@@ -147,6 +149,13 @@ class Guard:
                 now_ms,
             )
         await self._count_failures(outcome, now_ms)
+        if outcome.permission_denials:
+            denials = outcome.permission_denials
+            review = " it awaits review (vigil task approve or reject)" if task.awaiting_review else ""
+            message = f"task #{task.id}: {len(denials)} action(s) denied to the agent;{review} first: {denials[0]}"
+            details = {"task_id": task.id, "subject": task.subject, "denials": list(denials)}
+            details.update(status=str(task.status), awaiting_review=task.awaiting_review)
+            self._alerts.notify(make_event("task_denied", message, now_ms, **details))
         if task.status is TaskStatus.FAILED:
             message = f"task #{task.id} failed for good: {task.subject}"
             details = {"task_id": task.id, "subject": task.subject, "attempts": task.attempt_count}

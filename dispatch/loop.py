@@ -29,7 +29,7 @@ from dispatch.attempt import AttemptPreparer
 from dispatch.executors import Executor, ProgressNoted, RunContext
 from dispatch.guard import GateDecision, Guard
 from dispatch.heartbeat import Heartbeat
-from dispatch.retry import RETRYABLE, Requeue, decide, gave_up
+from dispatch.retry import RETRYABLE, Requeue, Review, decide, gave_up
 from vigil.clock import Clock, real_seconds
 from vigil.config import Settings
 from vigil.errors import InputError, InvalidTransition, VigilError
@@ -201,7 +201,7 @@ class Dispatcher:
             # what the agent printed may hold a secret it was given
             outcome = ctx.redactor.outcome(outcome)
         recorded, next_claim = await self._record(claim, outcome, stopped=stopped, chain=chain)
-        log.info("task #%d %s (%s)%s", recorded.id, recorded.status, outcome.kind, _brief(outcome))
+        log.info("task #%d %s (%s)%s%s", recorded.id, recorded.status, outcome.kind, _denied(outcome), _brief(outcome))
         if self._guard is not None:
             try:
                 await self._guard.after_outcome(recorded, outcome)
@@ -302,6 +302,11 @@ class Dispatcher:
                 claim, outcome, retry_at=decision.retry_at, count_attempt=decision.count_attempt, worker=worker
             )
             return task, None
+        if isinstance(decision, Review):
+            held = await self._store.hold_for_review(claim, outcome, worker=worker)
+            if held.awaiting_review:
+                log.info("task #%d waits for a person's review (vigil task approve/reject %d)", held.id, held.id)
+            return held, None
         if outcome.kind in RETRYABLE:
             reason = outcome.summary or outcome.error or str(outcome.kind)
             outcome = replace(outcome, summary=gave_up(claim.task.attempt_count, reason))
@@ -424,6 +429,14 @@ async def _cancel(run: asyncio.Task[Outcome], outcome: Outcome) -> Outcome:
 async def _wait_event(event: asyncio.Event, timeout_s: float) -> None:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(event.wait(), timeout_s)
+
+
+def _denied(outcome: Outcome) -> str:
+    """``, 2 actions denied: Write: …`` for the log line; empty when none was."""
+    denials = outcome.permission_denials
+    if not denials:
+        return ""
+    return f", {len(denials)} action{'' if len(denials) == 1 else 's'} denied: {denials[0][:120]}"
 
 
 def _brief(outcome: Outcome) -> str:

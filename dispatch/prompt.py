@@ -3,7 +3,8 @@
 In order: the home's identity file, each skill's instructions, the task (subject,
 description, priority, source, parent chain), notes so far, earlier attempts and
 how they ended (so a retry does not walk into the same dead end), and how to report
-back through the ``vigil`` CLI (note progress, add follow-ups, close the task).
+back through Vigil's tools (the ``vigil`` MCP server: note, add_followup, close,
+show), never by composing shell commands.
 
 Text that came from outside — the subject and description of a task a sensor made
 from a feed entry, a mail or a file — may try to give orders. It is put between
@@ -103,23 +104,26 @@ def _runs_section(previous_runs: Sequence[Run]) -> list[str]:
 
 
 def _instructions(task_id: int) -> str:
-    """How to report back, with the task's id written out: an agent CLI's permission
-    checker refuses a command with a shell expansion such as ``$VIGIL_TASK_ID``."""
+    """How to report back: through Vigil's MCP tools, which act on this task only.
+    Their arguments are data, so a note may hold anything (code, quotes, ``$VARS``)."""
     return "\n".join(
         [
             "# How to report back",
             "",
-            f"Use the `vigil` command, exactly as written below: this task's id is {task_id}.",
+            f"Use the tools of the `vigil` MCP server; they act on this task (#{task_id}) only. Do not",
+            "run the `vigil` command or touch Vigil's files: your shell cannot reach them.",
             "",
-            f'- Report progress as you go: `vigil task note {task_id} "what you did, what you found"`',
-            f'- Add follow-up work as new tasks: `vigil task add --parent {task_id} "subject"`',
-            "  (see `vigil task add --help` for description, priority and skills)",
-            "- When you are done, close the task yourself with a one-line summary:",
-            f'  `vigil task close {task_id} --status completed --summary "…"`',
-            "  Use `--status failed` when it cannot be done, and `--status blocked` when it needs a",
+            "- Report progress as you go: `note` with what you did and what you found.",
+            "- Add follow-up work as new tasks: `add_followup` with a subject (and a description,",
+            "  priority and skills if they help). A follow-up works in this same folder.",
+            "- Read this task again, its parent chain and its notes: `show`.",
+            "- When you are done, close the task yourself: `close` with status `completed` and a",
+            "  one-line summary. Use `failed` when it cannot be done, and `blocked` when it needs a",
             "  person or another task first; say why in the summary.",
-            "- If it cannot be done yet but may be later (a release not out, a service down), ask for a",
-            f'  retry and end: `vigil task close {task_id} --status pending --in 1h --summary "why"`',
+            "- If it cannot be done yet but may be later (a release not out, a service down), `close`",
+            "  with status `pending`, `retry_in` such as `1h`, and why in the summary.",
+            "",
+            "Work in the current folder: it is your workspace, and the only place you can change files.",
             "",
             "End your reply with a short final answer: what you did and what came of it.",
         ]

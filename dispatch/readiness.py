@@ -4,10 +4,11 @@ and working directory).
 
 For Claude Code: that the command starts (``--version``); that it is logged in
 (``claude auth status`` prints JSON with ``loggedIn``); that the settings do not
-make it refuse to start (``bypassPermissions`` as root) or refuse the agent's
-report-back (no allow rule for ``vigil task``); that the working directory exists;
-and which secret-looking variables are set here but would not reach the agent.
-Each problem says what to do. Codex's checks are in ``dispatch.codex_readiness``.
+make it refuse to start (``bypassPermissions`` as root); that the working directory
+exists; and which secret-looking variables are set here but would not reach the
+agent. Each problem says what to do. Codex's checks are in
+``dispatch.codex_readiness``. For either: the agent's workspace, its sandbox, what
+a widened setting lets it reach, and how its runs are priced (``dispatch.exposure``).
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ from pathlib import Path
 
 from dispatch.codex_readiness import codex_findings
 from dispatch.environment import base_env
+from dispatch.exposure import price_findings, reach_findings
 from vigil.config import Settings
 from vigil.doctor import Finding
 from vigil.redaction import looks_secret
 
 CHECK_TIMEOUT_S = 30.0
-REPORT_BACK_RULES = ("Bash(vigil task:*)", "Bash(vigil:*)", "Bash")
 
 
 async def _run(argv: list[str], env: Mapping[str, str], cwd: Path) -> tuple[int | None, str]:
@@ -62,17 +63,8 @@ def _claude_settings(settings: Settings) -> list[Finding]:
             Finding(
                 "fail",
                 "claude",
-                "permission_mode bypassPermissions is refused as root; use default or acceptEdits "
-                "with allowed_tools, or run vigil as another user",
-            )
-        )
-    elif cli.permission_mode != "bypassPermissions" and not any(r in REPORT_BACK_RULES for r in cli.allowed_tools):
-        found.append(
-            Finding(
-                "warn",
-                "claude",
-                "allowed_tools has no rule for `vigil task`: the agent cannot report back; "
-                'add "Bash(vigil task:*)" to [executors.claude] allowed_tools',
+                "permission_mode bypassPermissions is refused as root; use acceptEdits (the default), "
+                "or run vigil as another user",
             )
         )
     return found
@@ -133,10 +125,15 @@ async def claude_findings(settings: Settings, source: Mapping[str, str] | None =
 
 
 async def agent_findings(settings: Settings) -> list[Finding]:
-    """The checks of the configured executor's CLI; none for executors without one
-    here (their command is checked by ``vigil doctor`` itself)."""
-    if settings.dispatch.executor == "claude":
-        return await claude_findings(settings)
-    if settings.dispatch.executor == "codex":
-        return await codex_findings(settings, _run)
-    return []
+    """The checks of the configured executor's CLI, then its workspace, sandbox and
+    prices; none for executors without a CLI here (their command is checked by
+    ``vigil doctor`` itself)."""
+    executor = settings.dispatch.executor
+    if executor == "claude":
+        found = await claude_findings(settings)
+    elif executor == "codex":
+        found = await codex_findings(settings, _run)
+    else:
+        return []
+    env = base_env(settings, executor=executor)
+    return found + await reach_findings(settings, env) + price_findings(settings, env)

@@ -2,7 +2,10 @@
 
 The policy (docs/running.md, *Retries*):
 
-* ``success`` → completed; ``canceled`` → canceled;
+* ``success`` → completed; but a success with refused actions (``permission_denials``)
+  is held for a person's review unless ``[dispatch] on_denial = "complete"`` (the
+  agent's own close, if it closed the task, still stands: the store keeps it);
+* ``canceled`` → canceled;
 * ``failed``, ``budget``, ``turns``, ``context`` → failed: a retry would spend
   money on the same result, a person should look;
 * ``auth``, ``refused`` → given back (pending, due now, the attempt not counted):
@@ -56,7 +59,12 @@ class Requeue:
     count_attempt: bool
 
 
-Decision = Finish | Requeue
+@dataclass(frozen=True, slots=True)
+class Review:
+    """Hold the task for a person's review (``Store.hold_for_review``)."""
+
+
+Decision = Finish | Requeue | Review
 
 
 def backoff_ms(retry_number: int, settings: DispatchSettings, rng: random.Random) -> int:
@@ -93,4 +101,6 @@ def decide(task: Task, outcome: Outcome, settings: DispatchSettings, now_ms: int
         if not attempts_left(task):
             return Finish(TaskStatus.FAILED)
         return Requeue(retry_at=now_ms + backoff_ms(task.attempt_count, settings, rng), count_attempt=True)
+    if outcome.kind is OutcomeKind.SUCCESS and outcome.permission_denials and settings.on_denial == "review":
+        return Review()
     return Finish(FINAL[outcome.kind])

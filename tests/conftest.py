@@ -59,6 +59,7 @@ SLOW_TIER = (
     "tests/tui/test_screens.py",
     "tests/tui/test_snapshots.py",
     "tests/tui/test_terminal.py",
+    "tests/test_skips.py::test_two_runs_one_on_workers_are_summed_up_by_reason",
 )
 
 

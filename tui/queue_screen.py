@@ -81,7 +81,7 @@ class QueueScreen(QueueSteering, LiveScreen[QueueSnapshot]):
                 f"filter_state('{state.name}')",
                 f"Only {state.name}",
                 show=False,
-                tooltip=f"show only tasks {state.words}",
+                tooltip=f"only the tasks that are {state.words}",
             )
             for state in TASK_STATES
         ],

@@ -584,6 +584,17 @@ def dispatch_once(ctx: click.Context) -> None:
     click.echo(f"task #{task.id} {task.status}{summary}")
 
 
+@main.command("mcp")
+@click.option("--run", "run_id", type=int, required=True, help="The run whose agent this server serves.")
+@click.pass_context
+def mcp_command(ctx: click.Context, run_id: int) -> None:
+    """Vigil's MCP server (stdio) for the agent of run RUN: its own task's tools only.
+    The dispatcher starts it through the agent CLI; people rarely run it by hand."""
+    from vigil.mcp_server import serve
+
+    serve(settings_for(ctx), run_id)
+
+
 @main.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
@@ -639,6 +650,7 @@ def pause_command(ctx: click.Context, reason: str) -> None:
     from vigil.clock import SystemClock
     from vigil.gate import pause
 
+    _person_only("pause the loop")
     now = SystemClock().now_ms()
     with_store(ctx, lambda store, settings: pause(store, reason=reason, by=actor(), now_ms=now))
     why = f": {reason.strip()}" if reason.strip() else ""

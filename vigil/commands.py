@@ -250,12 +250,13 @@ async def prune_report(store: Store, settings: Settings, older_than: str | None,
                 "archive_rows_folded": r.folded,
                 "archive_rows": r.costs,
                 "retired_keys": r.keys,
+                "workspaces_removed": pruned.workspaces,
             }
         )
     if dry_run:
         return f"would prune {r.tasks} finished task(s), {r.runs} run(s), {r.events} event(s), " + (
             f"{r.notes} note(s), {r.dependencies} dependency row(s), {len(r.transcripts)} transcript(s), "
             f"fold {r.folded} archive hour row(s) into days, drop {r.costs} archive row(s) "
-            f"and {r.keys} retired key(s)"
+            f"and {r.keys} retired key(s); remove {pruned.workspaces} scratch workspace(s)"
         )
     return f"pruned {pruned.describe()}"

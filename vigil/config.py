@@ -47,21 +47,24 @@ class StoreSettings:
 
 # Claude Code's permission modes (2.1.197). bypassPermissions is refused as root.
 CLAUDE_PERMISSION_MODES = ("default", "acceptEdits", "auto", "dontAsk", "plan", "bypassPermissions")
-# What the prompt asks the agent to run: `vigil task note|add|close <literal id> …`.
-CLAUDE_ALLOWED_TOOLS = ("Bash(vigil task:*)",)
+# The agent reports back through Vigil's MCP tools (``mcp__vigil__*``, always
+# allowed), not through the shell: `vigil` and `sqlite3` in Bash are refused, so that
+# an attempt on the database or on a person-only command is a recorded denial even
+# where the OS sandbox would have stopped it anyway.
+CLAUDE_DISALLOWED_TOOLS = ("Bash(vigil:*)", "Bash(sqlite3:*)")
 # Codex's sandbox modes (0.171.0). workspace-write: the agent may write in its
-# working directory, in add_dirs and in the database's folder, so that its own
-# `vigil task …` calls can commit.
+# workspace (and add_dirs), nowhere else.
 CODEX_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+ON_DENIAL = ("review", "complete")  # [dispatch] on_denial
 
 
 @dataclass(frozen=True)
 class AgentCliSettings:
     """How to start one agent CLI. ``command`` is the argv prefix.
 
-    ``permission_mode``, ``allowed_tools``, ``disallowed_tools`` and ``add_dirs``
-    are Claude Code's (``[executors.claude]``); ``add_dirs`` are folders, relative
-    ones to the home.
+    ``permission_mode``, ``allowed_tools``, ``disallowed_tools``, ``bash_sandbox``
+    and ``add_dirs`` are Claude Code's (``[executors.claude]``); ``add_dirs`` are
+    folders, relative ones to the home.
 
     ``sandbox`` is Codex's (``[executors.codex]``), which also reads ``add_dirs``
     (more folders its sandbox lets the agent write).
@@ -71,11 +74,15 @@ class AgentCliSettings:
     model: str | None = None
     max_budget_usd: float | None = None
     extra_args: tuple[str, ...] = ()
-    # "default": nothing beyond reading and the allow rules; edits are an operator's
-    # choice (acceptEdits), since the working directory is the home by default
-    permission_mode: str = "default"
-    allowed_tools: tuple[str, ...] = CLAUDE_ALLOWED_TOOLS
-    disallowed_tools: tuple[str, ...] = ()
+    # acceptEdits: the agent edits files in its workspace (never elsewhere: Claude
+    # Code asks, and in print mode asking is refusing)
+    permission_mode: str = "acceptEdits"
+    allowed_tools: tuple[str, ...] = ()
+    disallowed_tools: tuple[str, ...] = CLAUDE_DISALLOWED_TOOLS
+    # Bash runs inside Claude Code's OS sandbox (writes only in the workspace) and is
+    # then allowed without asking; where the sandbox cannot run, Bash is limited to
+    # allowed_tools (``vigil doctor`` says what to install)
+    bash_sandbox: bool = True
     add_dirs: tuple[str, ...] = ()
     sandbox: str = "workspace-write"
 
@@ -105,7 +112,11 @@ class DispatchSettings:
     lanes: int = 1  # dispatchers that may run a task at once, across every host (1-MAX_LANES)
     identity: str = "IDENTITY.md"
     pass_env: tuple[str, ...] = ()  # extra environment variables handed to the agent
-    workdir: Path | None = None  # the agents' working directory (absolute); None = the home
+    workdir: Path | None = None  # the agents' workspace (absolute); None = a scratch folder per task
+    # a successful run the agent did not close itself, with refused actions: "review"
+    # holds the task for a person; "complete" completes it as before
+    on_denial: str = "review"
+    keep_workspace_ms: int = 7 * 86_400_000  # a finished task's scratch folder, then retention removes it
 
 
 @dataclass(frozen=True)
@@ -361,7 +372,8 @@ def _agent_cli(data: Mapping[str, Any], name: str, source: Path | None) -> Agent
             settings,
             permission_mode=section.choice("permission_mode", settings.permission_mode, CLAUDE_PERMISSION_MODES),
             allowed_tools=section.argv("allowed_tools", settings.allowed_tools),
-            disallowed_tools=section.argv("disallowed_tools", ()),
+            disallowed_tools=section.argv("disallowed_tools", settings.disallowed_tools),
+            bash_sandbox=section.bool_("bash_sandbox", settings.bash_sandbox),
             add_dirs=section.argv("add_dirs", ()),
         )
     if name == "codex":
@@ -534,6 +546,8 @@ def settings_from_mapping(
         identity=d.str_("identity", defaults.identity),
         pass_env=d.argv("pass_env", ()),
         workdir=_workdir(d, home),
+        on_denial=d.choice("on_denial", defaults.on_denial, ON_DENIAL),
+        keep_workspace_ms=d.duration_ms("keep_workspace", defaults.keep_workspace_ms),
     )
     d.done()
 

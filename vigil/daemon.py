@@ -263,6 +263,8 @@ async def _dispatch(
 ) -> bool:
     """Recover, start the sensors and helpers, and dispatch while the lane is held.
     Returns True when the lane was lost, False on ``stop``."""
+    from dispatch.environment import base_env
+    from dispatch.exposure import widenings
     from dispatch.recovery import recover_orphans
     from dispatch.standby import dispatch_in_lane
     from dispatch.task_alerts import forward_task_events
@@ -278,6 +280,8 @@ async def _dispatch(
         lanes.lane,
         lanes.lanes,
     )
+    for line in widenings(settings, base_env(settings, executor=settings.dispatch.executor)):
+        log.warning("the agent can reach beyond its workspace: %s", line)
     await recover_orphans(store, clock)
     await sensors.start()
     # Overdue sensors and a hung dispatcher loop alert from inside; a dead

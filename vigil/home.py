@@ -7,6 +7,7 @@ from the current folder.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -98,6 +99,33 @@ def init_home(path: Path, *, safe_defaults: bool = False) -> list[Path]:
             folder.mkdir(mode=mode)
             created.append(folder)
     return created
+
+
+WORK_DIR = "work"  # the agents' scratch workspaces, one folder per task id (dispatch.workspace)
+
+
+def scratch_path(home: Path, task_id: int) -> Path:
+    """``work/<task id>`` in the home: the scratch workspace of a task."""
+    return home / WORK_DIR / str(task_id)
+
+
+def scratch_task_ids(home: Path) -> list[int]:
+    """The ids of the tasks that have a scratch workspace (none without ``work/``)."""
+    work = home / WORK_DIR
+    if not work.is_dir():
+        return []
+    return sorted(int(entry.name) for entry in work.iterdir() if entry.name.isdigit() and entry.is_dir())
+
+
+def remove_scratch(home: Path, task_ids: Iterable[int]) -> int:
+    """Remove the scratch workspaces of ``task_ids``; returns how many went. One that
+    cannot be removed is left for the next pass."""
+    removed = 0
+    for task_id in task_ids:
+        folder = scratch_path(home, task_id)
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += not folder.exists()
+    return removed
 
 
 SKILL_FILE = "SKILL.md"

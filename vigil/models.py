@@ -140,11 +140,20 @@ class Task:
     cancel_requested: bool
     waiting_on: int  # dependencies not yet completed; claimable only at 0
     approval: str | None = None  # None: not needed; else ApprovalState (pending, approved, rejected)
-    workdir: str | None = None  # the agent's working directory; None: the skill's or the configured one
+    workdir: str | None = None  # the agent's workspace; None: the skill's or the configured one, else scratch
+    review: str | None = None  # None: never held for review; else ApprovalState of the review after a run
+    denials: int = 0  # actions its agents were refused, over every run
 
     @property
     def awaiting_approval(self) -> bool:
+        """Blocked until a person approves it to run."""
         return self.status is TaskStatus.BLOCKED and self.approval == ApprovalState.PENDING
+
+    @property
+    def awaiting_review(self) -> bool:
+        """Blocked after a run until a person approves the result (→ completed) or
+        rejects it (→ back to the queue)."""
+        return self.status is TaskStatus.BLOCKED and self.review == ApprovalState.PENDING
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,8 +209,9 @@ class Outcome:
     """What an executor reports for one attempt. Costs in USD; tokens are counts.
 
     ``retry_at`` (epoch ms) is the provider's reset time for ``USAGE_LIMITED``;
-    None means "use the configured backoff". ``permission_denials`` are the tool
-    calls the agent CLI refused, one line each (``Bash: vigil task close 3 …``).
+    None means "use the configured backoff". ``permission_denials`` are the actions
+    the agent was refused (by the CLI's permissions, its sandbox or Vigil's own
+    tools), one line each (``Write: {"file_path": "/home/x/vigil.toml", …}``).
     """
 
     kind: OutcomeKind
@@ -220,6 +230,16 @@ class Outcome:
     transcript_path: str | None = None
     retry_at: int | None = None
     permission_denials: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Attention:
+    """What waits for a person: tasks awaiting review or approval, and the runs in
+    a recent window whose agent was refused at least one action."""
+
+    awaiting_review: int
+    awaiting_approval: int
+    denied_runs: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +269,7 @@ class Run:
     pgid: int | None
     proc_start: str | None  # the process's start time as the OS reports it (pid reuse check)
     permission_denials: tuple[str, ...] = ()  # tool calls the agent CLI refused (``Outcome``)
+    workspace: str | None = None  # the folder the agent worked in; None: no agent process ran
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Sequence
 from vigil.clock import iso_utc
 from vigil.durations import format_duration
 from vigil.models import CostRow, Note, Run, Task, TaskEvent, TaskStatus
-from vigil.states import state_of
 
 
 def task_json(task: Task) -> dict[str, object]:
@@ -47,6 +46,8 @@ def task_json(task: Task) -> dict[str, object]:
         "cancel_requested": task.cancel_requested,
         "waiting_on": task.waiting_on,
         "approval": task.approval,
+        "review": task.review,
+        "denials": task.denials,
         "workdir": task.workdir,
     }
 
@@ -70,6 +71,7 @@ def run_json(run: Run) -> dict[str, object]:
         "session_id": run.session_id,
         "transcript_path": run.transcript_path,
         "permission_denials": list(run.permission_denials),
+        "workspace": run.workspace,
     }
 
 
@@ -152,18 +154,31 @@ def _due(task: Task, now_ms: int) -> str:
     return format_duration(now_ms - task.created_at) + " ago"
 
 
+def markers(task: Task) -> str:
+    """What a person should know at a glance, before the subject: ``(awaiting
+    review, 2 denied) ``; empty when there is nothing to say."""
+    said = []
+    if task.awaiting_approval:
+        said.append("awaiting approval")
+    if task.awaiting_review:
+        said.append("awaiting review")
+    if task.denials:
+        said.append(f"{task.denials} denied")
+    return f"({', '.join(said)}) " if said else ""
+
+
 def task_table(tasks: Sequence[Task], now_ms: int) -> str:
-    """A plain-text table (no colour: it is also read by scripts and agents); the
-    status column names the task's state (``approval``: blocked, awaiting approval)."""
+    """A plain-text table (no colour: it is also read by scripts and agents)."""
     if not tasks:
         return "no tasks"
     header = f"{'ID':>6}  P  {'STATUS':<9}  {'TRIES':<5}  {'DUE/AGE':<11}  SUBJECT"
     lines = [header]
     for t in tasks:
         tries = f"{t.attempt_count}/{t.max_retries + 1}"
-        state = state_of(t).cell
-        due = _due(t, now_ms)
-        lines.append(f"{t.id:>6}  {t.priority}  {state:<9}  {tries:<5}  {due:<11}  {one_line(t.subject, 60)}")
+        lines.append(
+            f"{t.id:>6}  {t.priority}  {t.status!s:<9}  {tries:<5}  {_due(t, now_ms):<11}  "
+            f"{markers(t)}{one_line(t.subject, 60)}"
+        )
     return "\n".join(lines)
 
 
@@ -187,6 +202,8 @@ def task_details(
             f"tokens={r.tokens_in}/{r.tokens_out}" + (f" error={one_line(r.error, 80)}" if r.error else "")
         )
         run_lines += [f"     denied: {one_line(denial, 100)}" for denial in r.permission_denials]
+        if r.workspace:
+            run_lines.append(f"     workspace: {r.workspace}")
     if run_lines:
         lines += ["runs:", *run_lines]
     note_lines = [f"  [{iso_utc(n.at)}] {n.author}: {n.text}" for n in notes]

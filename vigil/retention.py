@@ -9,6 +9,10 @@ into cutoffs and removes the files. A transcript is deleted only if it lies insi
 the home's ``logs/runs/`` folder: a path stored in the database never makes Vigil
 delete a file anywhere else.
 
+Every pass also removes the agents' scratch workspaces (``work/<task id>``) of
+tasks that ended more than ``[dispatch] keep_workspace`` ago or no longer exist,
+whether history retention is on or not.
+
 Every prune also folds the cost archive's hour rows older than ``HOUR_ROWS_MS``
 into day rows (the budget's rolling day and the TUI's 24-hour chart need hours;
 anything older is read by the day), and, when set, drops archive rows older than
@@ -27,8 +31,9 @@ from typing import TYPE_CHECKING
 
 from vigil.clock import Clock, real_seconds
 from vigil.config import Settings
-from vigil.errors import InputError, VigilError
-from vigil.models import PruneResult
+from vigil.errors import InputError, TaskNotFound, VigilError
+from vigil.home import remove_scratch, scratch_task_ids
+from vigil.models import FINISHED_STATUSES, PruneResult
 
 if TYPE_CHECKING:
     from vigil.store import Store
@@ -49,13 +54,15 @@ class Pruned:
 
     result: PruneResult
     files_removed: int
+    workspaces: int = 0  # scratch workspaces removed (on a dry run: that would be)
 
     def describe(self) -> str:
         r = self.result
         return (
             f"{r.tasks} finished task(s), {r.runs} run(s), {r.events} event(s), {r.notes} note(s), "
             f"{r.dependencies} dependency row(s), {self.files_removed} transcript file(s), "
-            f"{r.folded} archive hour row(s) folded into days, {r.costs} archive row(s), {r.keys} retired key(s)"
+            f"{r.folded} archive hour row(s) folded into days, {r.costs} archive row(s), {r.keys} retired key(s), "
+            f"{self.workspaces} scratch workspace(s)"
         )
 
 
@@ -114,9 +121,28 @@ async def prune_history(
         costs_before_ms=_before(now_ms, retention.keep_costs_ms),
         keys_before_ms=_before(now_ms, retention.keep_keys_ms),
     )
+    workspaces = await prune_workspaces(store, settings, now_ms, dry_run=dry_run)
     if dry_run:
-        return Pruned(result, 0)
-    return Pruned(result, remove_transcripts(result.transcripts, transcripts_dir(settings), settings.home))
+        return Pruned(result, 0, workspaces)
+    files = remove_transcripts(result.transcripts, transcripts_dir(settings), settings.home)
+    return Pruned(result, files, workspaces)
+
+
+async def prune_workspaces(store: Store, settings: Settings, now_ms: int, *, dry_run: bool = False) -> int:
+    """Remove the scratch workspaces of tasks that ended more than ``[dispatch]
+    keep_workspace`` before ``now_ms``, or that no longer exist; returns how many
+    went (on a dry run, how many would)."""
+    cutoff = now_ms - settings.dispatch.keep_workspace_ms
+    expired = []
+    for task_id in scratch_task_ids(settings.home):
+        try:
+            task = await store.get_task(task_id)
+        except TaskNotFound:
+            expired.append(task_id)
+            continue
+        if task.status in FINISHED_STATUSES and (task.completed_at or task.updated_at) <= cutoff:
+            expired.append(task_id)
+    return len(expired) if dry_run else remove_scratch(settings.home, expired)
 
 
 def _before(now_ms: int, keep_ms: int | None) -> int | None:
@@ -133,19 +159,22 @@ async def keep_pruned(store: Store, settings: Settings, clock: Clock, stop: asyn
     """The daemon's retention: a round of at most ``ROUND_BATCHES`` batches now and
     every ``[retention] every`` of clock time until ``stop``; sooner while a backlog
     is left. Logs what each round removed; a failed round is logged and retried at
-    the next one. Returns at once when retention is off."""
+    the next one. With history retention off, each round only removes expired
+    scratch workspaces."""
     retention = settings.retention
-    if not _any_on(settings):
-        return
     while not stop.is_set():
         wait_s = real_seconds(clock, retention.every_ms)
         try:
-            pruned = await prune_history(store, settings, clock.now_ms(), max_batches=ROUND_BATCHES)
+            if _any_on(settings):
+                pruned = await prune_history(store, settings, clock.now_ms(), max_batches=ROUND_BATCHES)
+            else:
+                workspaces = await prune_workspaces(store, settings, clock.now_ms())
+                pruned = Pruned(PruneResult(complete=True), 0, workspaces)
         except VigilError as err:
             log.warning("pruning old history failed: %s", err)
         else:
             r = pruned.result
-            if r.tasks or r.events or r.folded or r.costs or r.keys:
+            if r.tasks or r.events or r.folded or r.costs or r.keys or pruned.workspaces:
                 log.info("pruned %s", pruned.describe())
             if not pruned.result.complete:
                 wait_s = min(wait_s, BACKLOG_PAUSE_S)

@@ -1,7 +1,9 @@
 """The states a task is shown and filtered in: one table for the whole program.
 
-A state is a status, or a status narrowed by the task's ``approval`` column: a
-task *awaiting approval* is ``blocked`` with its approval ``pending``. Each row
+A state is a status, or a status narrowed by one of the task's columns: a task
+*awaiting approval* is ``blocked`` with its ``approval`` ``pending``, one
+*awaiting review* (of its result, after a run) is ``blocked`` with its ``review``
+``pending``. Each row
 of ``TASK_STATES`` says how the state is named in a filter (``status:approval``
 in the TUI, ``vigil task list --status approval``), its label (the header's
 count), what it means in words (the detail pane, the help), the word the queue's
@@ -10,8 +12,8 @@ header key that filters by it.
 A new state (a task awaiting review, a task waiting for a person's answer) is
 one more row.
 
-A state that narrows nothing (``approval`` None) is the whole status: ``blocked``
-counts and lists the blocked tasks awaiting approval too. A task is *drawn* in
+A state that narrows nothing (``narrow`` None) is the whole status: ``blocked``
+counts and lists the blocked tasks awaiting approval or review too. A task is *drawn* in
 the narrowest state that matches it (``state_of``). Styles are Rich style
 strings; the core only passes them on.
 """
@@ -27,7 +29,7 @@ from vigil.models import FINISHED_STATUSES, ApprovalState, Task, TaskStatus
 class TaskState:
     name: str  # the filter word: status:<name>, --status <name>
     status: TaskStatus
-    approval: str | None  # the approval value that narrows the status; None: the whole status
+    narrow: tuple[str, str] | None  # (column, value) that narrows the status; None: the whole status
     label: str  # the header's count ("Approval")
     words: str  # what tasks in it are, in the detail pane and the help ("awaiting approval")
     cell: str  # the queue's status column (at most 9 cells)
@@ -38,27 +40,34 @@ class TaskState:
     @property
     def narrows(self) -> bool:
         """Whether it is a part of its status rather than all of it."""
-        return self.approval is not None
+        return self.narrow is not None
 
     def matches(self, task: Task) -> bool:
-        return task.status is self.status and (self.approval is None or task.approval == self.approval)
+        if task.status is not self.status:
+            return False
+        return self.narrow is None or getattr(task, self.narrow[0]) == self.narrow[1]
 
     def sql(self, status_column: str = "status") -> str:
         """The state as an SQL condition on ``tasks`` (literals from this table only);
         ``status_column`` is how the status column is written (``+status``: not
         through its index)."""
         condition = f"{status_column} = '{self.status.value}'"
-        return condition if self.approval is None else f"({condition} AND approval = '{self.approval}')"
+        if self.narrow is None:
+            return condition
+        column, value = self.narrow
+        return f"({condition} AND {column} = '{value}')"
 
 
-_PENDING_APPROVAL = ApprovalState.PENDING.value
+_PENDING = ApprovalState.PENDING.value
 TASK_STATES: tuple[TaskState, ...] = (
-    # name, status, approval, label, words, cell, marker, style, key
+    # name, status, narrow, label, words, cell, marker, style, key
     TaskState("active", TaskStatus.ACTIVE, None, "Active", "running", "active", " ", "bold green", "A"),
     TaskState("pending", TaskStatus.PENDING, None, "Pending", "waiting their turn", "pending", " ", "", "P"),
     TaskState("blocked", TaskStatus.BLOCKED, None, "Blocked", "blocked", "blocked", " ", "yellow", "B"),
-    TaskState("approval", TaskStatus.BLOCKED, _PENDING_APPROVAL, "Approval", "awaiting approval", "approval", "?",
-              "bold magenta", "V"),
+    TaskState("approval", TaskStatus.BLOCKED, ("approval", _PENDING), "Approval", "awaiting approval", "approval",
+              "?", "bold magenta", "V"),
+    TaskState("review", TaskStatus.BLOCKED, ("review", _PENDING), "Review", "awaiting review", "review", "!",
+              "bold cyan", "E"),
     TaskState("completed", TaskStatus.COMPLETED, None, "Completed", "completed", "completed", " ", "dim green", "C"),
     TaskState("failed", TaskStatus.FAILED, None, "Failed", "failed", "failed", " ", "bold red", "F"),
     TaskState("canceled", TaskStatus.CANCELED, None, "Canceled", "canceled", "canceled", " ", "dim", "X"),

@@ -11,7 +11,7 @@ written every ``[dispatch] heartbeat`` while idle or running) is younger than
 
 from __future__ import annotations
 
-from vigil.budget import BudgetUse, budget_json, budget_line, budget_use
+from vigil.budget import WINDOW_MS, BudgetUse, budget_json, budget_line, budget_use
 from vigil.clock import iso_utc
 from vigil.config import Settings
 from vigil.durations import format_duration
@@ -82,6 +82,7 @@ async def gather_status(store: Store, settings: Settings, now_ms: int) -> dict[s
     loop_values = await store.loop_values()
     use = await budget_use(store, settings.budget, now_ms)
     health = loop_health(loop_values, now_ms, settings.dispatch.heartbeat_ms)
+    attention = await store.attention(now_ms - WINDOW_MS)
     return {
         "now": iso_utc(now_ms),
         # the one word the TUI's header and `vigil doctor` say too (vigil.liveness)
@@ -95,6 +96,11 @@ async def gather_status(store: Store, settings: Settings, now_ms: int) -> dict[s
         "budget": budget_json(use),
         "rejected_inserts": loop_values.get(REJECTED_INSERTS_KEY, {"total": 0}),
         "queue": queue,
+        "attention": {
+            "awaiting_review": attention.awaiting_review,
+            "awaiting_approval": attention.awaiting_approval,
+            "denied_runs_24h": attention.denied_runs,
+        },
         "sensors": [_sensor_json(s) for s in await store.sensor_states()],
         # the URL's password is masked: this output is pasted into chats and issues
         "store": {"backend": "sqlite" if settings.store.url is None else "postgresql", "at": settings.store.location},
@@ -143,11 +149,32 @@ def render_status(status: dict[str, object]) -> str:
         lines.append("  next pending task: due now")
     else:
         lines.append(f"  next pending task: due in {_ago(queue['next_due_in_s'])} ({queue['next_due_at']})")
+    lines.extend(_attention_lines(status.get("attention")))
     lines.extend(_sensor_lines(sensors))
     where = status.get("store")
     if isinstance(where, dict):
         lines.append(f"store: {where['backend']} at {where['at']}")
     return "\n".join(lines)
+
+
+def _attention_lines(attention: object) -> list[str]:
+    """What waits for a person; nothing when nothing does."""
+    if not isinstance(attention, dict):
+        return []
+    lines = []
+    waiting = [
+        f"{attention[key]} awaiting {what} (vigil task approve/reject ID)"
+        for key, what in (("awaiting_review", "review"), ("awaiting_approval", "approval"))
+        if attention.get(key)
+    ]
+    if waiting:
+        lines.append("needs a person: " + "; ".join(waiting))
+    if attention.get("denied_runs_24h"):
+        lines.append(
+            f"denied actions: {attention['denied_runs_24h']} run(s) in the last 24 h had actions refused to the agent "
+            "(vigil task list shows which tasks; vigil task show ID, what)"
+        )
+    return lines
 
 
 def _sensor_lines(sensors: list[dict[str, object]]) -> list[str]:

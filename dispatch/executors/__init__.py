@@ -53,7 +53,10 @@ class RunContext:
     on_process_start: ProcessStarted
     redactor: Redactor = NO_SECRETS  # secrets to mask in the transcript (none by default)
     on_progress: ProgressNoted = _no_progress
-    workdir: Path | None = None  # the agent's working directory; None = the home
+    workdir: Path | None = None  # the agent's workspace (dispatch.workspace); None only in tests: the home
+    # argv of Vigil's MCP server bound to this run (``vigil mcp --run N``), which the
+    # agent CLI starts to give the agent its task's tools; empty: no such channel
+    mcp_command: tuple[str, ...] = ()
 
     @property
     def cwd(self) -> Path:

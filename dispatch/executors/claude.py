@@ -2,11 +2,15 @@
 
 argv = ``[executors.claude] command`` + ``--print --verbose --output-format
 stream-json`` + ``--model M`` (the task's model: skill, else config) +
-``--max-budget-usd N`` (if configured) + ``--permission-mode M`` + one
-``--allowedTools T`` / ``--disallowedTools T`` per rule + ``--add-dir D`` per
-folder + ``extra_args``. The prompt goes on stdin,
-never into argv. The stream is parsed as it arrives (``claude_stream``) and copied
-whole into the run's transcript.
+``--max-budget-usd N`` (if configured) + ``--permission-mode M`` + Vigil's MCP
+server for the run (``--mcp-config`` naming only it, ``--strict-mcp-config``, and
+``--allowedTools mcp__vigil``) + ``--settings`` turning on the OS sandbox for Bash
+(``dispatch.claude_sandbox``, where it can run) + one ``--allowedTools T`` /
+``--disallowedTools T`` per rule + ``--add-dir D`` per folder + ``extra_args``. The
+prompt goes on stdin, never into argv; the process runs in the agent's workspace,
+where ``acceptEdits`` (the default) lets it edit files and nowhere else. The stream
+is parsed as it arrives (``claude_stream``) and copied whole into the run's
+transcript.
 
 Cost is the CLI's ``total_cost_usd``; tokens are summed over ``modelUsage`` (every
 model the run used), cache reads and writes kept apart; ``api_cost_usd`` is
@@ -15,10 +19,13 @@ recomputed from those tokens and ``[prices]``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from dispatch.claude_sandbox import sandbox_problem, sandbox_settings
 from dispatch.executors import DEFAULT_GRACE_S, RunContext
 from dispatch.executors.answer import detail_of, summary_of
 from dispatch.executors.child import ChildResult, StopRun, ended_early
@@ -30,17 +37,43 @@ from vigil.config import AgentCliSettings, Settings
 from vigil.models import Outcome, OutcomeKind, Task
 
 STREAM_FLAGS = ("--print", "--verbose", "--output-format", "stream-json")
+VIGIL_TOOLS_RULE = "mcp__vigil"  # every tool of the MCP server named vigil
+# Claude Code 2.1.197 in print mode connects the servers of --mcp-config in the
+# background and sends the first request without waiting for them, except those
+# marked alwaysLoad, for which it waits up to MCP_CONNECT_TIMEOUT_MS (default 5 s).
+# Vigil's server is the agent's only way to report back, and a Python process may
+# take longer than 5 s to start on a busy machine: marked, and waited for up to 60 s.
+MCP_CONNECT_WAIT = ("MCP_CONNECT_TIMEOUT_MS", "60000")
 
 
-def claude_argv(cli: AgentCliSettings, model: str | None, home: Path) -> list[str]:
-    """The full argv for one run (the prompt is not in it). Each rule and folder
-    gets its own flag: the CLI's list options would swallow what follows them."""
+def mcp_config(command: Sequence[str]) -> str:
+    """``--mcp-config`` naming Vigil's server, started as ``command``."""
+    server = {"command": command[0], "args": list(command[1:]), "alwaysLoad": True}
+    return json.dumps({"mcpServers": {"vigil": server}})
+
+
+def claude_argv(
+    cli: AgentCliSettings,
+    model: str | None,
+    home: Path,
+    *,
+    mcp_command: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The full argv for one run (the prompt is not in it). ``mcp_command`` starts
+    Vigil's MCP server (empty: none); ``env`` is the agent's environment, whose
+    ``PATH`` decides whether the sandbox can run (None: no sandbox). Each rule and
+    folder gets its own flag: the CLI's list options would swallow what follows them."""
     argv = [*cli.command, *STREAM_FLAGS]
     if model:
         argv += ["--model", model]
     if cli.max_budget_usd is not None:
         argv += ["--max-budget-usd", f"{cli.max_budget_usd:g}"]
     argv += ["--permission-mode", cli.permission_mode]
+    if mcp_command:
+        argv += ["--mcp-config", mcp_config(mcp_command), "--strict-mcp-config", "--allowedTools", VIGIL_TOOLS_RULE]
+    if env is not None and cli.bash_sandbox and sandbox_problem(env) is None:
+        argv += ["--settings", json.dumps(sandbox_settings(env))]
     for rule in cli.allowed_tools:
         argv += ["--allowedTools", rule]
     for rule in cli.disallowed_tools:
@@ -67,7 +100,9 @@ class ClaudeExecutor:
 
     async def run(self, task: Task, ctx: RunContext) -> Outcome:
         model = ctx.model or self.settings.claude.model
-        argv = claude_argv(self.settings.claude, model, ctx.home)
+        argv = claude_argv(self.settings.claude, model, ctx.home, mcp_command=ctx.mcp_command, env=ctx.env)
+        if ctx.mcp_command:
+            ctx = replace(ctx, env=dict([MCP_CONNECT_WAIT, *ctx.env.items()]))
         stream = ClaudeStream()
         result = await run_agent_cli(self.name, argv, ctx, self.grace_s, _watched(stream, ctx))
         return self._outcome(stream, result, ctx, model)

@@ -11,8 +11,12 @@ Two cases come before that table. A refused key is known from the CLI's first
 retry it for minutes): the executor stops the run there (``auth_retry``). And a CLI
 that exits non-zero before its ``init`` line (an option it does not know, a mode it
 refuses as root) refused to start: ``refused``, since every task would fail alike.
-A success whose ``permission_denials`` include the agent's own ``vigil task …``
-command is ``refused`` too: the configuration keeps it from reporting back.
+
+What the agent was refused is an outcome of its own, never a reason to stop the
+loop: the result's ``permission_denials`` (the CLI's permission rules), and from the
+tool results as they stream by, Vigil's tools refusing a call, a call to a Vigil tool
+that does not exist, and Bash commands the OS sandbox stopped
+(``dispatch.executors.refusals``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatch.executors.answer import error_line
+from dispatch.executors.refusals import (
+    VIGIL_TOOL_PREFIX,
+    channel_refusal,
+    denial_line,
+    sandbox_refusal,
+    unknown_vigil_tool,
+)
 from dispatch.executors.resets import reset_ms
 from dispatch.pricing import TokenUsage
 from vigil.models import OutcomeKind
@@ -37,7 +48,6 @@ _AUTH_TEXT = re.compile(
 )
 _OVERLOAD_TEXT = re.compile(r"overloaded|\b529\b|internal server error|\b5\d\d\b", re.IGNORECASE)
 _CONTEXT_TEXT = re.compile(r"prompt is too long|context window|context length", re.IGNORECASE)
-_REPORT_BACK = re.compile(r"Bash: \s*(?:\S*/)?vigil\s+task\b")
 _API_ERROR_TEXT = re.compile(r"^API Error:", re.IGNORECASE)  # network trouble, a broken stream …
 USAGE_TEXT_MAX = 500  # a usage-limit notice is short; a long answer merely mentioning one is not it
 
@@ -66,6 +76,8 @@ class ClaudeStream:
     answered: int = 0  # assistant lines so far
     noise_lines: int = 0
     unknown_types: set[str] = field(default_factory=set)
+    tool_calls: dict[str, tuple[str, Any]] = field(default_factory=dict)  # tool_use id → (name, input)
+    refusals: list[str] = field(default_factory=list)  # seen in tool results, one line each
 
     def feed(self, raw: bytes) -> None:
         text = raw.decode("utf-8", errors="replace").strip()
@@ -91,7 +103,9 @@ class ClaudeStream:
             self._rate_limit(line)
         elif kind == "result":
             self.result = line
-        elif kind != "user":
+        elif kind == "user":
+            self._user(line)
+        else:
             self.unknown_types.add(str(kind))
 
     def _system(self, line: dict[str, Any]) -> None:
@@ -111,13 +125,39 @@ class ClaudeStream:
         if not isinstance(message, dict):
             return
         content = message.get("content")
-        texts = [
-            block["text"]
-            for block in content or ()
-            if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
-        ]
+        blocks = [block for block in content or () if isinstance(block, dict)]
+        texts = [b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
         if texts:
             self.last_text = "\n".join(texts)
+        for block in blocks:
+            if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                self.tool_calls[block["id"]] = (str(block.get("name") or "?"), block.get("input"))
+
+    def _user(self, line: dict[str, Any]) -> None:
+        """Tool results: a refusal among them is kept (``refusals``)."""
+        message = line.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                refusal = self._refusal(block)
+                if refusal is not None:
+                    self.refusals.append(refusal)
+
+    def _refusal(self, result: dict[str, Any]) -> str | None:
+        name, given = self.tool_calls.get(str(result.get("tool_use_id")), ("?", None))
+        text = _result_text(result.get("content"))
+        missing = unknown_vigil_tool(text) if result.get("is_error") else None
+        if missing is not None:
+            return denial_line(missing, "", "no such tool")
+        if name.startswith(VIGIL_TOOL_PREFIX):
+            refused = channel_refusal(text) if result.get("is_error") else None
+            shown = "vigil." + name.removeprefix(VIGIL_TOOL_PREFIX)
+            return None if refused is None else denial_line(shown, json.dumps(given, sort_keys=True), refused)
+        if name == "Bash":
+            blocked = sandbox_refusal(text)
+            command = given.get("command") if isinstance(given, dict) else None
+            return None if blocked is None else denial_line("Bash", str(command), f"blocked: {blocked}")
+        return None
 
     def _rate_limit(self, line: dict[str, Any]) -> None:
         info = line.get("rate_limit_info")
@@ -141,8 +181,9 @@ class ClaudeStream:
 
     @property
     def permission_denials(self) -> tuple[str, ...]:
-        """The result's ``permission_denials``, one line each: ``Tool: input``
-        (a Bash call's command, else its input as JSON)."""
+        """What the agent was refused, one line each: the result's
+        ``permission_denials`` (``Tool: input``, a Bash call's command, else its
+        input as JSON), then the refusals seen in tool results."""
         denials = self.result.get("permission_denials") if self.result else None
         lines = []
         for denial in denials if isinstance(denials, list) else ():
@@ -153,7 +194,7 @@ class ClaudeStream:
             command = given.get("command") if isinstance(given, dict) else None
             shown = command if isinstance(command, str) else json.dumps(given, sort_keys=True)
             lines.append(f"{tool}: {shown}")
-        return tuple(lines)
+        return (*lines, *self.refusals)
 
     @property
     def cost_usd(self) -> float:
@@ -241,13 +282,6 @@ def classify(stream: ClaudeStream, exit_code: int | None, stderr: str, now_ms: i
     if terminal in ("prompt_too_long", "blocking_limit") or (is_error and _CONTEXT_TEXT.search(short)):
         return Verdict(OutcomeKind.CONTEXT, f"context too large: {message}")
     if not is_error and subtype == "success":
-        denied = [d for d in stream.permission_denials if _REPORT_BACK.match(d)]
-        if denied:
-            return Verdict(
-                OutcomeKind.REFUSED,
-                f"the agent was not allowed to report back ({denied[0]}); allow it with "
-                '[executors.claude] allowed_tools, e.g. "Bash(vigil task:*)"',
-            )
         return Verdict(OutcomeKind.SUCCESS)
     if not isinstance(subtype, str) or not subtype:
         # valid JSON of another shape (a newer CLI, a wrapper script): say so, not "None: None"
@@ -273,14 +307,10 @@ def _without_result(stream: ClaudeStream, exit_code: int | None, stderr: str) ->
     return Verdict(OutcomeKind.TRANSIENT, "crashed: " + detail)
 
 
-def _success(stream: ClaudeStream) -> Verdict:
-    """A success, unless the agent's own report-back was denied: then no task will
-    ever be closed by its agent until the permissions change."""
-    denied = [d for d in stream.permission_denials if _REPORT_BACK.match(d)]
-    if denied:
-        return Verdict(
-            OutcomeKind.REFUSED,
-            f"the agent was not allowed to report back ({denied[0]}); allow it with "
-            '[executors.claude] allowed_tools, e.g. "Bash(vigil task:*)"',
-        )
-    return Verdict(OutcomeKind.SUCCESS)
+def _result_text(content: object) -> str:
+    """A tool result's text: a string, or the text blocks of a list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text")) for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return ""

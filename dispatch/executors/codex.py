@@ -1,74 +1,167 @@
 """The ``codex`` executor: OpenAI Codex CLI, ``codex exec --json``.
 
 argv = ``[executors.codex] command`` + ``exec --json --skip-git-repo-check`` (a
-home is not a git repository, and Codex refuses to start outside one without it) +
-``--sandbox S`` (``sandbox``, default ``workspace-write``) + ``-c
+scratch workspace is not a git repository, and Codex refuses to start outside one
+without it) + ``--sandbox S`` (``sandbox``, default ``workspace-write``) + ``-c
 allow_login_shell=false`` + ``--model M`` + for ``workspace-write``: ``-c
-sandbox_workspace_write.network_access=true`` and one ``--add-dir`` per folder the
-agent must be able to write besides its working directory (the database's folder,
-so that its own ``vigil task …`` calls can commit; ``add_dirs``) + ``extra_args``
-(last, so that a ``-c`` there overrides ours). The prompt goes on stdin; the
-process runs in the run's working directory.
+sandbox_workspace_write.network_access=true``, one ``--add-dir`` per folder of
+``add_dirs``, and, when the home lies under ``/tmp`` or ``$TMPDIR`` (which that
+sandbox lets the agent write), the switches that take those away + Vigil's MCP
+server for the run (``mcp_servers.vigil``: its command, the agent's variables
+forwarded to it, its tools approved, required to start) + ``extra_args`` (last, so
+that a ``-c`` there overrides ours). The prompt goes on stdin; the process runs in
+the agent's workspace, the only folder its sandbox lets it write: the home, its
+``vigil.toml``, identity file, skills and database stay out of reach. When the loop's
+store is PostgreSQL, its URL is kept from the agent's shell commands
+(``shell_environment_policy``); only the MCP server gets it.
 
 Why no login shell: Codex runs the model's commands with ``bash -lc`` by default,
 and a login shell re-reads ``/etc/profile``, which on Debian sets a fixed PATH for
-root: the ``vigil`` the prompt asks for would not be found.
+root: the agent's own tools would not be found where the operator put them.
 
 Why network access: without it Codex's Linux sandbox (0.171.0) refuses ``send`` on
 every socket, the local socket pair asyncio wakes its loop with included; asyncio
-ignores that error, so a ``vigil`` command that runs an event loop (the agent's
-``vigil task …`` calls on PostgreSQL, ``vigil status``; on SQLite the task commands
-run none) would wait forever. A PostgreSQL store needs the network anyway.
+ignores that error, so any program of the project's that runs an event loop (its
+tests, say) would wait forever.
 
 The stream is read by ``codex_stream`` (tokens, answer, Codex's own API retries as
-live progress notes, the outcome). Codex reports no dollar cost, so ``cost_usd``
-and ``api_cost_usd`` are both computed from the ``[prices]`` table.
+live progress notes, the outcome, refusals of Vigil's tools); the refusals of shell
+commands and patches come from Codex's session file (``codex_rollout``). Codex
+reports no dollar cost, so ``cost_usd`` and ``api_cost_usd`` are both computed from
+the price table (``dispatch.pricing``) for the model: the task's or skill's, else
+``[executors.codex] model``, else the one in Codex's own ``config.toml``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import os
+import tempfile
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from dispatch.executors import DEFAULT_GRACE_S, RunContext
 from dispatch.executors.answer import detail_of, summary_of
-from dispatch.executors.child import ended_early
+from dispatch.executors.child import ChildResult, ended_early
+from dispatch.executors.codex_rollout import rollout_path, rollout_refusals
 from dispatch.executors.codex_stream import CodexStream, classify
 from dispatch.executors.transcript import run_agent_cli
 from dispatch.pricing import api_cost_usd
 from vigil.clock import SystemClock
-from vigil.config import AgentCliSettings, Settings
+from vigil.config import STORE_URL_ENV, AgentCliSettings, Settings
 from vigil.models import Outcome, OutcomeKind, Task
 
 EXEC_FLAGS = ("exec", "--json", "--skip-git-repo-check")
 NO_LOGIN_SHELL = ("-c", "allow_login_shell=false")
 WORKSPACE_NETWORK = ("-c", "sandbox_workspace_write.network_access=true")
+NO_TMP = (
+    "-c",
+    "sandbox_workspace_write.exclude_slash_tmp=true",
+    "-c",
+    "sandbox_workspace_write.exclude_tmpdir_env_var=true",
+)
+ROUTER_REJECTION = "codex_core::tools::router: error="  # Codex's log line for a refused tool call
 
 
 def writable_dirs(settings: Settings, cwd: Path) -> list[Path]:
-    """The folders besides ``cwd`` the agent must be able to write: the SQLite
-    database's (its WAL and shared-memory files are made beside it) and
-    ``add_dirs`` (relative ones to the home); none already inside ``cwd``."""
-    wanted = [] if settings.store.url is not None else [settings.store.path.parent]
-    wanted += [(settings.home / Path(folder).expanduser()).resolve() for folder in settings.codex.add_dirs]
+    """The folders besides ``cwd`` the agent may write: ``add_dirs`` (relative ones
+    to the home), none already inside ``cwd``."""
     found: list[Path] = []
-    for folder in wanted:
-        if not folder.is_relative_to(cwd) and folder not in found:
-            found.append(folder)
+    for folder in settings.codex.add_dirs:
+        path = (settings.home / Path(folder).expanduser()).resolve()
+        if not path.is_relative_to(cwd) and path not in found:
+            found.append(path)
     return found
 
 
-def codex_argv(cli: AgentCliSettings, model: str | None, add_dirs: list[Path] | tuple[Path, ...] = ()) -> list[str]:
-    """The full argv for one run (the prompt is not in it). ``add_dirs`` and the
-    network switch go only to the ``workspace-write`` sandbox, the one that reads them."""
+def home_under_tmp(home: Path, env: Mapping[str, str]) -> bool:
+    """Whether ``home`` lies under ``/tmp`` or the agent's ``$TMPDIR``, which
+    ``workspace-write`` lets the agent write unless told not to."""
+    roots = [Path("/tmp"), Path(env.get("TMPDIR") or tempfile.gettempdir())]  # noqa: S108 -- compared, not used
+    return any(home.resolve().is_relative_to(root.resolve()) for root in roots)
+
+
+def mcp_server_args(command: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """The ``-c`` pairs that give Codex Vigil's MCP server, started as ``command``
+    with the agent's variables (``env``'s names) forwarded to it (Codex hands a
+    server only a few by default), its tools allowed without asking, and the run
+    refused if it cannot start."""
+    server = "mcp_servers.vigil."
+    settings = {
+        "command": json.dumps(command[0]),
+        "args": json.dumps(list(command[1:])),
+        "env_vars": json.dumps(sorted(env)),
+        "default_tools_approval_mode": '"approve"',
+        "required": "true",
+        # a Python process may take more than Codex's default 10 s to start on a busy machine
+        "startup_timeout_sec": "60",
+    }
+    return [arg for key, value in settings.items() for arg in ("-c", f"{server}{key}={value}")]
+
+
+def codex_argv(
+    cli: AgentCliSettings,
+    model: str | None,
+    add_dirs: Sequence[Path] = (),
+    *,
+    mcp_command: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    no_tmp: bool = False,
+) -> list[str]:
+    """The full argv for one run (the prompt is not in it). ``add_dirs``, the
+    network switch and ``no_tmp`` (take ``/tmp`` and ``$TMPDIR`` away) go only to the
+    ``workspace-write`` sandbox, the one that reads them; ``mcp_command`` starts
+    Vigil's MCP server with the agent's environment ``env``."""
+    env = env or {}
     argv = [*cli.command, *EXEC_FLAGS, "--sandbox", cli.sandbox, *NO_LOGIN_SHELL]
     if model:
         argv += ["--model", model]
     if cli.sandbox == "workspace-write":
         argv += WORKSPACE_NETWORK
+        if no_tmp:
+            argv += NO_TMP
         for folder in add_dirs:
             argv += ["--add-dir", str(folder)]
+    if mcp_command:
+        argv += mcp_server_args(mcp_command, env)
+    if env.get(STORE_URL_ENV):
+        argv += ["-c", f"shell_environment_policy.exclude={json.dumps([STORE_URL_ENV])}"]
     return argv + list(cli.extra_args)
+
+
+def configured_model(env: Mapping[str, str]) -> str | None:
+    """The ``model`` in Codex's own ``config.toml`` (under the agent's
+    ``CODEX_HOME``, else ``~/.codex``); None when it names none or cannot be read."""
+    home = env.get("CODEX_HOME") or (os.path.join(env["HOME"], ".codex") if env.get("HOME") else None)
+    if home is None:
+        return None
+    try:
+        model = tomllib.loads(Path(home, "config.toml").read_text(encoding="utf-8")).get("model")
+    except (OSError, ValueError):
+        return None
+    return model if isinstance(model, str) and model.strip() else None
+
+
+def refusals_of(stream: CodexStream, result: ChildResult, env: Mapping[str, str]) -> tuple[str, ...]:
+    """What the agent was refused: Vigil's tools' refusals from the stream, then
+    the shell's and patches' from Codex's session file; without that file, the
+    rejections Codex logged on stderr."""
+    found = list(stream.refusals)
+    path = None if stream.thread_id is None else rollout_path(env, stream.thread_id)
+    try:
+        found += rollout_refusals(path) if path is not None else _logged_rejections(result.stderr)
+    except OSError:
+        found += _logged_rejections(result.stderr)
+    return tuple(found)
+
+
+def _logged_rejections(stderr: str) -> list[str]:
+    return [
+        "codex: " + line.split(ROUTER_REJECTION, 1)[1].strip()
+        for line in stderr.splitlines()
+        if ROUTER_REJECTION in line and "rejected" in line.lower()
+    ]
 
 
 class CodexExecutor:
@@ -88,7 +181,15 @@ class CodexExecutor:
 
     async def run(self, task: Task, ctx: RunContext) -> Outcome:
         model = ctx.model or self.settings.codex.model
-        argv = codex_argv(self.settings.codex, model, writable_dirs(self.settings, ctx.cwd.resolve()))
+        argv = codex_argv(
+            self.settings.codex,
+            model,
+            writable_dirs(self.settings, ctx.cwd.resolve()),
+            mcp_command=ctx.mcp_command,
+            env=ctx.env,
+            no_tmp=home_under_tmp(ctx.home, ctx.env),
+        )
+        model = model or configured_model(ctx.env)  # named in no event: priced as configured
         stream = CodexStream(on_progress=ctx.on_progress)
         try:
             result = await run_agent_cli(self.name, argv, ctx, self.grace_s, stream.feed)
@@ -122,4 +223,5 @@ class CodexExecutor:
             session_id=stream.thread_id,
             transcript_path=transcript_path,
             retry_at=retry_at,
+            permission_denials=refusals_of(stream, result, ctx.env),
         )

@@ -12,6 +12,10 @@ by itself, not a failure: it is reported as a live progress note and forgotten o
 the run goes on. A failure is a ``turn.failed`` or another ``error`` event that no
 completed turn follows.
 
+A call to one of Vigil's MCP tools that the tool refused (``refused:``) is kept in
+``refusals``; the refusals of shell commands and patches are read from Codex's
+session file after the run (``codex_rollout``).
+
 ``classify`` (Codex 0.171.0, as seen against a local server):
 
 =========================================================  ==================
@@ -38,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatch.executors.refusals import channel_refusal, denial_line
 from dispatch.executors.resets import reset_ms
 from dispatch.pricing import TokenUsage
 from vigil.models import OutcomeKind
@@ -118,6 +123,7 @@ class CodexStream:
     events: int = 0  # JSON events read: 0 means Codex stopped before it began
     retries: int = 0  # "Reconnecting..." notices seen
     noise_lines: int = 0
+    refusals: list[str] = field(default_factory=list)  # Vigil's tools refusing a call, one line each
     _retrying: bool = False
 
     def feed(self, raw: bytes) -> None:
@@ -158,8 +164,15 @@ class CodexStream:
         self.on_progress(note)
 
     def _item(self, item: Any) -> None:
-        if isinstance(item, dict) and item.get("type") == "agent_message" and isinstance(item.get("text"), str):
+        if not isinstance(item, dict):
+            return
+        if item.get("type") == "agent_message" and isinstance(item.get("text"), str):
             self.answer = item["text"]
+        elif item.get("type") == "mcp_tool_call" and item.get("server") == "vigil" and item.get("status") == "failed":
+            refused = channel_refusal(_mcp_text(item))
+            if refused is not None:
+                given = json.dumps(item.get("arguments"), sort_keys=True)
+                self.refusals.append(denial_line(f"vigil.{item.get('tool')}", given, refused))
 
     def _turn(self, usage: Any) -> None:
         self.turns_completed += 1
@@ -174,6 +187,16 @@ class CodexStream:
             cache_read=cached,
             cache_write=written,
         )
+
+
+def _mcp_text(item: dict[str, Any]) -> str:
+    """What a failed MCP tool call said: its error's message, or its result's text."""
+    error = item.get("error")
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])
+    result = item.get("result")
+    content = result.get("content") if isinstance(result, dict) else None
+    return "\n".join(str(c.get("text")) for c in content or () if isinstance(c, dict))
 
 
 @dataclass(frozen=True)

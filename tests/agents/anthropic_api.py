@@ -34,6 +34,7 @@ from tests.agents.model_server import (
 )
 
 DEFAULT_ANSWER = "Done."
+VIGIL_TOOL_PREFIX = "mcp__vigil__"  # how Claude Code names the tools of the MCP server called vigil
 _ids = itertools.count(1)
 
 
@@ -60,6 +61,11 @@ class MessagesApi:
         model = str(body.get("model") or "claude-test")
         streaming = bool(body.get("stream"))
         deliver(exchange, reply, lambda ex, r: _render(ex, r, model, streaming))
+
+
+def vigil_tool(name: str, **arguments: Any) -> ToolCall:
+    """Call one of Vigil's MCP tools (``note``, ``close`` …) with ``arguments``."""
+    return ToolCall(VIGIL_TOOL_PREFIX + name, arguments)
 
 
 def _is_conversation(body: Any) -> bool:

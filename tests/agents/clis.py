@@ -2,10 +2,10 @@
 
 The CLIs are looked up in the folder ``VIGIL_AGENT_CLIS`` names (a
 ``node_modules/.bin``), else in ``~/.cache/vigil/agent-clis/node_modules/.bin``
-(where ``make agent-clis`` installs the pinned versions), else on ``PATH``. They
-are node programs, so ``node`` must be on ``PATH`` too. A test that needs one is
-marked ``@needs_claude`` / ``@needs_codex`` and is skipped, with the reason, when it
-is missing.
+(where ``make agent-clis``, which ``make test`` runs first, installs the pinned
+versions), else on ``PATH``. They are node programs, so ``node`` must be on
+``PATH`` too. A test that needs one is marked ``@needs_claude`` /
+``@needs_codex`` and is skipped, with the reason, when it is missing.
 """
 
 from __future__ import annotations
@@ -37,11 +37,16 @@ def find_cli(name: str) -> Path | None:
 
 
 def missing_reason(name: str) -> str | None:
-    """Why CLI ``name`` cannot run here, or None when it can."""
+    """Why CLI ``name`` cannot run here, or None when it can. The text is the skip
+    reason, which the summary at the end of `make test` groups tests by: it says
+    what would run the test, and is the same for both CLIs when node is missing."""
     if shutil.which("node") is None:
-        return f"the real {name} CLI needs node, which is not on PATH (install node, then `make agent-clis`)"
+        return (
+            "the real Claude Code and Codex CLIs need node, which is not on PATH:"
+            " install node and npm, and `make test` installs the pinned CLIs"
+        )
     if find_cli(name) is None:
-        return f"the real {name} CLI is not installed in {bin_dir()} nor on PATH (run `make agent-clis`)"
+        return f"the real {name} CLI is not in {bin_dir()} nor on PATH: `make agent-clis` installs it (npm, network)"
     return None
 
 
@@ -52,6 +57,11 @@ def needs(name: str) -> pytest.MarkDecorator:
 
 needs_claude = needs("claude")
 needs_codex = needs("codex")
+# Claude Code's OS sandbox for Bash on Linux (what `vigil doctor` reports as ok)
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None or shutil.which("socat") is None,
+    reason="Claude Code's sandbox needs bwrap and socat, not found: install bubblewrap and socat",
+)
 
 
 def claude_path() -> Path:

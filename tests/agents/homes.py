@@ -2,7 +2,9 @@
 runner for the real ``vigil`` in a subprocess.
 
 The home's ``vigil.toml`` changes nothing but the executor line and the CLI's path
-(plus what a test asks for), so each test shows what a new user's home does. The
+(plus what a test asks for), so each test shows what a new user's home does;
+``initialised`` goes further: ``vigil init`` exactly as a new user runs it, with
+only the executor line changed (the CLI is found on the operator's ``PATH``). The
 operator's environment of each ``vigil`` call holds the model server's URL, a
 throwaway key and a config folder of the test's own: a default home must hand them
 to the agent by itself.
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.agents.clis import claude_env, claude_path
+from tests.agents.clis import bin_dir, claude_env, claude_path
 from vigil.clock import SystemClock
 from vigil.gate import GATE_KEY, LoopGate, gate_json
 from vigil.home import init_home
@@ -33,6 +35,23 @@ from vigil.store.sqlite import SqliteStore
 
 def toml_value(value: Any) -> str:
     return json.dumps(value)  # JSON strings, numbers, lists and booleans are TOML too
+
+
+def operator_path() -> str:
+    """The operator's ``PATH`` with the agent CLIs' folder first, as after a global
+    ``npm install`` of them."""
+    return os.pathsep.join([str(bin_dir()), os.environ.get("PATH", "/usr/bin:/bin")])
+
+
+def vigil_init(home: Path, executor: str) -> Path:
+    """``vigil init HOME`` run for real, then its ``executor = "dry-run"`` line
+    changed to ``executor``, and nothing else."""
+    subprocess.run([sys.executable, "-m", "vigil", "init", str(home)], check=True, capture_output=True)
+    config = home / "vigil.toml"
+    text = config.read_text()
+    assert text.count('executor = "dry-run"') == 1, text
+    config.write_text(text.replace('executor = "dry-run"', f'executor = "{executor}"'))
+    return home
 
 
 @dataclass
@@ -64,10 +83,19 @@ class ClaudeHome:
         config_dir.mkdir()
         return cls(home, url, config_dir)
 
+    @classmethod
+    def initialised(cls, tmp_path: Path, url: str) -> ClaudeHome:
+        """A home made by ``vigil init`` with only the executor line changed."""
+        home = vigil_init(tmp_path / "home", "claude")
+        config_dir = tmp_path / "operator"
+        config_dir.mkdir()
+        return cls(home, url, config_dir)
+
     def env(self, **extra: str) -> dict[str, str]:
-        """The operator's environment: the CLI's variables set, nothing of Vigil's."""
+        """The operator's environment: the CLI's variables set, nothing of Vigil's;
+        the agent CLIs' folder first on ``PATH``."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VIGIL_", "ANTHROPIC_", "CLAUDE_"))}
-        env.update(claude_env(self.url, self.config_dir, path=os.environ.get("PATH")))
+        env.update(claude_env(self.url, self.config_dir, path=operator_path()))
         env.update(extra)
         return env
 
@@ -89,9 +117,9 @@ class ClaudeHome:
         """Add a task: through ``vigil task add ARGS`` when there are options, else
         straight into the store (a second saved per test)."""
         if args:
-            proc = self.vigil("task", "add", subject, *args)
+            proc = self.vigil("task", "add", subject, *args, "--json")
             assert proc.returncode == 0, proc.stderr
-            return int(proc.stdout.strip().split()[-1].lstrip("#"))
+            return int(json.loads(proc.stdout)["id"])
 
         async def add() -> int | None:
             store = await SqliteStore.open(self.path / "data" / "vigil.db")

@@ -39,6 +39,9 @@ from tests.agents.model_server import (
 
 DEFAULT_ANSWER = "Done."
 SHELL_TOOL = "exec_command"  # Codex's shell: {"cmd": "<a shell command line>"}
+# Codex offers an MCP server's tools as a namespace (``mcp__vigil``) of functions; a
+# call names the function and its namespace. A ToolCall names both as "namespace/name".
+VIGIL_NAMESPACE = "mcp__vigil"
 PROVIDER = "vigil-test"
 _ids = itertools.count(1)
 
@@ -46,6 +49,11 @@ _ids = itertools.count(1)
 def shell(command: str, *, usage: Usage | None = None) -> ToolCall:
     """Ask Codex to run ``command`` in its shell (inside its sandbox)."""
     return ToolCall(SHELL_TOOL, {"cmd": command}, usage=usage or Usage())
+
+
+def vigil_tool(name: str, **arguments: Any) -> ToolCall:
+    """Call one of Vigil's MCP tools (``note``, ``close`` …) with ``arguments``."""
+    return ToolCall(f"{VIGIL_NAMESPACE}/{name}", arguments)
 
 
 def unauthorized() -> HttpError:
@@ -160,13 +168,16 @@ def _render(exchange: Exchange, reply: Reply, model: str) -> None:
         )
     elif isinstance(reply, ToolCall):
         number = next(_ids)
+        namespace, _, name = reply.name.rpartition("/")
         call = {
             "type": "function_call",
             "id": f"fc_{number:04d}",
             "call_id": f"call_{number:04d}",
-            "name": reply.name,
+            "name": name,
             "arguments": json.dumps(reply.input),
         }
+        if namespace:
+            call["namespace"] = namespace
         for event in ("response.output_item.added", "response.output_item.done"):
             exchange.event(event, {"type": event, "output_index": 0, "item": call})
     else:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents.clis import needs_claude
+from tests.agents.clis import needs_bwrap, needs_claude
 from tests.agents.homes import ClaudeHome
 
 pytestmark = needs_claude
@@ -67,3 +67,38 @@ def test_bypass_permissions_as_root_fails(tmp_path: Path) -> None:
     proc = home.vigil("doctor")
     assert proc.returncode == 1
     assert any(line.startswith("FAIL") and "refused as root" in line for line in lines_of(proc.stdout, "claude"))
+
+
+@needs_bwrap
+def test_a_new_home_reports_its_workspace_sandbox_and_prices(tmp_path: Path) -> None:
+    home = ClaudeHome.initialised(tmp_path, NO_SERVER)
+    proc = home.vigil("doctor")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert lines_of(proc.stdout, "workspace") == [
+        f"ok    workspace  each task works in a folder of its own under {home.path / 'work'}, kept 7 d after it ends"
+    ]
+    assert lines_of(proc.stdout, "sandbox") == [
+        "ok    sandbox    claude: Bash runs in Claude Code's OS sandbox, writing only in the workspace"
+    ]
+    assert lines_of(proc.stdout, "prices") == [
+        "ok    prices     claude: each run is priced by Claude Code's own total_cost_usd"
+    ]
+    assert lines_of(proc.stdout, "reach") == []  # nothing widened
+
+
+def test_settings_that_widen_the_agents_reach_are_named(tmp_path: Path) -> None:
+    home = ClaudeHome.make(
+        tmp_path,
+        NO_SERVER,
+        dispatch={"workdir": "."},
+        claude={"bash_sandbox": False, "allowed_tools": ["Bash"], "add_dirs": [".."]},
+    )
+    proc = home.vigil("doctor")
+    reach = lines_of(proc.stdout, "reach")
+    assert all(line.startswith("warn") for line in reach), reach
+    assert any("[dispatch] workdir" in line and "contains the home" in line for line in reach), reach
+    assert any("Bash is allowed without Claude Code's sandbox" in line for line in reach), reach
+    assert any("add_dirs '..' contains the home" in line for line in reach), reach
+    (sandbox,) = lines_of(proc.stdout, "sandbox")
+    assert sandbox.startswith("warn")
+    assert "bash_sandbox is off" in sandbox

@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from tests.agents.anthropic_api import anthropic_server
+from dispatch.process import group_alive
+from tests.agents.anthropic_api import anthropic_server, vigil_tool
 from tests.agents.clis import needs_claude
 from tests.agents.homes import ClaudeHome
 from tests.agents.model_server import Cut, Slow, Text, ToolCall, Usage, rate_limited, server_error, unauthorized
@@ -24,24 +27,24 @@ from tests.agents.model_server import Cut, Slow, Text, ToolCall, Usage, rate_lim
 pytestmark = needs_claude
 
 
-def test_the_agent_notes_and_closes_its_task_through_vigil(tmp_path: Path) -> None:
+def test_the_agent_notes_and_closes_its_task_through_vigils_tools(tmp_path: Path) -> None:
     with anthropic_server() as api:
         home = ClaudeHome.make(tmp_path, api.server.url)
         task_id = home.add_task("Look at the inbox")
         usage = Usage(input=200, output=50, cache_read=1000, cache_write=100)
         api.script.add(
-            ToolCall("Bash", {"command": f'vigil task note {task_id} "two files, both invoices"'}, usage=usage),
-            ToolCall(
-                "Bash",
-                {"command": f'vigil task close {task_id} --status completed --summary "filed both"'},
-                usage=usage,
-            ),
+            replace(vigil_tool("note", text="two files, both invoices"), usage=usage),
+            replace(vigil_tool("close", status="completed", summary="filed both"), usage=usage),
             Text("Filed both invoices.", usage),
         )
         proc = home.vigil("dispatch", "once")
-        prompt = api.conversation()[0]["messages"][0]["content"]
+        first = api.conversation()[0]
     assert proc.returncode == 0, proc.stderr
-    assert f"vigil task close {task_id} --status completed" in str(prompt)
+    prompt = json.dumps(first["messages"][0]["content"])
+    assert "`close` with status `completed`" in prompt
+    assert f"vigil task close {task_id}" not in prompt  # no shell command to compose
+    offered = {tool["name"] for tool in first["tools"]}
+    assert {"mcp__vigil__note", "mcp__vigil__close", "mcp__vigil__add_followup", "mcp__vigil__show"} <= offered
     task = home.task(task_id)
     assert task["status"] == "completed"
     assert task["result_summary"] == "filed both"
@@ -77,41 +80,40 @@ def test_a_plain_answer_completes_the_task_through_vigil_run(tmp_path: Path) -> 
     assert run["model"] is not None
 
 
-def test_a_denied_report_back_gives_the_task_back_and_gates_the_loop(tmp_path: Path) -> None:
+def test_the_vigil_command_in_bash_is_a_denial_that_never_gates_the_loop(tmp_path: Path) -> None:
     with anthropic_server() as api:
-        # allow nothing: the agent's `vigil task close` is refused by Claude Code
-        home = ClaudeHome.make(tmp_path, api.server.url, claude={"allowed_tools": []})
+        home = ClaudeHome.make(tmp_path, api.server.url)
         task_id = home.add_task("Close me")
-        api.script.add(
-            ToolCall("Bash", {"command": f'vigil task close {task_id} --status completed --summary "done"'}),
-            Text("I could not close it."),
-        )
+        command = f'vigil task close {task_id} --status completed --summary "done"'
+        api.script.add(ToolCall("Bash", {"command": command}), Text("I could not close it."))
         proc = home.vigil("dispatch", "once")
         shown = home.vigil("task", "show", str(task_id))
         gate = home.gate()
     assert proc.returncode == 0, proc.stderr
-    task = home.task(task_id)
-    assert (task["status"], task["attempt_count"]) == ("pending", 0)
     (run,) = home.runs(task_id)
-    assert run["outcome"] == "refused"
-    assert "allowed_tools" in run["error"]
-    denied = f'Bash: vigil task close {task_id} --status completed --summary "done"'
-    assert json.loads(run["permission_denials"]) == [denied]
-    assert f"denied: {denied}" in shown.stdout
-    assert gate["state"] == "gated"
-    assert "refused" in gate["reason"]
+    assert run["outcome"] == "success"
+    assert json.loads(run["permission_denials"]) == [f"Bash: {command}"]
+    assert f"denied: Bash: {command}" in shown.stdout
+    # the agent did not close it and was refused something: a person reviews it
+    task = home.task(task_id)
+    assert (task["status"], task["review"], task["denials"]) == ("blocked", "pending", 1)
+    assert gate["state"] == "running"
 
 
-def test_another_denial_is_recorded_on_a_successful_run(tmp_path: Path) -> None:
+def test_a_write_outside_the_workspace_is_a_recorded_denial(tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere.txt"
     with anthropic_server() as api:
         home = ClaudeHome.make(tmp_path, api.server.url)
         task_id = home.add_task("Tidy up")
-        api.script.add(ToolCall("Bash", {"command": "rm -rf /srv/everything"}), Text("Could not tidy."))
+        api.script.add(ToolCall("Write", {"file_path": str(outside), "content": "x"}), Text("Could not tidy."))
         proc = home.vigil("dispatch", "once")
     assert proc.returncode == 0, proc.stderr
     (run,) = home.runs(task_id)
     assert run["outcome"] == "success"
-    assert json.loads(run["permission_denials"]) == ["Bash: rm -rf /srv/everything"]
+    (denial,) = json.loads(run["permission_denials"])
+    assert denial.startswith("Write: ")
+    assert str(outside) in denial
+    assert not outside.exists()
 
 
 def test_a_refused_key_gives_the_task_back_and_gates_the_loop_at_the_first_retry(tmp_path: Path) -> None:
@@ -162,7 +164,9 @@ def test_a_rate_limit_requeues_without_counting_and_gates_until_the_fallback(tmp
     # no reset time named: the fallback decides when the task and the loop go on
     assert task["scheduled_for"] - run["finished_at"] == pytest.approx(2 * 3_600_000, abs=5_000)
     assert gate["state"] == "gated"
-    assert gate["until_in_s"] == pytest.approx(7200, abs=10)
+    # gated until about when the task is due again, whenever this line runs (a busy machine is slow)
+    until_ms = datetime.fromisoformat(str(gate["until"]).replace("Z", "+00:00")).timestamp() * 1000
+    assert until_ms == pytest.approx(task["scheduled_for"], abs=5_000)
 
 
 def test_a_subscriptions_usage_limit_waits_for_its_reset_time(tmp_path: Path) -> None:
@@ -218,8 +222,8 @@ def test_a_timeout_ends_the_whole_process_group(tmp_path: Path) -> None:
     (run,) = home.runs(task_id)
     assert run["outcome"] == "timeout"
     assert run["pgid"] is not None
-    with pytest.raises(ProcessLookupError):
-        os.killpg(run["pgid"], 0)
+    # nothing of the group lives on (a zombie a dead parent left unreaped is not alive)
+    assert not group_alive(run["pgid"])
 
 
 def test_the_budget_cap_ends_the_run_as_budget(tmp_path: Path) -> None:

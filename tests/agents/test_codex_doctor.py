@@ -62,3 +62,35 @@ def test_a_provider_key_that_would_not_reach_the_agent_is_named(tmp_path: Path) 
     (sandbox,) = lines(proc.stdout, "sandbox")
     assert sandbox.startswith("warn")
     assert "secret" not in proc.stdout
+
+
+def test_a_new_home_reports_its_workspace_sandbox_and_prices(tmp_path: Path) -> None:
+    home = CodexHome.initialised(tmp_path, "http://127.0.0.1:9")
+    proc = home.vigil("doctor")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert lines(proc.stdout, "workspace") == [
+        f"ok    workspace  each task works in a folder of its own under {home.path / 'work'}, kept 7 d after it ends"
+    ]
+    assert lines(proc.stdout, "sandbox") == [
+        "ok    sandbox    codex: workspace-write: the agent writes only in its workspace"
+    ]
+    # the model is named only in Codex's own config.toml, and priced by the table Vigil ships
+    (prices,) = lines(proc.stdout, "prices")
+    assert prices.startswith("ok    prices     codex: gpt-5-codex at $1.25 in / $10 out per million tokens")
+    assert lines(proc.stdout, "reach") == []
+
+
+def test_an_unpriced_model_under_a_budget_and_full_access_are_warnings(tmp_path: Path) -> None:
+    home = CodexHome.create(
+        tmp_path, "http://127.0.0.1:9", codex={"model": "house-model-1", "sandbox": "danger-full-access"}
+    )
+    with (home.path / "vigil.toml").open("a") as config:
+        config.write("\n[budget]\ndaily_usd = 5.0\n")
+    proc = home.vigil("doctor")
+    (prices,) = lines(proc.stdout, "prices")
+    assert prices.startswith("warn")
+    assert "'house-model-1' has no price" in prices
+    assert "budget" in prices
+    (reach,) = lines(proc.stdout, "reach")
+    assert reach.startswith("warn")
+    assert "danger-full-access" in reach

@@ -15,7 +15,7 @@ import pytest
 from tests.agents.clis import needs_codex
 from tests.agents.codex_home import PRICES, TEST_KEY, CodexHome
 from tests.agents.model_server import Cut, Reply, Slow, Text, Usage
-from tests.agents.openai_api import openai_server, server_error, shell, unauthorized, usage_limit
+from tests.agents.openai_api import openai_server, server_error, shell, unauthorized, usage_limit, vigil_tool
 
 pytestmark = needs_codex
 
@@ -30,7 +30,8 @@ def test_a_plain_answer_is_a_success_with_its_tokens_and_computed_cost(tmp_path:
         (request,) = api.requests()
         auth = api.server.recorded("/v1/responses")[0].headers["authorization"]
     assert proc.returncode == 0, proc.stderr
-    assert not (home.path / ".git").exists()  # a home is no git repository, and Codex runs there all the same
+    # the scratch workspace is no git repository, and Codex runs there all the same
+    assert not (home.path / "work" / str(task_id) / ".git").exists()
     assert auth == f"Bearer {TEST_KEY}"  # the operator's key reached the agent
     assert "Say hello" in str(request["input"])
     assert request["model"] == "gpt-5-codex"
@@ -55,13 +56,13 @@ def test_a_plain_answer_is_a_success_with_its_tokens_and_computed_cost(tmp_path:
     assert task["result_summary"] == "Hello from Codex."
 
 
-def test_the_agent_notes_and_closes_its_task_from_inside_its_sandbox(tmp_path: Path) -> None:
+def test_the_agent_notes_and_closes_its_task_through_vigils_tools(tmp_path: Path) -> None:
     with openai_server() as api:
         home = CodexHome.create(tmp_path, api.server.url)
         task_id = home.add_task("Look at the inbox")
         api.script.add(
-            shell(f"vigil task note {task_id} 'two files, both invoices'"),
-            shell(f"vigil task close {task_id} --status completed --summary 'filed both'"),
+            vigil_tool("note", text="two files, both invoices"),
+            vigil_tool("close", status="completed", summary="filed both"),
             Text("Filed both invoices."),
         )
         proc = home.vigil("dispatch", "once")
@@ -69,11 +70,14 @@ def test_the_agent_notes_and_closes_its_task_from_inside_its_sandbox(tmp_path: P
         turn = api.server.recorded("/v1/responses")[0].headers["x-codex-turn-metadata"]
         outputs = api.tool_outputs()
     assert proc.returncode == 0, proc.stderr
-    assert f"vigil task close {task_id} --status completed" in str(first["input"])
-    # the default sandbox (workspace-write) is in force, and lets the calls commit
+    assert "`close` with status `completed`" in str(first["input"])
+    (vigil,) = [tool for tool in first["tools"] if tool.get("name") == "mcp__vigil"]
+    assert {"note", "close", "add_followup", "show"} <= {tool["name"] for tool in vigil["tools"]}
     assert '"sandbox_mode":"workspace-write"' in turn
-    assert len(outputs) == 2
-    assert all("Process exited with code 0" in output for output in outputs), outputs
+    assert [output.splitlines()[-1] for output in outputs] == [
+        f'{{"result":"noted on task #{task_id}"}}',
+        f'{{"result":"task #{task_id} closed as completed"}}',
+    ]
     task = home.task(task_id)
     assert task["status"] == "completed"
     assert task["result_summary"] == "filed both"
@@ -81,6 +85,7 @@ def test_the_agent_notes_and_closes_its_task_from_inside_its_sandbox(tmp_path: P
     assert home.completed_by(task_id) == ["agent"]
     (run,) = home.runs(task_id)
     assert run["outcome"] == "success", run["error"]
+    assert run["permission_denials"] is None
 
 
 def test_a_refused_key_is_an_auth_failure_with_the_status(tmp_path: Path) -> None:
@@ -187,9 +192,9 @@ def test_vigil_run_hands_tasks_to_codex_until_stopped(tmp_path: Path) -> None:
         first = home.add_task("First")
         second = home.add_task("Second")
         api.script.add(
-            shell(f"vigil task close {first} --status completed --summary 'first done'"),
+            vigil_tool("close", status="completed", summary="first done"),
             Text("First done."),
-            shell(f"vigil task close {second} --status completed --summary 'second done'"),
+            vigil_tool("close", status="completed", summary="second done"),
             Text("Second done."),
         )
         loop = home.start("run")
@@ -234,28 +239,29 @@ def test_codex_own_retry_shows_in_vigil_status_while_it_happens(tmp_path: Path) 
     assert home.task(task_id)["result_summary"] == "Recovered."
 
 
-def test_in_another_working_directory_the_agent_writes_there_and_still_reports_back(tmp_path: Path) -> None:
+def test_in_its_tasks_folder_the_agent_writes_there_and_only_there(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     with openai_server() as api:
         home = CodexHome.create(tmp_path, api.server.url)
-        # the test's folders are all under /tmp, which the sandbox lets the agent
-        # write by default: without that, only the working directory and what Vigil
-        # adds (the database's folder) are writable
-        config = home.config_dir / "config.toml"
-        config.write_text(
-            config.read_text() + "[sandbox_workspace_write]\nexclude_slash_tmp = true\nexclude_tmpdir_env_var = true\n"
-        )
         task_id = home.add_task("Write the report", "--workdir", str(repo))
         api.script.add(
-            shell(f"pwd > where.txt && vigil task note {task_id} 'report written'"),
+            shell("pwd > where.txt"),
+            shell(f"pwd > {home.path}/where.txt"),
+            vigil_tool("note", text="report written"),
             Text("Written."),
         )
         proc = home.vigil("dispatch", "once")
-        (output,) = api.tool_outputs()
+        written, refused, _noted = api.tool_outputs()
     assert proc.returncode == 0, proc.stderr
-    assert "Process exited with code 0" in output, output
-    # the sandbox let it write in its working directory and in the home's database
+    assert "Process exited with code 0" in written, written
+    assert "Read-only file system" in refused, refused
+    # the sandbox let it write in its workspace, not in the home (which is under
+    # /tmp here, which Codex's sandbox would let it write: Vigil takes /tmp away)
     assert (repo / "where.txt").read_text().strip() == str(repo)
     assert not (home.path / "where.txt").exists()
     assert home.notes(task_id) == [("agent", "report written")]
+    (run,) = home.runs(task_id)
+    assert json.loads(run["permission_denials"]) == [
+        f"exec_command: pwd > {home.path}/where.txt (blocked: Read-only file system)"
+    ]

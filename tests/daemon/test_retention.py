@@ -14,8 +14,9 @@ from tests.daemon.conftest import RunningVigil, wait_until
 from vigil.clock import ManualClock, SystemClock
 from vigil.config import load_settings
 from vigil.errors import ConfigError, InputError
+from vigil.home import scratch_path
 from vigil.models import DedupScope, NewTask, Outcome, OutcomeKind, TaskStatus
-from vigil.retention import keep_pruned, prune_history, remove_transcripts, transcripts_dir
+from vigil.retention import keep_pruned, prune_history, prune_workspaces, remove_transcripts, transcripts_dir
 from vigil.store import CostGroup
 from vigil.store.sqlite import SqliteStore
 
@@ -145,15 +146,36 @@ async def test_a_prune_folds_old_archive_hours_and_drops_costs_and_keys_as_confi
             assert again.created is (day < 4), day
 
 
-async def test_the_daemon_does_nothing_when_retention_is_off(home: Path) -> None:
+async def test_with_retention_off_the_daemon_keeps_history_and_removes_only_expired_workspaces(home: Path) -> None:
     settings = load_settings(home)
     clock = ManualClock()
     async with await SqliteStore.open(settings.store.path, clock=clock) as store:
-        task_id = await _finished_with_transcript(store, transcripts_dir(settings) / "t.jsonl", 0.1)
-        clock.advance(365 * DAY_MS)
-        # returns at once: nothing to wait for
-        await asyncio.wait_for(keep_pruned(store, settings, clock, asyncio.Event()), 10)
-        assert [t.id for t in await store.list_tasks()] == [task_id]
+        finished = await _finished_with_transcript(store, transcripts_dir(settings) / "t.jsonl", 0.1)
+        added = await store.add_task(NewTask("still open"))
+        assert added.task_id is not None
+        kept = {finished: "recently finished", added.task_id: "open", 999: "never existed"}
+        for task_id in kept:
+            (scratch_path(home, task_id) / "src").mkdir(parents=True)
+        stop = asyncio.Event()
+        daemon = asyncio.ensure_future(keep_pruned(store, settings, clock, stop))
+        # its first round, at once: the task that does not exist loses its folder
+        for _ in range(500):  # a safety net, not a measurement
+            if not scratch_path(home, 999).exists():
+                break
+            await asyncio.sleep(0.02)
+        stop.set()
+        await asyncio.wait_for(daemon, 10)
+        assert not scratch_path(home, 999).exists()
+        # the finished task ended less than keep_workspace ago
+        assert scratch_path(home, finished).exists()
+        assert scratch_path(home, added.task_id).exists()
+        clock.advance(settings.dispatch.keep_workspace_ms + HOUR_MS)
+        assert await prune_workspaces(store, settings, clock.now_ms(), dry_run=True) == 1
+        assert scratch_path(home, finished).exists()
+        assert await prune_workspaces(store, settings, clock.now_ms()) == 1
+        assert not scratch_path(home, finished).exists()
+        assert scratch_path(home, added.task_id).exists()  # its task is open
+        assert {t.id for t in await store.list_tasks()} == {finished, added.task_id}  # history is kept
         with pytest.raises(InputError, match="retention is off"):
             await prune_history(store, settings, clock.now_ms())
 

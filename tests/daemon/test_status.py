@@ -172,9 +172,11 @@ def test_status_cli_json_and_text(vigil: VigilRunner, home: Path) -> None:
         "budget",
         "rejected_inserts",
         "queue",
+        "attention",
         "sensors",
         "store",
     }
+    assert as_json["attention"] == {"awaiting_review": 0, "awaiting_approval": 0, "denied_runs_24h": 0}
     database = str((home / "data" / "vigil.db").resolve())
     assert as_json["store"] == {"backend": "sqlite", "at": database}
     assert f"store: sqlite at {database}" in text

@@ -11,9 +11,10 @@ import pytest
 from dispatch.environment import agent_env
 from dispatch.executors.answer import DETAIL_MAX_CHARS, detail_of, summary_of
 from dispatch.executors.resets import bar_epoch_ms, clock_zone_ms, reset_ms, try_again_ms
-from dispatch.pricing import TokenUsage, api_cost_usd, price_for
+from dispatch.pricing import TokenUsage, api_cost_usd, model_price, price_for
 from tests.dispatch.agent_support import agent_settings
 from vigil.config import Price
+from vigil.errors import ConfigError
 
 
 def test_agent_env_is_explicit(home: Path) -> None:
@@ -88,3 +89,35 @@ def test_summary_and_detail_caps() -> None:
     capped = detail_of(big)
     assert capped.startswith("x" * DETAIL_MAX_CHARS)
     assert "10 more characters cut" in capped
+
+
+def test_the_shipped_prices_price_a_family_and_never_a_newer_version_as_an_older_one() -> None:
+    assert model_price({}, "gpt-5-codex") == Price(1.25, 10.0, 0.125)  # by its family
+    assert model_price({}, "claude-sonnet-4-5-20250929") == Price(3.0, 15.0, 0.30, 3.75)
+    assert model_price({}, "claude-opus-4-6[1m]") == Price(5.0, 25.0, 0.50, 6.25)  # context suffix ignored
+    assert model_price({}, "claude-opus-4-1-20250805") == Price(15.0, 75.0, 1.50, 18.75)  # older, dearer
+    assert model_price({}, "gpt-5.6-terra") is None  # not gpt-5's price
+    assert model_price({}, "llama-3") is None
+    # [prices] is asked first, and may add a model or override one
+    assert model_price({"gpt-5.6": Price(9, 90)}, "gpt-5.6-terra") == Price(9, 90)
+    assert model_price({"gpt-5-codex": Price(2, 20)}, "gpt-5-codex") == Price(2, 20)
+
+
+def test_the_wall_settings_default_to_a_working_agent(home: Path) -> None:
+    settings = agent_settings(home)
+    assert settings.claude.permission_mode == "acceptEdits"  # edits in the workspace
+    assert settings.claude.bash_sandbox is True
+    assert settings.claude.allowed_tools == ()
+    assert settings.claude.disallowed_tools == ("Bash(vigil:*)", "Bash(sqlite3:*)")
+    assert (settings.dispatch.on_denial, settings.dispatch.keep_workspace_ms) == ("review", 7 * 86_400_000)
+    chosen = agent_settings(
+        home,
+        dispatch={"on_denial": "complete", "keep_workspace": "1d"},
+        executors={"claude": {"bash_sandbox": False, "disallowed_tools": []}},
+    )
+    assert (chosen.dispatch.on_denial, chosen.dispatch.keep_workspace_ms) == ("complete", 86_400_000)
+    assert (chosen.claude.bash_sandbox, chosen.claude.disallowed_tools) == (False, ())
+    with pytest.raises(ConfigError, match=r"\[dispatch\] on_denial: expected one of 'review', 'complete'"):
+        agent_settings(home, dispatch={"on_denial": "ignore"})
+    with pytest.raises(ConfigError, match=r"\[executors.claude\] bash_sandbox: expected true or false"):
+        agent_settings(home, executors={"claude": {"bash_sandbox": "yes"}})

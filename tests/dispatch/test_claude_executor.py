@@ -44,7 +44,8 @@ async def run_claude(home: Path, scenario: str, *options: str, prompt: str = "Do
 
 async def test_success_reports_cost_tokens_of_every_model_and_the_answer(home: Path) -> None:
     record = home / "record.json"
-    settings = claude_settings(home, "success", "--record", str(record), max_budget_usd=2.5)
+    # without the OS sandbox (whether it can run depends on the machine: its own test below)
+    settings = claude_settings(home, "success", "--record", str(record), max_budget_usd=2.5, bash_sandbox=False)
     started = Started()
     ctx = make_ctx(settings, prompt="Triage it.\nLine two", model="claude-opus-4-6", started=started)
 
@@ -73,7 +74,8 @@ async def test_success_reports_cost_tokens_of_every_model_and_the_answer(home: P
     assert seen["argv"][4:] == [
         "--print", "--verbose", "--output-format", "stream-json",
         "--model", "claude-opus-4-6", "--max-budget-usd", "2.5",
-        "--permission-mode", "default", "--allowedTools", "Bash(vigil task:*)",
+        "--permission-mode", "acceptEdits",
+        "--disallowedTools", "Bash(vigil:*)", "--disallowedTools", "Bash(sqlite3:*)",
     ]  # fmt: skip
     assert seen["cwd"] == str(home)
     assert started.calls == [(seen["pid"], seen["pid"], started.calls[0][2])]
@@ -209,7 +211,8 @@ async def test_model_falls_back_to_config_and_extra_args_come_last(home: Path) -
     )
     assert claude_argv(settings.claude, None, home) == [
         "claude", "--print", "--verbose", "--output-format", "stream-json",
-        "--permission-mode", "default", "--allowedTools", "Bash(vigil task:*)", "--x",
+        "--permission-mode", "acceptEdits",
+        "--disallowedTools", "Bash(vigil:*)", "--disallowedTools", "Bash(sqlite3:*)", "--x",
     ]  # fmt: skip
     record = home / "r.json"
     settings = claude_settings(home, "success", "--record", str(record), model="claude-sonnet-4-5")
@@ -266,6 +269,34 @@ def test_permission_keys_become_one_flag_per_rule_and_folder(home: Path) -> None
         "--disallowedTools", "WebFetch",
         "--add-dir", str((home / "repo").resolve()), "--add-dir", "/srv/data",
     ]  # fmt: skip
+
+
+def test_vigils_server_and_the_sandbox_go_in_before_the_operators_rules(home: Path) -> None:
+    tools = home / "bin"  # where this "machine" has bubblewrap and socat
+    tools.mkdir()
+    for name in ("bwrap", "socat"):
+        (tools / name).write_text("#!/bin/sh\n")
+        (tools / name).chmod(0o755)
+    settings = agent_settings(home, executors={"claude": {"command": ["claude"], "allowed_tools": ["Bash(make:*)"]}})
+    server = ("/venv/bin/python", "-m", "vigil", "--home", str(home), "mcp", "--run", "7")
+    env = {"PATH": str(tools), "VIGIL_STORE_URL": "postgresql://vigil:secret@db/vigil"}
+    argv = claude_argv(settings.claude, None, home, mcp_command=server, env=env)
+    config = json.loads(argv[argv.index("--mcp-config") + 1])
+    # alwaysLoad: Claude Code waits for it before the first request
+    assert config == {"mcpServers": {"vigil": {"command": server[0], "args": list(server[1:]), "alwaysLoad": True}}}
+    assert argv[argv.index("--mcp-config") + 2 :][:3] == ["--strict-mcp-config", "--allowedTools", "mcp__vigil"]
+    sandbox = json.loads(argv[argv.index("--settings") + 1])["sandbox"]
+    assert sandbox["enabled"]
+    assert sandbox["autoAllowBashIfSandboxed"]
+    assert sandbox["failIfUnavailable"]
+    assert sandbox["allowUnsandboxedCommands"] is False  # the model cannot ask to leave it
+    # the store's URL is for Vigil's server, not for the agent's shell
+    assert sandbox["credentials"] == {"envVars": [{"name": "VIGIL_STORE_URL", "mode": "deny"}]}
+    assert argv.index("--settings") < argv.index("Bash(make:*)")
+    # no bubblewrap on PATH: no sandbox settings, and Bash goes by the allow rules alone
+    bare = claude_argv(settings.claude, None, home, mcp_command=server, env={"PATH": str(home)})
+    assert "--settings" not in bare
+    assert "--mcp-config" in bare
 
 
 def test_an_unknown_permission_mode_is_a_config_error(home: Path) -> None:

@@ -104,18 +104,57 @@ def denial(command: str) -> dict[str, Any]:
     return {"tool_name": "Bash", "tool_use_id": "toolu_1", "tool_input": {"command": command}}
 
 
-def test_a_denied_report_back_is_refused_and_other_denials_are_only_kept() -> None:
-    denied = stream(INIT, result(permission_denials=[denial("vigil task close 3 --status completed")]))
-    verdict = classify(denied, 0, "", NOW_MS)
-    assert verdict.kind is OutcomeKind.REFUSED
-    assert "allowed_tools" in (verdict.error or "")
-    assert denied.permission_denials == ("Bash: vigil task close 3 --status completed",)
-
-    other = stream(
-        INIT, result(permission_denials=[denial("rm -rf /"), {"tool_name": "Write", "tool_input": {"a": 1}}])
+def test_denials_are_kept_on_a_success_and_never_make_it_a_refusal() -> None:
+    denied = stream(
+        INIT,
+        result(
+            permission_denials=[
+                denial("vigil task close 3 --status completed"),
+                {"tool_name": "Write", "tool_input": {"a": 1}},
+            ]
+        ),
     )
-    assert kind(other) == OutcomeKind.SUCCESS
-    assert other.permission_denials == ("Bash: rm -rf /", 'Write: {"a": 1}')
+    assert kind(denied) == OutcomeKind.SUCCESS
+    assert denied.permission_denials == ("Bash: vigil task close 3 --status completed", 'Write: {"a": 1}')
+
+
+def tool_use(tool_id: str, name: str, given: dict[str, Any]) -> dict[str, Any]:
+    block = {"type": "tool_use", "id": tool_id, "name": name, "input": given}
+    return {"type": "assistant", "message": {"content": [block]}}
+
+
+def tool_result(tool_id: str, text: str, *, is_error: bool = False) -> dict[str, Any]:
+    block = {"type": "tool_result", "tool_use_id": tool_id, "content": text, "is_error": is_error}
+    return {"type": "user", "message": {"content": [block]}}
+
+
+def test_refusals_in_tool_results_are_denials_and_failures_are_not() -> None:
+    s = stream(
+        INIT,
+        tool_use("t1", "Bash", {"command": "echo x >> /home/agent/vigil.toml"}),
+        tool_result("t1", "/bin/bash: line 1: /home/agent/vigil.toml: Read-only file system"),
+        tool_use("t2", "mcp__vigil__close", {"status": "completed", "summary": "x", "task_id": 2}),
+        tool_result("t2", "Error executing tool close: refused: task #2 is not this run's task", is_error=True),
+        tool_use("t3", "mcp__vigil__set_priority", {"task_id": 2}),
+        tool_result(
+            "t3",
+            "<tool_use_error>Error: No such tool available: mcp__vigil__set_priority</tool_use_error>",
+            is_error=True,
+        ),
+        # ordinary failures: a failing test, bad arguments to a Vigil tool
+        tool_use("t4", "Bash", {"command": "python3 -m unittest"}),
+        tool_result("t4", "FAILED (failures=1)", is_error=True),
+        tool_use("t5", "mcp__vigil__close", {"status": "weird", "summary": "x"}),
+        tool_result("t5", "Error executing tool close: status must be one of completed, …", is_error=True),
+        result(permission_denials=[denial("sqlite3 data/vigil.db")]),
+    )
+    assert s.permission_denials == (
+        "Bash: sqlite3 data/vigil.db",
+        "Bash: echo x >> /home/agent/vigil.toml (blocked: Read-only file system)",
+        'vigil.close: {"status": "completed", "summary": "x", "task_id": 2} (refused: task #2 is not this run\'s task)',
+        "mcp__vigil__set_priority: no such tool",
+    )
+    assert kind(s) == OutcomeKind.SUCCESS
 
 
 def test_an_exit_before_the_init_line_is_a_refused_start_with_the_clis_own_line() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatch.executors.codex import CodexExecutor, codex_argv, writable_dirs
+from dispatch.executors.codex import CodexExecutor, codex_argv, home_under_tmp, writable_dirs
 from tests.dispatch.agent_support import CODEX_FAKE, agent_settings, fake_argv, make_ctx, make_task, recorded
 from vigil.config import Settings
 from vigil.errors import ConfigError
@@ -110,13 +110,37 @@ def test_add_dirs_go_only_to_the_sandbox_that_reads_them(home: Path) -> None:
     assert "sandbox_workspace_write.network_access=true" not in argv
 
 
-def test_the_database_folder_is_writable_unless_it_is_in_the_working_directory(home: Path, tmp_path: Path) -> None:
+def test_only_add_dirs_outside_the_workspace_are_added_never_the_database(home: Path, tmp_path: Path) -> None:
     settings = agent_settings(home, executors={"codex": {"add_dirs": ["notes", "notes", "/srv/shared"]}})
-    db_folder = settings.store.path.parent
-    # the database and notes/ are in the home, where the agent works by default
+    # notes/ is in the home, the workspace here: nothing to add for it
     assert writable_dirs(settings, home) == [Path("/srv/shared")]
     repo = tmp_path / "repo"
-    assert writable_dirs(settings, repo) == [db_folder, (home / "notes").resolve(), Path("/srv/shared")]
+    assert writable_dirs(settings, repo) == [(home / "notes").resolve(), Path("/srv/shared")]
+    assert settings.store.path.parent not in writable_dirs(settings, repo)
+
+
+def test_vigils_server_gets_the_agents_variables_and_the_shell_does_not_get_the_store_url(home: Path) -> None:
+    settings = agent_settings(home, executors={"codex": {"command": ["codex"]}})
+    server = ("/venv/bin/python", "-m", "vigil", "--home", str(home), "mcp", "--run", "7")
+    env = {"PATH": "/usr/bin", "OPENAI_API_KEY": "sk", "VIGIL_STORE_URL": "postgresql://vigil:secret@db/vigil"}
+    argv = codex_argv(settings.codex, None, mcp_command=server, env=env, no_tmp=True)
+    pairs = dict(arg.split("=", 1) for arg in argv[argv.index("-c") :] if "=" in arg and not arg.startswith("-"))
+    assert json.loads(pairs["mcp_servers.vigil.command"]) == server[0]
+    assert json.loads(pairs["mcp_servers.vigil.args"]) == list(server[1:])
+    assert json.loads(pairs["mcp_servers.vigil.env_vars"]) == ["OPENAI_API_KEY", "PATH", "VIGIL_STORE_URL"]
+    assert pairs["mcp_servers.vigil.default_tools_approval_mode"] == '"approve"'
+    assert pairs["mcp_servers.vigil.required"] == "true"
+    assert json.loads(pairs["shell_environment_policy.exclude"]) == ["VIGIL_STORE_URL"]
+    # the home is under /tmp: the sandbox's /tmp and $TMPDIR are taken away
+    assert pairs["sandbox_workspace_write.exclude_slash_tmp"] == "true"
+    assert pairs["sandbox_workspace_write.exclude_tmpdir_env_var"] == "true"
+    assert not any(value.startswith("postgresql://") for value in argv)  # the URL itself is never in argv
+
+
+def test_a_home_under_the_temporary_folders_is_told_apart(tmp_path: Path) -> None:
+    assert home_under_tmp(Path("/tmp/agent-home"), {})
+    assert home_under_tmp(tmp_path / "t" / "home", {"TMPDIR": str(tmp_path / "t")})
+    assert not home_under_tmp(Path("/srv/agent-home"), {"TMPDIR": str(tmp_path)})
 
 
 def test_an_unknown_sandbox_is_a_config_error(home: Path) -> None:

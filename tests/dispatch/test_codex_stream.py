@@ -138,3 +138,24 @@ def test_retry_note_only_reads_codex_retry_notices() -> None:
     assert retry_note("Reconnecting... 2/5 (unexpected status 500)") == "API retry 2/5: unexpected status 500"
     assert retry_note("You've hit your usage limit.") is None
     assert len(retry_note("Reconnecting... 1/5 (" + "x" * 500 + ")") or "") == 120
+
+
+def mcp_call(tool: str, arguments: dict[str, object], text: str, status: str) -> dict[str, object]:
+    """An ``mcp_tool_call`` item as Codex 0.171.0 prints it once the call ended."""
+    result = {"content": [{"type": "text", "text": text}], "structured_content": None}
+    item = {"type": "mcp_tool_call", "server": "vigil", "tool": tool, "arguments": arguments}
+    return {"type": "item.completed", "item": {"id": "i", **item, "result": result, "error": None, "status": status}}
+
+
+def test_a_refusal_of_vigils_tools_is_kept_and_their_other_failures_are_not() -> None:
+    refused = "Error executing tool close: refused: task #2 is not this run's task; this run may only change task #1"
+    stream = feed(
+        CodexStream(),
+        mcp_call("note", {"text": "hi"}, "noted on task #1", "completed"),
+        mcp_call("close", {"status": "completed", "summary": "x", "task_id": 2}, refused, "failed"),
+        mcp_call("close", {"status": "weird", "summary": "x"}, "Error executing tool close: status must be", "failed"),
+    )
+    assert stream.refusals == [
+        'vigil.close: {"status": "completed", "summary": "x", "task_id": 2} '
+        "(refused: task #2 is not this run's task; this run may only change task #1)"
+    ]

@@ -53,17 +53,20 @@ def test_everything_the_agent_needs_is_in_the_prompt() -> None:
         "error: timed out after 600s",
         "attempt 2",
         "API Error: 529 overloaded",
-        'vigil task note 7 "',
-        "vigil task add --parent 7",
-        "vigil task close 7 --status completed --summary",
-        "--status failed",
-        "--status blocked",
+        "tools of the `vigil` MCP server; they act on this task (#7) only",
+        "`note`",
+        "`add_followup`",
+        "`show`",
+        "`close` with status `completed`",
+        "Use `failed`",
+        "`blocked`",
+        "status `pending`, `retry_in`",
     ):
         assert part in prompt, part
     assert prompt.index("attempt 1,") < prompt.index("attempt 2,")
     assert "untrusted" not in prompt
-    # an agent CLI's permission checker refuses commands with shell expansions
-    assert "$" not in prompt
+    # no shell command to compose: the agent reports back through tools
+    assert "vigil task" not in prompt
 
 
 def test_no_identity_no_skills_no_history_makes_a_short_prompt() -> None:
@@ -71,7 +74,7 @@ def test_no_identity_no_skills_no_history_makes_a_short_prompt() -> None:
     assert prompt.startswith("# The task")
     assert "Earlier attempts" not in prompt
     assert "Notes" not in prompt
-    assert "vigil task close" in prompt
+    assert "`close` with status `completed`" in prompt
 
 
 def test_sensor_text_is_fenced_and_marked_as_data() -> None:

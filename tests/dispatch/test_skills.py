@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from dispatch.skills import list_skills, load_skill, load_skills
+from dispatch.skills import Skill, list_skills, load_skill, load_skills
 from tests.dispatch.agent_support import REPO
+from vigil.config import Settings
 from vigil.errors import InputError, SkillError
+from vigil.models import Task
 
 
 def write(skills: Path, name: str, text: str) -> Path:
@@ -142,11 +144,15 @@ def test_a_skill_broken_by_an_edit_is_refused_though_it_loaded_before(tmp_path: 
         load_skill(tmp_path, "s")
 
 
-def test_the_working_directory_is_the_tasks_then_the_skills_then_the_configs(tmp_path: Path) -> None:
+def test_the_workspace_is_the_tasks_then_the_skills_then_the_configs_else_scratch(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from dispatch.attempt import workdir_of
+    from dispatch.workspace import Workspace, workspace_of
     from tests.dispatch.agent_support import BASE_TASK, agent_settings
+
+    def workdir_of(task: Task, skills: list[Skill], settings: Settings) -> Path | None:
+        workspace = workspace_of(task, skills, settings)
+        return None if workspace.scratch else workspace.path
 
     home = tmp_path / "home"
     write(home / "skills", "in-repo", "---\ndescription: Works in the repo.\nworkdir: repo\n---\nGo.\n")
@@ -154,7 +160,8 @@ def test_the_working_directory_is_the_tasks_then_the_skills_then_the_configs(tmp
     repo, plain = load_skill(home / "skills", "in-repo"), load_skill(home / "skills", "plain")
     assert repo.workdir == "repo"
     settings = agent_settings(home)
-    assert workdir_of(BASE_TASK, [plain], settings) is None  # the home
+    assert workdir_of(BASE_TASK, [plain], settings) is None  # a scratch folder of its own
+    assert workspace_of(BASE_TASK, [plain], settings) == Workspace(home / "work" / str(BASE_TASK.id), scratch=True)
     configured = agent_settings(home, dispatch={"workdir": "~/work"})
     assert workdir_of(BASE_TASK, [plain], configured) == Path("~/work").expanduser().resolve()
     assert workdir_of(BASE_TASK, [plain, repo], configured) == (home / "repo").resolve()

@@ -53,9 +53,11 @@ def test_pause_and_resume(vigil_in_process: VigilRunner, home: Path) -> None:
     assert "already running" in vigil_in_process("resume", check=True).stdout
 
 
-def test_an_agent_may_pause_but_never_resume_or_approve(vigil_in_process: VigilRunner) -> None:
+def test_an_agent_may_never_pause_resume_approve_or_reject(vigil_in_process: VigilRunner, home: Path) -> None:
     inside = {"VIGIL_TASK_ID": "7"}
-    assert vigil_in_process("pause", "--reason", "I broke something", env=inside).returncode == 0
+    paused = vigil_in_process("pause", "--reason", "I broke something", env=inside)
+    _one_line_error(paused, 2, "only a person can pause")
+    assert "gate" not in _loop_values(home)  # nothing was written
     _one_line_error(vigil_in_process("resume", env=inside), 2, "only a person can resume the loop")
     vigil_in_process("task", "add", "drop the table", "--requires-approval", check=True)
     _one_line_error(vigil_in_process("task", "approve", "1", env=inside), 2, "only a person can approve a task")

@@ -65,7 +65,7 @@ async def test_a_v1_file_is_upgraded_in_place_and_keeps_its_rows(tmp_path: Path)
     assert _user_version(path) == 1
 
     async with await SqliteStore.open(path, clock=clock) as store:
-        assert _user_version(path) == SCHEMA_VERSION == 4
+        assert _user_version(path) == SCHEMA_VERSION == 5
         assert [t.subject for t in await store.list_tasks()] == ["open", "old work"]
         assert await store.spend_since(0) == 1.5
         before = await store.cost_rollup(since_ms=0, by=CostGroup.SENSOR)

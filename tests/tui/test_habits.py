@@ -118,16 +118,24 @@ async def test_defer_presets_count_from_the_due_time(make_app: AppFactory, db: S
         assert not re.search(r"\d{13}", events_text)  # never epoch milliseconds
 
 
-async def test_approval_is_its_own_marker_filter_and_words(make_app: AppFactory, db: Store) -> None:
+async def test_approval_and_review_are_their_own_markers_filters_and_words(make_app: AppFactory, db: Store) -> None:
     plain_blocked = await add(db, "stuck")
     await db.close_task(plain_blocked, TaskStatus.BLOCKED, "waits on a person", actor="agent")
     asks = await add(db, "rotate the keys", requires_approval=True)
+    ran = await add(db, "a result to check")
+    held = "UPDATE tasks SET status = 'blocked', review = 'pending' WHERE id = ?"
+    await db._db.write(lambda c: c.execute(held, (ran,)))  # type: ignore[attr-defined]
     app = make_app()
     async with app.run_test(size=(160, 30)) as pilot:
-        await wait_for(lambda: set(shown_ids(app)) == {plain_blocked, asks}, "rows")
+        await wait_for(lambda: set(shown_ids(app)) == {plain_blocked, asks, ran}, "rows")
         assert table(app).get_cell(str(asks), "status").plain == "approval"
         assert table(app).get_cell(str(asks), "next").plain == "?"
+        assert table(app).get_cell(str(ran), "status").plain == "review"
+        assert table(app).get_cell(str(ran), "next").plain == "!"
         assert table(app).get_cell(str(plain_blocked), "status").plain == "blocked"
+        await pilot.press("E")
+        await wait_for(lambda: shown_ids(app) == [ran], "E: awaiting review only")
+        await pilot.press("E")
         await pilot.press("slash", *"status:approval", "enter")
         await wait_for(lambda: shown_ids(app) == [asks], "status:approval")
         pane = queue(app).query_one(DetailPane)

@@ -24,6 +24,7 @@ from vigil.config import Settings
 from vigil.errors import StoreError
 from vigil.models import (
     AddResult,
+    Attention,
     BatchResult,
     Claim,
     CostRow,
@@ -226,6 +227,16 @@ class TaskReader(Protocol):
         dependency; None when there is none."""
         ...
 
+    async def attention(self, since_ms: int) -> Attention:
+        """How many tasks await review and approval, and how many runs finished
+        since ``since_ms`` (epoch ms) had actions denied to their agent. One read."""
+        ...
+
+    async def get_run(self, run_id: int) -> Run | None:
+        """The run with id ``run_id``; None when there is none (never recorded, or
+        pruned with its task)."""
+        ...
+
     async def list_runs(self, task_id: int) -> list[Run]:
         """The task's attempts, oldest first."""
         ...
@@ -321,14 +332,19 @@ class TaskChanges(Protocol):
 
     async def approve(self, task_id: int, *, actor: str) -> Task:
         """A task awaiting approval (blocked, approval pending) → pending, approval
-        ``approved``; audited as an ``approval`` event. Raises ``InvalidTransition``
-        for a task not awaiting approval, ``TaskNotFound``."""
+        ``approved``; a task awaiting review (blocked, review pending) → completed,
+        review ``approved``. One transaction, audited (``approval`` or ``review``
+        event). Raises ``InvalidTransition`` for a task awaiting neither,
+        ``TaskNotFound``."""
         ...
 
     async def reject(self, task_id: int, reason: str, *, actor: str) -> Task:
         """A task awaiting approval → canceled, approval ``rejected``, the reason in
-        its summary and in the ``approval`` event. Raises ``InputError`` for an empty
-        reason, ``InvalidTransition`` for a task not awaiting approval."""
+        its summary and in the ``approval`` event; a task awaiting review → pending
+        and due now, review ``rejected``, the reason a note by ``actor`` (so its next
+        run's agent reads it), its attempt count kept. One transaction. Raises
+        ``InputError`` for an empty reason, ``InvalidTransition`` for a task awaiting
+        neither."""
         ...
 
     async def add_note(self, task_id: int, text: str, *, author: str) -> Note:
@@ -350,8 +366,11 @@ class DispatchStore(Protocol):
         task's notes, read in the same transaction."""
         ...
 
-    async def set_run_process(self, run_id: int, *, pid: int, pgid: int, proc_start: str | None) -> None:
-        """Record the executor's process (group) on the run, for crash recovery."""
+    async def set_run_process(
+        self, run_id: int, *, pid: int, pgid: int, proc_start: str | None, workspace: str | None = None
+    ) -> None:
+        """Record the executor's process (group) on the run, for crash recovery, and
+        the ``workspace`` its agent works in (None: keep what is recorded)."""
         ...
 
     async def set_executor(self, claim: Claim, executor: str) -> None:
@@ -404,6 +423,12 @@ class DispatchStore(Protocol):
         given back. A task whose cancel was requested since the claim is canceled
         instead. Raises ``InvalidTransition`` if this worker no longer holds it or the
         claim's run is no longer open (a stale claim)."""
+        ...
+
+    async def hold_for_review(self, claim: Claim, outcome: Outcome, *, worker: str) -> Task:
+        """As ``finish``, but the task is held for a person's review: blocked with
+        review ``pending`` (canceled if a cancel was requested meanwhile). One
+        transaction; a task the agent closed itself keeps its status."""
         ...
 
     async def release_unrun(self, claim: Claim, *, worker: str, retry_at: int) -> Task:

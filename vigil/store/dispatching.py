@@ -31,15 +31,17 @@ def _record_run(tx: Tx, claim: Claim, outcome: Outcome, now: int) -> bool:
     return True
 
 
-def _finish(tx: Tx, claim: Claim, outcome: Outcome, status: TaskStatus, *, worker: str, now: int) -> Task:
-    """Record the outcome on the claim's run and finish its task, adding the run's
-    costs in the same ``UPDATE``; the task as it is when the run was already
-    recorded (a replayed claim)."""
+def _finish(
+    tx: Tx, claim: Claim, outcome: Outcome, status: TaskStatus, *, worker: str, now: int, sql: str | None = None
+) -> Task:
+    """Record the outcome on the claim's run and finish its task (``sql``: another
+    ending than SQL_FINISH, with its parameters), adding the run's costs in the same
+    ``UPDATE``; the task as it is when the run was already recorded (a replayed claim)."""
     values = run_record_values(claim, outcome, now)
     if tx.run(tx.q.SQL_RECORD_RUN, values) == 0:
         return task_of(tx, require_task(tx, claim.task.id))
     values.update(worker=worker, status=str(status), summary=outcome.summary, detail=outcome.detail)
-    finished = tx.one(tx.q.SQL_FINISH, values)
+    finished = tx.one(sql or tx.q.SQL_FINISH, values)
     if finished is None:  # the agent closed it: keep its status, add the costs apart
         tx.run(tx.q.SQL_ADD_COSTS, values)
         tx.run(tx.q.SQL_RELEASE_CLOSED, values)
@@ -76,8 +78,10 @@ class Dispatching:
     ) -> Claim | None:
         return self._engine.write(self._claim_body(worker, lease_ms, executor, max_priority))
 
-    def set_run_process(self, run_id: int, *, pid: int, pgid: int, proc_start: str | None) -> None:
-        params = {"id": run_id, "pid": pid, "pgid": pgid, "proc_start": proc_start}
+    def set_run_process(
+        self, run_id: int, *, pid: int, pgid: int, proc_start: str | None, workspace: str | None = None
+    ) -> None:
+        params = {"id": run_id, "pid": pid, "pgid": pgid, "proc_start": proc_start, "workspace": workspace}
         self._engine.write(lambda tx: tx.run(tx.q.SQL_SET_RUN_PROCESS, params))
 
     def set_executor(self, claim: Claim, executor: str) -> None:
@@ -109,6 +113,14 @@ class Dispatching:
 
     def finish(self, claim: Claim, outcome: Outcome, status: TaskStatus, *, worker: str) -> Task:
         return self._engine.write(self._finish_body(claim, outcome, status, worker))
+
+    def hold_for_review(self, claim: Claim, outcome: Outcome, *, worker: str) -> Task:
+        now = self._clock.now_ms()
+        return self._engine.write(
+            lambda tx: _finish(
+                tx, claim, outcome, TaskStatus.BLOCKED, worker=worker, now=now, sql=tx.q.SQL_HOLD_FOR_REVIEW
+            )
+        )
 
     def finish_and_claim(
         self,

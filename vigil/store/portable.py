@@ -60,7 +60,18 @@ SELECT coalesce(
 ) AS id
 """
 
-SQL_SET_RUN_PROCESS = "UPDATE runs SET pid = :pid, pgid = :pgid, proc_start = :proc_start WHERE id = :id"
+SQL_GET_RUN = "SELECT * FROM runs WHERE id = :id"
+
+# What waits for a person, and the runs since :since whose agent was refused something.
+SQL_ATTENTION = """
+SELECT (SELECT count(*) FROM tasks WHERE status = 'blocked' AND review = 'pending') AS awaiting_review,
+       (SELECT count(*) FROM tasks WHERE status = 'blocked' AND approval = 'pending') AS awaiting_approval,
+       (SELECT count(*) FROM runs WHERE finished_at >= :since AND permission_denials IS NOT NULL) AS denied_runs
+"""
+
+SQL_SET_RUN_PROCESS = """
+UPDATE runs SET pid = :pid, pgid = :pgid, proc_start = :proc_start, workspace = :workspace WHERE id = :id
+"""
 
 # The executor a skill chose, on the run and on the task while it is still active.
 SQL_SET_RUN_EXECUTOR = "UPDATE runs SET executor = :executor WHERE id = :run_id"
@@ -185,7 +196,7 @@ WHERE id = :run_id AND finished_at IS NULL
 SQL_ADD_COSTS = """
 UPDATE tasks SET cost_usd = cost_usd + :cost_usd, api_cost_usd = api_cost_usd + :api_cost_usd,
        tokens_in = tokens_in + :tokens_in, tokens_out = tokens_out + :tokens_out,
-       model = coalesce(:model, model), updated_at = :now
+       denials = denials + :denials, model = coalesce(:model, model), updated_at = :now
 WHERE id = :task_id
 """
 
@@ -196,7 +207,23 @@ UPDATE tasks SET status = :status, completed_at = :now, updated_at = :now,
        result_summary = :summary, result_detail = :detail,
        cost_usd = cost_usd + :cost_usd, api_cost_usd = api_cost_usd + :api_cost_usd,
        tokens_in = tokens_in + :tokens_in, tokens_out = tokens_out + :tokens_out,
-       model = coalesce(:model, model)
+       denials = denials + :denials, model = coalesce(:model, model)
+WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
+RETURNING *
+"""
+
+# A run that succeeded with refused actions the agent did not close itself: the task
+# waits for a person's review (SQL_APPROVE_REVIEW, SQL_REJECT_REVIEW), with the run's
+# costs added as in SQL_FINISH. A cancel requested meanwhile wins.
+SQL_HOLD_FOR_REVIEW = """
+UPDATE tasks SET status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'blocked' END,
+       review = CASE WHEN cancel_requested = 1 THEN review ELSE 'pending' END,
+       completed_at = CASE WHEN cancel_requested = 1 THEN CAST(:now AS bigint) END,
+       updated_at = :now, updated_by = 'dispatcher', claimed_by = NULL, lease_until = NULL,
+       result_summary = :summary, result_detail = :detail,
+       cost_usd = cost_usd + :cost_usd, api_cost_usd = api_cost_usd + :api_cost_usd,
+       tokens_in = tokens_in + :tokens_in, tokens_out = tokens_out + :tokens_out,
+       denials = denials + :denials, model = coalesce(:model, model)
 WHERE id = :task_id AND status = 'active' AND claimed_by = :worker
 RETURNING *
 """
@@ -215,6 +242,23 @@ SQL_REJECT = """
 UPDATE tasks SET status = 'canceled', approval = 'rejected', completed_at = :now,
        result_summary = :summary, updated_at = :now, updated_by = :actor
 WHERE id = :id AND status = 'blocked' AND approval = 'pending'
+RETURNING *
+"""
+
+# A reviewed result accepted: the task is done.
+SQL_APPROVE_REVIEW = """
+UPDATE tasks SET status = 'completed', review = 'approved', completed_at = :now, updated_at = :now,
+       updated_by = :actor
+WHERE id = :id AND status = 'blocked' AND review = 'pending'
+RETURNING *
+"""
+
+# A reviewed result refused: back to the queue at once (the reason is a note, written
+# in the same transaction), its attempt count kept.
+SQL_REJECT_REVIEW = """
+UPDATE tasks SET status = 'pending', review = 'rejected', scheduled_for = :now, updated_at = :now,
+       updated_by = :actor
+WHERE id = :id AND status = 'blocked' AND review = 'pending'
 RETURNING *
 """
 

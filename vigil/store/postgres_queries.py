@@ -29,12 +29,14 @@ prune: PruneQueries = postgres_retention  # the SQL of Store.prune
 _OPEN = "('pending', 'active', 'blocked')"
 
 # The new row's values (``portable.add_task_sql``), cast: in INSERT … SELECT an
-# untyped parameter would otherwise be taken as text.
+# untyped parameter would otherwise be taken as text. A follow-up without a workdir
+# of its own works where its parent does.
 _ADD_TASK_VALUES = """:subject::text, :description::text, :skills::jsonb, :priority::int,
        :source::text, :source_key::text, :dedup::text, :parent_id::bigint,
        :scheduled_for::bigint, :now::bigint, :now::bigint, :actor::text, :max_retries::int,
        CASE WHEN :approval::bool THEN 'blocked' ELSE 'pending' END,
-       CASE WHEN :approval::bool THEN 'pending' END, :model::text, :workdir::text"""
+       CASE WHEN :approval::bool THEN 'pending' END, :model::text,
+       coalesce(:workdir::text, (SELECT p.workdir FROM tasks AS p WHERE p.id = :parent_id::bigint))"""
 SQL_ADD_TASK, SQL_ADD_TASK_EVER = (dialect(sql) for sql in add_task_sql(_ADD_TASK_VALUES))
 
 

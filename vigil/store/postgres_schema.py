@@ -395,12 +395,32 @@ V4 = [
     "FOR EACH STATEMENT EXECUTE FUNCTION vigil_notify()",
 ]
 
-# V5: finished tasks in the order they finished (as SQLite's V4).
+# V5: the agent's side of the wall, as SQLite's V4: ``tasks.review`` (audited),
+# ``tasks.denials``, ``runs.workspace``.
 V5 = [
+    "ALTER TABLE tasks ADD COLUMN review text CHECK (review IN ('pending', 'approved', 'rejected'))",
+    "ALTER TABLE tasks ADD COLUMN denials integer NOT NULL DEFAULT 0 CHECK (denials >= 0)",
+    "ALTER TABLE runs ADD COLUMN workspace text",
+    """
+    CREATE FUNCTION vigil_tasks_reviewed() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO task_events (task_id, at, actor, kind, from_value, to_value)
+        VALUES (NEW.id, NEW.updated_at, NEW.updated_by, 'review', OLD.review, NEW.review);
+        RETURN NULL;
+    END $$
+    """,
+    """
+    CREATE TRIGGER t31_review AFTER UPDATE OF review ON tasks FOR EACH ROW
+    WHEN (NEW.review IS DISTINCT FROM OLD.review) EXECUTE FUNCTION vigil_tasks_reviewed()
+    """,
+]
+
+# V6: finished tasks in the order they finished (as SQLite's V5).
+V6 = [
     "CREATE INDEX ix_tasks_finished ON tasks (completed_at, id) WHERE completed_at IS NOT NULL",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5]
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # After copying rows with their own ids: the identity columns continue past them.

@@ -53,6 +53,8 @@ def task_from_row(row: Row, skills: Iterable[str]) -> Task:
         waiting_on=row["waiting_on"],
         approval=row["approval"],
         workdir=row["workdir"],
+        review=row["review"],
+        denials=row["denials"],
     )
 
 
@@ -117,4 +119,5 @@ def run_record_values(claim: Claim, outcome: Outcome, now: int) -> dict[str, Any
         "session_id": outcome.session_id,
         "transcript_path": outcome.transcript_path,
         "permission_denials": denials_to_text(outcome.permission_denials),
+        "denials": len(outcome.permission_denials),
     }

@@ -76,8 +76,21 @@ def translate(err: sqlite3.Error, path: Path) -> VigilError:
         return NotADatabase(f"{path} is not a Vigil database (file is not a database)")
     if isinstance(err, sqlite3.OperationalError) and _is_busy(err):
         return StoreBusy(f"{path} stayed locked by another process; try again")
-    hint = _HINTS.get((getattr(err, "sqlite_errorcode", None) or 0) & 0xFF)
+    code = (getattr(err, "sqlite_errorcode", None) or 0) & 0xFF
+    if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN) and _read_only_mount(path):
+        # an agent's sandbox mounts the home read-only: say so plainly (its executor
+        # records a "Read-only file system" in a command's output as a denial)
+        return StoreError(f"{path}: Read-only file system: the database cannot be written from here; nothing changed")
+    hint = _HINTS.get(code)
     return StoreError(f"{path}: {err}" + (f" ({hint})" if hint else ""))
+
+
+def _read_only_mount(path: Path) -> bool:
+    """Whether the database's folder is on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 # What a person can do about the errors a machine, not Vigil, causes. A failed write

@@ -27,11 +27,12 @@ _PRIORITIES = range(MIN_PRIORITY, MAX_PRIORITY + 1)
 
 prune: PruneQueries = sqlite_retention  # the SQL of Store.prune
 
-# The new row's values (``portable.add_task_sql``).
+# The new row's values (``portable.add_task_sql``). A follow-up without a workdir of
+# its own works where its parent does.
 _ADD_TASK_VALUES = """:subject, :description, :skills, :priority, :source, :source_key, :dedup, :parent_id,
        :scheduled_for, :now, :now, :actor, :max_retries,
        CASE WHEN :approval THEN 'blocked' ELSE 'pending' END, CASE WHEN :approval THEN 'pending' END,
-       :model, :workdir"""
+       :model, coalesce(:workdir, (SELECT p.workdir FROM tasks AS p WHERE p.id = :parent_id))"""
 SQL_ADD_TASK, SQL_ADD_TASK_EVER = add_task_sql(_ADD_TASK_VALUES)
 
 

@@ -286,13 +286,31 @@ V3 = [
     "ALTER TABLE tasks ADD COLUMN workdir TEXT",
 ]
 
-# V4: finished tasks in the order they finished (the history, the queue's recently
-# finished rows): a walk down this index instead of a sort of every finished task.
+# V4: the agent's side of the wall. ``tasks.review``: a task held for a person's
+# review after its run (NULL: not under review; ``pending`` while it waits, then
+# ``approved`` or ``rejected``), audited like approval. ``tasks.denials``: how many
+# actions its agents were refused, over every run. ``runs.workspace``: the folder the
+# run's agent worked in.
 V4 = [
+    "ALTER TABLE tasks ADD COLUMN review TEXT CHECK (review IN ('pending', 'approved', 'rejected'))",
+    "ALTER TABLE tasks ADD COLUMN denials INTEGER NOT NULL DEFAULT 0 CHECK (denials >= 0)",
+    "ALTER TABLE runs ADD COLUMN workspace TEXT",
+    """
+    CREATE TRIGGER tasks_review_changed AFTER UPDATE OF review ON tasks
+    WHEN new.review IS NOT old.review BEGIN
+        INSERT INTO task_events (task_id, at, actor, kind, from_value, to_value)
+        VALUES (new.id, new.updated_at, new.updated_by, 'review', old.review, new.review);
+    END
+    """,
+]
+
+# V5: finished tasks in the order they finished (the history, the queue's recently
+# finished rows): a walk down this index instead of a sort of every finished task.
+V5 = [
     "CREATE INDEX ix_tasks_finished ON tasks (completed_at, id) WHERE completed_at IS NOT NULL",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4]
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

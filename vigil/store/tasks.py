@@ -21,6 +21,7 @@ from vigil.models import (
     MAX_PRIORITY,
     MIN_PRIORITY,
     AddResult,
+    Attention,
     BatchResult,
     CostRow,
     DedupScope,
@@ -133,7 +134,7 @@ def _refused(tx: Tx, task_id: int, action: str) -> InvalidTransition:
 
 def _not_awaiting_approval(tx: Tx, task_id: int, action: str) -> InvalidTransition:
     status = require_task(tx, task_id)["status"]
-    return InvalidTransition(task_id, f"{status} and not awaiting approval", action)
+    return InvalidTransition(task_id, f"{status} and not awaiting approval or review", action)
 
 
 class Tasks:
@@ -260,6 +261,15 @@ class Tasks:
         row = self._engine.read(lambda tx: tx.one(tx.q.SQL_NEXT_DUE_AT))
         return None if row is None or row["m"] is None else int(row["m"])
 
+    def attention(self, since_ms: int) -> Attention:
+        row = self._engine.read(lambda tx: tx.one(tx.q.SQL_ATTENTION, {"since": since_ms}))
+        assert row is not None  # an aggregate always answers
+        return Attention(int(row["awaiting_review"]), int(row["awaiting_approval"]), int(row["denied_runs"]))
+
+    def get_run(self, run_id: int) -> Run | None:
+        row = self._engine.read(lambda tx: tx.one(tx.q.SQL_GET_RUN, {"id": run_id}))
+        return None if row is None else row_to_run(row)
+
     def list_runs(self, task_id: int) -> list[Run]:
         return self._engine.read(lambda tx: [row_to_run(r) for r in tx.all(tx.q.SQL_LIST_RUNS, {"id": task_id})])
 
@@ -383,22 +393,32 @@ class Tasks:
 
         return self._engine.write(body)
 
-    def _approval(self, task_id: int, action: str, sql: str, **params: Any) -> Task:
-        values = {**params, "id": task_id, "now": self._clock.now_ms()}
+    def approve(self, task_id: int, *, actor: str) -> Task:
+        values = {"id": task_id, "now": self._clock.now_ms(), "actor": actor}
 
         def body(tx: Tx) -> Task:
-            row = tx.one(sql, values)
+            # awaiting approval → pending (it runs); awaiting review → completed
+            row = tx.one(tx.q.SQL_APPROVE, values) or tx.one(tx.q.SQL_APPROVE_REVIEW, values)
             if row is None:
-                raise _not_awaiting_approval(tx, task_id, action)
+                raise _not_awaiting_approval(tx, task_id, "approve it")
             return task_of(tx, row)
 
         return self._engine.write(body)
 
-    def approve(self, task_id: int, *, actor: str) -> Task:
-        return self._approval(task_id, "approve it", self._engine.q.SQL_APPROVE, actor=actor)
-
     def reject(self, task_id: int, reason: str, *, actor: str) -> Task:
         if not reason.strip():
             raise InputError("a rejection needs a reason")
-        summary = f"rejected: {reason.strip()}"
-        return self._approval(task_id, "reject it", self._engine.q.SQL_REJECT, actor=actor, summary=summary)
+        reason = reason.strip()
+        values = {"id": task_id, "now": self._clock.now_ms(), "actor": actor, "summary": f"rejected: {reason}"}
+
+        def body(tx: Tx) -> Task:
+            row = tx.one(tx.q.SQL_REJECT, values)  # awaiting approval → canceled
+            if row is None:
+                # awaiting review → back to the queue, the reason before its agent
+                row = tx.one(tx.q.SQL_REJECT_REVIEW, values)
+                if row is None:
+                    raise _not_awaiting_approval(tx, task_id, "reject it")
+                tx.one(tx.q.SQL_ADD_NOTE, {**values, "author": actor, "text": f"review: {reason}"})
+            return task_of(tx, row)
+
+        return self._engine.write(body)

@@ -86,7 +86,12 @@ class Queries(Protocol):
     SQL_COUNT_SOURCE_SINCE: str
     SQL_RECORD_REFUSAL: str
     SQL_LOCK_COUNT: str | None  # None: writers are serialised already
+    SQL_GET_RUN: str
+    SQL_ATTENTION: str
     SQL_SET_RUN_PROCESS: str
+    SQL_HOLD_FOR_REVIEW: str
+    SQL_APPROVE_REVIEW: str
+    SQL_REJECT_REVIEW: str
     SQL_SET_RUN_EXECUTOR: str
     SQL_SET_TASK_EXECUTOR: str
     SQL_RENEW_LEASE: str

@@ -1,0 +1,97 @@
+"""What Codex wrote of a run in its own session file: the model's tool calls and
+what each one answered, for the refusals ``codex exec --json`` does not print.
+
+Codex 0.171.0 keeps every session in ``$CODEX_HOME/sessions/YYYY/MM/DD/
+rollout-<time>-<thread id>.jsonl`` (``CODEX_HOME`` defaults to ``~/.codex``): one
+JSON object per line, the model's calls as ``response_item`` payloads of type
+``function_call`` (``name``, ``arguments``: a JSON string such as ``{"cmd": "…"}``,
+``call_id``) and their answers as ``function_call_output`` (``call_id``,
+``output``). Its ``--json`` stream leaves out a command that exited non-zero, and
+names a rejected patch or command only in a log line; this file has them all.
+
+A refusal is an answer that says Codex's policy rejected the call ("patch
+rejected: writing outside of the project", "rm -f style commands are not
+permitted") or that the sandbox stopped it (``dispatch.executors.refusals``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dispatch.executors.refusals import denial_line, sandbox_refusal, unknown_vigil_tool
+
+POLICY_REJECTION = re.compile(r"patch rejected: [^\n]+|rejected: [^\"\\\n]+")
+
+
+def rollout_path(env: Mapping[str, str], thread_id: str) -> Path | None:
+    """The session file of ``thread_id`` under the CLI's ``CODEX_HOME`` (from the
+    agent's environment ``env``), or None when there is none."""
+    home = env.get("CODEX_HOME") or (str(Path(env["HOME"]) / ".codex") if env.get("HOME") else None)
+    if home is None or not thread_id.replace("-", "").isalnum():
+        return None
+    found = sorted(Path(home, "sessions").glob(f"*/*/*/rollout-*-{thread_id}.jsonl"))
+    return found[-1] if found else None
+
+
+def rollout_refusals(path: Path) -> list[str]:
+    """The refused tool calls recorded in the session file at ``path``, one denial
+    line each, in order. Lines that are not the expected JSON are skipped."""
+    calls: dict[str, tuple[str, str]] = {}
+    refusals: list[str] = []
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if '"function_call' not in line:
+                continue
+            payload = _payload(line)
+            kind = payload.get("type")
+            if kind == "function_call":
+                calls[str(payload.get("call_id"))] = (str(payload.get("name") or "?"), _what(payload.get("arguments")))
+            elif kind == "function_call_output":
+                tool, what = calls.get(str(payload.get("call_id")), ("?", ""))
+                refusal = _refusal(_text(payload.get("output")))
+                if refusal is not None:
+                    refusals.append(denial_line(tool, what, refusal))
+    return refusals
+
+
+def _payload(line: str) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return {}
+    payload = record.get("payload") if isinstance(record, dict) else None
+    return payload if isinstance(payload, dict) else {}
+
+
+def _what(arguments: object) -> str:
+    """A call's command (``cmd``), else its arguments as they came."""
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+    except ValueError:
+        return str(arguments)
+    command = parsed.get("cmd") if isinstance(parsed, dict) else None
+    if isinstance(command, str):
+        return command.strip()
+    return json.dumps(parsed, sort_keys=True)
+
+
+def _text(output: object) -> str:
+    if isinstance(output, str):
+        return output
+    if isinstance(output, dict):
+        return str(output.get("content") or output.get("output") or "")
+    return json.dumps(output)
+
+
+def _refusal(output: str) -> str | None:
+    if unknown_vigil_tool(output) is not None:
+        return "no such tool"
+    rejected = POLICY_REJECTION.search(output)
+    if rejected is not None:
+        return rejected.group(0).strip()
+    blocked = sandbox_refusal(output)
+    return None if blocked is None else f"blocked: {blocked}"

@@ -1,0 +1,65 @@
+"""Codex's session file read for the refusals its ``--json`` stream leaves out. The
+records below have the shapes Codex 0.171.0 wrote for these calls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dispatch.executors.codex_rollout import rollout_path, rollout_refusals
+
+THREAD = "01a2345c-b41d-7193-9613-e1cba1be5167"
+
+
+def call(call_id: str, cmd: str) -> dict[str, object]:
+    arguments = json.dumps({"cmd": cmd})
+    payload = {"type": "function_call", "name": "exec_command", "arguments": arguments, "call_id": call_id}
+    return {"type": "response_item", "payload": payload}
+
+
+def output(call_id: str, text: str) -> dict[str, object]:
+    return {"type": "response_item", "payload": {"type": "function_call_output", "call_id": call_id, "output": text}}
+
+
+def write_rollout(codex_home: Path, *records: dict[str, object]) -> Path:
+    path = codex_home / "sessions" / "2026" / "12" / "02" / f"rollout-2026-12-02T01-27-00-{THREAD}.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + "not json\n")
+    return path
+
+
+def test_the_session_file_is_found_by_its_thread_under_codex_home(tmp_path: Path) -> None:
+    path = write_rollout(tmp_path / "codex-home")
+    assert rollout_path({"CODEX_HOME": str(tmp_path / "codex-home")}, THREAD) == path
+    assert rollout_path({"HOME": str(tmp_path)}, THREAD) is None  # ~/.codex has none
+    assert rollout_path({"CODEX_HOME": str(tmp_path / "codex-home")}, "../../etc") is None
+
+
+def test_policy_rejections_and_sandbox_refusals_are_denials_and_the_rest_is_not(tmp_path: Path) -> None:
+    path = write_rollout(
+        tmp_path,
+        call("c1", "python3 -m unittest"),
+        output("c1", "Process exited with code 1\nOutput:\nFAILED (failures=1)\n"),
+        call("c2", "echo x >> /home/agent/vigil.toml"),
+        output(
+            "c2",
+            "Process exited with code 1\nOutput:\n/bin/bash: line 1: /home/agent/vigil.toml: Read-only file system\n",
+        ),
+        call(
+            "c3",
+            "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: /home/agent/IDENTITY.md\n+x\n*** End Patch\nEOF\n",
+        ),
+        output("c3", "patch rejected: writing outside of the project; rejected by user approval settings"),
+        call("c4", "rm -f calc.pyc"),
+        output(
+            "c4",
+            "exec_command failed: CreateProcess { message: \"Rejected(\\\"`/bin/bash -c 'rm -f calc.pyc'` rejected: "
+            'rm -f style commands are not permitted. Use a safer approach\\")" }',
+        ),
+    )
+    assert rollout_refusals(path) == [
+        "exec_command: echo x >> /home/agent/vigil.toml (blocked: Read-only file system)",
+        "exec_command: apply_patch <<'EOF' *** Begin Patch *** Add File: /home/agent/IDENTITY.md +x *** End Patch EOF "
+        "(patch rejected: writing outside of the project; rejected by user approval settings)",
+        "exec_command: rm -f calc.pyc (rejected: rm -f style commands are not permitted. Use a safer approach)",
+    ]

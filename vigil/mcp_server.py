@@ -1,0 +1,100 @@
+"""``vigil mcp --run N``: Vigil's MCP server (stdio) for the agent of one run.
+
+The dispatcher hands each agent CLI the command that starts this server, with the
+run's id in its argv (not in an environment variable the agent's shell could
+change). The CLI starts it outside its sandbox, so it can write the store, and
+offers its tools to the model: ``show``, ``note``, ``close`` and ``add_followup``,
+each the operation of the same name in ``vigil.agent_channel``, bound to that run.
+An operation that fails returns the error to the model as the tool's result (a
+refusal's text starts with ``refused:``); nothing is stored for it.
+
+Built on the official ``mcp`` SDK (``MCPServer``), imported only here: the rest of
+Vigil never pays for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+from vigil.agent_channel import AgentChannel
+from vigil.clock import SystemClock
+from vigil.config import Settings
+from vigil.errors import VigilError
+from vigil.store import open_store
+
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
+
+INSTRUCTIONS = (
+    "Vigil's tools for the task you are working on. Report progress with note, add "
+    "follow-up work with add_followup, read your task again with show, and end with "
+    "close. They act on your own task only."
+)
+
+
+def serve(settings: Settings, run_id: int) -> None:
+    """Serve run ``run_id``'s agent on stdin/stdout until the client hangs up.
+    Raises ``VigilError`` (before serving) when the store cannot be opened or the
+    run is not open."""
+    asyncio.run(_serve(settings, run_id))
+
+
+async def _serve(settings: Settings, run_id: int) -> None:
+    store = await open_store(settings)
+    try:
+        channel = AgentChannel(store, run_id, settings, SystemClock())
+        await channel.bind()  # a run that is not open is refused before the client sees tools
+        await build_server(channel).run_stdio_async()
+    finally:
+        await store.close()
+
+
+def build_server(channel: AgentChannel) -> MCPServer:
+    """The MCP server whose tools call ``channel``."""
+    from mcp.server import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+
+    # WARNING: a refused call is an answer to the model, not news for the log
+    server = MCPServer("vigil", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    async def answer(work: Awaitable[str]) -> str:
+        try:
+            return await work
+        except VigilError as err:
+            raise ToolError(str(err)) from None
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def show(task_id: int | None = None) -> str:
+        """Your task: subject, description, status, attempt, its parent chain (for a
+        follow-up) and the notes so far."""
+        return await answer(channel.show(task_id))
+
+    @server.tool()
+    async def note(text: str, task_id: int | None = None) -> str:
+        """Record progress on your task: what you did, what you found. Stored as written."""
+        return await answer(channel.note(text, task_id))
+
+    @server.tool()
+    async def close(status: str, summary: str, retry_in: str | None = None, task_id: int | None = None) -> str:
+        """End your task with a one-line summary. status: "completed" (done),
+        "failed" (cannot be done), "blocked" (needs a person or another task first;
+        say why), or "pending" with retry_in such as "1h" (cannot be done yet, try
+        again later)."""
+        return await answer(channel.close(status, summary, retry_in, task_id))
+
+    @server.tool()
+    async def add_followup(
+        subject: str,
+        description: str = "",
+        priority: int = 5,
+        skills: list[str] | None = None,
+        task_id: int | None = None,
+    ) -> str:
+        """Add follow-up work as a new task (priority 1 is the most urgent, 9 the
+        least; skills by name). It runs later, in the same workspace as this task."""
+        return await answer(channel.add_followup(subject, description, priority, skills or (), task_id))
+
+    return server
