@@ -6,6 +6,7 @@ must outlive it). ``dispatch_in_lane`` runs the dispatcher and probes the lane
 every ``LANE_CHECK_S``; when the lane is lost the running task is ended at once
 (another dispatcher may already hold the lane, and lanes bound how many tasks run)
 and requeued without counting the attempt, and the caller goes back to standby.
+``StandbyNotice`` says in the store that a process stands by.
 """
 
 from __future__ import annotations
@@ -13,11 +14,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Awaitable, Callable
 
 from dispatch.lanes import LaneLock
 from dispatch.loop import Dispatcher
-from vigil.errors import OperationError
+from dispatch.worker import this_host
+from vigil.clock import Clock, real_seconds
+from vigil.errors import OperationError, VigilError
+from vigil.liveness import STANDBY_KEY, StandbyProcess, with_standby
+from vigil.store import Store
 
 log = logging.getLogger("vigil.dispatch")
 
@@ -97,3 +103,48 @@ async def release_lane(dispatcher: Dispatcher, lanes: LaneLock) -> None:
         log.info("other dispatchers still hold lanes: the loop goes on without this one")
         return
     await dispatcher.mark_stopped()
+
+
+class StandbyNotice:
+    """While this process stands by, it says so under ``STANDBY_KEY`` (its pid, host,
+    since when), refreshed every heartbeat, so ``vigil status`` and a TUI whose
+    background loop this is can tell a standby process from a dispatching one
+    (``vigil.liveness``). ``stop`` takes the entry away. Never raises: a failed
+    write is logged, and the entry of a process that went silent ages out."""
+
+    def __init__(self, store: Store, clock: Clock, owner: str, heartbeat_ms: int) -> None:
+        self._store = store
+        self._clock = clock
+        self._owner = owner
+        self._heartbeat_ms = heartbeat_ms
+        self._since = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._since = self._clock.now_ms()
+            self._task = asyncio.create_task(self._keep_saying())
+
+    async def stop(self) -> None:
+        if self._task is None:
+            return
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        self._task = None
+        await self._write(None)
+
+    async def _keep_saying(self) -> None:
+        while True:
+            now = self._clock.now_ms()
+            await self._write(StandbyProcess(self._owner, os.getpid(), this_host(), self._since, now))
+            await asyncio.sleep(real_seconds(self._clock, self._heartbeat_ms))
+
+    async def _write(self, me: StandbyProcess | None) -> None:
+        try:
+            while True:  # conditional: other standby processes write the same key
+                raw = (await self._store.loop_values()).get(STANDBY_KEY)
+                value = with_standby(raw, me, self._owner, self._clock.now_ms(), self._heartbeat_ms)
+                if await self._store.replace_loop_value(STANDBY_KEY, raw, value):
+                    return
+        except VigilError as err:
+            log.warning("could not say this process stands by: %s", err)

@@ -3,15 +3,18 @@
 ``run_tui`` is what the CLI calls: it opens the store (with a short busy timeout:
 the TUI retries on its own timer, it never waits long on a lock), optionally
 starts the loop as a background process, runs the app, and returns a line for
-the terminal saying what happened to the loop.
+the terminal saying what happened to the loop. Without a terminal (``vigil tui |
+cat``) it refuses with one line (``InputError``: exit 2).
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from dataclasses import replace
 
 from vigil.config import Settings
+from vigil.errors import InputError
 from vigil.store import Store, open_store
 
 TUI_BUSY_TIMEOUT_MS = 1000
@@ -41,6 +44,9 @@ def run_tui(settings: Settings, *, readonly: bool = False, with_loop: bool = Fal
         await store.close()
 
     asyncio.run(check())
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        # Escape codes written into a pipe, and keys that never come: say so instead.
+        raise InputError("vigil tui needs a terminal (its input or output is not one); try vigil status or task list")
     loop = BackgroundLoop(settings.home, settings.logs_dir) if with_loop else None
     if loop is not None:
         loop.start()

@@ -65,7 +65,9 @@ class VigilApp(App[str]):
         Binding("z", "toggle_utc", "UTC/local", show=False, tooltip="show times in UTC, or in local time again"),
         Binding("L", "loop_gate", "Pause loop", tooltip="Pause the loop, or resume it when paused or gated"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Help: every key of this screen"),
-        Binding("ctrl+q", "quit_app", "Quit", priority=True, tooltip="Quit (asks first if it started the loop)"),
+        Binding("q", "quit_app", "Quit", tooltip="Quit (asks first if it started the loop)"),
+        Binding("ctrl+q", "quit_app", "Quit", priority=True, key_display="^q", show=False),
+        Binding("ctrl+c", "quit_app", "Quit", priority=True, key_display="^c", show=False),
     ]
 
     def __init__(
@@ -96,6 +98,9 @@ class VigilApp(App[str]):
         store = await self.opener()
         times = Times(self.settings.tui.timezone)
         self.ctx = Context(store=store, clock=self.clock, settings=self.settings, readonly=self.readonly, times=times)
+        self.ctx.home_label = home_label(self.settings.home)
+        self.title = f"vigil — {self.ctx.home_label}"
+        self._set_terminal_title(self.title)
         file = self.settings.store.path if self.settings.store.url is None else None
         self.watcher = DatabaseWatcher(store, file, self.opener)
         await self.watcher.probe()  # the first load comes from showing the screen, not the probe
@@ -135,7 +140,30 @@ class VigilApp(App[str]):
         return screen
 
     def _label_loop(self) -> None:
-        self.ctx.loop_label = self.loop.label() if self.loop is not None else "separate process (vigil run)"
+        """How the loop runs, for the loop line: a background process this TUI
+        started (and whether it dispatches or stands by), or one elsewhere."""
+        if self.loop is None:
+            self.ctx.loop_label = "separate process (vigil run)"
+            return
+        label = self.loop.label()
+        state = self.ctx.loop
+        if self.loop.exit_code() is None and self.loop.pid is not None and state is not None:
+            health = state.health(self.clock.now_ms())
+            role = health.role_of(self.loop.pid)
+            if role == "standby":
+                beat = health.heartbeat
+                holder = f"pid {beat.pid}" if beat is not None and health.dispatching else "another vigil run"
+                label += f" on standby: {holder} has the lane"
+            elif role is None:
+                label += ", starting"
+        self.ctx.loop_label = label
+
+    def _set_terminal_title(self, title: str) -> None:
+        """``vigil — ~/agent`` in the terminal's title bar (an OSC sequence; nothing
+        under a headless test driver)."""
+        driver = self._driver
+        if driver is not None and not self.is_headless:
+            driver.write(f"\x1b]2;{title}\x07")
 
     # --- refresh ------------------------------------------------------------------------
     @guarded("checking the database")
@@ -158,10 +186,11 @@ class VigilApp(App[str]):
     async def _read_loop_gate(self) -> None:
         """Keep ``ctx.loop`` (every screen's loop line) and ``ctx.loop_paused`` (the
         ``L`` key's label) true to the store."""
-        self.ctx.loop = await load_loop(self.ctx.store)
+        self.ctx.loop = await load_loop(self.ctx.store, self.settings.dispatch.heartbeat_ms)
+        self._label_loop()
         for line in self.screen.query(LoopLine):
             line.show_state()
-        paused = not self.ctx.loop.gate.is_open(self.clock.now_ms())
+        paused = self.ctx.loop.paused(self.clock.now_ms())
         if paused != self.ctx.loop_paused:
             self.ctx.loop_paused = paused
             for bar in self.screen.query(KeyBar):
@@ -297,6 +326,14 @@ class VigilApp(App[str]):
                 self.exit("")
 
         self.push_screen(ConfirmDialog(question), answered)
+
+
+def home_label(home: Path) -> str:
+    """The home, short: ``~/agent`` under the user's home folder, else its path."""
+    try:
+        return "~/" + str(home.resolve().relative_to(Path.home().resolve()))
+    except (ValueError, RuntimeError):
+        return str(home)
 
 
 def configure_logging(path: Path, pass_env: Iterable[str] = ()) -> None:

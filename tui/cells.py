@@ -10,20 +10,11 @@ from __future__ import annotations
 from rich.text import Text
 
 from tui.columns import Column
-from vigil.durations import format_duration
+from tui.times import MINUTE_MS, relative, span
 from vigil.models import FINISHED_STATUSES, Task, TaskStatus
+from vigil.states import state_of
 
 SUBJECT_CELLS = 120
-
-STATUS_STYLE = {
-    TaskStatus.PENDING: "",
-    TaskStatus.ACTIVE: "bold green",
-    TaskStatus.BLOCKED: "yellow",
-    TaskStatus.WAITING: "bold magenta",
-    TaskStatus.COMPLETED: "dim green",
-    TaskStatus.FAILED: "bold red",
-    TaskStatus.CANCELED: "dim",
-}
 
 # Most telling first; the subject (width 0) takes what is left, and the optional
 # columns at the end show only when there is room (tui.columns).
@@ -56,14 +47,6 @@ def cut(text: str, style: str = "") -> Text:
     return Text(one_line(text, SUBJECT_CELLS), style=style, overflow="ellipsis", no_wrap=True)
 
 
-def relative(at_ms: int, now_ms: int) -> str:
-    """``in 5m`` for the future, ``5m ago`` for the past."""
-    delta = at_ms - now_ms
-    if delta > 0:
-        return f"in {format_duration(delta)}"
-    return f"{format_duration(-delta)} ago"
-
-
 def is_later(task: Task, now_ms: int) -> bool:
     """Pending but not yet due (scheduled for later)."""
     return task.status is TaskStatus.PENDING and task.scheduled_for > now_ms
@@ -72,50 +55,46 @@ def is_later(task: Task, now_ms: int) -> bool:
 def when_cell(task: Task, now_ms: int) -> Text:
     """Due time for waiting tasks, run time for the active one, age otherwise."""
     if task.status is TaskStatus.ACTIVE and task.started_at is not None:
-        return Text(f"running {format_duration(now_ms - task.started_at)}", style="green")
+        return Text(f"running {span(now_ms - task.started_at)}", style="green")
     if is_later(task, now_ms):
         return Text(f"due {relative(task.scheduled_for, now_ms)}", style="cyan")
-    # Ages are measured from the start of the current minute, so every age cell
-    # changes at the same moment: one repaint a minute instead of one per row (a
-    # repaint per changed cell was most of the TUI's idle CPU).
-    minute = now_ms - now_ms % 60_000
+    # Ages count whole minutes from the start of the current minute, so every age
+    # cell changes at the same moment: one repaint a minute instead of one per row
+    # (a repaint per changed cell was most of the TUI's idle CPU).
+    minute = now_ms - now_ms % MINUTE_MS
     if task.completed_at is not None:
-        return Text(f"{coarse_age(minute - task.completed_at)} ago", style="dim")
-    return Text(f"age {coarse_age(minute - task.created_at)}")
-
-
-def coarse_age(ms: int) -> str:
-    """``<1m``, ``12m``, ``3h``, ``2d``: an age needs no more precision than that."""
-    if ms < 60_000:
-        return "<1m"
-    if ms < 3_600_000:
-        return f"{ms // 60_000}m"
-    if ms < 86_400_000:
-        return f"{ms // 3_600_000}h"
-    return f"{ms // 86_400_000}d"
+        return Text(f"{span(minute - task.completed_at)} ago", style="dim")
+    return Text(f"age {span(minute - task.created_at)}")
 
 
 def task_cells(task: Task, now_ms: int, *, is_next: bool, marked: bool) -> dict[str, Text]:
     """Every column's cell for one task, keyed like ``COLUMNS``."""
     later = is_later(task, now_ms)
-    dim = "dim" if later or task.status in FINISHED_STATUSES or task.status is TaskStatus.BLOCKED else ""
+    state = state_of(task)
+    dim = (
+        "dim"
+        if later or task.status in FINISHED_STATUSES or (task.status is TaskStatus.BLOCKED and not state.narrows)
+        else ""
+    )
     # Glyphs that common terminal fonts (DejaVu Sans Mono) have: the clock and the
     # hourglass used before showed as boxes there.
     if is_next:
         marker = Text("▶", style="bold green")
+    elif state.marker.strip():  # a state a person must act on (awaiting approval)
+        marker = Text(state.marker, style=state.style)
     elif later:
         marker = Text("◷", style="cyan")
     elif task.waiting_on:
         marker = Text("◌", style="yellow")
     else:
         marker = Text(" ")
-    status = str(task.status) + (" ✗" if task.cancel_requested else "")  # ✗: asked to cancel
+    status = state.cell + (" ✗" if task.cancel_requested else "")  # ✗: asked to cancel
     return {
         "mark": Text("●" if marked else " ", style="bold magenta"),
         "next": marker,
         "id": Text(str(task.id), style="bold" if is_next else dim, justify="right"),
         "pri": Text(str(task.priority), style="bold red" if task.priority <= 2 else dim, justify="right"),
-        "status": Text(status, style=STATUS_STYLE[task.status]),
+        "status": Text(status, style=state.style),
         "subject": cut(task.subject, dim),
         "source": cut(task.source, "dim"),
         "skills": cut(",".join(task.skills), "dim"),

@@ -4,7 +4,9 @@ Every column has a fixed width but one, the subject, which takes what is left
 (between ``flex_min`` and ``flex_max`` cells; its text is cut with an ellipsis).
 Optional columns, at the end, are shown only while the subject keeps
 ``flex_keep``; the others are always shown, so status and source never leave the
-screen. A table rebuilt with new widths on resize never grows past its width
+screen (under 80 columns the subject gives up its minimum first, and what still
+does not fit is cut at the edge: the tables hide their horizontal scrollbar). A
+table rebuilt with new widths on resize never grows past its width
 and shrinks again when the terminal does (Textual's automatic widths only grow).
 """
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 
 PAD = 2  # DataTable's cell padding: one cell on each side of every column
 SCROLLBAR = 2  # the vertical scrollbar, when the rows overflow
+FLEX_FLOOR = 4  # the flexible column's width when even its minimum does not fit
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,9 @@ def fit(
                 break
             flex -= column.width + PAD
             shown.add(column.key)
-    flex = max(flex_min, min(flex, flex_max))
+    # Below its minimum only when nothing else fits (a terminal under 80 columns):
+    # the table never grows past its width, so no horizontal scrollbar appears.
+    flex = max(min(flex_min, max(FLEX_FLOOR, flex)), min(flex, flex_max))
     return [(c.key, c.label, c.width or flex) for c in columns if not c.optional or c.key in shown]
 
 

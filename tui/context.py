@@ -26,6 +26,7 @@ class Context:
     settings: Settings
     readonly: bool = False
     loop_label: str = ""  # how the loop runs: "background process (pid N)" or elsewhere
+    home_label: str = ""  # the home watched, short (~/agent): the tab bar and the terminal title say it
     loop_paused: bool = False  # the loop's gate is closed (paused or gated): L resumes
     banner: str = ""  # a problem with the database, shown on every screen ("" = none)
     times: Times = field(default_factory=Times)  # local time or UTC (z switches)

@@ -95,7 +95,7 @@ class CostsScreen(LiveScreen[CostSnapshot]):
 
     def compose(self) -> ComposeResult:
         yield Banner()
-        yield TabBar("costs")
+        yield TabBar("costs", self.ctx.home_label)
         yield LoopLine(self.ctx)
         with VerticalScroll():
             yield Static(id="budget")

@@ -15,9 +15,10 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from tui.cells import STATUS_STYLE, money, relative
-from tui.times import Times
+from tui.cells import money
+from tui.times import Times, relative
 from vigil.models import Task
+from vigil.states import state_of
 
 
 def depends_text(task: Task, depends_on: Sequence[int] | None) -> Text:
@@ -28,6 +29,13 @@ def depends_text(task: Task, depends_on: Sequence[int] | None) -> Text:
     if task.waiting_on:
         return Text(f"{task.waiting_on} unfinished {'dependency' if task.waiting_on == 1 else 'dependencies'}")
     return Text("—")
+
+
+def status_text(task: Task) -> Text:
+    """``blocked, awaiting approval``; ``active (cancel requested)``."""
+    state = state_of(task)
+    words = str(task.status) if not state.narrows else f"{task.status}, {state.words}"
+    return Text(words + (" (cancel requested)" if task.cancel_requested else ""), style=state.style)
 
 
 def field_table(task: Task, now_ms: int, times: Times, depends_on: Sequence[int] | None = None) -> Table:
@@ -41,7 +49,7 @@ def field_table(task: Task, now_ms: int, times: Times, depends_on: Sequence[int]
         return Text("—" if ms is None else f"{times.at(ms)} ({relative(ms, now_ms)})")
 
     rows: list[tuple[str, Text]] = [
-        ("status", Text(str(task.status) + (" (cancel requested)" if task.cancel_requested else ""))),
+        ("status", status_text(task)),
         ("priority", Text(str(task.priority))),
         ("source", Text(task.source)),
         ("source key", Text(task.source_key or "—")),
@@ -70,7 +78,7 @@ def field_table(task: Task, now_ms: int, times: Times, depends_on: Sequence[int]
 
 def task_summary(task: Task, now_ms: int, times: Times, depends_on: Sequence[int] | None = None) -> RenderableType:
     title = Text(f"#{task.id} ", style="bold")
-    title.append(task.subject, style=f"bold {STATUS_STYLE[task.status]}".strip())
+    title.append(task.subject, style=f"bold {state_of(task).style}".strip())
     parts: list[RenderableType] = [title, field_table(task, now_ms, times, depends_on)]
     if task.description:
         parts += [Text("description", style="dim underline"), Text(task.description)]

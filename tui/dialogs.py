@@ -38,7 +38,8 @@ def preview(tasks: Sequence[Task], skipped: Sequence[Task]) -> Text:
 
 
 class ConfirmDialog(ModalScreen[bool]):
-    """Yes/no; ``y``/enter confirms, ``n``/escape declines."""
+    """Yes/no. As in every dialog, enter confirms (``y`` too: Yes has the focus)
+    and escape declines (``n`` too); tab moves to No, whose enter declines."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "Yes"),
@@ -57,11 +58,11 @@ class ConfirmDialog(ModalScreen[bool]):
                 with VerticalScroll():
                     yield Static(self._details)
             with Horizontal():
-                yield Button("Yes (y)", variant="error", id="yes")
-                yield Button("No (n)", id="no")
+                yield Button("Yes (enter)", variant="error", id="yes")
+                yield Button("No (esc)", id="no")
 
     def on_mount(self) -> None:
-        self.query_one("#no", Button).focus()
+        self.query_one("#yes", Button).focus()
 
     def action_answer(self, value: bool) -> None:
         self.dismiss(value)
@@ -75,7 +76,7 @@ class HelpScreen(ModalScreen[None]):
     """Every key of the screen below, grouped (Vigil's groups first), each with what
     it does; a key that does not apply to the highlighted row now is dimmed."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "close", "Close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,enter,q,question_mark", "close", "Close")]
 
     def __init__(self, keys: Sequence[KeyInfo], labels: Mapping[str, str] | None = None) -> None:
         """``labels`` overrides a key's label by action name (``L``: pause or resume)."""
@@ -110,7 +111,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text("Keys", style="bold"))
             with VerticalScroll():
                 yield Static(Group(*parts))
-            yield Static(Text("escape closes this help; ctrl+p searches every action by name", style="dim"))
+            yield Static(Text("escape or enter closes this help; ctrl+p searches every action by name", style="dim"))
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -7,6 +7,7 @@ refuse exactly the same input; an error is shown in the form, which stays open.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -18,9 +19,10 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from vigil.clock import Clock, iso_utc
+from tui.times import Times, relative
+from vigil.clock import Clock
 from vigil.commands import new_task_from_options
-from vigil.durations import WHEN_FORMS, parse_when_ms
+from vigil.durations import WHEN_FORMS, parse_duration_ms, parse_when_ms
 from vigil.errors import InputError
 from vigil.models import NewTask
 
@@ -28,12 +30,26 @@ from vigil.models import NewTask
 class NewTaskForm(ModalScreen[NewTask | None]):
     """Subject, description, priority, skills, due time, dedup key → a ``NewTask``."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "submit", "Add")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("ctrl+s", "submit", "Add"),
+        Binding("tab", "move(1)", "Next box", show=False, priority=True),
+        Binding("shift+tab", "move(-1)", "Previous box", show=False, priority=True),
+    ]
 
     def __init__(self, clock: Clock, skills_dir: Path | None = None) -> None:
         super().__init__()
         self._clock = clock
         self._skills_dir = skills_dir  # the home's skills/: a skill not there is refused
+
+    def action_move(self, step: int) -> None:
+        """Tab and shift+tab, as priority bindings: the focus moves as the key
+        arrives, so the letters typed after it land in the next box even when they
+        come faster than the screen handles keys."""
+        if step > 0:
+            self.focus_next()
+        else:
+            self.focus_previous()
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -101,9 +117,21 @@ class NewTaskForm(ModalScreen[NewTask | None]):
 DEFER_PRESETS = (("1h", "1 hour"), ("4h", "4 hours"), ("1d", "1 day"), ("1w", "1 week"))
 
 
-class DeferForm(ModalScreen[int | None]):
-    """Pick a preset (the first is focused) or type a duration / ISO time → epoch
-    ms, parsed as ``vigil task defer`` parses it."""
+@dataclass(frozen=True)
+class DeferChoice:
+    """What the defer dialog asks for: ``by_ms`` later than each task is due now (a
+    task already due: than now), or, typed, until ``until_ms``. ``label`` says it
+    in words (``by 1 hour``, ``until 2026-12-01 10:00:00 CET``)."""
+
+    label: str
+    by_ms: int | None = None
+    until_ms: int | None = None
+
+
+class DeferForm(ModalScreen[DeferChoice | None]):
+    """Pick a preset (the first is focused: enter defers by an hour from the task's
+    due time) or type a duration from now or an ISO time, parsed as ``vigil task
+    defer`` parses it. Enter confirms, escape cancels."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),
@@ -111,18 +139,29 @@ class DeferForm(ModalScreen[int | None]):
         Binding("right", "focus_next", "Next", show=False),
     ]
 
-    def __init__(self, clock: Clock, what: Text) -> None:
+    def __init__(self, clock: Clock, what: Text, times: Times, *, due_ms: int | None = None) -> None:
+        """``due_ms``: when the one task is due now (None: several tasks)."""
         super().__init__()
         self._clock = clock
         self._what = what
+        self._times = times
+        self._due_ms = due_ms
 
     def compose(self) -> ComposeResult:
+        now = self._clock.now_ms()
         with Vertical():
             yield Static(Text("Defer ", style="bold") + self._what)
+            if self._due_ms is None:
+                due = "each later than it is due now (or than now, if it is due already)"
+            elif self._due_ms <= now:
+                due = "due now: later than now"
+            else:
+                due = f"due {relative(self._due_ms, now)} ({self._times.at(self._due_ms)}): later than that"
+            yield Static(Text(due, style="dim"), classes="hint")
             with Horizontal():
                 for value, label in DEFER_PRESETS:
-                    yield Button(label, id=f"preset-{value}")
-            yield Label("or until: a duration (90m, 2h, 1d) or a time (2026-12-01T09:00Z), then enter")
+                    yield Button(f"+{label}", id=f"preset-{value}")
+            yield Label("or until: a duration from now (90m, 2h, 1d) or a time (2026-12-01T09:00Z), then enter")
             yield Input(id="when")
             yield Static(id="error", classes="error")
             yield Static(Text("← → or tab choose · enter defers · esc cancels"), classes="hint")
@@ -146,12 +185,14 @@ class DeferForm(ModalScreen[int | None]):
         except InputError as err:
             self.query_one("#error", Static).update(Text(str(err)))
             return
-        self.dismiss(until)
+        self.dismiss(DeferChoice(f"until {self._times.at(until)}", until_ms=until))
 
     @on(Button.Pressed)
     def _preset(self, event: Button.Pressed) -> None:
         if event.button.id and event.button.id.startswith("preset-"):
-            self._submit(event.button.id.removeprefix("preset-"))
+            value = event.button.id.removeprefix("preset-")
+            label = dict(DEFER_PRESETS)[value]
+            self.dismiss(DeferChoice(f"by {label}", by_ms=parse_duration_ms(value)))
 
     @on(Input.Submitted, "#when")
     def _typed(self, event: Input.Submitted) -> None:
@@ -159,10 +200,6 @@ class DeferForm(ModalScreen[int | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
-
-
-def defer_preview(until_ms: int) -> str:
-    return f"until {iso_utc(until_ms)}"
 
 
 class ReasonForm(ModalScreen[str | None]):

@@ -1,82 +1,89 @@
-"""The queue screen's header: dispatcher state, status counts, today's spend, and
-the agent CLIs' accounts when there are several or one is limited.
+"""The queue screen's header: what the loop does, the count of each state, the last
+24 hours, and the agent CLIs' accounts when there are several or one is limited.
 
 Data comes down as a ``QueueSnapshot``; ``tick`` re-renders the relative times
-every second without a query. The counts are links: clicking one (or its key,
-shown underlined) filters the table by that status.
+every second without a query. The loop's line is the one truth of
+``vigil.liveness`` (the same words ``vigil status`` and ``vigil doctor`` use),
+with what only a screen shows: the running task and for how long, the next due
+time. The counts are links: clicking one (or its key, shown underlined) shows
+only that state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
-from tui.cells import money, relative, spark, tokens
+from tui.cells import money, spark, tokens
 from tui.loaders import QueueSnapshot
+from tui.times import relative, span
 from vigil.accounts import AccountState
 from vigil.durations import format_duration
-from vigil.gate import BACKOFF, LoopGate
-from vigil.models import DispatcherHeartbeat, Task, TaskStatus
+from vigil.gate import BACKOFF, GateState
+from vigil.liveness import LoopCondition, LoopHealth
+from vigil.models import Task
+from vigil.states import TASK_STATES
 
 MAX_RUNNING_SHOWN = 3  # lanes: the header names this many running tasks, then counts
-STALE_AFTER_MS = 60_000  # at least this old (and three heartbeats) means no dispatcher is alive
-STATUS_KEYS = {
-    TaskStatus.ACTIVE: "A",
-    TaskStatus.PENDING: "P",
-    TaskStatus.BLOCKED: "B",
-    TaskStatus.WAITING: "W",
-    TaskStatus.COMPLETED: "C",
-    TaskStatus.FAILED: "F",
-    TaskStatus.CANCELED: "X",
-}
+STATE_KEYS = {state.name: state.key for state in TASK_STATES}
 
 
-def dispatcher_text(
-    heartbeat: DispatcherHeartbeat | None,
-    gate: LoopGate | None,
-    next_due_at: int | None,
-    now_ms: int,
-    stale_after_ms: int = STALE_AFTER_MS,
-    *,
-    active: Sequence[Task] = (),
-) -> Text:
-    """One line saying what the loop is doing. Whether a dispatcher is alive is
-    judged by its heartbeat's age; which task runs comes from ``active`` (the tasks
-    table, read at every change), never from the heartbeat, which is written only
-    every heartbeat and so names a finished task for up to that long."""
-    line = Text()
-    alive = heartbeat is not None and heartbeat.state != "stopped" and now_ms - heartbeat.heartbeat_at <= stale_after_ms
-    if heartbeat is None:
-        line.append("no dispatcher seen", style="bold red")
-    elif not alive:
-        minutes = max(0, now_ms - heartbeat.heartbeat_at) // 60_000
-        line.append(f"no dispatcher seen for {minutes} min", style="bold red")
-    if active:
-        line.append_text(running_text(active, now_ms, alive=alive))
-        if alive and heartbeat is not None and heartbeat.note:
+def loop_text(health: LoopHealth, next_due_at: int | None, now_ms: int, *, active: Sequence[Task] = ()) -> Text:
+    """One line saying what the loop is doing. Which task runs comes from ``active``
+    (the tasks table, read at every change), never from the heartbeat, which is
+    written only every heartbeat and so names a finished task for up to that long."""
+    line = process_text(health, next_due_at, now_ms, active=active)
+    if active and not health.dispatching:
+        line.append(", still marked active: " + ", ".join(f"#{t.id}" for t in active), style="red")
+    line.append_text(gate_text(health, now_ms))
+    return line
+
+
+def process_text(health: LoopHealth, next_due_at: int | None, now_ms: int, *, active: Sequence[Task]) -> Text:
+    """What the dispatcher process does: runs a task, idles, stands by, stopped …"""
+    condition, beat = health.condition, health.heartbeat
+    if health.dispatching and active:
+        line = running_text(active, now_ms)
+        if beat is not None and beat.note:
             # the agent CLI's own retries, while they go on ("API retry 3/10, next in 9 s")
-            line.append(f"  {heartbeat.note}", style="yellow")
-    elif alive:
-        line.append("○ idle", style="cyan")
-        if next_due_at is not None:
-            due = "now" if next_due_at <= now_ms else relative(next_due_at, now_ms)
-            line.append(f", next due {due}")
+            line.append(f"  {beat.note}", style="yellow")
+        return line
+    if health.dispatching:
+        if next_due_at is None:
+            due = "nothing due"
         else:
-            line.append(", nothing due")
-    if gate is not None and not gate.is_open(now_ms) and gate.kind == BACKOFF and gate.until is not None:
+            due = "next due " + ("now" if next_due_at <= now_ms else relative(next_due_at, now_ms))
+        return Text.assemble(("○ idle", "cyan"), f", {due}")
+    if condition is LoopCondition.STANDBY:
+        return Text("◌ standby: a vigil run waits for a free dispatcher lane", style="yellow")
+    if condition is LoopCondition.STOPPED and beat is not None:
+        ago = relative(beat.heartbeat_at, now_ms)
+        return Text(f"○ stopped cleanly {ago}; vigil run works through the queue", style="dim")
+    if condition is LoopCondition.DIED and beat is not None:
+        return Text(f"✗ died: no heartbeat for {span(now_ms - beat.heartbeat_at)}", style="bold red")
+    return Text("○ not started: vigil run works through the queue", style="dim")
+
+
+def gate_text(health: LoopHealth, now_ms: int) -> Text:
+    """``  ‖ loop paused: reason`` while the gate is closed (empty when open)."""
+    gate = health.gate
+    if not health.gate_closed:
+        return Text()
+    if gate.kind == BACKOFF and gate.until is not None:
         # it ends by itself: "backing off after 3 transient failures, next try in 40s"
         wait = format_duration(max(0, gate.until - now_ms))
-        line.append(f"  ‖ {gate.reason}, next try in {wait}", style="bold yellow")
-    elif gate is not None and not gate.is_open(now_ms):  # paused, or gated and not yet lifted
-        line.append(f"  ‖ loop {gate.state}", style="bold yellow")
-        if gate.reason:
-            line.append(f": {gate.reason}", style="yellow")
-        if gate.until is not None:
-            line.append(f" (until {relative(gate.until, now_ms)})", style="yellow")
+        return Text(f"  ‖ {gate.reason}, next try in {wait}", style="bold yellow")
+    # a gate that lifts by itself at its ``until`` is backing off
+    word = "paused" if gate.state is GateState.PAUSED else "gated" if gate.until is None else "backing off"
+    line = Text(f"  ‖ loop {word}", style="bold yellow")
+    if gate.reason:
+        line.append(f": {gate.reason}", style="yellow")
+    if gate.until is not None:
+        line.append(f" (until {relative(gate.until, now_ms)})", style="yellow")
     return line
 
 
@@ -97,55 +104,78 @@ def accounts_text(accounts: Sequence[AccountState], now_ms: int) -> Text:
     return line
 
 
-def running_text(active: Sequence[Task], now_ms: int, *, alive: bool) -> Text:
-    """``● running #8 for 12s`` (several lanes: each task), or, with no live
-    dispatcher, which tasks are still marked active."""
+def running_text(active: Sequence[Task], now_ms: int) -> Text:
+    """``● running #8 for 12m`` (several lanes: each task)."""
     line = Text()
-    if not alive:
-        line.append(", still marked active: ", style="red")
-        line.append(", ".join(f"#{t.id}" for t in active), style="red")
-        return line
     line.append("● running ", style="bold green")
     for n, task in enumerate(active[:MAX_RUNNING_SHOWN]):
         line.append(", " if n else "")
         line.append(f"#{task.id}", style="bold")
         if task.started_at is not None:
-            line.append(f" for {format_duration(max(0, now_ms - task.started_at))}")
+            line.append(f" for {span(max(0, now_ms - task.started_at))}")
     if len(active) > MAX_RUNNING_SHOWN:
         line.append(f" and {len(active) - MAX_RUNNING_SHOWN} more")
     return line
 
 
-def counts_markup(counts: dict[TaskStatus, int], selected: frozenset[TaskStatus]) -> str:
-    """Clickable counts. Markup is safe here: only status names and numbers."""
-    parts = []
-    for status, key in STATUS_KEYS.items():
-        name = str(status)
-        label = f"[u]{key}[/u]{name[1:]}" if name[0].upper() == key else f"{name}([u]{key}[/u])"
-        style = "reverse " if status in selected else ""
-        parts.append(f"[{style}@click=screen.filter_status('{name}')]{label} {counts.get(status, 0)}[/]")
-    return "  ".join(parts)
+def counts_markup(counts: Mapping[str, int], selected: Sequence[str], width: int = 10_000) -> str:
+    """Clickable counts, one per state, in at most ``width`` cells: the labels with
+    their key underlined (two spaces apart, then one), else the states with no
+    task left out (a selected one stays), else the keys alone (``A 1  P 9,950``).
+    Markup is safe here: only state names and numbers."""
+    for short, skip_empty, gap in ((False, False, "  "), (False, False, " "), (False, True, " "), (True, True, " ")):
+        parts, plain = [], []
+        for state in TASK_STATES:
+            count = counts.get(state.name, 0)
+            if skip_empty and not count and state.name not in selected:
+                continue
+            label, key = state.label, state.key
+            if short:
+                shown, text = f"[u]{key}[/u]", key
+            elif label[0].upper() == key:
+                shown, text = f"[u]{key}[/u]{label[1:]}", label
+            elif key.lower() in label:
+                at = label.index(key.lower())
+                shown, text = f"{label[:at]}[u]{label[at]}[/u]{label[at + 1 :]}", label
+            else:
+                shown, text = f"{label}([u]{key}[/u])", f"{label}({key})"
+            style = "reverse " if state.name in selected else ""
+            parts.append(f"[{style}@click=screen.filter_state('{state.name}')]{shown} {count:,}[/]")
+            plain.append(f"{text} {count:,}")
+        if len(gap.join(plain)) <= width:
+            break
+    return gap.join(parts)
+
+
+def use_text(snapshot: QueueSnapshot) -> Text:
+    """``today $1.20 · 3.4k tokens   24h 140 runs ▁▂▅█▃`` (the bars: runs per hour)."""
+    line = Text("today ")
+    line.append(money(snapshot.cost_today_usd), style="bold")
+    runs = sum(snapshot.hourly.runs)
+    line.append(f" · {tokens(snapshot.tokens_today)} tokens   24h {runs:,} {'run' if runs == 1 else 'runs'} ")
+    line.append(spark([float(n) for n in snapshot.hourly.runs]), style="magenta")
+    return line
 
 
 class StatusHeader(Vertical):
-    """Three lines: loop state (+ badges), counts, spend; a fourth, the accounts,
-    when there are several or one is limited."""
+    """Three lines: the loop's state (badges at its right end), the counts, the use;
+    a fourth, the accounts, when there are several or one is limited."""
 
     DEFAULT_CSS = """
     StatusHeader { height: auto; padding: 0 1; background: $panel; }
     StatusHeader Horizontal { height: 1; }
-    StatusHeader #loop { width: 1fr; }
-    StatusHeader #badges { width: auto; }
-    StatusHeader #counts, StatusHeader #spend, StatusHeader #accounts { height: 1; }
+    StatusHeader #loop { width: 1fr; height: 1; overflow: hidden; }
+    StatusHeader #badges { width: auto; height: 1; }
+    StatusHeader #counts, StatusHeader #spend, StatusHeader #accounts { height: 1; overflow: hidden; }
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.snapshot: QueueSnapshot | None = None
         self.loop_label = ""
-        self.stale_after_ms = STALE_AFTER_MS
         self.badges = Text()
-        self.selected: frozenset[TaskStatus] = frozenset()
+        self.selected: tuple[str, ...] = ()
+        self.loop_line = Text()  # what the loop's line shows now
         self._shown: dict[str, str | Text] = {}
 
     def compose(self) -> ComposeResult:
@@ -158,13 +188,15 @@ class StatusHeader(Vertical):
 
     def show(self, snapshot: QueueSnapshot, now_ms: int) -> None:
         self.snapshot = snapshot
-        self._update("#counts", counts_markup(snapshot.counts, self.selected))
-        spend = Text("today ")
-        spend.append(money(snapshot.cost_today_usd), style="bold")
-        spend.append(f" · {tokens(snapshot.tokens_today)} tokens   24h ")
-        spend.append(spark(snapshot.hourly_cost), style="magenta")
-        self._update("#spend", spend)
+        width = (self.size.width or self.app.size.width) - 2
+        self._update("#counts", counts_markup(snapshot.window.counts, self.selected, width))
+        self._update("#spend", use_text(snapshot))
         self.tick(now_ms)
+
+    def on_resize(self) -> None:
+        if self.snapshot is not None:
+            width = (self.size.width or self.app.size.width) - 2
+            self._update("#counts", counts_markup(self.snapshot.window.counts, self.selected, width))
 
     def set_badges(self, badges: Text) -> None:
         self.badges = badges
@@ -175,9 +207,11 @@ class StatusHeader(Vertical):
             line = Text("loading…", style="dim")
         else:
             s = self.snapshot
-            line = dispatcher_text(s.heartbeat, s.gate, s.next_due_at, now_ms, self.stale_after_ms, active=s.active)
+            line = loop_text(s.health(now_ms), s.window.next_due_at, now_ms, active=s.window.active)
         if self.loop_label:
             line.append(f"   loop: {self.loop_label}", style="dim")
+        line.no_wrap, line.overflow = True, "ellipsis"
+        self.loop_line = line
         self._update("#loop", line)
         accounts = accounts_text(self.snapshot.accounts, now_ms) if self.snapshot is not None else Text()
         shown = self.query_one("#accounts", Static)

@@ -1,9 +1,10 @@
-"""The history screen (key 3): finished, failed and canceled tasks, newest first.
+"""The history screen (key 3): completed, failed and canceled tasks, the latest
+finish first.
 
-Pages come from SQL with keyset paging (``before_id`` = the last id shown), so
-the millionth task costs what the first does. Moving past the last row loads the
-next page. Typing in the search box searches subject, description, source and
-result (``Store.search_tasks``), paged the same way.
+Pages come from SQL with keyset paging on (finish time, id) (``before`` = the
+last row shown), so the millionth task costs what the first does. Moving past the
+last row loads the next page. The search box searches subject, description,
+source and result as you type (``Store.finished_tasks``), paged the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.events import Resize
 from textual.widgets import DataTable, Input, Static
 
-from tui.cells import STATUS_STYLE, cut, money, relative
+from tui.cells import cut, money
 from tui.columns import Column, fit
 from tui.context import Context
 from tui.keybar import KeyBar
@@ -30,7 +31,9 @@ from tui.queue_table import JumpTable
 from tui.safety import guarded
 from tui.steering import Action, applies, apply_many, summarize
 from tui.tabs import LoopLine, TabBar
+from tui.times import relative
 from vigil.models import Task, TaskStatus
+from vigil.states import state_of
 
 HISTORY_COLUMNS = (
     Column("id", "id", 2),
@@ -51,7 +54,7 @@ def history_cells(task: Task, now_ms: int) -> dict[str, Text]:
     failed = task.status is TaskStatus.FAILED
     return {
         "id": Text(str(task.id), justify="right"),
-        "status": Text(str(task.status), style=STATUS_STYLE[task.status]),
+        "status": Text(state_of(task).cell, style=state_of(task).style),
         "pri": Text(str(task.priority), justify="right"),
         "subject": cut(task.subject),
         "source": cut(task.source, "dim"),
@@ -81,9 +84,9 @@ class HistoryScreen(LiveScreen[tuple[Task, ...]]):
 
     def compose(self) -> ComposeResult:
         yield Banner()
-        yield TabBar("history")
+        yield TabBar("history", self.ctx.home_label)
         yield LoopLine(self.ctx)
-        yield Input(id="search", placeholder="search finished tasks (enter)")
+        yield Input(id="search", placeholder="search finished tasks (as you type)")
         yield JumpTable(id="history", cursor_type="row", zebra_stripes=True)
         yield Static(id="status")
         yield KeyBar(self.ctx)
@@ -97,7 +100,8 @@ class HistoryScreen(LiveScreen[tuple[Task, ...]]):
 
     def relayout(self, width: int) -> None:
         """Fit the columns to ``width`` (the subject takes what is left; result,
-        tries and cost show when there is room); rebuild the rows if they change."""
+        tries and cost show when there is room; the id column as wide as the
+        longest id shown); rebuild the rows if they change."""
         id_width = max(2, len(str(max((t.id for t in self.rows), default=0))))
         columns = [replace(c, width=id_width) if c.key == "id" else c for c in HISTORY_COLUMNS]
         layout = fit(columns, width, flex_min=16, flex_max=70, flex_keep=24)
@@ -113,13 +117,13 @@ class HistoryScreen(LiveScreen[tuple[Task, ...]]):
         table.move_cursor(row=min(keep, max(0, len(self.rows) - 1)), animate=False)
 
     async def load(self) -> tuple[Task, ...]:
-        return await load_history_page(self.ctx.store, self.query_text, before_id=None)
+        return await load_history_page(self.ctx.store, self.query_text, before=None)
 
     def apply(self, data: tuple[Task, ...]) -> None:
         """A fresh first page (search changed, screen shown, or data changed)."""
         first: tuple[Task, ...] = data
         table = self.query_one(DataTable)
-        if len(self.rows) > HISTORY_PAGE and self.rows and first and first[-1].id >= self.rows[0].id:
+        if len(self.rows) > HISTORY_PAGE and first and _place(first[-1]) >= _place(self.rows[0]):
             return  # deep in older pages and nothing new on top: keep the reader's place
         keep = table.cursor_row
         table.clear()
@@ -137,7 +141,12 @@ class HistoryScreen(LiveScreen[tuple[Task, ...]]):
 
     def _append(self, tasks: tuple[Task, ...]) -> None:
         self.rows.extend(tasks)
-        self._add_rows(tasks)  # ids only shrink down the history: the first page sets their width
+        widest = max((len(str(t.id)) for t in self.rows), default=2)
+        if self._layout and widest > dict((k, w) for k, _, w in self._layout)["id"]:
+            self._layout = []  # a longer id than the column holds: rebuild (adds the rows)
+            self.relayout(self.size.width or self.app.size.width)
+        else:
+            self._add_rows(tasks)
         self.exhausted = len(tasks) < HISTORY_PAGE
         more = "end of history" if self.exhausted else "m or ↓ at the bottom loads more"
         found = f"search {self.query_text!r}: " if self.query_text else ""
@@ -146,11 +155,12 @@ class HistoryScreen(LiveScreen[tuple[Task, ...]]):
     def action_more(self) -> None:
         if self.exhausted or not self.rows:
             return
-        self.run_worker(self._more(self.rows[-1].id), group="more", exclusive=True, exit_on_error=False)
+        self.run_worker(self._more(_place(self.rows[-1])), group="more", exclusive=True, exit_on_error=False)
 
-    async def _more(self, before_id: int) -> None:
-        page = await load_history_page(self.ctx.store, self.query_text, before_id=before_id)
-        if self.is_attached and self.rows and self.rows[-1].id == before_id:
+    @guarded("loading more history")
+    async def _more(self, before: tuple[int, int]) -> None:
+        page = await load_history_page(self.ctx.store, self.query_text, before=before)
+        if self.is_attached and self.rows and _place(self.rows[-1]) == before:
             self._append(page)
 
     @on(DataTable.RowHighlighted)
@@ -162,12 +172,19 @@ class HistoryScreen(LiveScreen[tuple[Task, ...]]):
     def action_search(self) -> None:
         self.query_one("#search", Input).focus()
 
+    @on(Input.Changed, "#search")
+    def _typed(self, event: Input.Changed) -> None:
+        """Search as you type, as the queue filters (a result in flight for older
+        text is dropped)."""
+        text = event.value.strip()
+        if text != self.query_text:
+            self.query_text = text
+            self.rows = []
+            self.reload(discard_running=True)
+
     @on(Input.Submitted, "#search")
     def _searched(self, event: Input.Submitted) -> None:
-        self.query_text = event.value.strip()
-        self.rows = []
         self.query_one(DataTable).focus()
-        self.reload()
 
     def action_clear(self) -> None:
         if self.query_text:
@@ -190,10 +207,10 @@ class HistoryScreen(LiveScreen[tuple[Task, ...]]):
         return True
 
     def action_open(self) -> None:
-        from tui.task_screen import TaskScreen
+        from tui.task_screen import open_task
 
         if self.current is not None:
-            self.app.push_screen(TaskScreen(self.ctx, self.current.id))
+            open_task(self.app, self.ctx, self.current.id)
 
     @on(DataTable.RowSelected)
     def _selected(self) -> None:
@@ -210,3 +227,8 @@ class HistoryScreen(LiveScreen[tuple[Task, ...]]):
         self.notify(message, severity="information" if ok else "warning", markup=False)
         self.rows = []
         self.reload()
+
+
+def _place(task: Task) -> tuple[int, int]:
+    """Where a finished task stands in the history: (finish time, id)."""
+    return (task.completed_at or 0, task.id)

@@ -1,11 +1,12 @@
 """The footer: one line of the screen's keys that always ends with Help and Quit.
 
 Textual's own footer cuts keys off the right edge, Help and Quit first. This one
-fits the line to the width instead: full labels if they fit, then labels cut to 6,
-5 and 4 characters, then the least important keys dropped: the screen's last
-declared first, the app's (``L``, the loop) after them; Help and Quit never.
-A key that does not apply to the highlighted row is dimmed. Clicking a key
-presses it.
+fits the line to the width instead, and never cuts a word: when every key does not
+fit, the least used ones leave the footer (``FOOTER_RANK``: the last listed go
+first, then keys it does not list, the app's ``L`` among the last), and stay in
+``?`` and the palette; Help and Quit never leave. A key with several keys shows
+the first (``q``, not ``q/^q/^c``). A key that does not apply to the highlighted
+row is dimmed. Clicking a key presses it.
 """
 
 from __future__ import annotations
@@ -22,9 +23,14 @@ from tui.context import Context
 from tui.keys import KeyInfo, screen_keys
 
 PINNED = ("help", "quit_app")  # always shown, at the right end
-LABEL_LIMITS = (None, 6, 5, 4)  # None: the full label
 KEY_STYLE = "bold #ffa62b"
 SHORT_KEYS = {"space": "spc"}
+# The keys people use most, most used first: at 80 columns the queue's footer keeps
+# New, Filter, Defer, Cancel, Approve and Raise, in whole words.
+FOOTER_RANK = (
+    "new_task", "filter", "search", "back", "defer", "cancel", "approve", "raise", "lower", "retry",
+    "run_now", "toggle_enabled", "more", "window", "mark", "freeze", "loop_gate",
+)  # fmt: skip
 
 
 def now_labels(ctx: Context) -> dict[str, str]:
@@ -32,38 +38,46 @@ def now_labels(ctx: Context) -> dict[str, str]:
     return {"loop_gate": "Resume loop" if ctx.loop_paused else "Pause loop"}
 
 
+# Of several keys for one action, the one the footer shows, when it is one of them
+# (the task screen's q goes back, so its Quit shows ^q).
+PREFERRED_KEYS = {"quit_app": ("q", "^q")}
+
+
+def _shown(key: KeyInfo) -> str:
+    keys = key.shown.split("/") if key.shown != "/" else ["/"]
+    return next((k for k in PREFERRED_KEYS.get(key.name, ()) if k in keys), key.first or key.shown)
+
+
+def _rank(key: KeyInfo) -> int:
+    return FOOTER_RANK.index(key.name) if key.name in FOOTER_RANK else len(FOOTER_RANK) - 1
+
+
 def fit(keys: Sequence[KeyInfo], width: int, labels: dict[str, str] | None = None) -> Text:
-    """The footer line for ``keys`` in at most ``width`` cells (Help and Quit kept).
+    """The footer line for ``keys`` in at most ``width`` cells (Help and Quit kept),
+    in their declared order, whole words only.
 
     ``labels`` overrides a label by action name (the loop key says what it will do)."""
     labels = labels or {}
     pinned = [k for k in keys if k.name in PINNED]
     others = [k for k in keys if k.in_footer and k.name not in PINNED]
-    app_keys = [k for k in others if k.group in ("Screens", "Loop", "App")]
-    # Dropped from the front of this list: the screen's keys from the last declared.
-    drop_order = [k for k in reversed(others) if k not in app_keys] + list(reversed(app_keys))
+    drop_order = sorted(others, key=_rank, reverse=True)  # stable: the later declared first among equals
     while True:
-        for limit in LABEL_LIMITS:
-            for gap in (2, 1):
-                line = _render([*others, *pinned], limit, gap, labels)
-                if line.cell_len <= width:
-                    return line
-        if not drop_order:
+        line = _render([*others, *pinned], labels)
+        if line.cell_len <= width or not drop_order:
             return line  # Help and Quit alone: shown even when they do not fit
         others.remove(drop_order.pop(0))
 
 
-def _render(keys: Sequence[KeyInfo], limit: int | None, gap: int, labels: dict[str, str]) -> Text:
+def _render(keys: Sequence[KeyInfo], labels: dict[str, str]) -> Text:
     line = Text(no_wrap=True, overflow="crop")
     for n, key in enumerate(keys):
         if n:
-            line.append(" " * gap)
+            line.append("  ")
         label = labels.get(key.name, key.label)
-        if limit is not None:
-            label = label[:limit]
+        shown = _shown(key)
         click = Style(meta={"@click": f"app.simulate_key({key.key!r})"})
         dim = "" if key.enabled else "dim "
-        line.append(SHORT_KEYS.get(key.shown, key.shown), style=Style.parse(dim + KEY_STYLE) + click)
+        line.append(SHORT_KEYS.get(shown, shown), style=Style.parse(dim + KEY_STYLE) + click)
         line.append(" " + label, style=Style.parse(dim.strip() or "none") + click)
     return line
 
@@ -77,6 +91,7 @@ class KeyBar(Static):
     def __init__(self, ctx: Context) -> None:
         super().__init__()
         self.ctx = ctx
+        self._shown: object = None  # what the line was fitted from last
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
@@ -93,5 +108,13 @@ class KeyBar(Static):
         self.render_keys()
 
     def render_keys(self) -> None:
+        """Fit and show the keys, unless nothing the line shows changed (the
+        bindings are re-checked at every cursor move: most moves change nothing)."""
         width = self.size.width or self.app.size.width - 2
-        self.update(fit(screen_keys(self.screen), width, now_labels(self.ctx)))
+        keys = screen_keys(self.screen)
+        labels = now_labels(self.ctx)
+        shown = (width, tuple((k.name, k.first, k.shown, k.enabled, k.in_footer) for k in keys), tuple(labels.items()))
+        if shown == self._shown:
+            return
+        self._shown = shown
+        self.update(fit(keys, width, labels))

@@ -41,7 +41,7 @@ APP_GROUPS = {"show": "Screens", "show_task": "Screens", "loop_gate": "Loop", "t
 # same in each screen's footer, help and palette.
 RAISE = Binding("plus,equals_sign", "raise", "Raise", key_display="+", tooltip="more urgent (a lower number)")
 LOWER = Binding("minus", "lower", "Lower", key_display="-", tooltip="less urgent (a higher number)")
-DEFER = Binding("d", "defer", "Defer", tooltip="run later: 1 hour … 1 week, or a duration or time")
+DEFER = Binding("d", "defer", "Defer", tooltip="later than it is due: 1 hour … 1 week, or until a time")
 CANCEL = Binding("x", "cancel", "Cancel", tooltip="cancel, after a confirmation (a running task is asked to stop)")
 RETRY = Binding("r", "retry", "Retry", tooltip="run a failed or canceled task again")
 APPROVE = Binding("a", "approve", "Approve", tooltip="approve a task that waits for approval")
@@ -56,7 +56,8 @@ class KeyInfo:
     """One action and the key that runs it.
 
     ``key`` is the binding's key name (for ``simulate_key``); ``shown`` is how it is
-    displayed (``+``, ``^q``). ``label`` is the footer's short word, ``help`` the
+    displayed (``+``, ``q/^q/^c``: every key that runs it), ``first`` the one the
+    footer shows (the key whose binding asks for the footer). ``label`` is the footer's short word, ``help`` the
     longer text of the help and the palette. ``enabled`` False: it does nothing for
     the highlighted row now (shown dimmed). ``in_footer``: the binding asks for a
     place in the footer."""
@@ -70,6 +71,7 @@ class KeyInfo:
     enabled: bool
     in_footer: bool
     node: DOMNode
+    first: str = ""
 
     @property
     def name(self) -> str:
@@ -102,6 +104,9 @@ def screen_keys(screen: Screen[object]) -> list[KeyInfo]:
             n = seen[(id(active.node), binding.action)]
             if shown not in keys[n].shown.split("/"):  # "+" and "=" both show as "+"
                 keys[n] = replace(keys[n], shown=f"{keys[n].shown}/{shown}")
+            if binding.show and not keys[n].in_footer:  # the key the footer shows (q, not ^c), named first
+                others = "/".join(k for k in keys[n].shown.split("/") if k != shown)
+                keys[n] = replace(keys[n], shown=f"{shown}/{others}", first=shown, key=binding.key, in_footer=True)
             continue
         seen[(id(active.node), binding.action)] = len(keys)
         keys.append(
@@ -115,6 +120,7 @@ def screen_keys(screen: Screen[object]) -> list[KeyInfo]:
                 enabled=active.enabled,
                 in_footer=binding.show,
                 node=active.node,
+                first=shown,
             )
         )
     return keys

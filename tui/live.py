@@ -6,20 +6,27 @@ in front; only then does the screen start a worker that runs its bounded
 request during a load runs right after it. A result that arrives after the
 screen was closed or hidden is dropped. ``p`` freezes the view: changes (other
 processes' and this TUI's own writes) are counted, not loaded, until it thaws;
-only a change of the view itself (a new filter) loads while frozen.
+only a change of the view itself (a new filter) loads while frozen. A load or an
+apply that fails is reported once and tried again after ``RETRY_FIRST_S``, then
+later and later (up to ``RETRY_MAX_S``) until one goes through.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, Generic, TypeVar
 
 from rich.text import Text
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Static
-from textual.worker import Worker, WorkerState
 
-from tui.context import Context
+from tui.context import Context, log
 from tui.safety import guard_handlers, report
+
+DATA_RELOAD_GAP_S = 0.5  # commits that keep coming reload at most this often (CPU under a drain)
+RETRY_FIRST_S = 0.5  # a failed refresh is tried again after this, doubling up to RETRY_MAX_S
+RETRY_MAX_S = 8.0
 
 
 class Banner(Static):
@@ -50,6 +57,15 @@ class LiveScreen(Screen[None], Generic[Data]):
         self._loading = False
         self._again = False  # another load was asked for while one ran
         self._discard = False  # ...and the result in flight is outdated: do not show it
+        self.failures = 0  # refreshes that failed in a row (0: the last one went through)
+        self._last_data_reload = 0.0  # monotonic s of the last reload a commit caused
+        self._data_timer: Timer | None = None
+        self._retry_timer: Timer | None = None
+
+    @property
+    def refreshing(self) -> bool:
+        """A load (or the apply of its result) is under way."""
+        return self._loading
 
     async def load(self) -> Data:
         raise NotImplementedError
@@ -58,8 +74,21 @@ class LiveScreen(Screen[None], Generic[Data]):
         raise NotImplementedError
 
     def data_changed(self) -> None:
-        """Another process committed: reload, or count it while frozen."""
+        """Another process committed: reload, or count it while frozen. Commits that
+        keep coming (a drain) reload at most every ``DATA_RELOAD_GAP_S``: the last
+        reload is followed by one more, so the screen always ends on the truth."""
+        wait = self._last_data_reload + DATA_RELOAD_GAP_S - time.monotonic()
+        if wait > 0 and not self.frozen:
+            if self._data_timer is None:
+                self._data_timer = self.set_timer(wait, self._data_reload_due)
+            return
+        self._last_data_reload = time.monotonic()
         self.reload(discard_running=False)
+
+    def _data_reload_due(self) -> None:
+        self._data_timer = None
+        if self.is_attached:
+            self.data_changed()
 
     def frozen_changed(self) -> None:
         """Hook: the freeze or the count of waiting changes moved."""
@@ -86,20 +115,50 @@ class LiveScreen(Screen[None], Generic[Data]):
         try:
             while True:
                 self._again = self._discard = False
-                data = await self.load()
-                if not self.is_attached or self.app.screen is not self:
-                    return  # closed or hidden meanwhile: a stale result must not touch widgets
-                if not self._discard:
-                    self.apply(data)
-                    self.loads += 1
+                try:
+                    data = await self.load()
+                    if not self.is_attached or self.app.screen is not self:
+                        return  # closed or hidden meanwhile: a stale result must not touch widgets
+                    if not self._discard:
+                        self.apply(data)
+                        self.loads += 1
+                except Exception as err:
+                    self._refresh_failed(err)
+                    return
+                if self.failures:
+                    self.failures = 0
+                    self.refresh_recovered()
                 if not self._again:
                     return
         finally:
             self._loading = False
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.state is WorkerState.ERROR and event.worker.error is not None:
-            report(self, event.worker.error, f"refreshing {self.title or 'the screen'}")
+    def _refresh_failed(self, err: Exception) -> None:
+        """Say it (once per run of failures, and in the log each time) and try again
+        soon, later the more it fails: a failed refresh never leaves the screen as
+        it was without a word, nor for good."""
+        self.failures += 1
+        what = f"refreshing {self.title or 'the screen'}"
+        if self.failures == 1:
+            report(self, err, what)
+        else:
+            log.warning("%s failed again (%d in a row): %s", what, self.failures, err)
+        self.refresh_failing(err)
+        if self._retry_timer is not None:
+            self._retry_timer.stop()
+        delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (self.failures - 1))
+        self._retry_timer = self.set_timer(delay, self._retry_now)
+
+    def _retry_now(self) -> None:
+        self._retry_timer = None
+        if self.is_attached and self.failures:
+            self.reload(even_frozen=True)
+
+    def refresh_failing(self, err: Exception) -> None:
+        """Hook: a refresh failed and will be tried again (say it on the screen)."""
+
+    def refresh_recovered(self) -> None:
+        """Hook: a refresh went through after failures."""
 
     def times_changed(self) -> None:
         """``z`` switched between local time and UTC: show the times again. By

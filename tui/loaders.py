@@ -1,75 +1,80 @@
 """What each screen shows, read from the store in one bounded batch of queries.
 
 Loaders run in a Textual worker and return frozen values; widgets never query.
+Every query here is bounded: the queue is a window of ``WINDOW_ROWS`` rows on the
+store's answer to the screen's filter and sort (``Store.task_window``: the page,
+its total and the counts from one snapshot), history a keyset page in finish
+order, costs a time window (``ix_runs_finished``). ``now_ms`` comes from the
+app's clock.
+
 Every text in what they return has its control and bidirectional characters
 written as escapes (``vigil.printable.printable_values``): subjects, notes and
 errors come from sensors and agents, and an escape sequence drawn raw would drive
 the terminal (set its title, write its clipboard, hide text). The store keeps them
 as they are.
-Every query here is bounded: the live queue by ``LIVE_LIMIT`` rows, history by a
-keyset page, costs by a time window (``ix_runs_finished``), counts by the
-trigger-kept ``status_counts`` table. ``now_ms`` comes from the app's clock.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from tui.filters import TaskFilter
 from tui.times import Times
 from vigil.accounts import AccountState, account_states
 from vigil.budget import BudgetUse, budget_use
 from vigil.clock import MS_PER_DAY
 from vigil.config import BudgetSettings, Settings
-from vigil.gate import GATE_KEY, LoopGate
-from vigil.models import (
-    FINISHED_STATUSES,
-    HEARTBEAT_KEY,
-    CostRow,
-    DispatcherHeartbeat,
-    Note,
-    Run,
-    SensorState,
-    Task,
-    TaskEvent,
-    TaskStatus,
-)
+from vigil.liveness import LoopHealth, loop_health
+from vigil.models import CostRow, Note, Run, SensorState, Task, TaskEvent
 from vigil.printable import printable_values
 from vigil.store import CostGroup, Store
+from vigil.task_query import TaskQuery, TaskWindow
 
-LIVE_LIMIT = 500  # rows in the live queue table; more are counted, not shown
+WINDOW_ROWS = 100  # rows of the queue table at once (two screens and more): a window moved over every match
 HISTORY_PAGE = 100
-ACTIVE_LIMIT = 20  # running tasks read for the header (one per lane)
 RECENT_MS = 10 * 60_000  # a task that finished this recently stays in the live table, dimmed
-RECENT_LIMIT = 5
-RAN_STATUSES = (TaskStatus.COMPLETED, TaskStatus.FAILED)
 HOUR_MS = 3_600_000
+
+
+@dataclass(frozen=True)
+class HourlyUse:
+    """Runs and spend per hour of the last 24, oldest hour first, the current last."""
+
+    runs: tuple[int, ...] = (0,) * 24
+    cost_usd: tuple[float, ...] = (0.0,) * 24
 
 
 @dataclass(frozen=True)
 class QueueSnapshot:
     """The queue screen's data at one moment.
 
-    ``tasks`` is in dispatch order (or newest first when the filter asks for finished
-    statuses); ``next_id`` is the task the dispatcher will take next (None: nothing
-    due). ``hourly_cost`` has 24 values, oldest hour first, the current hour last.
-    """
+    ``window`` is the page of the query the screen asked for (and the counts, the
+    running tasks, the next task, the recently finished ones, from the same
+    snapshot); ``loop_values`` the loop's state as read, whose one truth
+    (``health``) depends on the time it is judged at: a heartbeat ages."""
 
     taken_at: int
-    tasks: tuple[Task, ...]
-    counts: dict[TaskStatus, int]
-    heartbeat: DispatcherHeartbeat | None
-    gate: LoopGate  # the loop's pause or gate (state running: none)
-    next_due_at: int | None
-    next_id: int | None
+    window: TaskWindow
+    loop_values: Mapping[str, object]
+    heartbeat_ms: int
+    query: TaskQuery = field(default_factory=TaskQuery)
     cost_today_usd: float = 0.0
     tokens_today: int = 0
-    hourly_cost: tuple[float, ...] = field(default_factory=lambda: (0.0,) * 24)
-    limited: bool = False  # more rows matched than the table shows
-    active: tuple[Task, ...] = ()  # the running tasks, from the tasks table (newest first)
-    recent: tuple[Task, ...] = ()  # completed or failed in the last RECENT_MS (unfiltered view only)
+    hourly: HourlyUse = field(default_factory=HourlyUse)
     accounts: tuple[AccountState, ...] = ()  # the agent CLIs' accounts and their limits
+
+    def health(self, now_ms: int) -> LoopHealth:
+        """The loop at ``now_ms`` (``vigil.liveness``), judged from what was read."""
+        return loop_health(self.loop_values, now_ms, self.heartbeat_ms)
+
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        return self.window.tasks
+
+    @property
+    def recent(self) -> tuple[Task, ...]:
+        return self.window.recent
 
 
 def start_of_day(now_ms: int) -> int:
@@ -80,64 +85,53 @@ def hour_key(epoch_ms: int) -> str:
     return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H")
 
 
-def next_to_run(tasks: tuple[Task, ...], now_ms: int) -> int | None:
-    """The first due, unblocked pending task in dispatch order."""
-    for task in tasks:
-        if task.status is TaskStatus.PENDING and task.waiting_on == 0 and task.scheduled_for <= now_ms:
-            return task.id
-    return None
-
-
 async def load_queue(
-    store: Store, flt: TaskFilter, now_ms: int, *, today_ms: int | None = None, settings: Settings | None = None
+    store: Store,
+    query: TaskQuery,
+    now_ms: int,
+    *,
+    offset: int = 0,
+    heartbeat_ms: int,
+    today_ms: int | None = None,
+    with_recent: bool = False,
+    view_of: QueueSnapshot | None = None,
+    settings: Settings | None = None,
 ) -> QueueSnapshot:
-    """One refresh of the queue screen (eight bounded queries). ``today_ms``: the
-    start of the day whose spend the header shows (None: the UTC day); ``settings``
-    name the accounts it shows (None: none)."""
-    if flt.wants_finished:
-        rows = await store.list_tasks(statuses=flt.statuses, limit=LIVE_LIMIT)
-        ordered = tuple(rows)
-    else:
-        ordered = tuple(await store.queue(limit=LIVE_LIMIT))
-    shown = tuple(t for t in ordered if flt.matches(t))
-    counts = await store.count_by_status()
-    loop = await store.loop_values()
+    """One refresh of the queue screen: the window (one snapshot), the loop's state,
+    the 24-hour use and today's spend. ``today_ms``: the start of the day whose
+    spend the header shows (None: the UTC day). ``with_recent``: also what finished
+    in the last ``RECENT_MS`` (the unfiltered view shows it, dimmed). ``view_of``:
+    only the view changed since this snapshot (a filter, a sort, the window
+    moved), not the data: its loop state and use are kept, only the window is read.
+    ``settings`` name the accounts the header shows (None: none)."""
+    window = await store.task_window(
+        query, offset=offset, limit=WINDOW_ROWS, recent_since_ms=now_ms - RECENT_MS if with_recent else None
+    )
+    window = printable_values(window)
+    if view_of is not None:
+        return replace(view_of, taken_at=now_ms, window=window, query=query)
+    loop_values = await store.loop_values()
     hours = await store.cost_rollup(since_ms=now_ms - now_ms % HOUR_MS - 23 * HOUR_MS, by=CostGroup.HOUR)
     by_hour = {row.key: row for row in hours}
     first_hour = now_ms - 23 * HOUR_MS
-    hourly = tuple(
-        by_hour[key].cost_usd if (key := hour_key(first_hour + i * HOUR_MS)) in by_hour else 0.0 for i in range(24)
+    keys = [hour_key(first_hour + i * HOUR_MS) for i in range(24)]
+    hourly = HourlyUse(
+        runs=tuple(by_hour[k].runs if k in by_hour else 0 for k in keys),
+        cost_usd=tuple(by_hour[k].cost_usd if k in by_hour else 0.0 for k in keys),
     )
     today = start_of_day(now_ms) if today_ms is None else today_ms
     today_rows = await store.cost_rollup(since_ms=today, by=CostGroup.DAY)
-    open_count = sum(n for status, n in counts.items() if status not in FINISHED_STATUSES)
-    # The header names the running task from the tasks table (a claim is seen at the
-    # next probe), not from the heartbeat, which lags by up to a heartbeat.
-    active = await store.list_tasks(statuses=(TaskStatus.ACTIVE,), limit=ACTIVE_LIMIT)
-    # What just ran stays in view for a while, so a queue that empties within seconds
-    # (a new home, dry-run) does not look as if nothing happened. (A canceled task
-    # goes at once: a person did that, and saw it.)
-    recent: tuple[Task, ...] = ()
-    if flt.is_empty:
-        finished = await store.list_tasks(statuses=RAN_STATUSES, limit=RECENT_LIMIT)
-        recent = tuple(t for t in finished if t.completed_at is not None and now_ms - t.completed_at <= RECENT_MS)
-    snapshot = QueueSnapshot(
+    return QueueSnapshot(
         taken_at=now_ms,
-        tasks=shown,
-        counts=counts,
-        heartbeat=DispatcherHeartbeat.from_json(loop.get(HEARTBEAT_KEY)),
-        gate=LoopGate.from_json(loop.get(GATE_KEY)),
-        next_due_at=await store.next_due_at(),
-        next_id=next_to_run(ordered, now_ms),
+        window=window,
+        loop_values=printable_values(loop_values),
+        heartbeat_ms=heartbeat_ms,
+        query=query,
         cost_today_usd=sum(r.cost_usd for r in today_rows),
         tokens_today=sum(r.tokens_in + r.tokens_out for r in today_rows),
-        hourly_cost=hourly,
-        limited=len(ordered) >= LIVE_LIMIT and (flt.wants_finished or open_count > LIVE_LIMIT),
-        active=tuple(active),
-        recent=recent,
-        accounts=() if settings is None else tuple(account_states(settings, loop, now_ms)),
+        hourly=hourly,
+        accounts=() if settings is None else tuple(account_states(settings, loop_values, now_ms)),
     )
-    return printable_values(snapshot)
 
 
 @dataclass(frozen=True)
@@ -163,16 +157,10 @@ async def load_task(store: Store, task_id: int) -> TaskDetail:
     return printable_values(detail)
 
 
-async def load_history_page(store: Store, query: str, *, before_id: int | None) -> tuple[Task, ...]:
-    """One keyset page of finished tasks, newest first; ``query`` "" means no search."""
-    if query.strip():
-        found = await store.search_tasks(
-            query.strip(), statuses=FINISHED_STATUSES, limit=HISTORY_PAGE, before_id=before_id
-        )
-        return printable_values(tuple(found))
-    return printable_values(
-        tuple(await store.list_tasks(statuses=FINISHED_STATUSES, limit=HISTORY_PAGE, before_id=before_id))
-    )
+async def load_history_page(store: Store, query: str, *, before: tuple[int, int] | None) -> tuple[Task, ...]:
+    """One keyset page of finished tasks, the latest finish first; ``query`` "" means
+    no search; ``before``: the last row's (``completed_at``, ``id``) (None: the top)."""
+    return printable_values(tuple(await store.finished_tasks(query.strip(), before=before, limit=HISTORY_PAGE)))
 
 
 async def load_sensors(store: Store) -> tuple[SensorState, ...]:

@@ -1,15 +1,17 @@
 """The queue screen (key 1): header, filter bar, live table, detail pane.
 
-The screen turns keys into store writes through ``tui.steering`` and shows what
-happened; its widgets only display what they are given.
+The table is a window on the whole store: the screen's filter and sort are a
+``TaskQuery`` the store answers (``Store.task_window``), and the table holds
+``WINDOW_ROWS`` rows of the answer from ``window_start``, moved past its edges
+(``tui.queue_window``). The screen turns keys into store writes
+(``tui.queue_steering``) and shows what happened; its widgets only display what
+they are given.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import ClassVar
 
-from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -17,26 +19,29 @@ from textual.containers import Horizontal
 from textual.events import Resize
 from textual.widgets import DataTable, Input, Static
 
-from tui.cells import COLUMNS, one_line
+from tui.cells import COLUMNS
 from tui.columns import needed
 from tui.context import Context
 from tui.detail import DetailPane
-from tui.dialogs import ConfirmDialog, preview
 from tui.filters import TaskFilter, parse_filter
-from tui.forms import DeferForm, NewTaskForm, ReasonForm
-from tui.header import STALE_AFTER_MS, STATUS_KEYS, StatusHeader
+from tui.forms import NewTaskForm
+from tui.header import StatusHeader
 from tui.keybar import KeyBar
 from tui.keys import APPROVE, CANCEL, DEFER, LOWER, RAISE, REJECT, RETRY
 from tui.live import Banner, LiveScreen
 from tui.loaders import QueueSnapshot, load_queue
-from tui.ordering import SortBy, clicked_sort, next_sort, sort_rows
-from tui.queue_notes import badges_text, empty_text, filter_note, inbox_folder
+from tui.ordering import SortBy, clicked_sort, next_sort
+from tui.queue_notes import badges_text, empty_text, inbox_folder, window_note
+from tui.queue_steering import QueueSteering
 from tui.queue_table import QueueTable
+from tui.queue_window import Landing, land, past_edge
 from tui.safety import guarded
-from tui.steering import Action, applies, apply_many, summarize
+from tui.steering import Action, applies
 from tui.tabs import TabBar
 from vigil.errors import InputError
 from vigil.models import NewTask, Task, TaskStatus
+from vigil.states import TASK_STATES
+from vigil.task_query import Sort
 
 DETAIL_PERCENT = 40  # the pane's width (DetailPane's CSS), and at least DETAIL_MIN cells
 DETAIL_MIN = 30
@@ -46,11 +51,15 @@ TASK_ACTIONS = {"raise": Action.RAISE, "lower": Action.LOWER, "defer": Action.DE
 TASK_ACTIONS |= {"retry": Action.RETRY, "approve": Action.APPROVE, "reject": Action.REJECT}
 
 
-class QueueScreen(LiveScreen[QueueSnapshot]):
+class QueueScreen(QueueSteering, LiveScreen[QueueSnapshot]):
     TITLE = "Queue"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("n", "new_task", "New", tooltip="new task: a form checked as `vigil task add` checks it"),
+        # A priority binding runs as the key arrives, before the keys typed after it
+        # are passed on: they reach the form's subject box, not this screen.
+        Binding(
+            "n", "new_task", "New", priority=True, tooltip="new task: a form checked as `vigil task add` checks it"
+        ),
         RAISE,
         LOWER,
         DEFER,
@@ -60,8 +69,6 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
         Binding("enter", "open", "Open", show=False, tooltip="open the task screen"),
         Binding("slash", "filter", "Filter", key_display="/", tooltip="filter as you type (words, status:, pri<3 …)"),
         Binding("p", "freeze", "Freeze", tooltip="freeze this view (not the loop: that is L); changes are counted"),
-        # After the everyday keys: the footer drops keys from the end when it is narrow;
-        # reject is in the help and the palette (and named in the approve confirmation).
         APPROVE,
         REJECT,
         Binding("f", "follow", "Follow", show=False, tooltip="keep the cursor on the running task"),
@@ -69,8 +76,14 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
         Binding("s", "sort", "Sort", show=False, tooltip="sort by priority, age, subject, source, cost, or dispatch"),
         Binding("escape", "clear", "Clear", show=False, tooltip="close the filter, else clear marks, else the filter"),
         *[
-            Binding(key, f"filter_status('{status}')", f"Only {status}", show=False)
-            for status, key in STATUS_KEYS.items()
+            Binding(
+                state.key,
+                f"filter_state('{state.name}')",
+                f"Only {state.name}",
+                show=False,
+                tooltip=f"only the tasks that are {state.words}",
+            )
+            for state in TASK_STATES
         ],
     ]
 
@@ -79,19 +92,18 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
         self.filter = TaskFilter()
         self.following = False
         self.snapshot: QueueSnapshot | None = None
+        self.sort_by: SortBy | None = None  # None: the dispatcher's order
+        self.window_start = 0  # the window's first row in the whole answer
+        self._land: Landing | None = None  # where the cursor goes after the next load
         self._select_after_load: int | None = None  # a task just added: highlight it
         self._detail_chosen: bool | None = None  # i shows or hides the pane; None: by width
         self._filter_error = ""  # why the text in the filter box does not parse ("" = it does)
-        self.sort_by: SortBy | None = None  # None: the dispatcher's order
+        self._view_only = False  # the next load follows a change of the view alone (not of the data)
 
     def compose(self) -> ComposeResult:
         yield Banner()
-        yield TabBar("queue")
-        header = StatusHeader()
-        # The dispatcher writes a heartbeat every [dispatch] heartbeat; three missed
-        # ones (and at least a minute) mean it is gone.
-        header.stale_after_ms = max(STALE_AFTER_MS, 3 * self.ctx.settings.dispatch.heartbeat_ms)
-        yield header
+        yield TabBar("queue", self.ctx.home_label)
+        yield StatusHeader()
         yield Input(id="filter", placeholder="filter: words status:failed source:sensor:inbox skill:web pri<3")
         yield Static(id="filter-note")
         yield Static(id="empty")
@@ -126,30 +138,63 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
     def table(self) -> QueueTable:
         return self.query_one(QueueTable)
 
+    @property
+    def _unsorted_view(self) -> bool:
+        """The default view: no filter, the dispatcher's order (it also shows what
+        just finished, dimmed, at its end)."""
+        return self.filter.is_empty and self.sort_by is None
+
+    def data_changed(self) -> None:
+        self._view_only = False
+        super().data_changed()
+
     async def load(self) -> QueueSnapshot:
         now = self.ctx.clock.now_ms()
-        today = self.ctx.times.start_of_day(now)
-        return await load_queue(self.ctx.store, self.filter, now, today_ms=today, settings=self.ctx.settings)
+        sort, descending = self.sort_by or (Sort.QUEUE, False)
+        # A change of the view alone (filter, sort, window) reads only the window.
+        view_of = self.snapshot if self._view_only else None
+        self._view_only = False
+        return await load_queue(
+            self.ctx.store,
+            self.filter.query(sort, descending=descending),
+            now,
+            offset=self.window_start,
+            heartbeat_ms=self.ctx.settings.dispatch.heartbeat_ms,
+            today_ms=self.ctx.times.start_of_day(now),
+            with_recent=self._unsorted_view,
+            view_of=view_of,
+            settings=self.ctx.settings,
+        )
 
     def apply(self, data: QueueSnapshot) -> None:
-        snapshot: QueueSnapshot = data
+        snapshot, before = data, self.snapshot
         self.snapshot = snapshot
+        window = snapshot.window
+        self.window_start = window.offset  # the store moved a window past the end back to the last page
         now = self.ctx.clock.now_ms()
         header = self.query_one(StatusHeader)
         header.loop_label = self.ctx.loop_label
-        header.selected = self.filter.statuses
+        header.selected = tuple(s.name for s in self.filter.states)
         header.show(snapshot, now)
-        self.table.reconcile(sort_rows(snapshot.tasks + snapshot.recent, self.sort_by), now, snapshot.next_id)
-        self._show_empty(snapshot)
-        self._show_badges()  # a marked task that left the table is no longer marked
-        if self._select_after_load is not None and self.table.select_id(self._select_after_load):
+        rows = window.tasks + (window.recent if self._unsorted_view and not window.after else ())
+        moved = before is None or before.window.offset != window.offset or before.query != snapshot.query
+        landing, self._land = self._land, None
+        select = self._select_after_load
+        if landing is not None and landing[0] == "id":
+            select = landing[1]
+        self.table.reconcile(rows, now, window.next_id, moved=moved, select=select)
+        if select is not None and select == self._select_after_load and select in self.table.tasks:
             self._select_after_load = None
+        if landing is not None:
+            land(self.table, landing)
         elif self.following:
             self._follow_active()
+        self._show_empty(snapshot)
+        self.show_badges()  # a marked task that left the list is no longer marked
         self._show_filter_note()
 
     def _show_filter_note(self) -> None:
-        note = filter_note(self.snapshot, self.filter, self._filter_error, self.sort_by)
+        note = window_note(self.snapshot, self.filter, self._filter_error, self.sort_by)
         self.query_one("#filter-note", Static).update(note)
         self.query_one("#filter-note", Static).display = bool(note.plain)
 
@@ -158,7 +203,8 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
         empty = self.query_one("#empty", Static)
         empty.display = not snapshot.tasks and self.filter.is_empty
         if empty.display:
-            empty.update(empty_text(bool(snapshot.recent), inbox_folder(self.ctx.settings.sensors)))
+            inbox = inbox_folder(self.ctx.settings.sensors)
+            empty.update(empty_text(bool(snapshot.recent), inbox, readonly=self.ctx.readonly))
 
     @guarded("updating times")
     def tick(self) -> None:
@@ -169,9 +215,17 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
         self.table.tick(now)
 
     def frozen_changed(self) -> None:
-        self._show_badges()
+        self.show_badges()
 
-    def _show_badges(self) -> None:
+    def refresh_failing(self, err: Exception) -> None:
+        note = self.query_one("#filter-note", Static)
+        note.update(f"refresh failed ({type(err).__name__}: {err}); trying again")
+        note.display = True
+
+    def refresh_recovered(self) -> None:
+        self._show_filter_note()
+
+    def show_badges(self) -> None:
         """Beside the loop line: the freeze and the count of marked rows."""
         badges = badges_text(self.changes_waiting if self.frozen else None, len(self.table.marks))
         self.query_one(StatusHeader).set_badges(badges)
@@ -191,21 +245,48 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
         if pane.shown is not None and pane.shown.id == task.id:  # still the highlighted one
             pane.show(task, self.ctx.clock.now_ms(), depends_on)
 
+    # --- the window -------------------------------------------------------------------
+    @on(QueueTable.Edge)
+    def _edge(self, event: QueueTable.Edge) -> None:
+        """The cursor went past an edge of the window: move it if there is more."""
+        if self.snapshot is None:
+            return
+        moved = past_edge(self.snapshot.window, event.where, self.table.current_id)
+        if moved is None:
+            if event.where in ("first", "last"):
+                self.table.jump_within(event.where)  # that end is in the window already
+            return
+        self.window_start, landing = moved
+        self._move_window(landing)
+
+    def _move_window(self, landing: Landing) -> None:
+        self._land = landing
+        self._view_changed()
+
+    def _view_changed(self) -> None:
+        """The person changed the view (filter, sort, window): it loads, frozen or
+        not, and only the window is read again."""
+        self._view_only = self.snapshot is not None and not self._loading
+        self.reload(even_frozen=True)
+
     # --- which keys apply -------------------------------------------------------------
-    def _targets(self) -> list[Task]:
-        """Marked tasks if any, else the highlighted one."""
+    def targets(self) -> list[Task]:
+        """Marked tasks if any (those in view in table order, then the others), else
+        the highlighted one."""
         table = self.table
         if table.marks:
-            return [table.tasks[i] for i in table.order if i in table.marks]
+            shown = [table.tasks[i] for i in table.order if i in table.marks]
+            return shown + [task for i, task in table.marked.items() if i not in table.tasks]
         current = table.current
         return [] if current is None else [current]
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in WRITE_ACTIONS and self.ctx.readonly:
             return False  # hidden: a read-only TUI never writes
+        if action == "new_task" and isinstance(self.focused, Input):
+            return False  # n typed in the filter box is a letter
         if action in TASK_ACTIONS:
-            targets = self._targets()
-            return True if any(applies(TASK_ACTIONS[action], t) for t in targets) else None
+            return True if any(applies(TASK_ACTIONS[action], t) for t in self.targets()) else None
         if action in ("mark", "open"):
             return True if self.table.current is not None else None
         return True
@@ -244,11 +325,13 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
         self.table.focus()
 
     def set_filter(self, flt: TaskFilter) -> None:
+        """A new filter: the store answers it from its first row."""
         self.filter = flt
-        self.reload(even_frozen=True)
+        self.window_start = 0
+        self._view_changed()
 
-    def action_filter_status(self, status: str) -> None:
-        self.set_filter(self.filter.with_status(TaskStatus(status)))
+    def action_filter_state(self, name: str) -> None:
+        self.set_filter(self.filter.with_state(name))
 
     def action_clear(self) -> None:
         box = self.query_one("#filter", Input)
@@ -259,7 +342,7 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
             self.table.focus()
         elif self.table.marks:
             self.table.clear_marks()
-            self._show_badges()
+            self.show_badges()
             self.refresh_bindings()
         elif not self.filter.is_empty:
             self.set_filter(TaskFilter())
@@ -269,7 +352,7 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
         if current is not None:
             self.table.toggle_mark(current)
             self.table.action_cursor_down()
-            self._show_badges()
+            self.show_badges()
             self.refresh_bindings()
 
     def action_freeze(self) -> None:
@@ -299,21 +382,24 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
         self._sort(clicked_sort(self.sort_by, str(event.column_key.value)))
 
     def _sort(self, sort_by: SortBy | None) -> None:
-        """Re-order what is shown (no query: a frozen view stays frozen)."""
+        """The store sorts every task that matches; the window starts again at the
+        top, on the highlighted task if it is there."""
+        if sort_by == self.sort_by:
+            return
         self.sort_by = sort_by
-        if self.snapshot is not None:
-            self.apply(self.snapshot)
+        self.window_start = 0
+        self._move_window(("id", self.table.current_id))
 
     def action_toggle_detail(self) -> None:
         detail = self.query_one(DetailPane)
         detail.display = self._detail_chosen = not detail.display
 
     def action_open(self) -> None:
-        from tui.task_screen import TaskScreen
+        from tui.task_screen import open_task
 
         current = self.table.current_id
         if current is not None:
-            self.app.push_screen(TaskScreen(self.ctx, current))
+            open_task(self.app, self.ctx, current)
 
     @on(QueueTable.RowSelected)
     def _row_selected(self) -> None:
@@ -334,97 +420,4 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
         else:
             self.notify(f"not created: task #{result.task_id} already has key {new.source_key!r}", markup=False)
         self._select_after_load = result.task_id
-        self.reload()
-
-    def action_raise(self) -> None:
-        self._run_on_targets(Action.RAISE, confirm_bulk=True)
-
-    def action_lower(self) -> None:
-        self._run_on_targets(Action.LOWER, confirm_bulk=True)
-
-    def action_retry(self) -> None:
-        self._run_on_targets(Action.RETRY, confirm_bulk=True)
-
-    def action_cancel(self) -> None:
-        self._run_on_targets(Action.CANCEL, confirm_bulk=True, confirm_one=True)
-
-    def action_defer(self) -> None:
-        targets, _ = self._split(Action.DEFER)
-        if not targets:
-            return
-        what = Text(f"#{targets[0].id} {one_line(targets[0].subject, 50)}" if len(targets) == 1 else "")
-        if len(targets) > 1:
-            what = Text(f"{len(targets)} marked tasks")
-
-        def chosen(until: int | None) -> None:
-            if until is not None:
-                self._confirm_then_write(Action.DEFER, until_ms=until, confirm=len(targets) > 1)
-
-        self.app.push_screen(DeferForm(self.ctx.clock, what), chosen)
-
-    def action_approve(self) -> None:
-        # Confirmed even for one task: approval lets work run that waited for a person.
-        self._run_on_targets(Action.APPROVE, confirm_bulk=True, confirm_one=True)
-
-    def action_reject(self) -> None:
-        targets, skipped = self._split(Action.REJECT)
-        if not targets:
-            return
-        label = f"#{targets[0].id}" if len(targets) == 1 else f"{len(targets)} tasks"
-        title = Text(f"Reject {label}? It is canceled, with the reason.", style="bold")
-
-        def answered(reason: str | None) -> None:
-            if reason:
-                self._write(Action.REJECT, targets, None, reason)
-
-        form = ReasonForm(
-            title,
-            label="Reason (kept in the task's summary and audit trail)",
-            required=True,
-            details=preview(targets, skipped),
-        )
-        self.app.push_screen(form, answered)
-
-    def _split(self, action: Action) -> tuple[list[Task], list[Task]]:
-        targets = self._targets()
-        return [t for t in targets if applies(action, t)], [t for t in targets if not applies(action, t)]
-
-    def _run_on_targets(self, action: Action, *, confirm_bulk: bool, confirm_one: bool = False) -> None:
-        bulk = bool(self.table.marks)
-        self._confirm_then_write(action, confirm=(bulk and confirm_bulk) or (not bulk and confirm_one))
-
-    def _confirm_then_write(self, action: Action, *, confirm: bool, until_ms: int | None = None) -> None:
-        targets, skipped = self._split(action)
-        if not targets:
-            return
-        if not confirm:
-            self._write(action, targets, until_ms)
-            return
-        verb = {Action.CANCEL: "Cancel", Action.RAISE: "Raise the priority of", Action.LOWER: "Lower the priority of"}
-        words = verb.get(action, str(action).capitalize())
-        label = f"#{targets[0].id}" if len(targets) == 1 else f"{len(targets)} tasks"
-        question = Text(f"{words} {label}?", style="bold")
-        if action is Action.CANCEL and any(t.status is TaskStatus.ACTIVE for t in targets):
-            question.append("\nA running task gets a cancel request; the dispatcher stops it.", style="yellow")
-        if action is Action.APPROVE:
-            question.append("\nIt becomes pending and runs when due. (R rejects it instead.)", style="yellow")
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._write(action, targets, until_ms)
-
-        self.app.push_screen(ConfirmDialog(question, preview(targets, skipped)), answered)
-
-    def _write(self, action: Action, targets: Sequence[Task], until_ms: int | None, reason: str | None = None) -> None:
-        work = self._apply_write(action, list(targets), until_ms, reason)
-        self.run_worker(work, group="write", exit_on_error=False)
-
-    @guarded("changing tasks")
-    async def _apply_write(self, action: Action, targets: list[Task], until_ms: int | None, reason: str | None) -> None:
-        reports = await apply_many(self.ctx, action, targets, until_ms=until_ms, reason=reason)
-        message, ok = summarize(reports)
-        self.notify(message, severity="information" if ok else "warning", markup=False)
-        if self.table.marks:
-            self.table.clear_marks()
-            self._show_badges()
         self.reload()

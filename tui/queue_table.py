@@ -1,9 +1,15 @@
 """The live task table, reconciled by task id.
 
+The table holds one window of the queue screen's query (``WINDOW_ROWS`` rows).
 A new snapshot never clears the table: rows whose task changed are updated cell by
 cell, new tasks are added, gone tasks removed, and the rows are then put in the
 snapshot's order. The cursor and the marks follow task ids, so the highlighted
 task stays highlighted when another process inserts a more urgent task above it.
+Moving past the first or last row asks the screen to move the window (``Edge``).
+A change that fails half way rebuilds the rows: the table never stays stale. When
+many rows leave at once (a fast drain), the rows are put back rather than removed
+one by one (Textual renumbers every row at each removal); the cursor and the
+marks still follow their tasks, and nothing is painted in between.
 
 The columns fit the table's width (``tui.columns``): when the width changes (or
 the longest id grows), the table is rebuilt from the cells it holds.
@@ -11,7 +17,7 @@ the longest id grows), the table is rebuilt from the cells it holds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import ClassVar
 
@@ -20,14 +26,26 @@ from textual.binding import Binding, BindingType
 from textual.events import Resize
 from textual.message import Message
 from textual.widgets import DataTable
+from textual.widgets.data_table import RowKey
 
 from tui.cells import COLUMNS, SUBJECT_KEEP, SUBJECT_MAX, SUBJECT_MIN, task_cells, when_cell
 from tui.columns import fit
+from tui.context import log
 from vigil.models import Task
+
+BULK_LEAVING = 16  # more rows than this leaving at once: the rows are put back, not removed one by one
 
 
 class JumpTable(DataTable[Text]):
-    """A row table where ``g``/``Home`` and ``G``/``End`` go to the first and last row."""
+    """A row table where ``g``/``Home`` and ``G``/``End`` go to the first and last row.
+
+    Its columns have fixed widths (``tui.columns``) and its rows one line each, so
+    the rows it adds are not measured: Textual's table measures every cell of
+    every new row (for widths and heights these tables never use), which was most
+    of a refresh's cost. (A private method of Textual, pinned in pyproject.)"""
+
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        super()._update_dimensions(())  # the virtual size only
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("g,home", "jump('first')", "First row", show=False, tooltip="go to the first row"),
@@ -40,7 +58,9 @@ class JumpTable(DataTable[Text]):
 
 
 class QueueTable(JumpTable):
-    """Rows keyed by ``str(task.id)``; ``marks`` holds marked task ids."""
+    """Rows keyed by ``str(task.id)``: one window of the screen's query. ``marks``
+    holds marked task ids (a marked task keeps its mark while the window moves
+    elsewhere; ``marked`` has its last known state)."""
 
     class Highlighted(Message):
         """The highlighted task changed (None: the table is empty)."""
@@ -49,21 +69,68 @@ class QueueTable(JumpTable):
             super().__init__()
             self.task = task
 
+    class Edge(Message):
+        """The cursor tried to move past the first or last row of the window:
+        ``where`` is ``up``, ``down``, ``page_up``, ``page_down``, ``first`` or
+        ``last``; the screen moves the window if there is more that way."""
+
+        def __init__(self, where: str) -> None:
+            super().__init__()
+            self.where = where
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.tasks: dict[int, Task] = {}
-        self.marks: set[int] = set()
+        self.marked: dict[int, Task] = {}
         self.next_id: int | None = None
+        self.rebuilds = 0  # times the rows were rebuilt because a change failed half way
         self._cells: dict[int, dict[str, Text]] = {}
         self._order: list[int] = []
         self._now_ms = 0
         self._layout: list[tuple[str, str, int]] = []  # (key, label, width) shown
+
+    @property
+    def marks(self) -> set[int]:
+        return set(self.marked)
 
     def on_mount(self) -> None:
         self.relayout(self.size.width or self.app.size.width)
 
     def on_resize(self, event: Resize) -> None:
         self.relayout(event.size.width)
+
+    # --- moving past the window's edges --------------------------------------------
+    def action_cursor_down(self) -> None:
+        if self.row_count and self.cursor_row >= self.row_count - 1:
+            self.post_message(self.Edge("down"))
+        else:
+            super().action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        if self.cursor_row <= 0:
+            self.post_message(self.Edge("up"))
+        else:
+            super().action_cursor_up()
+
+    def action_page_down(self) -> None:
+        if self.row_count and self.cursor_row >= self.row_count - 1:
+            self.post_message(self.Edge("page_down"))
+        else:
+            super().action_page_down()
+
+    def action_page_up(self) -> None:
+        if self.cursor_row <= 0:
+            self.post_message(self.Edge("page_up"))
+        else:
+            super().action_page_up()
+
+    def action_jump(self, where: str) -> None:
+        """``g``/``G``: the first or last row of everything that matches (the screen
+        moves the window there first)."""
+        self.post_message(self.Edge(where))
+
+    def jump_within(self, where: str) -> None:
+        super().action_jump(where)
 
     @property
     def column_keys(self) -> list[str]:
@@ -103,30 +170,79 @@ class QueueTable(JumpTable):
         """Task ids in display order (a copy)."""
         return list(self._order)
 
-    def reconcile(self, tasks: Sequence[Task], now_ms: int, next_id: int | None) -> None:
-        """Make the table show ``tasks`` in this order, touching only what changed."""
-        keep_id = self.current_id
+    def reconcile(
+        self,
+        tasks: Sequence[Task],
+        now_ms: int,
+        next_id: int | None,
+        *,
+        moved: bool = False,
+        select: int | None = None,
+    ) -> None:
+        """Make the table show ``tasks`` in this order, touching only what changed.
+
+        A task listed twice is shown once (its last version). ``moved``: the window
+        moved (another page): marks of tasks outside it stay. ``select``: put the
+        cursor on this task if it is there (else the highlighted one stays, or the
+        same height). If a change fails half way (the table and the tasks disagree),
+        the rows are rebuilt from ``tasks`` instead: the table is never left stale."""
+        wanted: dict[int, Task] = {}
+        for task in tasks:
+            wanted[task.id] = task  # a later version of the same task wins
+        order = list(dict.fromkeys(t.id for t in tasks))
+        keep_id = select if select is not None and select in wanted else self.current_id
         keep_row = self.cursor_row
         self._now_ms = now_ms
         self.next_id = next_id
-        wanted = {t.id: t for t in tasks}
-        for gone in [i for i in self._order if i not in wanted]:
-            self.remove_row(str(gone))
-            del self.tasks[gone], self._cells[gone]
-        self.marks &= wanted.keys()
-        for task in tasks:
-            self._put(task)
-        self._order = [t.id for t in tasks]
-        position = {task_id: n for n, task_id in enumerate(self._order)}
-        self.sort("id", key=lambda cell: position[int(cell.plain)])
+        for task_id in list(self.marked):
+            if task_id in wanted:
+                self.marked[task_id] = wanted[task_id]
+            elif not moved:
+                del self.marked[task_id]  # it left the list (finished, filtered out)
+        try:
+            self._change_rows(wanted, order)
+        except Exception:
+            log.exception("the queue table could not be changed in place; rebuilding it")
+            self._rebuild(wanted, order, failed=True)
         self._restore_cursor(keep_id, keep_row)
         if self._layout:
             self.relayout(self.size.width)  # a longer id widens its column
 
+    def _change_rows(self, wanted: dict[int, Task], order: list[int]) -> None:
+        leaving = [i for i in self._order if i not in wanted]
+        if len(leaving) > BULK_LEAVING:
+            # Textual's remove_row renumbers every row: many at once (a fast drain)
+            # cost rows² where putting the rows back costs rows.
+            self._rebuild(wanted, order, failed=False)
+            return
+        for gone in leaving:
+            if RowKey(str(gone)) in self.rows:
+                self.remove_row(str(gone))
+            self.tasks.pop(gone, None)
+            self._cells.pop(gone, None)
+        self._order = [i for i in self._order if i in wanted]
+        for task_id in order:
+            self._put(wanted[task_id])
+        self._order = order
+        if len(self.rows) != len(order):
+            raise RuntimeError(f"{len(self.rows)} rows for {len(order)} tasks")
+        position = {task_id: n for n, task_id in enumerate(order)}
+        self.sort("id", key=lambda cell: position[int(cell.plain)])
+
+    def _rebuild(self, wanted: dict[int, Task], order: list[int], *, failed: bool) -> None:
+        """Put every row back in order (the caller keeps the cursor on its task);
+        ``failed``: because a change in place failed half way (counted)."""
+        self.rebuilds += failed
+        self.clear()
+        self.tasks, self._cells, self._order = {}, {}, []
+        for task_id in order:
+            self._put(wanted[task_id])
+        self._order = order
+
     def _put(self, task: Task) -> None:
-        cells = task_cells(task, self._now_ms, is_next=task.id == self.next_id, marked=task.id in self.marks)
+        cells = task_cells(task, self._now_ms, is_next=task.id == self.next_id, marked=task.id in self.marked)
         old = self._cells.get(task.id)
-        if old is None:
+        if old is None or RowKey(str(task.id)) not in self.rows:
             self.add_row(*(cells[key] for key in self.column_keys), key=str(task.id))
         else:
             for key in self.column_keys:
@@ -152,23 +268,28 @@ class QueueTable(JumpTable):
         text changed repaint. A task that became due keeps its "later" marker until
         the next snapshot (the dispatcher's order changes only with a refresh)."""
         self._now_ms = now_ms
+        if "when" not in self.column_keys:
+            return
         for task_id in self._order:
-            task = self.tasks[task_id]
-            cells = self._cells[task_id]
+            task, cells = self.tasks.get(task_id), self._cells.get(task_id)
+            if task is None or cells is None:
+                continue
             when = when_cell(task, now_ms)
             if not _same(cells["when"], when):
                 cells["when"] = when
-                if "when" in self.column_keys:
-                    self.update_cell(str(task_id), "when", when)
+                self.update_cell(str(task_id), "when", when)
 
     def toggle_mark(self, task_id: int) -> None:
-        self.marks ^= {task_id}
+        if task_id in self.marked:
+            del self.marked[task_id]
+        elif task_id in self.tasks:
+            self.marked[task_id] = self.tasks[task_id]
         if task_id in self.tasks:
             self._put(self.tasks[task_id])
 
     def clear_marks(self) -> None:
-        marked, self.marks = self.marks, set()
-        for task_id in marked & self.tasks.keys():
+        marked, self.marked = self.marked, {}
+        for task_id in marked.keys() & self.tasks.keys():
             self._put(self.tasks[task_id])
 
     def select_id(self, task_id: int) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -19,13 +20,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
-from tui.cells import one_line, relative
+from tui.cells import one_line
 from tui.context import Context
 from tui.keybar import KeyBar
 from tui.live import Banner, LiveScreen
 from tui.loaders import load_sensors
 from tui.safety import guarded
 from tui.tabs import LoopLine, TabBar
+from tui.times import relative
 from vigil.models import SensorState
 
 STALE_GRACE_MS = 120_000
@@ -44,7 +46,10 @@ def configured_name(entry: Mapping[str, Any]) -> str | None:
 
 def schedules(entries: tuple[Mapping[str, Any], ...]) -> dict[str, str]:
     """Sensor name → schedule text, from the raw ``[[sensors]]`` tables (read, not
-    imported: the TUI never runs user sensor code)."""
+    imported: the TUI never runs user sensor code). An entry without ``every`` or
+    ``cron`` runs on its built-in sensor's own schedule (``inbox``: every 30s);
+    the built-ins are Vigil's code, so theirs is read from them. Imports the
+    built-in sensors (httpx …): call it off the event loop."""
     result = {}
     for entry in entries:
         name = configured_name(entry)
@@ -54,8 +59,22 @@ def schedules(entries: tuple[Mapping[str, Any], ...]) -> dict[str, str]:
             elif entry.get("cron"):
                 result[name] = f"cron {entry['cron']}"
             else:
-                result[name] = "—"
+                result[name] = builtin_schedule(entry.get("use"))
     return result
+
+
+def builtin_schedule(use: object) -> str:
+    """The default schedule of the built-in sensor ``use`` ("—" for another)."""
+    from sensors.api import meta_of
+    from sensors.builtin import BUILTINS
+
+    func = BUILTINS.get(use) if isinstance(use, str) else None
+    if func is None:
+        return "—"
+    meta = meta_of(func)
+    if meta.every is not None:
+        return f"every {meta.every}"
+    return "—" if meta.cron is None else f"cron {meta.cron}"
 
 
 def with_configured(states: tuple[SensorState, ...], entries: tuple[Mapping[str, Any], ...]) -> tuple[SensorState, ...]:
@@ -98,7 +117,15 @@ def skipped_cell(state: SensorState) -> Text:
     return Text(f"{latest.runs} {latest.reason}", style="yellow" if latest.reason != "disabled" else "dim")
 
 
-class SensorsScreen(LiveScreen[tuple[SensorState, ...]]):
+@dataclass(frozen=True)
+class SensorsView:
+    """Every sensor's state, and its schedule by name."""
+
+    states: tuple[SensorState, ...]
+    plans: dict[str, str]
+
+
+class SensorsScreen(LiveScreen[SensorsView]):
     TITLE = "Sensors"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "run_now", "Run now", tooltip="run the sensor now, as `vigil sensors run NAME`"),
@@ -108,10 +135,11 @@ class SensorsScreen(LiveScreen[tuple[SensorState, ...]]):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx, name="sensors")
         self.states: tuple[SensorState, ...] = ()
+        self._plans: dict[str, str] | None = None  # read once: vigil.toml does not change under the TUI
 
     def compose(self) -> ComposeResult:
         yield Banner()
-        yield TabBar("sensors")
+        yield TabBar("sensors", self.ctx.home_label)
         yield LoopLine(self.ctx)
         yield Static(Text("Sensors", style="bold"))
         yield DataTable[Text](id="sensors", cursor_type="row", zebra_stripes=True)
@@ -125,14 +153,17 @@ class SensorsScreen(LiveScreen[tuple[SensorState, ...]]):
             table.add_column(key, key=key)
         table.focus()
 
-    async def load(self) -> tuple[SensorState, ...]:
-        return with_configured(await load_sensors(self.ctx.store), self.ctx.settings.sensors)
+    async def load(self) -> SensorsView:
+        states = with_configured(await load_sensors(self.ctx.store), self.ctx.settings.sensors)
+        if self._plans is None:
+            self._plans = await asyncio.to_thread(schedules, self.ctx.settings.sensors)
+        return SensorsView(states, self._plans)
 
-    def apply(self, data: tuple[SensorState, ...]) -> None:
-        self.states = data
+    def apply(self, data: SensorsView) -> None:
+        self.states = data.states
         table = self.query_one(DataTable)
         now = self.ctx.clock.now_ms()
-        plans = schedules(self.ctx.settings.sensors)
+        plans = data.plans
         keep = table.cursor_row
         table.clear()
         for s in self.states:

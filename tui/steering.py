@@ -12,12 +12,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from tui.context import Context
-from vigil.clock import iso_utc
+from tui.times import Times, relative
 from vigil.errors import InvalidTransition, VigilError
 from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Task, TaskStatus
 from vigil.store import Store
+
+if TYPE_CHECKING:
+    from tui.forms import DeferChoice
 
 ACTOR = "human"
 
@@ -98,11 +102,19 @@ def refusal(err: InvalidTransition, action: Action) -> str:
 
 
 async def apply(
-    store: Store, action: Action, task: Task, *, until_ms: int | None = None, reason: str | None = None
+    store: Store,
+    action: Action,
+    task: Task,
+    *,
+    choice: DeferChoice | None = None,
+    reason: str | None = None,
+    times: Times | None = None,
+    now_ms: int = 0,
 ) -> Report:
     """Run ``action`` on ``task`` (as the TUI last saw it) through the store's
-    conditional operation. ``until_ms`` is for a defer, ``reason`` for a reject.
-    Never raises ``VigilError``: failures become a report."""
+    conditional operation. ``choice`` is for a defer (later by, or until), ``reason``
+    for a reject; ``times`` and ``now_ms`` write the new due time as every screen
+    writes times. Never raises ``VigilError``: failures become a report."""
     try:
         if action is Action.RAISE or action is Action.LOWER:
             task = await store.get_task(task.id)  # a step starts from the stored priority
@@ -114,10 +126,9 @@ async def apply(
             done = await store.set_priority(task.id, wanted, actor=ACTOR)
             return Report(task.id, True, f"#{done.id} priority {task.priority} → {done.priority}")
         if action is Action.DEFER:
-            if until_ms is None:
-                raise ValueError("defer needs until_ms")
-            done = await store.defer(task.id, until_ms, actor=ACTOR)
-            return Report(task.id, True, f"#{done.id} deferred to {iso_utc(done.scheduled_for)}")
+            if choice is None:
+                raise ValueError("defer needs a choice")
+            return await _defer(store, task, choice, times or Times(), now_ms)
         if action is Action.CANCEL:
             done = await store.cancel(task.id, actor=ACTOR)
             if done.status is TaskStatus.ACTIVE:
@@ -139,12 +150,27 @@ async def apply(
         return Report(task.id, False, f"#{task.id}: {err}")
 
 
+async def _defer(store: Store, task: Task, choice: DeferChoice, times: Times, now_ms: int) -> Report:
+    """Later by ``choice.by_ms`` than the task is due now, or until ``choice.until_ms``."""
+    if choice.by_ms is not None:
+        done = await store.defer_by(task.id, choice.by_ms, actor=ACTOR)
+    else:
+        assert choice.until_ms is not None
+        done = await store.defer(task.id, choice.until_ms, actor=ACTOR)
+    due = done.scheduled_for
+    return Report(task.id, True, f"#{done.id} deferred {choice.label}: due {times.at(due)} ({relative(due, now_ms)})")
+
+
 async def apply_many(
-    ctx: Context, action: Action, tasks: Sequence[Task], *, until_ms: int | None = None, reason: str | None = None
+    ctx: Context, action: Action, tasks: Sequence[Task], *, choice: DeferChoice | None = None, reason: str | None = None
 ) -> list[Report]:
     """``apply`` to each task in turn, after every write the TUI started earlier."""
     async with ctx.writes:
-        return [await apply(ctx.store, action, task, until_ms=until_ms, reason=reason) for task in tasks]
+        now = ctx.clock.now_ms()
+        return [
+            await apply(ctx.store, action, task, choice=choice, reason=reason, times=ctx.times, now_ms=now)
+            for task in tasks
+        ]
 
 
 def summarize(reports: Sequence[Report]) -> tuple[str, bool]:

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from rich.markdown import Markdown
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import Markdown, Static
+from textual.widgets import Static
 
 from dispatch.attempt import transcript_path
 from tui.answer_dialog import AnswerDialog
@@ -26,7 +27,7 @@ from tui.context import Context
 from tui.detail import field_table
 from tui.dialogs import ConfirmDialog, preview
 from tui.diff_screen import DiffScreen
-from tui.forms import DeferForm, ReasonForm
+from tui.forms import DeferChoice, DeferForm, ReasonForm
 from tui.keybar import KeyBar
 from tui.keys import ANSWER, APPROVE, CANCEL, DEFER, DIFF, LOWER, RAISE, REJECT, RETRY, UNBLOCK
 from tui.live import Banner, LiveScreen
@@ -34,10 +35,10 @@ from tui.loaders import TaskDetail, load_task
 from tui.safety import guarded
 from tui.steering import Action, applies, apply_many, summarize
 from tui.tabs import LoopLine, TabBar
-from tui.times import Times
-from vigil.durations import format_duration
+from tui.times import Times, span
 from vigil.errors import InputError, TaskNotFound
-from vigil.models import Run, Task, TaskStatus
+from vigil.models import Run, Task, TaskEvent, TaskStatus
+from vigil.render import TIME_KINDS
 
 STEERING = {
     "raise": Action.RAISE,
@@ -65,10 +66,18 @@ TAIL_LINES = 40
 TAIL_BYTES = 64_000
 
 
+def event_value(event: TaskEvent, value: str | None, times: Times) -> str:
+    """An audit value as the screen shows it: a time (a deferral's due times are
+    stored as epoch ms) as every time is written, anything else as stored."""
+    if value is not None and event.kind in TIME_KINDS and value.lstrip("-").isdigit():
+        return times.at(int(value))
+    return value or ""
+
+
 def runs_table(runs: tuple[Run, ...], times: Times) -> Table:
     table = Table("#", "outcome", "started", "duration", "cost", "tokens in/out", "model", "error", box=None)
     for run in runs:
-        duration = "running" if run.finished_at is None else format_duration(run.finished_at - run.started_at)
+        duration = "running" if run.finished_at is None else span(run.finished_at - run.started_at)
         table.add_row(
             str(run.attempt),
             Text(run.outcome or "—"),
@@ -94,6 +103,17 @@ def read_tail(path: Path) -> str:
     return "\n".join(data.splitlines()[-TAIL_LINES:])
 
 
+def open_task(app: App[Any], ctx: Context, task_id: int) -> None:
+    """Push the task screen for ``task_id``: one screen, installed once and reused."""
+    if not app.is_screen_installed("task"):
+        app.install_screen(TaskScreen(ctx, task_id), "task")
+    screen = app.get_screen("task")
+    assert isinstance(screen, TaskScreen)
+    screen.show_task(task_id)
+    if screen not in app.screen_stack:
+        app.push_screen(screen)
+
+
 class TaskScreen(LiveScreen[TaskDetail | None]):
     TITLE = "Task"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -111,23 +131,36 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
     ]
 
     def __init__(self, ctx: Context, task_id: int) -> None:
-        super().__init__(ctx, name=f"task-{task_id}")
+        super().__init__(ctx, name="task")
         self.task_id = task_id
         self.detail: TaskDetail | None = None
         self._tail_key: tuple[str, int] | None = None
         self._shown: dict[str, str] = {}  # Markdown text shown, by selector
 
+    def show_task(self, task_id: int) -> None:
+        """Show another task: the screen is made once and kept (composing it costs
+        more than a keypress may), so what it showed goes first."""
+        if task_id == self.task_id and self.detail is not None:
+            return
+        self.task_id = task_id
+        self.detail = None
+        self.loads = 0
+        self._tail_key = None
+        if self.is_mounted:
+            self.query_one("#title", Static).update(Text(f"#{task_id} …", style="bold"))
+            self.query_one(VerticalScroll).scroll_home(animate=False)
+
     def compose(self) -> ComposeResult:
         yield Banner()
-        yield TabBar("task")
+        yield TabBar("task", self.ctx.home_label)
         yield LoopLine(self.ctx)
         with VerticalScroll():
             yield Static(id="title")
             yield Static(id="fields")
             yield Static(Text("description", style="bold underline"))
-            yield Markdown(id="description")
+            yield Static(id="description", classes="markdown")
             yield Static(Text("result", style="bold underline"))
-            yield Markdown(id="result")
+            yield Static(id="result", classes="markdown")
             yield Static(Text("attempts", style="bold underline"))
             yield Static(id="runs")
             yield Static(Text("notes", style="bold underline"))
@@ -147,11 +180,11 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
         self.set_interval(1.0, self._tail)
 
     def _markdown(self, selector: str, text: str) -> None:
-        """Re-render only on change: a re-rendered Markdown shrinks for a moment,
-        which moved the reader's place on every reload (after a dialog closed)."""
+        """Show ``text`` as Markdown (Rich's: one renderable, not a tree of widgets
+        to mount, so the screen opens at once); re-rendered only on change."""
         if self._shown.get(selector) != text:
             self._shown[selector] = text
-            self.query_one(selector, Markdown).update(text)
+            self.query_one(selector, Static).update(Markdown(text))
 
     async def load(self) -> TaskDetail | None:
         try:
@@ -161,6 +194,8 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
 
     def apply(self, data: TaskDetail | None) -> None:
         detail: TaskDetail | None = data
+        if detail is not None and detail.task.id != self.task_id:
+            return  # read for the task shown before: another load follows
         self.detail = detail
         if detail is None:
             self.query_one("#title", Static).update(Text(f"task #{self.task_id} no longer exists", style="red"))
@@ -186,7 +221,11 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
         events = Text()
         for event in detail.events:
             events.append(f"{self.ctx.times.at(event.at)} {event.actor} {event.kind} ", style="dim")
-            events.append(f"{event.from_value or ''} → {event.to_value or ''}\n")
+            before, after = (
+                event_value(event, event.from_value, self.ctx.times),
+                event_value(event, event.to_value, self.ctx.times),
+            )
+            events.append(f"{before} → {after}\n" if before else f"{after}\n")
         self.query_one("#events", Static).update(events)
         self._tail_key = None
         self._tail()
@@ -195,6 +234,8 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
     @guarded("reading the transcript")
     def _tail(self) -> None:
         """Re-read the running attempt's transcript when it grew (a file, no query)."""
+        if self.app.screen is not self:
+            return  # kept for the next task, but not in front: nothing to follow
         widget = self.query_one("#transcript", Static)
         detail = self.detail
         if detail is None or detail.task.status is not TaskStatus.ACTIVE or not detail.runs:
@@ -318,11 +359,12 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
             return
         task = self.detail.task
 
-        def chosen(until: int | None) -> None:
-            if until is not None:
-                self._write(Action.DEFER, until)
+        def chosen(choice: DeferChoice | None) -> None:
+            if choice is not None:
+                self._write(Action.DEFER, choice)
 
-        self.app.push_screen(DeferForm(self.ctx.clock, Text(f"#{task.id} {one_line(task.subject, 50)}")), chosen)
+        what = Text(f"#{task.id} {one_line(task.subject, 50)}")
+        self.app.push_screen(DeferForm(self.ctx.clock, what, self.ctx.times, due_ms=task.scheduled_for), chosen)
 
     def action_approve(self) -> None:
         if self.detail is None:
@@ -350,15 +392,15 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
         label = "Reason (kept in the task's summary and audit trail)"
         self.app.push_screen(ReasonForm(title, label=label, required=True, details=preview([task], [])), answered)
 
-    def _write(self, action: Action, until_ms: int | None = None, *, reason: str | None = None) -> None:
+    def _write(self, action: Action, choice: DeferChoice | None = None, *, reason: str | None = None) -> None:
         if self.detail is not None and applies(action, self.detail.task):
             task = self.detail.task
-            work = self._apply_write(action, task, until_ms, reason)
+            work = self._apply_write(action, task, choice, reason)
             self.run_worker(work, group="write", exit_on_error=False)
 
     @guarded("changing the task")
-    async def _apply_write(self, action: Action, task: Task, until_ms: int | None, reason: str | None) -> None:
-        reports = await apply_many(self.ctx, action, [task], until_ms=until_ms, reason=reason)
+    async def _apply_write(self, action: Action, task: Task, choice: DeferChoice | None, reason: str | None) -> None:
+        reports = await apply_many(self.ctx, action, [task], choice=choice, reason=reason)
         message, ok = summarize(reports)
         self.notify(message, severity="information" if ok else "warning", markup=False)
         self.reload()

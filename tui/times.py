@@ -1,10 +1,15 @@
-"""How the TUI shows a moment: local time by default, UTC on request.
+"""How the TUI writes time, one way on every screen.
 
-Local means ``[tui] timezone`` when set (an IANA name such as
-``Europe/Paris``), else the machine's zone (``TZ`` or the system's). ``z``
-switches every screen between local time and UTC. The store keeps UTC epoch
-milliseconds; only the text changes. Days (the header's "today", the costs per
-day) are the days of the zone shown.
+A moment is local time by default, UTC on request (``Times.at``). Local means
+``[tui] timezone`` when set (an IANA name such as ``Europe/Paris``), else the
+machine's zone (``TZ`` or the system's). ``z`` switches every screen between
+local time and UTC. The store keeps UTC epoch milliseconds; only the text
+changes. Days (the header's "today", the costs per day) are the days of the
+zone shown.
+
+A length of time is whole minutes (``span``): ``<1m``, ``12m``, ``3h05m``,
+``2d04h``; a time relative to now is ``in 12m`` or ``12m ago`` (``relative``).
+Whole minutes make every relative cell change at once, once a minute.
 """
 
 from __future__ import annotations
@@ -13,6 +18,19 @@ from datetime import UTC, datetime, tzinfo
 from zoneinfo import ZoneInfo
 
 from vigil.clock import iso_utc
+from vigil.durations import format_duration
+
+MINUTE_MS = 60_000
+
+
+def span(ms: int) -> str:
+    """A length of time in whole minutes: ``<1m``, ``12m``, ``3h05m``, ``2d04h``."""
+    return "<1m" if ms < MINUTE_MS else format_duration(ms)
+
+
+def relative(at_ms: int, now_ms: int) -> str:
+    """``in 12m`` for the future, ``12m ago`` for the past (``<1m`` either side of now)."""
+    return f"in {span(at_ms - now_ms)}" if at_ms > now_ms else f"{span(now_ms - at_ms)} ago"
 
 
 class Times:

@@ -22,6 +22,7 @@ from vigil.models import MAX_ID, MAX_RETRIES
 from vigil.printable import printable
 
 if TYPE_CHECKING:  # imported inside the commands at run time: start-up stays light
+    from vigil.batch import LineReport
     from vigil.config import Settings
     from vigil.models import TaskEvent
     from vigil.store import Store
@@ -169,7 +170,7 @@ def task() -> None:
 
 
 @task.command("add")
-@click.argument("subject")
+@click.argument("subject", required=False)
 @click.option("-d", "--description", default="", help="Longer text for the agent.")
 @click.option("-p", "--priority", default="5", help="1 (most urgent) to 9; default 5.")
 @click.option("--skills", default="", help="Skill names, comma-separated (each must exist in the home's skills/).")
@@ -197,11 +198,24 @@ def task() -> None:
 @click.option("--check", "checks", multiple=True, metavar="CMD", help="A command that must pass (repeatable).")
 @click.option("--review/--no-review", default=None, help="A person reviews the result before it completes.")
 @click.option("--merge", type=click.Choice(["ff", "merge", "squash", "branch"]), help="How an approval merges.")
+@click.option(
+    "--from", "from_file", type=click.File("rb"), metavar="FILE", help="Add tasks from JSON Lines ('-': stdin)."
+)
+@click.option("--skip-bad", is_flag=True, help="With --from: add the good lines even if some are bad.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def task_add(ctx: click.Context, /, subject: str, **opts: Any) -> None:
-    """Add a task. Prints its id and whether it was created or already existed."""
+def task_add(ctx: click.Context, /, subject: str | None, **opts: Any) -> None:
+    """Add a task (SUBJECT), or many from JSON Lines (--from FILE, one task a line).
+    Prints what was created and what already existed."""
     from vigil.commands import add_task
+
+    if opts["from_file"] is not None:
+        _add_from(ctx, subject, opts)
+        return
+    if opts["skip_bad"]:
+        raise InputError("--skip-bad goes with --from")
+    if subject is None:
+        raise click.UsageError("Missing argument 'SUBJECT' (or --from FILE for many tasks).", ctx)
 
     result, task = with_tasks(ctx, lambda tasks, settings: add_task(tasks, subject, opts, actor(), settings.skills_dir))
     if opts["as_json"]:
@@ -217,18 +231,61 @@ def task_add(ctx: click.Context, /, subject: str, **opts: Any) -> None:
         click.echo(f"exists: key {opts['source_key']!r} was already used (dedup ever)")
 
 
+# The options of one task: with --from, each line gives them instead.
+ONE_TASK_OPTIONS = (
+    "description", "priority", "skills", "model", "at", "in_", "source_key", "dedup", "source",
+    "parent", "depends_on", "max_retries", "requires_approval", "workdir",
+)  # fmt: skip
+
+
+def _add_from(ctx: click.Context, subject: str | None, opts: dict[str, Any]) -> None:
+    """``task add --from FILE``: JSON Lines, one transaction; exit 1 if a line was refused."""
+    from vigil.batch import add_lines, summary
+    from vigil.render import dumps
+
+    source = click.core.ParameterSource.COMMANDLINE
+    given = [name for name in ONE_TASK_OPTIONS if ctx.get_parameter_source(name) is source]
+    if subject is not None or given:
+        what = "SUBJECT" if subject is not None else "--" + given[0].rstrip("_").replace("_", "-")
+        raise InputError(f"{what} does not go with --from: each line gives its task's fields")
+    lines = list(opts["from_file"])
+    skip_bad = bool(opts["skip_bad"])
+
+    def add(tasks: Tasks, settings: Settings) -> list[LineReport]:
+        return add_lines(tasks, lines, actor=actor(), skills_dir=settings.skills_dir, skip_bad=skip_bad)
+
+    reports = with_tasks(ctx, add)
+    if opts["as_json"]:
+        counts = {name: sum(r.result == name for r in reports) for name in ("created", "existing", "refused")}
+        click.echo(dumps({**counts, "lines": [r.to_json() for r in reports]}))
+    else:
+        click.echo(summary(reports))
+    if any(r.result == "refused" for r in reports):
+        sys.exit(1)
+
+
 @task.command("list")
-@click.option("--status", default="", help="Statuses, comma-separated (default: open tasks in queue order).")
-@click.option("--limit", type=Bounded(1, MAX_LIST_LIMIT, "a limit"), default=50, show_default=True)
+@click.option("--status", default="", help="Statuses or states (approval), comma-separated; default: the open ones.")
+@click.option(
+    "--limit", type=Bounded(1, MAX_LIST_LIMIT, "a limit"), default=50, show_default=True, help="Show at most N tasks."
+)
+@click.option("--all", "all_", is_flag=True, help="Show every task that matches.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def task_list(ctx: click.Context, status: str, limit: int, as_json: bool) -> None:
-    """List tasks: open ones in the order they will run, or the newest of the given statuses."""
+def task_list(ctx: click.Context, status: str, limit: int, all_: bool, as_json: bool) -> None:
+    """List tasks in the order they will run (finished ones: the latest first); the
+    last line says how many more match."""
     from vigil.commands import list_tasks
-    from vigil.render import dumps, task_json, task_table
+    from vigil.render import dumps, more_line, task_json, task_table
 
-    tasks, now = with_tasks(ctx, lambda desk, settings: list_tasks(desk, status, limit))
-    click.echo(dumps([task_json(t) for t in tasks]) if as_json else task_table(tasks, now))
+    window, now = with_tasks(ctx, lambda desk, settings: list_tasks(desk, status, None if all_ else limit))
+    if as_json:
+        shown = [task_json(t) for t in window.tasks]
+        click.echo(dumps({"total": window.total, "more": window.after, "tasks": shown}))
+        return
+    click.echo(task_table(window.tasks, now))
+    if window.after:
+        click.echo(more_line(len(window.tasks), window.total))
 
 
 @task.command("show")

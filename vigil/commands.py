@@ -23,7 +23,6 @@ from vigil.models import (
     MAX_ID,
     MAX_PRIORITY,
     MIN_PRIORITY,
-    OPEN_STATUSES,
     AddResult,
     DedupScope,
     NewTask,
@@ -32,7 +31,9 @@ from vigil.models import (
     model_name_problem,
     skill_name_problem,
 )
+from vigil.states import TaskState
 from vigil.store import CostGroup, Store
+from vigil.task_query import TaskQuery, TaskWindow
 
 if TYPE_CHECKING:
     from vigil.config import BudgetSettings, Settings
@@ -49,15 +50,15 @@ def parse_priority(text: str) -> int:
     return value
 
 
-def parse_statuses(text: str) -> list[TaskStatus]:
-    statuses = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        try:
-            statuses.append(TaskStatus(part))
-        except ValueError:
-            names = ", ".join(s.value for s in TaskStatus)
-            raise InputError(f"unknown status {part!r}; expected one of {names}") from None
-    return statuses
+def parse_states(text: str) -> tuple[TaskState, ...]:
+    """``--status`` of ``vigil task list``: statuses or states (``approval``),
+    comma-separated; raises ``InputError`` naming the ones there are."""
+    from vigil.states import parse_states as parse
+
+    try:
+        return parse(text)
+    except ValueError as err:
+        raise InputError(str(err)) from None
 
 
 def _parse_ids(text: str, option: str) -> tuple[int, ...]:
@@ -197,16 +198,16 @@ def add_task(
     return result, task
 
 
-def list_tasks(tasks: Tasks, status_text: str, limit: int) -> tuple[list[Task], int]:
-    """Open tasks in queue order by default; else the newest with those statuses."""
-    statuses = parse_statuses(status_text)
-    now = SystemClock().now_ms()
-    if not statuses:
-        return tasks.queue(limit=limit)[:limit], now
-    if set(statuses) <= OPEN_STATUSES:
-        queue = tasks.queue(limit=limit)
-        return [t for t in queue if t.status in statuses][:limit], now
-    return tasks.list_tasks(statuses=statuses, limit=limit), now
+ALL_ROWS = 2**62  # --all: no limit
+
+
+def list_tasks(tasks: Tasks, status_text: str, limit: int | None) -> tuple[TaskWindow, int]:
+    """``vigil task list``: the tasks of those states (default: the open ones) in the
+    dispatcher's order, finished ones the latest finish first; filtered by the
+    store before ``limit`` (None: every one) cuts the list. Returns the window (its
+    ``total`` counts every match) and the time it was read."""
+    query = TaskQuery(states=parse_states(status_text))
+    return tasks.task_window(query, limit=ALL_ROWS if limit is None else limit), SystemClock().now_ms()
 
 
 def show_task(tasks: Tasks, task_id: int, as_json: bool) -> str:

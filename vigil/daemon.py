@@ -225,8 +225,7 @@ class _Sensors:
 
 async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
     """Run sensors and the dispatcher until a signal; returns the exit code (0)."""
-    from dispatch.recovery import keep_recovering, recovery_interval_s
-    from dispatch.standby import release_lane, wait_for_lane
+    from dispatch.standby import StandbyNotice, release_lane, wait_for_lane
     from dispatch.worker import new_worker_id
     from vigil.store import open_store
 
@@ -247,18 +246,19 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
         watcher = _watch_file(store, stop, file_lost)
         # late-bound: a lost lane replaces the dispatcher
         sensors = _Sensors(store, settings, clock, lambda: dispatcher.wake())  # noqa: PLW0108
-        # Standing by or dispatching, this process settles what dead dispatchers left.
-        every_s = recovery_interval_s(settings.dispatch.lease_ms)
         # late-bound like the sensors' wake-up; own commits do not wake the dispatcher
-        woken = lambda: dispatcher.wake()  # noqa: E731, PLW0108
-        policy = Policy(settings.dispatch)
-        recovery = asyncio.create_task(
-            keep_recovering(store, clock, stop, interval_s=every_s, policy=policy, on_recovered=woken)
-        )
-        standby = sensors.start if settings.dispatch.standby_sensors else None
+        recovery = _recovering(store, settings, clock, stop, lambda: dispatcher.wake())  # noqa: PLW0108
+        notice = StandbyNotice(store, clock, worker_id, settings.dispatch.heartbeat_ms)
+
+        async def standing_by() -> None:
+            await notice.start()
+            if settings.dispatch.standby_sensors:
+                await sensors.start()
+
         with _Signals(stop) as signals:
             try:
-                while await wait_for_lane(lanes, stop, on_standby=standby):
+                while await wait_for_lane(lanes, stop, on_standby=standing_by):
+                    await notice.stop()
                     signals.on_second = dispatcher.hurry
                     if await _dispatch(
                         dispatcher,
@@ -276,6 +276,7 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
                 for helper in (recovery, watcher):
                     helper.cancel()
                 await asyncio.gather(recovery, watcher, return_exceptions=True)
+                await notice.stop()
                 await sensors.stop()
         if lost:
             raise DatabaseReplaced(lost[0])
@@ -287,6 +288,20 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
             await release_lane(dispatcher, lanes)
         await lanes.release()
         await store.close()
+
+
+def _recovering(
+    store: Store, settings: Settings, clock: Clock, stop: asyncio.Event, on_recovered: Callable[[], None]
+) -> asyncio.Task[None]:
+    """Standing by or dispatching, this process settles what dead dispatchers left,
+    every recovery interval until ``stop``."""
+    from dispatch.recovery import keep_recovering, recovery_interval_s
+
+    every_s = recovery_interval_s(settings.dispatch.lease_ms)
+    policy = Policy(settings.dispatch)
+    return asyncio.create_task(
+        keep_recovering(store, clock, stop, interval_s=every_s, policy=policy, on_recovered=on_recovered)
+    )
 
 
 def _watch_file(store: Store, stop: asyncio.Event, on_problem: Callable[[str], None]) -> asyncio.Task[None]:

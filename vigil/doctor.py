@@ -1,5 +1,6 @@
-"""``vigil doctor``: checks the home, the config, the database, the loop's gate,
-the versions and the configured agent CLI.
+"""``vigil doctor``: checks the home, the config, the database, the loop (the one
+truth of ``vigil.liveness``, as ``vigil status`` and the TUI say it), the versions
+and the configured agent CLI.
 
 Each check prints one line (``ok``, ``warn`` or ``FAIL``); the command fails if any
 check failed. It never creates or modifies an SQLite database; on PostgreSQL it
@@ -20,11 +21,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
-from vigil.clock import iso_utc
+from vigil.clock import SystemClock
 from vigil.config import CONFIG_NAME, Settings, load_settings
 from vigil.errors import VigilError
-from vigil.gate import GATE_KEY, GateState, LoopGate
 from vigil.home import find_home
+from vigil.liveness import LoopCondition, LoopHealth, loop_health
 from vigil.models import NOTIFY_KEY
 from vigil.render import failing_notifiers
 from vigil.store.sqlite import SqliteStore
@@ -93,7 +94,7 @@ async def _postgres(report: _Report, settings: Settings) -> None:
     try:
         counts = await store.count_by_status()
         loop_values = await store.loop_values()
-        _gate(report, LoopGate.from_json(loop_values.get(GATE_KEY)))
+        _loop(report, loop_health(loop_values, SystemClock().now_ms(), settings.dispatch.heartbeat_ms))
         _notifiers(report, settings, loop_values.get(NOTIFY_KEY))
     except VigilError as err:
         report.fail("database", str(err))
@@ -121,7 +122,7 @@ async def _database(report: _Report, settings: Settings) -> None:
         check = await store.integrity_check()
         counts = await store.count_by_status()
         loop_values = await store.loop_values()
-        _gate(report, LoopGate.from_json(loop_values.get(GATE_KEY)))
+        _loop(report, loop_health(loop_values, SystemClock().now_ms(), settings.dispatch.heartbeat_ms))
         _notifiers(report, settings, loop_values.get(NOTIFY_KEY))
     finally:
         await store.close()
@@ -147,14 +148,14 @@ def _notifiers(report: _Report, settings: Settings, health: object) -> None:
         report.ok("alerts", f"{len(settings.alerts.notify)} notification URL(s), none failing so far")
 
 
-def _gate(report: _Report, gate: LoopGate) -> None:
-    """The loop's gate: a closed one is a warning that says how it opens."""
-    if gate.state is GateState.RUNNING:
-        report.ok("loop", "running (not paused or gated)")
-    elif gate.until is not None:
-        report.warn("loop", f"{gate.state}: {gate.reason}; it resumes by itself at {iso_utc(gate.until)}")
+def _loop(report: _Report, health: LoopHealth) -> None:
+    """The loop, as ``vigil status`` and the TUI say it (``vigil.liveness``): a
+    closed gate or a dispatcher that died is a warning that says what to do."""
+    quiet = (LoopCondition.RUNNING, LoopCondition.STANDBY, LoopCondition.STOPPED, LoopCondition.NOT_STARTED)
+    if health.condition in quiet and not health.gate_closed:
+        report.ok("loop", health.summary())
     else:
-        report.warn("loop", f"{gate.state}: {gate.reason}; once that is fixed, run `vigil resume`")
+        report.warn("loop", health.summary())
 
 
 def _executor(report: _Report, settings: Settings) -> None:

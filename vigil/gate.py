@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from vigil.clock import iso_utc
-from vigil.durations import format_duration
 from vigil.store import Store
 
 GATE_KEY = "gate"
@@ -175,18 +174,3 @@ def gate_json(gate: LoopGate, now_ms: int) -> dict[str, object]:
         "until_in_s": None if gate.until is None else max(0, gate.until - now_ms) // 1000,
         "kind": gate.kind or None,
     }
-
-
-def gate_line(gate: dict[str, object]) -> str:
-    """One line for ``vigil status`` from ``gate_json``."""
-    state = gate["state"]
-    if state == GateState.RUNNING:
-        return "loop: running"
-    if state == GateState.PAUSED:
-        return f"loop: PAUSED by {gate['by'] or 'a person'} since {gate['since']}: {gate['reason']} (vigil resume)"
-    if gate["until"] is None:
-        return f"loop: GATED since {gate['since']}: {gate['reason']}; a person must run vigil resume"
-    wait = format_duration(int(str(gate["until_in_s"])) * 1000)
-    if gate.get("kind") == BACKOFF:
-        return f"loop: {gate['reason']}, next try in {wait} (at {gate['until']})"
-    return f"loop: GATED: {gate['reason']}; resumes by itself at {gate['until']} (in {wait})"

@@ -217,6 +217,18 @@ class AddResult:
 
 
 @dataclass(frozen=True, slots=True)
+class LineResult:
+    """What became of one task of a batch added line by line: ``created`` (its new
+    id), ``existing`` (a task already holds its key: that task's id, None for a used
+    ``ever`` key whose task was deleted) or ``refused`` (``reason`` says why: a flood
+    limit, a missing parent or dependency)."""
+
+    outcome: str  # "created", "existing" or "refused"
+    task_id: int | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class BatchResult:
     """``ignored``: deduplicated by their source key; ``rejected``: refused by a
     flood limit (``[limits]``), counted, never silently dropped."""

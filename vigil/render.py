@@ -255,6 +255,11 @@ def task_table(tasks: Sequence[Task], now_ms: int) -> str:
     return printable("\n".join(lines))
 
 
+def more_line(shown: int, total: int) -> str:
+    """The last line of a list that was cut."""
+    return f"… {total - shown:,} more ({shown:,} of {total:,} shown; --limit N or --all shows more)"
+
+
 def task_details(
     task: Task, runs: Iterable[Run], notes: Iterable[Note], deps: Sequence[int], events: Iterable[TaskEvent] = ()
 ) -> str:

@@ -1,13 +1,16 @@
-"""``vigil status``: is a dispatcher alive, what is it doing, how is the queue, how are
-the sensors — read from the database alone, so it works from any terminal.
+"""``vigil status``: what the loop is doing, how the queue is, how the sensors are —
+read from the database alone, so it works from any terminal.
 
-A dispatcher counts as alive when its heartbeat (``loop_state``, written every
-``[dispatch] heartbeat`` while idle or running) is younger than ``STALE_BEATS``
-intervals and it did not say ``stopped`` (``DispatcherHeartbeat.alive``). On the
-dispatcher's own machine the lock it holds says more, and wins (``LockProbe``): the
-kernel frees it the moment its holder dies, so a killed dispatcher is DOWN at once,
-not after its heartbeat goes stale; and it stays held while the holder lives, so a
-dispatcher that cannot write its heartbeat (a full disk) is not called DOWN.
+The loop's first line is ``vigil.liveness``'s one truth (running, standby, stopped
+cleanly, died, paused, gated, backing off), the same the TUI's header and ``vigil
+doctor`` say. A dispatcher counts as alive when its heartbeat (``loop_state``,
+written every ``[dispatch] heartbeat`` while idle or running) is younger than
+``STALE_BEATS`` intervals and it did not say ``stopped``
+(``DispatcherHeartbeat.alive``). On the dispatcher's own machine the lock it holds
+says more, and wins (``LockProbe``): the kernel frees it the moment its holder
+dies, so a killed dispatcher is dead at once, not after its heartbeat goes stale;
+and it stays held while the holder lives, so a dispatcher that cannot write its
+heartbeat (a full disk) is not called dead.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from vigil.budget import WINDOW_MS, BudgetUse, budget_json, budget_line, budget_
 from vigil.clock import iso_utc
 from vigil.config import Settings
 from vigil.durations import format_duration
-from vigil.gate import GATE_KEY, LoopGate, gate_json, gate_line
+from vigil.gate import GATE_KEY, LoopGate, gate_json
+from vigil.liveness import loop_health
 from vigil.models import HEARTBEAT_KEY, NOTIFY_KEY, REJECTED_INSERTS_KEY, DispatcherHeartbeat, SensorState, TaskStatus
 from vigil.printable import printable
 from vigil.render import failing_notifiers
@@ -109,10 +113,18 @@ async def gather_status(
     queue["next_due_in_s"] = None if next_due is None else max(0, next_due - now_ms) // 1000
     loop_values = await store.loop_values()
     use = await budget_use(store, settings.budget, now_ms)
+    lock_held, host = (None, "") if lock is None else (lock.held, lock.host)
+    health = loop_health(loop_values, now_ms, settings.dispatch.heartbeat_ms, lock_held=lock_held, host=host)
     attention = await store.attention(now_ms - WINDOW_MS)
     asking = await store.list_tasks(statuses=[TaskStatus.WAITING], limit=QUESTIONS_SHOWN)
     return {
         "now": iso_utc(now_ms),
+        # the one word the TUI's header and `vigil doctor` say too (vigil.liveness)
+        "loop": {
+            "state": str(health.condition),
+            "summary": health.summary(),
+            "standby": [{"pid": p.pid, "host": p.host, "since": iso_utc(p.since)} for p in health.standby],
+        },
         "dispatcher": dispatcher,
         "gate": gate_json(LoopGate.from_json(loop_values.get(GATE_KEY)), now_ms),
         "accounts": accounts_json(settings, loop_values, now_ms),
@@ -140,34 +152,16 @@ def _ago(seconds: object) -> str:
     return format_duration(int(str(seconds)) * 1000)
 
 
-def _dispatcher_lines(d: dict[str, object]) -> list[str]:
-    if not d["seen"]:
-        return ["dispatcher: none has run on this home yet (start one with 'vigil run')"]
-    if "pid" not in d:
-        return ["dispatcher: alive (it holds the dispatcher lock), no heartbeat written yet"]
-    who = f"pid {d['pid']} on {d['host']}"
-    if d["alive"] and d["lock_held"] and not d["heartbeat_fresh"]:
-        return [
-            f"dispatcher: alive ({who} holds the dispatcher lock), but its heartbeat is "
-            f"{_ago(d['heartbeat_age_s'])} old: it cannot write the database (a full disk? a stuck lock?)"
-        ]
-    if d["alive"]:
-        lines = [f"dispatcher: alive, {d['state']} ({who}, heartbeat {_ago(d['heartbeat_age_s'])} ago)"]
-        task = d.get("task")
-        if isinstance(task, dict):
-            subject = task["subject"] if task["subject"] is not None else "?"
-            lines.append(f"  running task #{task['id']} for {_ago(task['elapsed_s'])}: {subject}")
-            if task.get("note"):
-                lines.append(f"  agent: {task['note']}")
-        return lines
-    if d["state"] == "stopped":
-        return [f"dispatcher: stopped {_ago(d['heartbeat_age_s'])} ago ({who} exited cleanly)"]
-    if d["heartbeat_fresh"]:  # and no lock: its holder is gone
-        return [
-            f"dispatcher: DOWN: {who} no longer holds the dispatcher lock (it died; last heartbeat "
-            f"{_ago(d['heartbeat_age_s'])} ago)"
-        ]
-    return [f"dispatcher: DOWN: no dispatcher seen for {_ago(d['heartbeat_age_s'])} (last: {who}, {d['state']})"]
+def _task_lines(d: dict[str, object]) -> list[str]:
+    """What the live dispatcher runs, under the loop's line."""
+    task = d.get("task")
+    if not isinstance(task, dict):
+        return []
+    subject = task["subject"] if task["subject"] is not None else "?"
+    lines = [f"  running task #{task['id']} for {_ago(task['elapsed_s'])}: {subject}"]
+    if task.get("note"):
+        lines.append(f"  agent: {task['note']}")
+    return lines
 
 
 def render_status(status: dict[str, object]) -> str:
@@ -178,14 +172,14 @@ def render_status(status: dict[str, object]) -> str:
     assert isinstance(dispatcher, dict)
     assert isinstance(queue, dict)
     assert isinstance(sensors, list)
-    lines = _dispatcher_lines(dispatcher)
-    gate, budget = status.get("gate"), status.get("budget")
-    if isinstance(gate, dict):
-        lines.append(gate_line(gate))
+    loop = status["loop"]
+    assert isinstance(loop, dict)
+    lines = [f"loop: {loop['summary']}", *_task_lines(dispatcher)]
     accounts = status.get("accounts")
     if isinstance(accounts, list) and accounts:
         lines.append("accounts:")
         lines += [f"  {account_line(account)}" for account in accounts if isinstance(account, dict)]
+    budget = status.get("budget")
     if isinstance(budget, dict) and budget["cap_usd"] is not None:
         lines.append(budget_line(BudgetUse(float(str(budget["spent_usd"])), float(str(budget["cap_usd"])), 0)))
     rejected = status.get("rejected_inserts")

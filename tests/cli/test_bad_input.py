@@ -160,7 +160,10 @@ def test_usage_errors_are_one_line_with_a_help_hint(vigil: VigilRunner) -> None:
             "vigil: error: Invalid value for 'TASK_ID': 'abc' is not a valid integer. (see 'vigil task show --help')",
         ),
         (("frobnicate",), "vigil: error: No such command 'frobnicate'. (see 'vigil --help')"),
-        (("task", "add"), "vigil: error: Missing argument 'SUBJECT'. (see 'vigil task add --help')"),
+        (
+            ("task", "add"),
+            "vigil: error: Missing argument 'SUBJECT' (or --from FILE for many tasks). (see 'vigil task add --help')",
+        ),
     ):
         result = vigil(*args)
         assert result.returncode == 2

@@ -60,13 +60,13 @@ def test_prune_dry_run_then_prune_keeps_stats_and_removes_transcripts(
     assert dry.stdout.startswith("would prune 3 finished task(s), 3 run(s)")
     assert "3 transcript(s)" in dry.stdout
     assert all(path.exists() for path in old)
-    assert len(json.loads(vigil_in_process("task", "list", "--status", ALL, "--json", check=True).stdout)) == 5
+    assert len(json.loads(vigil_in_process("task", "list", "--status", ALL, "--json", check=True).stdout)["tasks"]) == 5
 
     done = vigil_in_process("store", "prune", "--older-than", "7d", "--json", check=True)
     report = json.loads(done.stdout)
     assert (report["tasks"], report["runs"], report["transcripts_removed"], report["dry_run"]) == (3, 3, 3, False)
     assert not any(path.exists() for path in old)
-    left = json.loads(vigil_in_process("task", "list", "--status", ALL, "--json", check=True).stdout)
+    left = json.loads(vigil_in_process("task", "list", "--status", ALL, "--json", check=True).stdout)["tasks"]
     assert sorted(t["subject"] for t in left) == ["still to do", "task 3"]
     assert {by: _stats(vigil_in_process, by) for by in before} == before
 
@@ -92,7 +92,7 @@ def test_prune_refuses_without_a_setting_or_with_a_bad_duration(vigil_in_process
     inside_a_run = vigil_in_process("store", "prune", "--older-than", "1d", env={"VIGIL_TASK_ID": "1"})
     assert inside_a_run.returncode == 2
     assert "only a person" in inside_a_run.stderr
-    assert len(json.loads(vigil_in_process("task", "list", "--status", ALL, "--json", check=True).stdout)) == 5
+    assert len(json.loads(vigil_in_process("task", "list", "--status", ALL, "--json", check=True).stdout)["tasks"]) == 5
 
 
 def test_keep_events_alone_prunes_old_audit_rows_and_no_task(vigil_in_process: VigilRunner, home: Path) -> None:
@@ -104,7 +104,7 @@ def test_keep_events_alone_prunes_old_audit_rows_and_no_task(vigil_in_process: V
 
     # the three old tasks' audit rows (created, active, completed): the tasks stay
     assert (report["tasks"], report["events"]) == (0, 9)
-    assert len(json.loads(vigil_in_process("task", "list", "--status", ALL, "--json", check=True).stdout)) == 5
+    assert len(json.loads(vigil_in_process("task", "list", "--status", ALL, "--json", check=True).stdout)["tasks"]) == 5
     old = json.loads(vigil_in_process("task", "show", "1", "--json", check=True).stdout)
     assert old["events"] == []
 

@@ -160,4 +160,4 @@ def test_the_command_sensor_reports_exit_75_as_temporary(home: Path, vigil: Vigi
     )
     [row] = json.loads(vigil("sensors", "list", "--json", check=True).stdout)
     assert (row["status"], row["consecutive_failures"]) == ("error", 1)
-    assert json.loads(vigil("task", "list", "--json", check=True).stdout) == []
+    assert json.loads(vigil("task", "list", "--json", check=True).stdout)["tasks"] == []

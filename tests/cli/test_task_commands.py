@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 from tests.conftest import VigilRunner
@@ -162,15 +163,15 @@ def test_list_is_in_dispatch_order_and_filters(vigil: VigilRunner) -> None:
     low = add(vigil, "low", "-p", "8")
     urgent = add(vigil, "urgent", "-p", "1")
     later = add(vigil, "later", "-p", "1", "--in", "1h")
-    rows = json.loads(vigil("task", "list", "--json", check=True).stdout)
+    rows = json.loads(vigil("task", "list", "--json", check=True).stdout)["tasks"]
     assert [r["id"] for r in rows] == [urgent, low, later]
     text = vigil("task", "list", check=True).stdout
     assert text.index("urgent") < text.index("low") < text.index("later")
     vigil("task", "cancel", str(low), check=True)
-    canceled = json.loads(vigil("task", "list", "--status", "canceled", "--json", check=True).stdout)
+    canceled = json.loads(vigil("task", "list", "--status", "canceled", "--json", check=True).stdout)["tasks"]
     assert [r["id"] for r in canceled] == [low]
     limited = json.loads(vigil("task", "list", "--limit", "1", "--json", check=True).stdout)
-    assert len(limited) == 1
+    assert (len(limited["tasks"]), limited["total"], limited["more"]) == (1, 2, 1)
 
 
 def test_prio_defer_note(vigil: VigilRunner) -> None:
@@ -307,3 +308,24 @@ def test_add_with_a_workdir_stores_it_absolute_and_refuses_a_missing_one(tmp_pat
     assert missing.returncode == 2
     assert missing.stderr.strip().endswith("no such folder")
     assert len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_doctor_says_what_status_says_about_the_loop(home: Path, vigil: VigilRunner) -> None:
+    """Not 'ok loop running' when no dispatcher runs: the one truth of vigil.liveness."""
+    add(vigil, "something")
+    lines = {line.split()[1]: line for line in vigil("doctor").stdout.splitlines()}
+    assert lines["loop"] == "ok    loop       not started: no vigil run has run on this home yet"
+    now = int(time.time() * 1000)
+    # stopped 10 minutes ago: both commands say "10m ago", whatever second each runs in
+    ago = now - 10 * 60_000 - 20_000
+    beat = {"owner": "vm:42:x", "pid": 42, "host": "vm", "since": ago - 60_000, "heartbeat_at": ago, "state": "stopped"}
+    beat |= {"task_id": None, "task_started_at": None}
+    conn = sqlite3.connect(home / "data" / "vigil.db")
+    with conn:
+        conn.execute("INSERT INTO loop_state (key, value) VALUES ('dispatcher', ?)", (json.dumps(beat),))
+    conn.close()
+    doctor = {line.split()[1]: line for line in vigil("doctor").stdout.splitlines()}["loop"]
+    status = vigil("status", check=True).stdout.splitlines()[0]
+    assert doctor.startswith("ok    loop       stopped cleanly ")
+    assert doctor.endswith("stopped cleanly 10m ago (pid 42 on vm)")
+    assert status == "loop: " + doctor.split(None, 2)[2]  # the same words

@@ -1,21 +1,30 @@
-"""`vigil status`: dispatcher liveness from the heartbeat, current task, queue, sensors."""
+"""`vigil status`: the loop's one truth (vigil.liveness), current task, queue, sensors."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
+from dispatch.standby import StandbyNotice
+from dispatch.worker import this_host
 from tests.conftest import VigilRunner
 from vigil.accounts import limit_account
 from vigil.clock import ManualClock, iso_utc
 from vigil.config import Account, Settings, load_settings
+from vigil.gate import pause, resume, trip
+from vigil.liveness import STANDBY_KEY
 from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, NewTask, SensorRun
 from vigil.status import gather_status, render_status
 from vigil.store.sqlite import SqliteStore
+
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -51,7 +60,7 @@ async def test_no_dispatcher_ever(db: SqliteStore, settings: Settings, clock: Ma
     status = await gather_status(db, settings, clock.now_ms())
 
     assert status["dispatcher"] == {"alive": False, "seen": False, "task": None}
-    assert "none has run on this home yet" in render_status(status)
+    assert render_status(status).splitlines()[0] == "loop: not started: no vigil run has run on this home yet"
 
 
 async def test_a_running_dispatcher_and_its_task(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:
@@ -81,7 +90,7 @@ async def test_a_running_dispatcher_and_its_task(db: SqliteStore, settings: Sett
     assert (q["pending"], q["active"], q["completed"]) == (1, 1, 0)
     assert q["next_due_in_s"] == 600 - 135
     text = render_status(status)
-    assert "dispatcher: alive, running (pid 42 on vm" in text
+    assert text.splitlines()[0] == "loop: running (pid 42 on vm, heartbeat 10s ago)"
     assert f"running task #{added.task_id} for 2m: summarise the feed" in text
     assert "1 pending, 1 active" in text
     assert "due in 7m" in text
@@ -96,7 +105,10 @@ async def test_a_silent_dispatcher_is_reported_down(db: SqliteStore, settings: S
     d = status["dispatcher"]
     assert isinstance(d, dict)
     assert (d["alive"], d["seen"], d["heartbeat_age_s"], d["task"]) == (False, True, 720, None)
-    assert "no dispatcher seen for 12m" in render_status(status)
+    assert render_status(status).splitlines()[0] == (
+        "loop: DIED: no heartbeat for 12m (last: pid 42 on vm, idle); start vigil run again"
+    )
+    assert status["loop"] == {"state": "died", "summary": render_status(status).splitlines()[0][6:], "standby": []}
 
 
 async def test_a_heartbeat_within_three_intervals_is_alive(
@@ -123,7 +135,7 @@ async def test_a_clean_stop_is_not_alive_nor_down(db: SqliteStore, settings: Set
     dispatcher = status["dispatcher"]
     assert isinstance(dispatcher, dict)
     assert dispatcher["alive"] is False
-    assert "exited cleanly" in render_status(status)
+    assert render_status(status).splitlines()[0] == "loop: stopped cleanly 0s ago (pid 42 on vm)"
 
 
 async def test_sensor_health(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:
@@ -156,6 +168,7 @@ def test_status_cli_json_and_text(vigil: VigilRunner, home: Path) -> None:
 
     assert set(as_json) == {
         "now",
+        "loop",
         "dispatcher",
         "gate",
         "accounts",
@@ -219,3 +232,64 @@ async def test_every_account_is_shown_with_its_state_and_reset(db: SqliteStore, 
         "  claude:a free",
         f"  claude:b limited until {iso_utc(now + 7_200_000)} (in 2h00m): usage limit: session",
     ]
+
+
+async def test_one_truth_for_the_gate_and_the_process(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:
+    """A closed gate is the condition of a live loop, and said beside a stopped one:
+    never "running" under a dispatcher that is not."""
+    now = clock.now_ms()
+
+    async def first_line() -> tuple[str, str]:
+        status = await gather_status(db, settings, clock.now_ms())
+        loop = status["loop"]
+        assert isinstance(loop, dict)
+        return str(loop["state"]), render_status(status).splitlines()[0]
+
+    await beat(db, clock, "idle")
+    await pause(db, reason="disk swap", by="human", now_ms=now)
+    state, line = await first_line()
+    assert state == "paused"
+    assert line.startswith("loop: PAUSED by human since ")
+    assert line.endswith(": disk swap (vigil resume); the dispatcher (pid 42 on vm) claims nothing meanwhile")
+    await trip(db, reason="usage limit", until=now + 3_600_000, by="guard", now_ms=now)
+    await resume(db, by="human", now_ms=now)
+    await trip(db, reason="usage limit", until=now + 3_600_000, by="guard", now_ms=now)
+    state, line = await first_line()
+    assert state == "backing off"
+    assert "BACKING OFF: usage limit; resumes by itself at " in line
+    assert "(in 1h00m)" in line
+    await trip(db, reason="auth failed", until=None, by="guard", now_ms=now)
+    assert (await first_line())[0] == "gated"
+    await beat(db, clock, "stopped")
+    state, line = await first_line()
+    assert state == "stopped"
+    assert line.startswith("loop: stopped cleanly 0s ago (pid 42 on vm); GATED since ")
+    await resume(db, by="human", now_ms=now)
+    assert await first_line() == ("stopped", "loop: stopped cleanly 0s ago (pid 42 on vm)")
+
+
+async def test_a_process_standing_by_is_said(db: SqliteStore, settings: Settings, clock: ManualClock) -> None:
+    notice = StandbyNotice(db, clock, "vm:77:x", settings.dispatch.heartbeat_ms)
+    await beat(db, clock, "stopped")
+    await notice.start()
+    try:
+        await wait_until(db.loop_values, lambda values: STANDBY_KEY in values)
+        status = await gather_status(db, settings, clock.now_ms())
+        loop = status["loop"]
+        assert isinstance(loop, dict)
+        assert loop["state"] == "standby"
+        assert loop["summary"] == f"standby: pid {os.getpid()} on {this_host()} waits for a free dispatcher lane"
+        clock.advance(3 * settings.dispatch.heartbeat_ms + 1)  # silent too long: gone (a crash)
+        assert (await gather_status(db, settings, clock.now_ms()))["loop"]["state"] == "stopped"  # type: ignore[index]
+    finally:
+        await notice.stop()
+    assert (await db.loop_values())[STANDBY_KEY] == {}
+
+
+async def wait_until(read: Callable[[], Awaitable[T]], ok: Callable[[T], bool]) -> T:
+    for _ in range(500):
+        value = await read()
+        if ok(value):
+            return value
+        await asyncio.sleep(0.01)
+    raise AssertionError("never became true")

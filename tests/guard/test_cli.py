@@ -99,7 +99,7 @@ def test_a_flood_limit_is_a_one_line_error_and_nothing_is_added(vigil_in_process
         vigil_in_process("task", "add", "second child", "--parent", "1"), 1, "task #1 already has 1 follow-ups"
     )
     _one_line_error(vigil_in_process("task", "add", "grandchild", "--parent", "2"), 1, "max_depth = 1")
-    listed = json.loads(vigil_in_process("task", "list", "--json", check=True).stdout)
+    listed = json.loads(vigil_in_process("task", "list", "--json", check=True).stdout)["tasks"]
     assert sorted(t["subject"] for t in listed) == ["child", "parent"]
     rejected = _loop_values(home)["rejected_inserts"]
     assert isinstance(rejected, dict)
@@ -189,12 +189,12 @@ def test_status_shows_the_gate_the_budget_and_refusals(vigil_in_process: VigilRu
     vigil_in_process("task", "add", "parent", check=True)
     vigil_in_process("task", "add", "child", "--parent", "1", check=True)
     vigil_in_process("task", "add", "child 2", "--parent", "1")
-    assert "loop: running" in vigil_in_process("status", check=True).stdout
+    assert "loop: not started: no vigil run has run on this home yet\n" in vigil_in_process("status", check=True).stdout
 
     vigil_in_process("pause", "--reason", "disk swap", check=True)
     _spend(home, 2.5)
     text = vigil_in_process("status", check=True).stdout
-    assert "loop: PAUSED by human since " in text
+    assert "loop: not started: no vigil run has run on this home yet; PAUSED by human since " in text
     assert "disk swap (vigil resume)" in text
     assert "budget: $2.50 of $2.00 in the last 24 h (125%); over the cap: only urgent tasks run" in text
     assert "flood limits: 1 task(s) refused so far (last: human: task #1 already has 1 follow-ups" in text
@@ -216,5 +216,5 @@ def test_status_shows_when_a_gate_lifts_itself(vigil_in_process: VigilRunner, ho
 
     asyncio.run(gate())
     text = vigil_in_process("status", check=True).stdout
-    assert "loop: GATED: usage limit (resets soon); resumes by itself at " in text
+    assert "; BACKING OFF: usage limit (resets soon); resumes by itself at " in text
     assert "(in 1h59m)" in text or "(in 2h00m)" in text

@@ -14,7 +14,8 @@ from tests.guard.conftest import GuardFactory
 from tests.guard.support import a_task, guard_settings, recorded
 from vigil.accounts import read_limits
 from vigil.clock import ManualClock
-from vigil.gate import BACKOFF, GateState, gate_json, gate_line, read_gate
+from vigil.gate import BACKOFF, GATE_KEY, GateState, read_gate
+from vigil.liveness import loop_health
 from vigil.models import NewTask, Outcome, OutcomeKind, Task
 from vigil.store.sqlite import SqliteStore
 
@@ -121,8 +122,8 @@ async def test_transient_failures_back_off_growing_capped_and_end_by_themselves(
         assert (gate.state, gate.kind, gate.by) == (GateState.GATED, BACKOFF, "guard")
         assert gate.until is not None
         waits.append(gate.until - clock.now_ms())
-        shown = gate_line(gate_json(gate, clock.now_ms()))
-        assert shown.startswith(f"loop: backing off after {n} transient failure{'' if n == 1 else 's'}, next try in ")
+        shown = loop_health({GATE_KEY: gate.to_json()}, clock.now_ms(), 15_000).summary()
+        assert f"; backing off after {n} transient failure{'' if n == 1 else 's'}, next try in " in shown
         clock.set(gate.until)
     # equal jitter over 1m, 2m, 4m, then capped at 4m; never a person's gate, though
     # max_consecutive_failures is 2

@@ -145,7 +145,7 @@ def test_shell_metacharacters_in_skill_names_are_refused(home: Path, tmp_path: P
         assert added.returncode == 2
         assert "invalid skill name" in added.stderr
     assert not canary.exists()
-    assert run_vigil(home, "task", "list", "--json").stdout.strip() == "[]"
+    assert json.loads(run_vigil(home, "task", "list", "--json").stdout)["tasks"] == []
 
 
 def test_sensor_output_with_metacharacters_stays_text(home: Path, tmp_path: Path) -> None:

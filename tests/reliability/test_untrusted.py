@@ -51,7 +51,7 @@ def test_outside_text_is_fenced_as_data_from_every_source(home: Path, tmp_path: 
     (home / "inbox").mkdir()
     (home / "inbox" / "mail.txt").write_text(f"inbox: {INJECTION}\nmore {INJECTION}\n", encoding="utf-8")
     assert run_vigil(home, "sensors", "run", "inbox", "cmd").returncode == 0
-    tasks = json.loads(run_vigil(home, "task", "list", "--json").stdout)
+    tasks = json.loads(run_vigil(home, "task", "list", "--json").stdout)["tasks"]
     assert len(tasks) == 2
     for _ in tasks:
         ran = run_vigil(home, "dispatch", "once")

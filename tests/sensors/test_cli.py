@@ -87,7 +87,7 @@ def test_run_and_list_in_a_subprocess(home: Path, vigil: VigilRunner) -> None:
     assert vigil("sensors", "skips", "inbox", check=True).stdout.strip() == "no skipped runs"
     assert vigil("sensors", "skips", "nope").returncode == 2
 
-    tasks = json.loads(vigil("task", "list", "--json", check=True).stdout)
+    tasks = json.loads(vigil("task", "list", "--json", check=True).stdout)["tasks"]
     assert sorted(t["subject"] for t in tasks)[0] == "Fix the flaky test"
     assert (home / "inbox" / "done" / "bug.md").exists()
 
@@ -140,7 +140,7 @@ def test_the_complete_example_of_the_docs_runs_as_written(home: Path, vigil: Vig
         "todos: ok, created 2 (#1, #2), ignored 0",
         "big-logs: ok, created 1 (#3), ignored 0",
     ]
-    tasks = {t["subject"]: t for t in json.loads(vigil("task", "list", "--json", check=True).stdout)}
+    tasks = {t["subject"]: t for t in json.loads(vigil("task", "list", "--json", check=True).stdout)["tasks"]}
     assert set(tasks) == {"write the release notes", "tag v1", "Log file logs/app.log is 11 MiB"}
     assert tasks["tag v1"]["source"] == "sensor:todos"
     assert tasks["Log file logs/app.log is 11 MiB"]["priority"] == 6

@@ -42,7 +42,7 @@ def entry(name: str, prefix: str | None, keys: list[str], dedup: str = "open") -
 
 
 def tasks_of(vigil: VigilRunner) -> list[dict[str, object]]:
-    listed: list[dict[str, object]] = json.loads(vigil("task", "list", "--json", check=True).stdout)
+    listed: list[dict[str, object]] = json.loads(vigil("task", "list", "--json", check=True).stdout)["tasks"]
     return sorted(listed, key=lambda t: int(str(t["id"])))
 
 

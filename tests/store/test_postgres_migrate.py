@@ -122,6 +122,13 @@ def _json(proc: subprocess.CompletedProcess[str]) -> object:
     return json.loads(proc.stdout)
 
 
+def _listed(proc: subprocess.CompletedProcess[str]) -> object:
+    """The tasks `vigil task list --json` lists."""
+    listed = _json(proc)
+    assert isinstance(listed, dict)
+    return listed["tasks"]
+
+
 def _with_password(url: str) -> str:
     scheme, rest = url.split("://", 1)
     user, host = rest.split("@", 1)
@@ -133,7 +140,7 @@ async def test_a_home_in_every_state_moves_over_and_reports_the_same(
     vigil: VigilRunner, home: Path, postgres_url: str
 ) -> None:
     ids = await _fill(load_settings(home).store.path)
-    sqlite_tasks = _json(vigil("task", "list", "--status", ALL_STATUSES, "--limit", "100", "--json"))
+    sqlite_tasks = _listed(vigil("task", "list", "--status", ALL_STATUSES, "--limit", "100", "--json"))
     assert isinstance(sqlite_tasks, list)
     assert {t["status"] for t in sqlite_tasks} == {str(s) for s in TaskStatus}
 
@@ -155,7 +162,7 @@ async def test_a_home_in_every_state_moves_over_and_reports_the_same(
     assert "no runs" not in vigil("stats", env=pg, check=True).stdout
 
     # every task with every field, ids and statuses included
-    assert _json(vigil("task", "list", "--status", ALL_STATUSES, "--limit", "100", "--json", env=pg)) == sqlite_tasks
+    assert _listed(vigil("task", "list", "--status", ALL_STATUSES, "--limit", "100", "--json", env=pg)) == sqlite_tasks
     # runs, notes, events (with their ids) and dependencies of the tasks that have them
     for name in ("completed", "retried", "active", "dependent", "awaiting approval", "canceled"):
         task_id = str(ids[name])
@@ -171,7 +178,7 @@ async def test_a_home_in_every_state_moves_over_and_reports_the_same(
     assert status_pg["store"] == {"backend": "postgresql", "at": postgres_url}
 
     # dependencies still hold: the dependent waits until its dependency completes
-    queue = _json(vigil("task", "list", "--json", env=pg))
+    queue = _listed(vigil("task", "list", "--json", env=pg))
     assert isinstance(queue, list)
     dependent = next(t for t in queue if t["id"] == ids["dependent"])
     assert dependent["status"] == "pending"
@@ -182,7 +189,7 @@ async def test_a_home_in_every_state_moves_over_and_reports_the_same(
     assert added["id"] == max(t["id"] for t in sqlite_tasks) + 1
 
     # a second migrate into the now non-empty target is refused and changes nothing
-    before = _json(vigil("task", "list", "--status", ALL_STATUSES, "--limit", "100", "--json", env=pg))
+    before = _listed(vigil("task", "list", "--status", ALL_STATUSES, "--limit", "100", "--json", env=pg))
     again = vigil("store", "migrate", "--to", postgres_url)
     assert again.returncode == 2, again.stderr
     assert again.stderr.count("\n") == 1
@@ -190,9 +197,9 @@ async def test_a_home_in_every_state_moves_over_and_reports_the_same(
     assert "is not empty (rows in tasks" in again.stderr
     assert "nothing was copied" in again.stderr
     assert again.stdout == ""  # no "copying" line for a copy that never started
-    assert _json(vigil("task", "list", "--status", ALL_STATUSES, "--limit", "100", "--json", env=pg)) == before
+    assert _listed(vigil("task", "list", "--status", ALL_STATUSES, "--limit", "100", "--json", env=pg)) == before
     # and the SQLite side is as it was
-    assert _json(vigil("task", "list", "--status", ALL_STATUSES, "--limit", "100", "--json")) == sqlite_tasks
+    assert _listed(vigil("task", "list", "--status", ALL_STATUSES, "--limit", "100", "--json")) == sqlite_tasks
 
 
 def test_a_home_without_a_database_has_nothing_to_migrate(vigil: VigilRunner, postgres_url: str) -> None:
@@ -226,7 +233,7 @@ async def test_a_table_the_target_cannot_hold_stops_the_copy_before_anything_is_
     assert proc.stderr.startswith("vigil: error: ")
     assert "has no table 'later_feature'; this Vigil's PostgreSQL schema cannot hold it" in proc.stderr
     assert proc.stdout == ""
-    assert _json(vigil("task", "list", "--status", ALL_STATUSES, "--json", env=_pg(postgres_url))) == []
+    assert _listed(vigil("task", "list", "--status", ALL_STATUSES, "--json", env=_pg(postgres_url))) == []
 
 
 def test_verification_compares_rows_and_money() -> None:
@@ -290,7 +297,7 @@ async def test_a_dispatcher_holding_a_lane_is_refused_and_a_dead_one_is_not(
         proc = vigil("store", "migrate", "--to", postgres_url)
     finally:
         lock.release()
-    listed = _json(vigil("task", "list", "--json", env=_pg(postgres_url)))
+    listed = _listed(vigil("task", "list", "--json", env=_pg(postgres_url)))
     if held:
         assert proc.returncode == 2
         assert proc.stderr.startswith(f"vigil: error: a dispatcher is running on this home (pid {os.getpid()} on ")

@@ -8,11 +8,11 @@ from dataclasses import replace
 from rich.console import Console
 
 from tests.tui.test_filters import BASE
-from tui.header import dispatcher_text
+from tui.header import loop_text
 from tui.task_screen import runs_table
 from tui.times import Times
-from vigil.gate import LoopGate
-from vigil.models import DispatcherHeartbeat, Run, TaskStatus
+from vigil.liveness import loop_health
+from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, Run, TaskStatus
 
 NOW = 1_767_100_000_000
 
@@ -20,9 +20,11 @@ NOW = 1_767_100_000_000
 def test_the_header_shows_the_agents_live_note_while_it_runs() -> None:
     active = (replace(BASE, id=7, status=TaskStatus.ACTIVE, started_at=NOW - 5_000),)
     beat = DispatcherHeartbeat("h:1:x", 1, "h", NOW, NOW, "running", 7, NOW - 5_000, "API retry 3/10, next in 9 s")
-    assert "API retry 3/10, next in 9 s" in dispatcher_text(beat, LoopGate(), None, NOW, active=active).plain
+    health = loop_health({HEARTBEAT_KEY: beat.to_json()}, NOW, 15_000)
+    assert "API retry 3/10, next in 9 s" in loop_text(health, None, NOW, active=active).plain
     quiet = DispatcherHeartbeat("h:1:x", 1, "h", NOW, NOW, "running", 7, NOW - 5_000)
-    assert "API retry" not in dispatcher_text(quiet, LoopGate(), None, NOW, active=active).plain
+    health = loop_health({HEARTBEAT_KEY: quiet.to_json()}, NOW, 15_000)
+    assert "API retry" not in loop_text(health, None, NOW, active=active).plain
 
 
 def test_the_runs_table_lists_each_denial_under_its_run() -> None:

@@ -108,7 +108,7 @@ async def test_the_header_counts_waiting_tasks_and_w_filters_them(make_app: AppF
         await wait_for(lambda: set(shown_ids(app)) == {waiting, other}, "rows")
         await pilot.press("W")
         await wait_for(lambda: shown_ids(app) == [waiting], "only the waiting task")
-    assert "[u]W[/u]aiting 1" in counts_markup({TaskStatus.WAITING: 1}, frozenset())
+    assert "[u]W[/u]aiting 1" in counts_markup({"waiting": 1}, ())
 
 
 def test_a_bare_number_picks_a_choice_and_anything_else_is_the_answer() -> None:

@@ -30,3 +30,14 @@ def test_a_file_that_is_not_a_database_is_one_line(vigil: VigilRunner, home: Pat
     assert result.stderr.startswith("vigil: error: ")
     assert "not a Vigil database" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_without_a_terminal_it_says_so_in_one_line(vigil: VigilRunner, home: Path) -> None:
+    """`vigil tui | cat` wrote escape codes into the pipe and never exited."""
+    vigil("task", "add", "x", check=True)
+    result = vigil("tui", timeout=30)  # its output is a pipe here
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        "vigil: error: vigil tui needs a terminal (its input or output is not one); try vigil status or task list\n"
+    )

@@ -16,16 +16,25 @@ from tests.tui.conftest import wait_for
 from tests.tui.helpers import notes, queue, shown_ids, table
 from tui.app import VigilApp
 from tui.history_screen import HistoryScreen
-from tui.loaders import HISTORY_PAGE, HOUR_MS, LIVE_LIMIT
+from tui.loaders import HISTORY_PAGE, HOUR_MS, WINDOW_ROWS
 from vigil.clock import ManualClock
 from vigil.config import Settings, load_settings
 from vigil.home import init_home
 from vigil.models import NewTask, TaskStatus
+from vigil.states import TASK_STATES, parse_states
 from vigil.store import CostGroup, open_store
 from vigil.store.sqlite import SqliteStore
-from vigil.store.sqlite_queries import SQL_COST_ROLLUP, SQL_NEXT_DUE_AT, SQL_QUEUE, search_tasks_sql
+from vigil.store.sqlite_queries import SQL_COST_ROLLUP, SQL_NEXT_DUE_AT, SQL_NEXT_DUE_ID, WINDOW, search_tasks_sql
+from vigil.store.window_sql import history_sql, page_sql, recent_sql
+from vigil.task_query import Sort, TaskQuery
 
 pytestmark = pytest.mark.slow
+WALKED_IN_ORDER = (
+    "history page",
+    "recently finished",
+    "window: completed",
+    "window: finished",
+)
 TOTAL = 1_000_000
 OPEN = 300
 NOW_MS = 1_767_225_600_000
@@ -52,23 +61,44 @@ def full_scans(plan: list[str]) -> list[str]:
 async def test_every_tui_query_is_bounded(big_settings: Settings) -> None:
     store = await SqliteStore.open(big_settings.store.path, clock=ManualClock(NOW_MS))
     try:
-        history = "SELECT * FROM tasks WHERE status IN (:a, :b, :c) AND id < :before ORDER BY id DESC LIMIT :n"
-        finished = {"a": "completed", "b": "failed", "c": "canceled", "before": 2**62, "n": HISTORY_PAGE}
+        finished = {"before_at": 2**62, "before_id": 2**62, "limit": HISTORY_PAGE}
         search = search_tasks_sql([TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELED])
         search_params = {"before_id": 2**62, "pattern": "%x%", "limit": HISTORY_PAGE}
+        page = {"now": NOW_MS, "limit": WINDOW_ROWS, "offset": 0}
         queries: dict[str, tuple[str, Mapping[str, object]]] = {
-            "queue": (SQL_QUEUE, {"now": NOW_MS, "limit": LIVE_LIMIT}),
             "next due": (SQL_NEXT_DUE_AT, {}),
-            "history page": (history, finished),
+            "next task": (SQL_NEXT_DUE_ID, {"now": NOW_MS}),
+            "recently finished": (recent_sql(WINDOW), {"since": NOW_MS - 600_000, "limit": 5}),
+            "history page": (history_sql(WINDOW, searching=False), finished),
             "history search": (search, search_params),
             "hourly cost": (SQL_COST_ROLLUP[CostGroup.HOUR], {"since": NOW_MS}),
             "daily cost": (SQL_COST_ROLLUP[CostGroup.DAY], {"since": NOW_MS}),
         }
+        # The queue's window over the open tasks, whatever its filter or sort, and the
+        # finished ones in the order they finished: an index, never the whole table.
+        windows = {
+            "queue": TaskQuery(),
+            "queue by subject": TaskQuery(sort=Sort.SUBJECT, words=("open",)),
+            "approval": TaskQuery(states=parse_states("approval")),
+            "completed": TaskQuery(states=parse_states("completed")),
+            "finished": TaskQuery(states=parse_states("completed,failed,canceled")),
+            "every task by age": TaskQuery(states=TASK_STATES, sort=Sort.AGE, descending=True),
+        }
+        for name, query in windows.items():
+            rows, _, where_params = page_sql(query, WINDOW)
+            queries[f"window: {name}"] = (rows, {**where_params, **page})
+        by_age = queries.pop("window: every task by age")
+        # the rowid order, walked down and stopped by LIMIT (SQLite calls that walk SCAN too)
+        assert await store.explain(*by_age) == ["SCAN tasks"]
         for name, (sql, params) in queries.items():
             plan = await store.explain(sql, params)
             assert full_scans(plan) == [], f"{name} scans a table: {plan}"
+            if name in WALKED_IN_ORDER:  # a page of a million rows: an index walk that stops, no sort
+                assert not any("TEMP B-TREE" in line for line in plan), (name, plan)
         search_plan = await store.explain(search, search_params)
         assert any("PRIMARY KEY" in line for line in search_plan)  # walks ids downwards, stops at LIMIT
+        for name in ("history page", "recently finished", "window: completed", "window: finished"):
+            assert "USING INDEX ix_tasks_finished" in " ".join(await store.explain(*queries[name])), name
     finally:
         await store.close()
 
@@ -80,10 +110,11 @@ async def test_million_task_home_opens_and_stays_responsive(big_settings: Settin
     try:
         async with app.run_test(size=(120, 30)) as pilot:
             await wait_for(lambda: hasattr(app, "ctx") and queue(app).loads >= 1, "first screen", timeout_s=60)
-            assert len(shown_ids(app)) == OPEN
+            assert len(shown_ids(app)) == min(OPEN, WINDOW_ROWS)
             snapshot = queue(app).snapshot
             assert snapshot is not None
-            assert sum(snapshot.counts.values()) == TOTAL
+            assert sum(n for name, n in snapshot.window.counts.items() if name != "approval") == TOTAL
+            assert snapshot.window.total == OPEN
             # keys answer at once, and writes go through
             first = table(app).current_id
             assert first is not None

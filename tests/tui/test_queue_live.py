@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+from textual.app import App, ComposeResult
 
 from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import cell, queue, shown_ids, table
-from tui.filters import TaskFilter
+from tests.tui.test_filters import BASE
 from tui.loaders import QueueSnapshot, load_queue
 from tui.queue_table import QueueTable
 from vigil.clock import ManualClock
-from vigil.config import Settings
+from vigil.models import TaskStatus
 from vigil.store import Store
+from vigil.task_query import TaskQuery
 
 
 async def vigil_subprocess(home: Path, *args: str) -> str:
@@ -142,11 +146,9 @@ async def test_a_slow_screen_under_a_stream_of_commits_still_refreshes(
     running one, so a load slower than the commit rate still completes."""
     from tui import queue_screen
 
-    async def slow_load(
-        store: Store, flt: TaskFilter, now_ms: int, *, today_ms: int | None = None, settings: Settings | None = None
-    ) -> QueueSnapshot:
+    async def slow_load(store: Store, query: TaskQuery, now_ms: int, **options: Any) -> QueueSnapshot:
         await asyncio.sleep(0.25)  # slower than the stream of commits below
-        return await load_queue(store, flt, now_ms, today_ms=today_ms, settings=settings)
+        return await load_queue(store, query, now_ms, **options)
 
     monkeypatch.setattr(queue_screen, "load_queue", slow_load)
     app = make_app()
@@ -158,3 +160,38 @@ async def test_a_slow_screen_under_a_stream_of_commits_still_refreshes(
             await asyncio.sleep(0.05)
         await wait_for(lambda: queue(app).loads >= first + 3, "loads completed during the stream")
         await wait_for(lambda: len(shown_ids(app)) == 30, "caught up with every commit")
+
+
+class TableApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield QueueTable(id="queue")
+
+
+async def test_a_task_listed_twice_is_one_row_and_a_half_done_change_is_rebuilt() -> None:
+    """The cause of the queue that broke for good under a fast drain: a task read as
+    open and, a moment later, as just finished was listed twice; the second removal
+    of its row failed half way, and every later change and tick failed on what was
+    left (RowDoesNotExist, KeyError). A task is one row, and a change that fails
+    half way rebuilds the rows instead of leaving them stale."""
+    now = 1_767_225_600_000
+    app = TableApp()
+    async with app.run_test(size=(120, 20)) as pilot:
+        grid = app.query_one(QueueTable)
+        a, b = replace(BASE, id=1, subject="a"), replace(BASE, id=2, subject="b")
+        done = replace(b, status=TaskStatus.COMPLETED, completed_at=now)
+        grid.reconcile([a, b, done], now, None)
+        assert (grid.order, grid.row_count, grid.tasks[2].status) == ([1, 2], 2, TaskStatus.COMPLETED)
+        grid.reconcile([a], now, None)  # the finished one leaves
+        assert (grid.order, grid.row_count) == ([1], 1)
+
+        def broken(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("cell went missing")
+
+        grid.update_cell = broken  # type: ignore[method-assign]
+        grid.reconcile([replace(a, priority=1), b], now, None)  # a change that fails half way
+        del grid.update_cell
+        assert grid.rebuilds == 1
+        assert (grid.order, grid.row_count) == ([1, 2], 2)
+        assert grid.get_cell("1", "pri").plain == "1"
+        grid.tick(now + 3_600_000)  # every row it lists is there to tick
+        await pilot.pause()

@@ -11,14 +11,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from textual.widgets import Static
 
 from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import cell, notes, queue, shown_ids, table
 from tui.detail import DetailPane
+from tui.header import StatusHeader
 from tui.task_screen import TaskScreen
 from vigil.config import Settings
 from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, Task
 from vigil.store import Store
+from vigil.task_query import TaskWindow
 
 HOSTILE = [
     "closing [/] tag",
@@ -54,18 +57,24 @@ async def test_a_failing_query_is_shown_and_the_app_keeps_running(
     app = make_app()
     async with app.run_test(size=(120, 30)):
         await wait_for(lambda: len(shown_ids(app)) == 1, "row")
-        original = app.ctx.store.queue
+        original = app.ctx.store.task_window
 
-        async def broken(*, limit: int = 200) -> list[Task]:
+        async def broken(*args: object, **kwargs: object) -> TaskWindow:
             raise RuntimeError("disk on fire")
 
-        app.ctx.store.queue = broken  # type: ignore[method-assign]
+        app.ctx.store.task_window = broken  # type: ignore[method-assign]
         await add(db, "two")
         await wait_for(lambda: any("disk on fire" in n for n in notes(app)), "error shown")
+        note = queue(app).query_one("#filter-note", Static)
+        said = "refresh failed (RuntimeError: disk on fire); trying again"
+        await wait_for(lambda: said in str(note.render()), "said on the screen")
+        failures = queue(app).failures
+        await wait_for(lambda: queue(app).failures > failures, "tried again, with no commit to prompt it")
+        assert sum("disk on fire" in n for n in notes(app)) == 1  # said once, not at every try
         assert app.is_running
-        app.ctx.store.queue = original  # type: ignore[method-assign]
-        await add(db, "three")
-        await wait_for(lambda: len(shown_ids(app)) == 3, "recovered")
+        app.ctx.store.task_window = original  # type: ignore[method-assign]
+        await wait_for(lambda: len(shown_ids(app)) == 2, "recovered by the retry alone: not left stale")
+        assert "refresh failed" not in str(note.render())
 
 
 async def test_result_arriving_after_the_screen_closed_is_dropped(make_app: AppFactory, db: Store) -> None:
@@ -193,7 +202,7 @@ async def test_header_reports_dispatcher_states(make_app: AppFactory, db: Store,
         def loop_line() -> str:
             return str(queue(app).query_one("#loop").render())
 
-        assert "no dispatcher seen" in loop_line()
+        assert "not started: vigil run works through the queue" in loop_line()
         now = clock.now_ms()
         beat = DispatcherHeartbeat("h:1:x", 1, "h", now, now, "idle")
         await db.set_loop_values({HEARTBEAT_KEY: beat.to_json()})
@@ -207,8 +216,15 @@ async def test_header_reports_dispatcher_states(make_app: AppFactory, db: Store,
         await db.set_loop_values({"gate": {"state": "paused", "reason": "budget reached", "until": None}})
         await wait_for(lambda: "paused: budget reached" in loop_line(), "gate")
         clock.advance(10 * 60_000)
-        await wait_for(lambda: "no dispatcher seen for 10 min" in loop_line(), "stale heartbeat")
+        await wait_for(lambda: "died: no heartbeat for 10m" in loop_line(), "stale heartbeat")
         assert f"still marked active: #{task_id}" in loop_line()
+        beat = DispatcherHeartbeat("h:1:x", 1, "h", now, clock.now_ms(), "stopped")
+        await db.set_loop_values({HEARTBEAT_KEY: beat.to_json(), "gate": {"state": "running"}})
+        await wait_for(lambda: "stopped cleanly <1m ago" in loop_line(), "a clean stop is not a death")
+        shown = queue(app).query_one(StatusHeader).loop_line
+        stopped = shown.plain.index("stopped cleanly")
+        assert str(shown.style) == "dim"  # quiet, not the red of a death
+        assert not [span for span in shown.spans if span.start <= stopped < span.end and "red" in str(span.style)]
 
 
 async def test_detail_pane_toggles(make_app: AppFactory, db: Store) -> None:
@@ -228,15 +244,15 @@ async def test_detail_pane_toggles(make_app: AppFactory, db: Store) -> None:
 async def test_a_failing_key_handler_is_shown_and_the_app_keeps_running(
     make_app: AppFactory, db: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tui.queue_screen import QueueScreen
+    from tui import queue_steering
 
     await add(db, "one")
     app = make_app()
 
-    def boom(self: QueueScreen, action: object) -> None:
+    def boom(screen: object, action: object) -> None:
         raise RuntimeError("handler bug")
 
-    monkeypatch.setattr(QueueScreen, "_split", boom)
+    monkeypatch.setattr(queue_steering, "_split", boom)
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(lambda: len(shown_ids(app)) == 1, "row")
         await pilot.press("d")
@@ -247,13 +263,20 @@ async def test_a_failing_key_handler_is_shown_and_the_app_keeps_running(
 
 
 def test_gate_shows_until_it_lifts_itself() -> None:
-    from tui.header import dispatcher_text
-    from vigil.gate import GateState, LoopGate
+    from tui.header import loop_text
+    from vigil.gate import GATE_KEY, GateState, LoopGate
+    from vigil.liveness import loop_health
 
     now = 1_000_000_000
-    beat = DispatcherHeartbeat("h:1:x", 1, "h", now, now, "idle")
-    gated = LoopGate(GateState.GATED, "usage limit", until=now + 600_000)
-    assert "gated: usage limit (until in 10m)" in dispatcher_text(beat, gated, None, now).plain
-    lifted = LoopGate(GateState.GATED, "usage limit", until=now - 1)
-    assert "gated" not in dispatcher_text(beat, lifted, None, now).plain
-    assert "‖" not in dispatcher_text(beat, LoopGate(), None, now).plain
+    beat = DispatcherHeartbeat("h:1:x", 1, "h", now, now, "idle").to_json()
+
+    def line(gate: LoopGate) -> str:
+        health = loop_health({HEARTBEAT_KEY: beat, GATE_KEY: gate.to_json()}, now, 15_000)
+        return loop_text(health, None, now).plain
+
+    assert "‖ loop backing off: usage limit (until in 10m)" in line(
+        LoopGate(GateState.GATED, "usage limit", until=now + 600_000)
+    )
+    assert "‖ loop gated: auth" in line(LoopGate(GateState.GATED, "auth"))
+    assert "‖" not in line(LoopGate(GateState.GATED, "usage limit", until=now - 1))
+    assert "‖" not in line(LoopGate())

@@ -3,11 +3,13 @@ and the command palette, each on real SQLite."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+from rich.console import Console
 from rich.text import Text
 from textual.dom import DOMNode
-from textual.widgets import DataTable, Markdown
+from textual.widgets import DataTable, Static
 
 from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import notes, queue, shown_ids, table
@@ -63,7 +65,12 @@ async def test_task_screen_shows_runs_notes_events_and_markdown(
         assert [r.outcome for r in screen.detail.runs] == ["failed"]
         assert [n.text for n in screen.detail.notes] == ["halfway there"]
         assert [e.kind for e in screen.detail.events][:2] == ["created", "status"]
-        assert "Heading" in screen.query_one("#description", Markdown).source
+        shown = Console(width=80, record=True, file=io.StringIO())
+        shown.print(screen.query_one("#description", Static).content)
+        text = shown.export_text()
+        assert "Heading" in text  # rendered as Markdown: the heading without its #,
+        assert "# Heading" not in text
+        assert "• point [/]" in text  # a bullet, and [/] as text
         await pilot.press("escape")
         await wait_for(lambda: app.screen is queue(app), "back")
 

@@ -16,6 +16,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input
 
+import tui.app
 from tui.app import VigilApp
 from vigil.clock import ManualClock
 from vigil.config import Settings, load_settings
@@ -57,7 +58,9 @@ async def _seed(settings: Settings, clock: ManualClock) -> None:
 
 
 @pytest.fixture
-def snap_app(settings: Settings) -> VigilApp:
+def snap_app(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> VigilApp:
+    # The home is a temporary folder: a fixed name in the tab bar instead.
+    monkeypatch.setattr(tui.app, "home_label", lambda home: "~/agent")
     # A fixed zone, so that local times and days do not depend on the machine.
     with (settings.home / "vigil.toml").open("a") as toml:
         toml.write('\n[tui]\ntimezone = "America/New_York"\n')

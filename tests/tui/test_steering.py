@@ -8,6 +8,7 @@ import pytest
 
 from tests.tui.conftest import add
 from tui.context import Context
+from tui.forms import DeferChoice
 from tui.steering import Action, apply, apply_many, refusal, summarize
 from vigil.clock import ManualClock
 from vigil.config import Settings
@@ -41,7 +42,8 @@ async def test_every_action_goes_through_the_conditional_write(db: Store) -> Non
     task_id = await add(db, "t")
     seen = await db.get_task(task_id)
     await db.close_task(task_id, TaskStatus.COMPLETED, "done", actor="agent")
-    reports = [await apply(db, action, seen, until_ms=0, reason="no") for action in Action]
+    choice = DeferChoice("by 1 hour", by_ms=3_600_000)
+    reports = [await apply(db, action, seen, choice=choice, reason="no") for action in Action]
     assert [r.ok for r in reports] == [False] * len(Action)
     assert (await db.get_task(task_id)).status is TaskStatus.COMPLETED
     assert summarize(reports)[0].startswith(f"0 of {len(Action)} done")

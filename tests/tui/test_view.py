@@ -34,6 +34,7 @@ from vigil.config import Settings, load_settings, settings_from_mapping
 from vigil.errors import ConfigError
 from vigil.models import NewTask, Outcome, OutcomeKind, TaskStatus
 from vigil.store import Store, open_store
+from vigil.task_query import Sort
 
 
 async def test_a_frozen_view_stays_frozen_through_dialogs_and_own_writes(make_app: AppFactory, db: Store) -> None:
@@ -366,15 +367,20 @@ async def test_s_and_a_header_click_sort_by_a_column_and_s_returns_to_dispatch_o
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(lambda: shown_ids(app) == [zed, alpha], "dispatch order")
         await pilot.press("s")
-        assert shown_ids(app) == [alpha, zed]  # by priority
-        assert queue(app).sort_by == ("pri", False)
+        assert queue(app).sort_by == (Sort.PRIORITY, False)
+        await wait_for(lambda: shown_ids(app) == [alpha, zed], "by priority, by the store")
+        note = queue(app).query_one("#filter-note", Static)
+        assert "sorted by priority, most urgent first" in plain(note)
         queue(app).table.post_message(DataTable.HeaderSelected(table(app), ColumnKey("subject"), 6, Text("subject")))
-        await wait_for(lambda: queue(app).sort_by == ("subject", False), "sorted by the clicked column")
-        assert shown_ids(app) == [alpha, zed]
+        await wait_for(lambda: queue(app).sort_by == (Sort.SUBJECT, False), "sorted by the clicked column")
+        await wait_for(lambda: shown_ids(app) == [alpha, zed], "by subject")
+        queue(app).table.post_message(DataTable.HeaderSelected(table(app), ColumnKey("subject"), 6, Text("subject")))
+        await wait_for(lambda: shown_ids(app) == [zed, alpha], "a second click reverses")
+        assert "sorted by subject, Z to A" in plain(note)
         for _ in range(3):  # subject → source → cost → dispatch order
             await pilot.press("s")
         assert queue(app).sort_by is None
-        assert shown_ids(app) == [zed, alpha]
+        await wait_for(lambda: shown_ids(app) == [zed, alpha], "dispatch order again")
 
 
 async def test_a_frozen_view_and_a_paused_loop_are_named_apart(make_app: AppFactory, db: Store) -> None:

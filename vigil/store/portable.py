@@ -186,6 +186,14 @@ UPDATE tasks SET scheduled_for = :until, updated_at = :now, updated_by = :actor
 WHERE id = :id AND status IN ('pending', 'blocked') RETURNING *
 """
 
+# Later by :by ms than it is due now (or than now, for a task already due).
+SQL_DEFER_BY = """
+UPDATE tasks SET scheduled_for = CASE WHEN scheduled_for > :now THEN scheduled_for ELSE :now END + :by,
+       updated_at = :now, updated_by = :actor
+WHERE id = :id AND status IN ('pending', 'blocked') RETURNING *
+"""
+
+
 # A task that needed approval needs it again: it goes back to waiting for it.
 SQL_RETRY = """
 UPDATE tasks SET status = CASE WHEN approval IS NULL THEN 'pending' ELSE 'blocked' END,

@@ -261,6 +261,13 @@ class PgEngine:
     def write(self, fn: Callable[[Tx], T]) -> T:
         return self._db.run(lambda conn: fn(PgTx(conn)), transactional=True)
 
+    def snapshot(self, fn: Callable[[Tx], T]) -> T:
+        def body(conn: Conn) -> T:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            return fn(PgTx(conn))
+
+        return self._db.run(body, transactional=True, reads_only=True)
+
 
 class PgDatabase:
     """The pool, the listening session and the transaction helpers of one store."""

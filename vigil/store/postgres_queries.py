@@ -34,6 +34,7 @@ from vigil.store.portable import (
     SQL_COUNT_CHILDREN,
     SQL_COUNT_SOURCE_SINCE,
     SQL_DEFER,
+    SQL_DEFER_BY,
     SQL_DEPENDENCIES,
     SQL_DROP_OPEN_RUN,
     SQL_FOLLOW_UP_DEPTH,
@@ -74,6 +75,7 @@ from vigil.store.portable import (
 from vigil.store.postgres_costs import SQL_COST_ROLLUP
 from vigil.store.postgres_schema import LOCK_KEY
 from vigil.store.rows import Row
+from vigil.store.window_sql import WindowDialect
 
 if TYPE_CHECKING:
     from vigil.store.transaction import PruneQueries, Tx
@@ -145,6 +147,18 @@ def claim(tx: Tx, params: dict[str, Any]) -> tuple[Row, Row] | None:
     return row, {"id": row["run_id"], "attempt": row["run_attempt"]}
 
 
+# The task the dispatcher takes next (the queue's marker): the claim's search, unlocked.
+SQL_NEXT_DUE_ID = """
+SELECT c.id FROM generate_series(1, 9) AS p (priority)
+CROSS JOIN LATERAL (
+    SELECT id FROM tasks
+    WHERE status = 'pending' AND waiting_on = 0 AND priority = p.priority AND scheduled_for <= %(now)s
+      AND claimed_by IS NULL
+    ORDER BY scheduled_for, id LIMIT 1
+) AS c
+LIMIT 1
+"""
+
 SQL_NEXT_DUE_AT = """
 SELECT min(x.scheduled_for) AS m FROM generate_series(1, 9) AS p (priority)
 CROSS JOIN LATERAL (
@@ -179,6 +193,16 @@ WHERE status = ANY(%(statuses)s::text[]) AND id < %(before_id)s
        OR source ILIKE %(pattern)s OR coalesce(result_summary, '') ILIKE %(pattern)s)
 ORDER BY id DESC LIMIT %(limit)s
 """
+
+# The task window's pieces: ILIKE ignores case; ``?`` finds a string in the JSON array.
+WINDOW = WindowDialect(
+    contains="{column} ILIKE {param} ESCAPE '\\'",
+    has_skill="skills ? CAST({param} AS text)",
+    folded="lower({column})",
+    skills_text="CAST(skills AS text)",
+    unindexed="{column}",
+    finish=dialect,
+)
 
 SQL_COUNT_BY_STATUS = "SELECT status, n FROM status_counts"
 

@@ -498,7 +498,12 @@ V11 = [
     """,
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11]
+# V12: finished tasks in the order they finished (as SQLite's V10).
+V12 = [
+    "CREATE INDEX ix_tasks_finished ON tasks (completed_at, id) WHERE completed_at IS NOT NULL",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # After copying rows with their own ids: the identity columns continue past them.

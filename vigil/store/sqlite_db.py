@@ -356,6 +356,9 @@ class SqliteEngine:
     def write(self, fn: Callable[[Tx], T]) -> T:
         return self._connection.write(lambda conn: fn(SqliteTx(conn)))
 
+    def snapshot(self, fn: Callable[[Tx], T]) -> T:
+        return self._connection.read(lambda conn: _in_snapshot(conn, lambda c: fn(SqliteTx(c))))
+
 
 class Database:
     """A ``Connection`` used from asyncio: each call runs whole in the connection's
@@ -415,6 +418,17 @@ class Database:
 
 def _plain(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
     return fn(conn)
+
+
+def _in_snapshot(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """``fn`` in one deferred read transaction: every statement sees the database as
+    of the first one (WAL: it never blocks a writer, nor waits for one)."""
+    conn.execute("BEGIN")
+    try:
+        return fn(conn)
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
 
 
 def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:

@@ -33,6 +33,7 @@ from vigil.store.portable import (
     SQL_COUNT_CHILDREN,
     SQL_COUNT_SOURCE_SINCE,
     SQL_DEFER,
+    SQL_DEFER_BY,
     SQL_DEPENDENCIES,
     SQL_DROP_OPEN_RUN,
     SQL_FOLLOW_UP_DEPTH,
@@ -71,6 +72,7 @@ from vigil.store.rows import Row
 
 # The roll-ups live in sqlite_costs; re-exported here, where Queries looks for them.
 from vigil.store.sqlite_costs import SQL_COST_ROLLUP
+from vigil.store.window_sql import WindowDialect
 
 if TYPE_CHECKING:
     from vigil.store.transaction import PruneQueries, Tx
@@ -89,20 +91,20 @@ _ADD_TASK_VALUES = """:subject, :description, :skills, :priority, :source, :sour
 SQL_ADD_TASK, SQL_ADD_TASK_EVER = add_task_sql(_ADD_TASK_VALUES)
 
 
-def _next_due_id() -> str:
+def _next_due_id(max_priority: str = ":max_priority") -> str:
     """The most urgent due task's id. ``priority IN (1, …, 9)`` makes the planner
     seek ix_tasks_claim once per priority, in order, each seek bounded by
     ``scheduled_for <= :now``: neither finished tasks nor many not-yet-due urgent
     tasks are walked, nothing is sorted, and LIMIT 1 ends the walk at the first due
-    task. Only priorities up to ``:max_priority`` take part (the budget's urgency
-    gate); its unary ``+`` keeps that bound a filter, not the index range the
+    task. Only priorities up to ``max_priority`` (a parameter, or a number) take
+    part (the budget's urgency gate); its unary ``+`` keeps that bound a filter, not the index range the
     planner would otherwise pick instead of the seeks. A pending task still claimed
     is one whose run asked for a retry and has not been recorded yet: no second run
     of it starts until that one has ended."""
     priorities = ", ".join(str(p) for p in _PRIORITIES)
     return f"""SELECT id FROM tasks
         WHERE status = 'pending' AND waiting_on = 0 AND priority IN ({priorities}) AND scheduled_for <= :now
-          AND claimed_by IS NULL AND +priority <= :max_priority
+          AND claimed_by IS NULL AND +priority <= {max_priority}
         ORDER BY priority, scheduled_for, id LIMIT 1"""
 
 
@@ -118,6 +120,8 @@ RETURNING *
 
 
 SQL_CLAIM = _claim()
+# The task the dispatcher takes next (the queue's marker): the claim's own search.
+SQL_NEXT_DUE_ID = _next_due_id(str(MAX_PRIORITY))
 
 # SQLite's writers are serialised by BEGIN IMMEDIATE: no row lock to take.
 SQL_GET_RUN_FOR_UPDATE = "SELECT * FROM runs WHERE id = :id"
@@ -162,6 +166,16 @@ def search_tasks_sql(statuses: Collection[TaskStatus]) -> str:
     """``SQL_SEARCH_TASKS`` for these statuses."""
     return SQL_SEARCH_TASKS.format(statuses=_literals(statuses))
 
+
+# The task window's pieces: LIKE ignores ASCII case; a skill is a value of the JSON array.
+WINDOW = WindowDialect(
+    contains="{column} LIKE {param} ESCAPE '\\'",
+    has_skill="EXISTS (SELECT 1 FROM json_each(skills) WHERE value = {param})",
+    folded="{column} COLLATE NOCASE",
+    skills_text="skills",
+    unindexed="+{column}",  # keeps the planner off ix_tasks_status_id: walk the finish order instead
+    finish=lambda sql: sql,
+)
 
 # Kept by triggers in the same transaction as every status change: no count(*).
 SQL_COUNT_BY_STATUS = "SELECT status, n FROM status_counts"

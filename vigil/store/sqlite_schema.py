@@ -459,7 +459,13 @@ V9 = [
     "CREATE INDEX ix_cost_archive_hours ON cost_archive (start_ms) WHERE span_ms = 3600000",
 ]
 
-MIGRATIONS: list[Sequence[str | Migration]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9]
+# V10: finished tasks in the order they finished (the history, the queue's recently
+# finished rows): a walk down this index instead of a sort of every finished task.
+V10 = [
+    "CREATE INDEX ix_tasks_finished ON tasks (completed_at, id) WHERE completed_at IS NOT NULL",
+]
+
+MIGRATIONS: list[Sequence[str | Migration]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

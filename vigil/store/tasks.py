@@ -33,6 +33,7 @@ from vigil.models import (
     CostGroup,
     CostRow,
     DedupScope,
+    LineResult,
     NewTask,
     Note,
     Run,
@@ -44,6 +45,8 @@ from vigil.models import (
 from vigil.store.limits import FloodGate, Refusal
 from vigil.store.rows import Row, choices_to_text, row_to_note, row_to_run, row_to_task_event, task_from_row
 from vigil.store.transaction import Engine, Tx
+from vigil.store.views import read_history, read_window
+from vigil.task_query import TaskQuery, TaskWindow
 
 if TYPE_CHECKING:
     from vigil.redaction import Redactor
@@ -243,7 +246,64 @@ class Tasks:
 
         return self._engine.write(body)
 
+    def add_each(self, news: Sequence[NewTask], *, actor: str) -> list[LineResult]:
+        """Add many tasks in one transaction and say what became of each, in order:
+        created, existing (its key's holder), or refused (a flood limit, counted as
+        ``add_tasks`` counts it; a missing parent or dependency). Raises
+        ``InputError`` for a task that is not valid (nothing is added then)."""
+        now = self._clock.now_ms()
+
+        def body(tx: Tx) -> list[LineResult]:
+            flood = None if self._limits is None else FloodGate(self._limits, now)
+            results = []
+            for new in news:
+                try:
+                    # A missing parent or dependency is found before anything of
+                    # this task is written: the batch goes on without it.
+                    task_id = insert_task(tx, new, now, actor, self._default_max_retries, flood=flood)
+                except TaskNotFound as err:
+                    results.append(LineResult("refused", None, str(err)))
+                    continue
+                if isinstance(task_id, Refusal):
+                    results.append(LineResult("refused", None, task_id.reason))
+                elif task_id is not None:
+                    results.append(LineResult("created", task_id))
+                else:
+                    holder = tx.one(tx.q.SQL_HOLDER_OF_KEY, {"key": new.source_key})
+                    held = None if holder is None or holder["id"] is None else int(holder["id"])
+                    results.append(LineResult("existing", held))
+            return results
+
+        return self._engine.write(body)
+
     # --- reading ------------------------------------------------------------------
+    def task_window(
+        self, query: TaskQuery, *, offset: int = 0, limit: int = 100, recent_since_ms: int | None = None
+    ) -> TaskWindow:
+        """One page of the tasks ``query`` asks for, in its order: the rows from
+        ``offset`` (0-based; one at or past the end gives the last page), at most
+        ``limit``, with how many match in all and what the queue's header shows
+        (counts per state, the running tasks, the next task and due time, and, with
+        ``recent_since_ms``, the last few completed or failed since then, the latest
+        finish first). One read transaction: the page, the total and the counts
+        agree. Filters and sorts run in the database over indexed rows (see
+        ``vigil.store.window_sql`` for what each costs). Raises ``InputError`` for a
+        negative offset or a limit below 1."""
+        if offset < 0 or limit < 1:
+            raise InputError(f"a window needs offset >= 0 and limit >= 1, not {offset} and {limit}")
+        now = self._clock.now_ms()
+        return self._engine.snapshot(
+            lambda tx: read_window(tx, query, now_ms=now, offset=offset, limit=limit, recent_since_ms=recent_since_ms)
+        )
+
+    def finished_tasks(self, text: str = "", *, before: tuple[int, int] | None = None, limit: int = 100) -> list[Task]:
+        """Completed, failed and canceled tasks, the latest finish first (then the
+        higher id), keyset-paged: pass the last row's ``(completed_at, id)`` as
+        ``before`` for the next page. ``text`` non-empty keeps tasks whose subject,
+        description, source or result summary contains it (case-insensitive for
+        ASCII); a rare match over a long history reads until a page is found."""
+        return self._engine.read(lambda tx: read_history(tx, text, before=before, limit=limit))
+
     def _tasks(self, sql: str, params: dict[str, Any] | None = None) -> list[Task]:
         return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(sql, params)])
 
@@ -422,6 +482,14 @@ class Tasks:
         """Set ``scheduled_for`` of a pending or blocked task."""
         check_time_ms(until_ms, "the new due time")
         return self._change(task_id, "defer it", self._engine.q.SQL_DEFER, until=until_ms, actor=actor)
+
+    def defer_by(self, task_id: int, by_ms: int, *, actor: str) -> Task:
+        """Make a pending or blocked task due ``by_ms`` later than it is due now (a
+        task already due: than now), in one statement. Raises ``InputError`` for
+        ``by_ms`` ≤ 0."""
+        if by_ms <= 0:
+            raise InputError(f"a deferral must move a task later, not by {by_ms} ms")
+        return self._change(task_id, "defer it", self._engine.q.SQL_DEFER_BY, by=by_ms, actor=actor)
 
     def retry(self, task_id: int, *, actor: str) -> Task:
         """Failed/canceled → pending, due now, attempts reset; runs, notes and

@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 from vigil.models import CostGroup, TaskStatus
 from vigil.store.rows import Row
+from vigil.store.window_sql import WindowDialect
 
 T = TypeVar("T")
 Params = Mapping[str, Any]
@@ -71,6 +72,9 @@ class Queries(Protocol):
     SQL_LIST_NOTES: str
     SQL_DEPENDENCIES: str
     SQL_QUEUE: str
+    SQL_NEXT_DUE_ID: str
+    SQL_DEFER_BY: str
+    WINDOW: WindowDialect
     SQL_COUNT_BY_STATUS: str
     SQL_NEXT_DUE_AT: str
     SQL_SEARCH_TASKS: str
@@ -189,4 +193,10 @@ class Engine(Protocol):
     def write(self, fn: Callable[[Tx], T]) -> T:
         """Run ``fn`` in one transaction: committed on success, rolled back on any
         exception, retried whole while the database stays busy (then ``StoreBusy``)."""
+        ...
+
+    def snapshot(self, fn: Callable[[Tx], T]) -> T:
+        """Run a read-only body in one read transaction: every statement sees the
+        same committed state (several reads that must agree, such as a page of
+        rows and its counts). It never blocks a writer."""
         ...
