@@ -16,7 +16,7 @@ from tui.cells import one_line
 from tui.dialogs import ConfirmDialog, preview
 from tui.forms import DeferChoice, DeferForm, ReasonForm
 from tui.safety import guard_handlers, guarded
-from tui.steering import Action, applies, apply_many, summarize
+from tui.steering import Action, applies, apply_many, decision_effect, summarize
 from vigil.models import Task, TaskStatus
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class QueueSteering:
         if not targets:
             return
         label = f"#{targets[0].id}" if len(targets) == 1 else f"{len(targets)} tasks"
-        title = Text(f"Reject {label}? It is canceled, with the reason.", style="bold")
+        title = Text(f"Reject {label}? {decision_effect(Action.REJECT, targets)}", style="bold")
 
         def answered(reason: str | None) -> None:
             if reason:
@@ -116,7 +116,7 @@ def _confirm_then_write(
     if action is Action.CANCEL and any(t.status is TaskStatus.ACTIVE for t in targets):
         question.append("\nA running task gets a cancel request; the dispatcher stops it.", style="yellow")
     if action is Action.APPROVE:
-        question.append("\nIt becomes pending and runs when due. (R rejects it instead.)", style="yellow")
+        question.append(f"\n{decision_effect(Action.APPROVE, targets)}", style="yellow")
 
     def answered(yes: bool | None) -> None:
         if yes:

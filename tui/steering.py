@@ -32,8 +32,8 @@ class Action(StrEnum):
     DEFER = "defer"
     CANCEL = "cancel"
     RETRY = "retry"
-    APPROVE = "approve"  # a task waiting for a person's approval → pending
-    REJECT = "reject"  # a task waiting for approval → canceled, with a reason
+    APPROVE = "approve"  # awaiting approval → pending; awaiting review → completed
+    REJECT = "reject"  # awaiting approval → canceled; awaiting review → pending again (the reason a note)
 
 
 PAST = {
@@ -76,8 +76,30 @@ def applies(action: Action, task: Task) -> bool:
     if action is Action.CANCEL:
         return task.status in APPLIES[action] and not task.cancel_requested
     if action is Action.APPROVE or action is Action.REJECT:
-        return task.awaiting_approval
+        return awaits_a_decision(task)
     return task.status in APPLIES[action]
+
+
+def awaits_a_decision(task: Task) -> bool:
+    """Awaiting a person's approval to run, or the review of its result; a result on
+    a branch is reviewed in its Diff view instead, where an approval merges it."""
+    return task.awaiting_approval or (task.awaiting_review and task.worktree is None)
+
+
+def decision_effect(action: Action, tasks: Sequence[Task]) -> str:
+    """What approving (or rejecting) ``tasks`` does, for the confirmation."""
+    reviews = sum(1 for task in tasks if task.awaiting_review)
+    if action is Action.APPROVE:
+        if not reviews:
+            return "It becomes pending and runs when due. (R rejects it instead.)"
+        if reviews == len(tasks):
+            return "Its result is accepted: it completes. (R sends it back instead.)"
+        return "A task awaiting approval becomes pending; a reviewed result completes. (R rejects instead.)"
+    if not reviews:
+        return "It is canceled, with the reason."
+    if reviews == len(tasks):
+        return "It goes back to the queue, the reason a note for its agent."
+    return "Awaiting approval: canceled; awaiting review: back to the queue. The reason is kept."
 
 
 @dataclass(frozen=True)
@@ -91,12 +113,12 @@ class Report:
 
 def refusal(err: InvalidTransition, action: Action) -> str:
     """ "#412 already started, not deferred"; for an approval whose task another
-    person or process handled first, "#12 no longer waits for approval (it is
-    pending), not approved"."""
+    person or process handled first, "#12 no longer waits for approval or review
+    (it is pending), not approved"."""
     if action is Action.APPROVE or action is Action.REJECT:
-        # The store words it "<status> and not awaiting approval".
+        # The store words it "<status> and not awaiting approval or review".
         status = err.status.split(" and ", 1)[0]
-        return f"#{err.task_id} no longer waits for approval (it is {status}), not {PAST[action]}"
+        return f"#{err.task_id} no longer waits for approval or review (it is {status}), not {PAST[action]}"
     words = _STATE_WORDS.get(err.status, f"is {err.status}")
     return f"#{err.task_id} {words}, not {PAST[action]}"
 
@@ -136,12 +158,12 @@ async def apply(
             return Report(task.id, True, f"#{done.id} canceled")
         if action is Action.APPROVE:
             done = await store.approve(task.id, actor=ACTOR)
-            return Report(task.id, True, f"#{done.id} approved; pending")
+            return Report(task.id, True, f"#{done.id} approved; {done.status}")
         if action is Action.REJECT:
             if reason is None:
                 raise ValueError("reject needs a reason")
             done = await store.reject(task.id, reason, actor=ACTOR)
-            return Report(task.id, True, f"#{done.id} rejected; canceled")
+            return Report(task.id, True, f"#{done.id} rejected; {done.status}")
         done = await store.retry(task.id, actor=ACTOR)
         return Report(task.id, True, f"#{done.id} pending again")
     except InvalidTransition as err:

@@ -2,7 +2,7 @@
 Markdown, the attempts, notes and audit events, and for a running task a live
 tail of its transcript (re-read when the file grows, no query). The open task can
 be steered with the queue's keys (``+ - d x r``, and ``a``/``R`` to approve or
-reject a task that waits for approval), through the same conditional writes; a
+reject a task that waits for approval, or for the review of its result), through the same conditional writes; a
 task waiting for an answer is answered with ``w`` (``tui.answer_dialog``), a
 blocked one put back in the queue with ``u``."""
 
@@ -33,7 +33,7 @@ from tui.keys import ANSWER, APPROVE, CANCEL, DEFER, DIFF, LOWER, RAISE, REJECT,
 from tui.live import Banner, LiveScreen
 from tui.loaders import TaskDetail, load_task
 from tui.safety import guarded
-from tui.steering import Action, applies, apply_many, summarize
+from tui.steering import Action, applies, apply_many, decision_effect, summarize
 from tui.tabs import LoopLine, TabBar
 from tui.times import Times, span
 from vigil.errors import InputError, TaskNotFound
@@ -376,7 +376,7 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
                 self._write(Action.APPROVE)
 
         question = Text(f"Approve #{task.id}?", style="bold")
-        question.append("\nIt becomes pending and runs when due. (R rejects it instead.)", style="yellow")
+        question.append(f"\n{decision_effect(Action.APPROVE, [task])}", style="yellow")
         self.app.push_screen(ConfirmDialog(question, preview([task], [])), answered)
 
     def action_reject(self) -> None:
@@ -388,7 +388,7 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
             if reason:
                 self._write(Action.REJECT, reason=reason)
 
-        title = Text(f"Reject #{task.id}? It is canceled, with the reason.", style="bold")
+        title = Text(f"Reject #{task.id}? {decision_effect(Action.REJECT, [task])}", style="bold")
         label = "Reason (kept in the task's summary and audit trail)"
         self.app.push_screen(ReasonForm(title, label=label, required=True, details=preview([task], [])), answered)
 

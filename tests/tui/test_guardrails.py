@@ -67,6 +67,41 @@ async def test_a_approves_the_highlighted_task_after_a_confirmation(make_app: Ap
         assert enabled_actions(app)["approve"] is False  # approved: the key is dimmed now
 
 
+async def held_for_review(db: Store, subject: str) -> int:
+    """A task whose run succeeded with refused actions: blocked, awaiting review."""
+    task_id = await add(db, subject)
+    claim = await db.claim_next(worker="w", lease_ms=60_000)
+    assert claim is not None
+    denied = Outcome(OutcomeKind.SUCCESS, summary="done", permission_denials=("Bash: rm -rf build",))
+    await db.record(claim, denied, worker="w")
+    assert (await db.get_task(task_id)).awaiting_review
+    return task_id
+
+
+async def test_a_and_shift_r_decide_a_reviewed_result_too(make_app: AppFactory, db: Store) -> None:
+    accepted = await held_for_review(db, "clean the build folder")
+    sent_back = await held_for_review(db, "tidy the logs")
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(lambda: set(shown_ids(app)) == {accepted, sent_back}, "rows")
+        assert table(app).select_id(accepted)
+        await pilot.press("a")
+        await wait_for(lambda: isinstance(app.screen, ConfirmDialog), "confirmation")
+        shown = " ".join(str(w.render()) for w in app.screen.query(Static))
+        assert "Its result is accepted: it completes." in shown
+        await pilot.press("y")
+        await wait_for(lambda: f"#{accepted} approved; completed" in notes(app), "approved")
+        assert table(app).select_id(sent_back)
+        await pilot.press("R")
+        await wait_for(lambda: isinstance(app.screen, ReasonForm), "reason form")
+        await pilot.press(*"not in the logs folder", "enter")
+        await wait_for(lambda: f"#{sent_back} rejected; pending" in notes(app), "rejected")
+    done, again = await db.get_task(accepted), await db.get_task(sent_back)
+    assert (done.status, done.review) == (TaskStatus.COMPLETED, ApprovalState.APPROVED)
+    assert (again.status, again.review) == (TaskStatus.PENDING, ApprovalState.REJECTED)
+    assert [n.text for n in await db.list_notes(sent_back)] == ["review: not in the logs folder"]
+
+
 async def test_declining_the_confirmation_approves_nothing(make_app: AppFactory, db: Store) -> None:
     task_id = await add(db, "drop the old table", requires_approval=True)
     app = make_app()
@@ -124,7 +159,7 @@ async def test_approve_refused_when_another_person_approved_first(make_app: AppF
         await pilot.press("a")
         await wait_for(lambda: isinstance(app.screen, ConfirmDialog), "confirmation")
         await pilot.press("y")
-        expected = f"#{task_id} no longer waits for approval (it is pending), not approved"
+        expected = f"#{task_id} no longer waits for approval or review (it is pending), not approved"
         await wait_for(lambda: expected in notes(app), "refusal shown")
         assert [event[3] for event in await approval_events(db, task_id)] == ["someone-else"]
 
@@ -139,7 +174,7 @@ async def test_reject_refused_when_the_task_was_canceled_meanwhile(make_app: App
         await pilot.press("R")
         await wait_for(lambda: isinstance(app.screen, ReasonForm), "reason form")
         await pilot.press(*"too risky", "enter")
-        expected = f"#{task_id} no longer waits for approval (it is canceled), not rejected"
+        expected = f"#{task_id} no longer waits for approval or review (it is canceled), not rejected"
         await wait_for(lambda: expected in notes(app), "refusal shown")
         task = await db.get_task(task_id)
         assert task.approval == ApprovalState.PENDING  # canceled, never rejected
