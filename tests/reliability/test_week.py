@@ -125,6 +125,19 @@ def test_the_leftovers_judge_takes_no_single_late_peak_of_a_saw_tooth_for_growth
     assert judge_leftovers(report) == []
 
 
+def test_the_leftovers_judge_takes_no_cycle_of_expiring_rows_for_growth() -> None:
+    # a simulated day as it ran (archive rows + retired keys, hourly from hour 8): the
+    # rows that expire per round swing on a cycle of about six hours, and the halves
+    # of the settled window hold two troughs and two peaks
+    day = [121, 226, 297, 227, 212, 205, 97, 214, 319, 299, 207, 200, 230, 309, 255, 251, 213]
+    report = _series()
+    report.plan = DAY_PLAN
+    report.samples = report.samples[:24]
+    for i, rows in enumerate(day, start=7):
+        report.samples[i] = replace(report.samples[i], archive_rows=rows, retired_keys=0)
+    assert judge_leftovers(report) == []
+
+
 def test_the_judge_flags_a_final_roll_up_that_differs_from_the_ledger_and_leftovers() -> None:
     report = _series()
     report.ledger_usd, report.rollup_usd = 1.0, 0.99
