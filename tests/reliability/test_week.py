@@ -125,6 +125,16 @@ def test_the_leftovers_judge_takes_no_single_late_peak_of_a_saw_tooth_for_growth
     assert judge_leftovers(report) == []
 
 
+def test_the_judge_takes_no_late_burst_of_kept_tasks_for_growth() -> None:
+    # tasks arrive every two hours and are pruned hourly: what is kept swings
+    # between two and three bursts' worth; one late sample caught three
+    report = _series()
+    for i, sample in enumerate(report.samples):
+        kept = 283 if i == 40 else (243 if i % 2 else 200)
+        report.samples[i] = replace(sample, finished_tasks=kept)
+    assert judge(report) == []
+
+
 def test_the_leftovers_judge_takes_no_cycle_of_expiring_rows_for_growth() -> None:
     # a simulated day as it ran (archive rows + retired keys, hourly from hour 8): the
     # rows that expire per round swing on a cycle of about six hours, and the halves
