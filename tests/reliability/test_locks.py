@@ -1,5 +1,5 @@
 """A dispatcher is told by its lock, not only by its heartbeat: ``vigil status`` calls a
-killed one DOWN at once, ``vigil store migrate`` does not wait for its heartbeat to
+killed one DIED at once, ``vigil store migrate`` does not wait for its heartbeat to
 go stale, and a dispatcher started while migrate copies stands by until it is done
 (docs/reliability.md, *Locks*)."""
 
@@ -106,7 +106,7 @@ def test_status_calls_a_killed_dispatcher_down_at_once(home: Path) -> None:
     seen = status(home)
     assert (seen["alive"], seen["lock_held"], seen["heartbeat_fresh"]) == (False, False, True)
     text = run_vigil(home, "status").stdout
-    assert f"dispatcher: DOWN: pid {pid} on " in text
+    assert f"loop: DIED: pid {pid} on " in text
     assert "no longer holds the dispatcher lock" in text
 
 
@@ -157,5 +157,5 @@ def test_a_dispatcher_started_during_the_copy_stands_by_and_writers_wait(home: P
                 assert daemon.wait(timeout=WAIT_S) == 0
             out, err = migrate.communicate(timeout=WAIT_S)
     assert "verified" in out, err
-    moved = json.loads(run_vigil(home, "task", "list", "--json", env={"VIGIL_STORE_URL": postgres_url}).stdout)
+    moved = json.loads(run_vigil(home, "task", "list", "--json", env={"VIGIL_STORE_URL": postgres_url}).stdout)["tasks"]
     assert [(t["subject"], t["status"]) for t in moved] == [(f"task {n}", "pending") for n in range(5)]

@@ -191,7 +191,7 @@ def test_vigil_run_stops_when_its_file_is_replaced_and_leaves_the_new_one_whole(
     assert "was replaced by another file while this process had it open" in last
     assert "Traceback" not in stderr
     assert integrity(database(home)) == "ok"
-    listed = json.loads(run_vigil(home, "task", "list", "--json").stdout)
+    listed = json.loads(run_vigil(home, "task", "list", "--json").stdout)["tasks"]
     assert [(t["subject"], t["status"]) for t in listed] == [("old 1", "pending"), ("old 2", "pending")]
 
 
@@ -221,7 +221,7 @@ def test_vigil_run_stops_when_its_log_is_deleted_and_loses_nothing(home_with_bac
     assert code == 1
     assert "write-ahead log" in stderr.strip().splitlines()[-1]
     assert "was deleted while this process had the database open" in stderr
-    listed = json.loads(run_vigil(home, "task", "list", "--status", "completed", "--json").stdout)
+    listed = json.loads(run_vigil(home, "task", "list", "--status", "completed", "--json").stdout)["tasks"]
     assert sorted(t["subject"] for t in listed) == ["new 3", "old 1", "old 2"]
     assert integrity(database(home)) == "ok"
 

@@ -196,7 +196,7 @@ async def test_a_v8_archive_is_rebuilt_with_the_account_and_keeps_its_totals(tmp
     sums = _query(path, archive_upgrade.SQL_SUMS)
 
     async with await SqliteStore.open(path, clock=clock) as store:
-        assert _user_version(path) == SCHEMA_VERSION == 9
+        assert _user_version(path) == SCHEMA_VERSION == 10
         assert _query(path, archive_upgrade.SQL_SUMS) == sums
         assert _query(path, archive_upgrade.SQL_NOT_NONE) == [(0,)]
         await archive_upgrade.assert_upgraded_archive_counts(store, clock)

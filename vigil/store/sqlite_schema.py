@@ -394,8 +394,9 @@ def rebuild_tasks(conn: sqlite3.Connection) -> None:
     sequence = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'tasks'").fetchone()
     conn.execute("DROP TABLE tasks")
     conn.execute("ALTER TABLE tasks_rebuilt RENAME TO tasks")
+    # the copy's own row (seq 0 even when it copied nothing) must not stand in for it
+    conn.execute("DELETE FROM sqlite_sequence WHERE name = 'tasks'")
     if sequence is not None:
-        conn.execute("DELETE FROM sqlite_sequence WHERE name = 'tasks'")
         conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('tasks', ?)", (sequence[0],))
     for _, name, sql in kept:
         conn.execute(sql.replace(_OPEN, _NEW_OPEN) if name == "ux_tasks_open_key" else sql)
