@@ -28,7 +28,7 @@ SHORT_KEYS = {"space": "spc"}
 # The keys people use most, most used first: at 80 columns the queue's footer keeps
 # New, Filter, Defer, Cancel, Approve and Raise, in whole words.
 FOOTER_RANK = (
-    "new_task", "filter", "search", "back", "defer", "cancel", "approve", "raise", "lower", "retry",
+    "new_task", "filter", "search", "back", "defer", "cancel", "approve", "diff", "raise", "lower", "retry",
     "run_now", "toggle_enabled", "more", "window", "mark", "freeze", "loop_gate",
 )  # fmt: skip
 
