@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,19 +33,28 @@ READ_BYTES = 64 * 1024
 KEEP_BYTES = 4 * OUTPUT_TAIL_CHARS  # read back from the end: UTF-8 is at most 4 bytes a character
 
 
+PRIVATE_TMP = Path("/tmp")  # noqa: S108 -- replaced in the sandbox by a tmpfs of its own
+
+
 @dataclass(frozen=True)
 class Sandbox:
     """Where a sandboxed check may write: the workspace and ``writable`` (the
     worktree's git folders), and a ``/tmp`` of its own; everything else is
-    read-only. ``bwrap`` is the bubblewrap program."""
+    read-only. ``bwrap`` is the bubblewrap program; ``path`` the checks' ``PATH``,
+    where a program named without a folder is looked up (None: it is not)."""
 
     bwrap: str
     writable: tuple[Path, ...] = ()
+    path: str | None = None
 
     def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
         """``argv`` run by bubblewrap: a new process namespace (it dies with its
-        parent), ``/tmp`` first replaced, then the folders it may write bound back."""
+        parent), ``/tmp`` first replaced, then the program's installation bound back
+        read-only when it lies in the host's ``/tmp``, then the folders it may
+        write."""
         binds = [arg for folder in (cwd, *self.writable) for arg in ("--bind", str(folder), str(folder))]
+        prefix = self._program_prefix_in_tmp(argv[0])
+        kept = [] if prefix is None else ["--ro-bind", str(prefix), str(prefix)]
         return [
             self.bwrap,
             "--die-with-parent",
@@ -52,19 +62,35 @@ class Sandbox:
             "--ro-bind", "/", "/",
             "--dev", "/dev",
             "--proc", "/proc",
-            "--tmpfs", "/tmp",  # noqa: S108 -- a tmpfs of its own, not the host's /tmp
+            "--tmpfs", str(PRIVATE_TMP),
+            *kept,
             *binds,
             "--chdir", str(cwd),
             "--",
             *argv,
         ]  # fmt: skip
 
+    def _program_prefix_in_tmp(self, program: str) -> Path | None:
+        """The folder above the program's ``bin`` (a virtualenv, a toolchain) when it
+        lies inside the host's ``/tmp``, which the private ``/tmp`` would hide (a
+        project cloned and installed there); None elsewhere, or for a program in
+        ``/tmp`` itself (binding that back would undo the private ``/tmp``)."""
+        if os.path.isabs(program):
+            found: str | None = program
+        else:
+            found = None if self.path is None else shutil.which(program, path=self.path)
+        if found is None:
+            return None
+        prefix = Path(os.path.abspath(found)).parent.parent
+        return prefix if prefix.is_relative_to(PRIVATE_TMP) and prefix != PRIVATE_TMP else None
+
 
 def check_sandbox(env: Mapping[str, str], writable: Sequence[Path]) -> Sandbox | None:
     """The sandbox for checks where bubblewrap is on the checks' ``PATH``; None
     where it is not (Linux without it, macOS)."""
-    bwrap = shutil.which("bwrap", path=env.get("PATH"))
-    return None if bwrap is None else Sandbox(bwrap, tuple(writable))
+    path = env.get("PATH")
+    bwrap = shutil.which("bwrap", path=path)
+    return None if bwrap is None else Sandbox(bwrap, tuple(writable), path)
 
 
 async def run_checks(

@@ -5,7 +5,9 @@ workspace (and a /tmp of its own)."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from dispatch.checks import Sandbox, check_sandbox, run_check, run_checks
@@ -84,6 +86,35 @@ async def test_in_its_sandbox_a_check_writes_its_workspace_and_nothing_else(tmp_
     assert (git_dir / "ref").read_text() == "in a git folder"
     assert outside.read_text() == "# the home's\n"
     assert result.output.startswith("refused:")
+
+
+@needs_bwrap
+async def test_in_its_sandbox_a_check_runs_a_program_installed_in_the_hosts_tmp(tmp_path: Path) -> None:
+    # a project cloned and installed in /tmp: its virtualenv would be hidden by the
+    # sandbox's private /tmp, so the program's prefix is bound back, read-only
+    prefix = Path(tempfile.mkdtemp(dir="/tmp")) / "venv"  # the host's /tmp is the point
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "share").mkdir()
+    (prefix / "share" / "data.txt").write_text("from the prefix\n")
+    tool = prefix / "bin" / "tool"
+    tool.write_text(
+        '#!/bin/sh\ncat "$(dirname "$0")/../share/data.txt"\n'
+        'touch "$(dirname "$0")/../mine" 2>/dev/null || echo read-only\n'
+    )
+    tool.chmod(0o755)
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    env = {**ENV, "PATH": f"{prefix / 'bin'}:{ENV['PATH']}"}
+    sandbox = check_sandbox(env, [])
+    assert sandbox is not None
+    try:
+        for argv in ((str(tool),), ("tool",)):
+            result = await run_check(
+                Check(argv), cwd=workspace, env=env, timeout_s=30, grace_s=1, on_start=record, sandbox=sandbox
+            )
+            assert (result.exit_code, result.output) == (0, "from the prefix\nread-only"), argv
+    finally:
+        shutil.rmtree(prefix.parent)
 
 
 def test_the_sandbox_is_bubblewrap_with_tmp_replaced_and_the_workspace_bound_back() -> None:
