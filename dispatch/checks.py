@@ -134,7 +134,7 @@ async def run_check(
         return CheckResult(check.argv, None, f"cannot start {program!r}: no such executable file")
     argv = list(check.argv) if sandbox is None else sandbox.wrap(check.argv, cwd)
     if sandbox is not None:
-        env = {**env, "TMPDIR": "/tmp"}  # noqa: S108 -- the sandbox's own, empty /tmp
+        env = {**env, "TMPDIR": str(PRIVATE_TMP)}  # the sandbox's own, empty /tmp
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
