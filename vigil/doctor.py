@@ -11,6 +11,7 @@ handed in by the CLI as ``agent_checks``.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import stat
@@ -171,6 +172,29 @@ def _executor(report: _Report, settings: Settings) -> None:
         report.ok("executor", f"{name} ({shutil.which(binary)})")
 
 
+def _accounts(report: _Report, settings: Settings) -> None:
+    """Each account of the executor and its fallbacks: its login folder exists, or
+    its key variable is set. A missing login fails every run on that account as an
+    auth failure, which waits for a person; a key variable may be set only in the
+    service's environment, so its absence here is a warning."""
+    logins = {"claude": "CLAUDE_CONFIG_DIR={} claude, then /login", "codex": "CODEX_HOME={} codex login"}
+    clis = {"claude": settings.claude, "codex": settings.codex}
+    for executor in dict.fromkeys((settings.dispatch.executor, *settings.dispatch.fallback)):
+        for account in clis[executor].accounts if executor in clis else ():
+            what = f"account {executor}:{account.name}"
+            if account.config_dir is not None:
+                if account.config_dir.is_dir():
+                    report.ok(what, f"login in {account.config_dir}")
+                else:
+                    login = logins[executor].format(account.config_dir)
+                    report.fail(what, f"{account.config_dir} does not exist: log in with {login}")
+            elif account.api_key_env is not None:
+                if os.environ.get(account.api_key_env):
+                    report.ok(what, f"key from ${account.api_key_env}")
+                else:
+                    report.warn(what, f"${account.api_key_env} is not set here; vigil run needs it in its environment")
+
+
 def _guardrails(report: _Report, settings: Settings) -> None:
     """What bounds a loop left alone: retention (disk) and the daily budget (spend).
     Their absence is a warning, not a failure: a person may mean it."""
@@ -224,6 +248,7 @@ async def run_checks(home_arg: str | None, echo: Echo, agent_checks: AgentChecks
             report.add(finding)
     else:
         _executor(report, settings)
+    _accounts(report, settings)
     _guardrails(report, settings)
     if not settings.skills_dir.is_dir():
         report.warn("skills", f"{settings.skills_dir} does not exist")
