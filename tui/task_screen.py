@@ -2,9 +2,9 @@
 Markdown, the attempts, notes and audit events, and for a running task a live
 tail of its transcript (re-read when the file grows, no query). The open task can
 be steered with the queue's keys (``+ - d x r``, and ``a``/``R`` to approve or
-reject a task that waits for approval, or for the review of its result), through the same conditional writes; a
-task waiting for an answer is answered with ``w`` (``tui.answer_dialog``), a
-blocked one put back in the queue with ``u``."""
+reject a task that waits for approval, or for the review of its result), through
+the same conditional writes; a task waiting for an answer is answered with ``w``
+(``tui.answer_dialog``), a blocked one put back in the queue with ``u``."""
 
 from __future__ import annotations
 
