@@ -8,7 +8,9 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +80,41 @@ def run_vigil(
 def read_record(path: Path) -> dict[str, Any]:
     value: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return value
+
+
+WAIT_S = 60.0  # how long a helper below waits at the most: a safety net only
+
+
+def database(home: Path) -> Path:
+    """The home's SQLite file."""
+    return home / "data" / "vigil.db"
+
+
+@contextmanager
+def running(home: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """``vigil ARGS`` in the background, its output piped (killed at the end if
+    still running)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VIGIL_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vigil", "--home", str(home), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=WAIT_S)
+
+
+def wait_until(condition: Callable[[], object], what: str) -> None:
+    """Poll ``condition`` every 50 ms until it holds; fail naming ``what`` after
+    ``WAIT_S``."""
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)

@@ -17,16 +17,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.reliability.support import run_vigil
+from tests.reliability.support import WAIT_S, run_vigil, wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small filesystem needs root")
-WAIT_S = 60.0  # safety net only
 CONFIG = """\
 [dispatch]
 executor = "dry-run"
@@ -108,14 +107,6 @@ class Daemon:
         assert self.proc.stderr is not None
         self.proc.stderr.close()
         return code
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def rows(home: Path) -> list[tuple[str, int]]:

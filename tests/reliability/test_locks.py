@@ -10,16 +10,10 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from tests.reliability.support import run_vigil
+from tests.reliability.support import WAIT_S, database, run_vigil, running, wait_until
 
-WAIT_S = 60.0  # safety net only
 CONFIG = """\
 [store]
 busy_timeout = "200ms"
@@ -29,10 +23,6 @@ executor = "dry-run"
 heartbeat = "30s"
 lease = "2m"
 """
-
-
-def database(home: Path) -> Path:
-    return home / "data" / "vigil.db"
 
 
 def lane_held(home: Path) -> bool:
@@ -48,32 +38,6 @@ def lane_held(home: Path) -> bool:
     finally:
         os.close(fd)
     return False
-
-
-@contextmanager
-def running(home: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VIGIL_")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vigil", "--home", str(home), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=WAIT_S)
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def status(home: Path) -> dict[str, object]:

@@ -9,28 +9,18 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.reliability.support import run_vigil
+from tests.reliability.support import WAIT_S, database, run_vigil, running, wait_until
 
-WAIT_S = 60.0  # safety net only
 CONFIG = """\
 [dispatch]
 executor = "dry-run"
 heartbeat = "200ms"
 lease = "2s"
 """
-
-
-def database(home: Path) -> Path:
-    return home / "data" / "vigil.db"
 
 
 def subjects(path: Path) -> list[str]:
@@ -52,34 +42,6 @@ def integrity(path: Path) -> str:
 def add(home: Path, subject: str) -> None:
     done = run_vigil(home, "task", "add", subject)
     assert done.returncode == 0, done.stderr
-
-
-@contextmanager
-def running(home: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
-    """``vigil ARGS`` in the background (killed at the end if still running)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VIGIL_")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vigil", "--home", str(home), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=WAIT_S)
-
-
-def wait_until(condition: object, what: str) -> None:
-    assert callable(condition)
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def heartbeat_seen(home: Path) -> bool:
