@@ -21,6 +21,7 @@ Each failure is a ``fail`` finding with the sandbox's own words and the fix.
 from __future__ import annotations
 
 import platform
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -69,12 +70,16 @@ async def claude_sandbox_problem(bwrap: str, env: Mapping[str, str], cwd: Path, 
 
 async def codex_sandbox_problem(settings: Settings, env: Mapping[str, str], cwd: Path, run: Run) -> Finding | None:
     """A ``fail`` finding when Codex's sandbox (``[executors.codex] sandbox``) does
-    not start a command in ``cwd``; None when it does, or when there is no sandbox
-    to start (``danger-full-access``)."""
+    not start a command in ``cwd``; None when it does, when there is no sandbox to
+    start (``danger-full-access``), off Linux, or when the CLI itself is missing
+    (``dispatch.codex_readiness`` says so)."""
     mode = settings.codex.sandbox
-    if mode == "danger-full-access":
-        return None
-    argv = [*settings.codex.command, "sandbox", "-c", f'sandbox_mode="{mode}"', *NO_LOGIN_SHELL]
+    command = settings.codex.command
+    if mode == "danger-full-access" or platform.system() != "Linux":
+        return None  # no sandbox; elsewhere Codex's is not bubblewrap
+    if shutil.which(command[0], path=env.get("PATH")) is None:
+        return None  # the CLI is missing: its own line says so
+    argv = [*command, "sandbox", "-c", f'sandbox_mode="{mode}"', *NO_LOGIN_SHELL]
     if mode == "workspace-write":
         argv += WORKSPACE_NETWORK
     code, output = await run([*argv, "--", "true"], env, cwd)
