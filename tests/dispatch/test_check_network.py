@@ -5,6 +5,7 @@ dispatcher, in the sandbox its settings make."""
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from collections.abc import Iterator
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from dispatch.executors import RunContext
+from dispatch.readiness import run_briefly
+from dispatch.sandbox_probe import checks_sandbox_finding
 from tests.agents.clis import needs_bwrap
 from tests.dispatch.conftest import MakeDispatcher
 from vigil.codework import Check, CodeOptions
@@ -91,3 +94,15 @@ def test_checks_network_is_read_from_its_own_section_and_checked(tmp_path: Path)
         settings_from_mapping({"checks": {"network": "yes"}}, tmp_path, source)
     with pytest.raises(ConfigError, match=r"\[checks\] unknown key"):
         settings_from_mapping({"checks": {"netwrok": False}}, tmp_path, source)
+
+
+@needs_bwrap
+async def test_doctor_starts_the_check_sandbox_and_says_whether_it_has_network(settings: Settings) -> None:
+    env = {"PATH": os.environ["PATH"]}
+    offline = await checks_sandbox_finding(settings, env, settings.home, run_briefly)
+    assert (offline.level, offline.what) == ("ok", "checks")
+    assert offline.detail.endswith("without network ([checks] network = true allows it)")
+    online = await checks_sandbox_finding(
+        replace(settings, checks=ChecksSettings(network=True)), env, settings.home, run_briefly
+    )
+    assert online.detail.endswith("with the host's network ([checks] network = true)")
