@@ -101,7 +101,8 @@ async def reach_findings(settings: Settings, env: Mapping[str, str], run: Run) -
         f"kept {keep_days:g} d after it ends"
     )
     found = [Finding("ok", "workspace", where)]
-    cwd = workdir or settings.home
+    # where a task works; a workdir that does not exist is its own FAIL line (readiness)
+    cwd = workdir if workdir is not None and workdir.is_dir() else settings.home
     if settings.dispatch.executor == "claude":
         found.append(await _claude_sandbox(settings, env, cwd, run))
     elif settings.dispatch.executor == "codex":
