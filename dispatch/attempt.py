@@ -210,7 +210,11 @@ class AttemptPreparer:
             env=check_env,
             timeout_s=timeout_ms / 1000,
             on_start=on_process_start,
-            sandbox=check_sandbox(check_env, writable) if settings.dispatch.check_sandbox else None,
+            sandbox=(
+                check_sandbox(check_env, writable, network=settings.checks.network)
+                if settings.dispatch.check_sandbox
+                else None
+            ),
         )
         return executor, ctx, work
 

@@ -6,8 +6,11 @@ run's ids), in a new session of its own, its stdin empty, its stdout and stderr
 read together and the tail kept. A check runs code the agent wrote (the tests it
 changed, a Makefile), so it runs in a sandbox of its own (``Sandbox``: bubblewrap,
 the whole tree read-only but the workspace, the worktree's git folders and a
-private ``/tmp``), unless ``[dispatch] check_sandbox`` is off or bubblewrap is
-missing (``vigil doctor`` says so). Its process is recorded on the run, as the
+private ``/tmp``; no network unless ``[checks] network`` is on), unless
+``[dispatch] check_sandbox`` is off or bubblewrap is missing (``vigil doctor``
+says so). The check reads what the agent could read (both CLIs' sandboxes leave
+the whole tree readable), and only the end of its output reaches the next prompt
+(``OUTPUT_TAIL_CHARS``). Its process is recorded on the run, as the
 agent's was, so crash recovery ends it if the dispatcher dies meanwhile. A check
 that outlives its timeout (its own, else the task's) is ended with its whole
 process group (SIGTERM, then SIGKILL), like the agent; so is anything a check
@@ -41,17 +44,20 @@ class Sandbox:
     """Where a sandboxed check may write: the workspace and ``writable`` (the
     worktree's git folders), and a ``/tmp`` of its own; everything else is
     read-only. ``bwrap`` is the bubblewrap program; ``path`` the checks' ``PATH``,
-    where a program named without a folder is looked up (None: it is not)."""
+    where a program named without a folder is looked up (None: it is not).
+    ``network`` False: a network namespace of its own, with only its own loopback
+    (a check cannot reach the host's servers, local ones included)."""
 
     bwrap: str
     writable: tuple[Path, ...] = ()
     path: str | None = None
+    network: bool = False
 
     def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
         """``argv`` run by bubblewrap: a new process namespace (it dies with its
         parent), ``/tmp`` first replaced, then the program's installation bound back
         read-only when it lies in the host's ``/tmp``, then the folders it may
-        write."""
+        write. Without ``network``, a network namespace of its own."""
         binds = [arg for folder in (cwd, *self.writable) for arg in ("--bind", str(folder), str(folder))]
         prefix = self._program_prefix_in_tmp(argv[0])
         kept = [] if prefix is None else ["--ro-bind", str(prefix), str(prefix)]
@@ -59,6 +65,7 @@ class Sandbox:
             self.bwrap,
             "--die-with-parent",
             "--unshare-pid",
+            *(() if self.network else ("--unshare-net",)),
             "--ro-bind", "/", "/",
             "--dev", "/dev",
             "--proc", "/proc",
@@ -85,12 +92,12 @@ class Sandbox:
         return prefix if prefix.is_relative_to(PRIVATE_TMP) and prefix != PRIVATE_TMP else None
 
 
-def check_sandbox(env: Mapping[str, str], writable: Sequence[Path]) -> Sandbox | None:
+def check_sandbox(env: Mapping[str, str], writable: Sequence[Path], *, network: bool = False) -> Sandbox | None:
     """The sandbox for checks where bubblewrap is on the checks' ``PATH``; None
-    where it is not (Linux without it, macOS)."""
+    where it is not (Linux without it, macOS). ``network``: ``[checks] network``."""
     path = env.get("PATH")
     bwrap = shutil.which("bwrap", path=path)
-    return None if bwrap is None else Sandbox(bwrap, tuple(writable), path)
+    return None if bwrap is None else Sandbox(bwrap, tuple(writable), path, network)
 
 
 async def run_checks(

@@ -7,8 +7,11 @@ CLI's own temporary folder; the home, its ``vigil.toml``, identity file, skills 
 database are read-only. With ``[executors.claude] bash_sandbox`` on (the default)
 and the sandbox available, Vigil passes these settings, so that Bash is allowed
 without asking (a coding agent must run the project's tests), can never leave the
-sandbox (``allowUnsandboxedCommands`` off), and a sandbox that fails to start makes
-the CLI refuse the run rather than run Bash unconfined (``failIfUnavailable``). The
+sandbox (``allowUnsandboxedCommands`` off), and a sandbox that is unavailable makes
+the CLI refuse the run rather than run Bash unconfined (``failIfUnavailable``); one
+whose bubblewrap fails to start a command fails that command (the run is then
+``sandbox_failed``: ``dispatch.executors.refusals``), and ``vigil doctor`` starts one
+the same way first (``dispatch.sandbox_probe``). The
 store's URL, when the loop uses PostgreSQL, is unset for sandboxed commands: only
 Vigil's MCP server needs it.
 

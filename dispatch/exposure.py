@@ -17,28 +17,26 @@ reach:
   sandbox lets it write into the repository's git folder (docs/coding.md);
 * ``[dispatch] check_sandbox = false`` (or no bubblewrap): a task's checks, which run
   code the agent wrote, run unconfined.
+
+Each sandbox that is on is also started for real (``dispatch.sandbox_probe``): one
+that does not start fails ``vigil doctor``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import platform
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from dispatch.checks import check_sandbox
 from dispatch.claude_sandbox import sandbox_problem
+from dispatch.codex_readiness import Run
 from dispatch.executors.codex import configured_model
 from dispatch.pricing import PRICES_AS_OF, SHIPPED_PRICES, model_price, price_for
+from dispatch.sandbox_probe import USERNS_FIX, checks_sandbox_finding, claude_sandbox_problem, codex_sandbox_problem
 from dispatch.workspace import contains
 from vigil.config import Settings
 from vigil.doctor import Finding
 
-PROBE_TIMEOUT_S = 10.0
-# A bubblewrap sandbox like the one Claude Code builds: the whole tree read-only,
-# new process and network namespaces.
-BWRAP_PROBE = ("bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net")
 UNCONFINED_BASH = ("Bash", "Bash(*)", "Bash(*:*)")
 
 
@@ -90,9 +88,10 @@ def _outside_dirs(section: str, folders: tuple[str, ...], home: Path) -> list[st
     ]
 
 
-async def reach_findings(settings: Settings, env: Mapping[str, str]) -> list[Finding]:
+async def reach_findings(settings: Settings, env: Mapping[str, str], run: Run) -> list[Finding]:
     """``vigil doctor``'s findings on the agent's workspace, its sandbox and the
-    settings that widen them."""
+    settings that widen them. ``run`` runs each sandbox's probe
+    (``dispatch.sandbox_probe``) in the agent's workspace, as a task would."""
     keep_days = settings.dispatch.keep_workspace_ms / 86_400_000
     workdir = settings.dispatch.workdir
     where = (
@@ -102,33 +101,26 @@ async def reach_findings(settings: Settings, env: Mapping[str, str]) -> list[Fin
         f"kept {keep_days:g} d after it ends"
     )
     found = [Finding("ok", "workspace", where)]
+    # where a task works; a workdir that does not exist is its own FAIL line (readiness)
+    cwd = workdir if workdir is not None and workdir.is_dir() else settings.home
     if settings.dispatch.executor == "claude":
-        found.append(await _claude_sandbox(settings, env))
+        found.append(await _claude_sandbox(settings, env, cwd, run))
     elif settings.dispatch.executor == "codex":
+        failed = await codex_sandbox_problem(settings, env, cwd, run)
         sandbox = settings.codex.sandbox
-        if sandbox == "read-only":
+        if failed is not None:
+            found.append(failed)
+        elif sandbox == "read-only":
             found.append(Finding("warn", "sandbox", "codex: read-only: the agent cannot change files in its workspace"))
         elif sandbox == "workspace-write":
             found.append(Finding("ok", "sandbox", "codex: workspace-write: the agent writes only in its workspace"))
     if settings.dispatch.executor in GIT_REACH and settings.dispatch.check_sandbox:
-        found.append(_checks_sandbox(env))
+        found.append(await checks_sandbox_finding(settings, env, cwd, run))
     found += [Finding("warn", "reach", line) for line in widenings(settings, env)]
     return found
 
 
-def _checks_sandbox(env: Mapping[str, str]) -> Finding:
-    """Where a task's checks run (docs/coding.md, *Checks*)."""
-    if check_sandbox(env, ()) is None:
-        return Finding(
-            "warn",
-            "checks",
-            "bwrap not found: a task's checks (code the agent wrote) run unconfined, able to write the home; "
-            "install bubblewrap (e.g. apt install bubblewrap)",
-        )
-    return Finding("ok", "checks", "a task's checks run in bubblewrap, writing only the workspace")
-
-
-async def _claude_sandbox(settings: Settings, env: Mapping[str, str]) -> Finding:
+async def _claude_sandbox(settings: Settings, env: Mapping[str, str], cwd: Path, run: Run) -> Finding:
     cli = settings.claude
     if not cli.bash_sandbox:
         return Finding(
@@ -136,44 +128,25 @@ async def _claude_sandbox(settings: Settings, env: Mapping[str, str]) -> Finding
             "sandbox",
             "claude: bash_sandbox is off: Bash runs only what [executors.claude] allowed_tools allows, unconfined",
         )
-    problem = sandbox_problem(env) or await _bwrap_problem(env)
-    if problem is not None:
+    missing = sandbox_problem(env)
+    if missing is not None:
         return Finding(
             "warn",
             "sandbox",
-            f"claude: the OS sandbox for Bash cannot run ({problem}); until it can, Bash runs only what "
+            f"claude: the OS sandbox for Bash cannot run ({missing}); until it can, Bash runs only what "
             "[executors.claude] allowed_tools allows, so the agent cannot run a project's tests",
         )
-    return Finding("ok", "sandbox", "claude: Bash runs in Claude Code's OS sandbox, writing only in the workspace")
-
-
-async def _bwrap_problem(env: Mapping[str, str]) -> str | None:
-    """Why a bubblewrap sandbox does not start here (user namespaces refused, say);
-    None when it does, or on a system without bubblewrap (macOS)."""
-    if sandbox_problem(env) is not None or platform.system() != "Linux":
-        return None
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *BWRAP_PROBE,
-            "true",
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-            env=dict(env),
+    bwrap = shutil.which("bwrap", path=env.get("PATH"))
+    failed = None if bwrap is None else await claude_sandbox_problem(bwrap, env, cwd, run)
+    if failed is not None:
+        # bwrap and socat are there, so the sandbox is on: every Bash command would fail
+        return Finding(
+            "fail",
+            "sandbox",
+            f"claude: the OS sandbox for Bash does not start, so every Bash command would fail ({failed}): "
+            f"{USERNS_FIX}, or set [executors.claude] bash_sandbox = false",
         )
-    except OSError as err:
-        return f"bwrap does not start: {err.strerror or err}"
-    try:
-        _, err_text = await asyncio.wait_for(proc.communicate(), PROBE_TIMEOUT_S)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
-        return "bwrap did not answer"
-    if proc.returncode != 0:
-        said = err_text.decode("utf-8", errors="replace").strip().splitlines()
-        return f"bwrap fails: {said[-1] if said else f'exit code {proc.returncode}'}"
-    return None
+    return Finding("ok", "sandbox", "claude: Bash runs in Claude Code's OS sandbox, writing only in the workspace")
 
 
 def price_findings(settings: Settings, env: Mapping[str, str]) -> list[Finding]:

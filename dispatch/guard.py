@@ -82,7 +82,14 @@ ACTOR = "guard"
 # transient and stalled (the provider's or the machine's trouble: they back off),
 # over_budget (the guardrail working), interrupted (the dispatcher stopped).
 FAILURES = frozenset(
-    {OutcomeKind.FAILED, OutcomeKind.BUDGET, OutcomeKind.TURNS, OutcomeKind.CONTEXT, OutcomeKind.TIMEOUT}
+    {
+        OutcomeKind.FAILED,
+        OutcomeKind.BUDGET,
+        OutcomeKind.TURNS,
+        OutcomeKind.CONTEXT,
+        OutcomeKind.TIMEOUT,
+        OutcomeKind.SANDBOX_FAILED,  # a sandbox broken for good must stop the loop, not fail every task
+    }
 )
 # Attempts that put the loop into a backoff that ends by itself.
 TRANSIENTS = frozenset({OutcomeKind.TRANSIENT, OutcomeKind.STALLED})

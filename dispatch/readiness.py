@@ -1,8 +1,8 @@
 """Whether the configured agent CLI can work from this home: ``vigil doctor``'s
 checks of the real binary (``dispatch.claude_readiness``,
 ``dispatch.codex_readiness``), then, for either, the agent's workspace, its
-sandbox, what a widened setting lets it reach, and how its runs are priced
-(``dispatch.exposure``).
+sandbox (a command run through it: ``dispatch.sandbox_probe``), what a widened
+setting lets it reach, and how its runs are priced (``dispatch.exposure``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from vigil.doctor import Finding
 CHECK_TIMEOUT_S = 30.0
 
 
-async def _run(argv: list[str], env: Mapping[str, str], cwd: Path) -> tuple[int | None, str]:
-    """Exit code (None: could not start or timed out) and stdout+stderr."""
+async def run_briefly(argv: list[str], env: Mapping[str, str], cwd: Path) -> tuple[int | None, str]:
+    """Run ``argv`` for a check of ``vigil doctor``: its exit code (None: it could
+    not start, or gave no answer within ``CHECK_TIMEOUT_S``) and stdout+stderr."""
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -49,10 +50,10 @@ async def agent_findings(settings: Settings) -> list[Finding]:
     ``vigil doctor`` itself)."""
     executor = settings.dispatch.executor
     if executor == "claude":
-        found = await claude_findings(settings, _run)
+        found = await claude_findings(settings, run_briefly)
     elif executor == "codex":
-        found = await codex_findings(settings, _run)
+        found = await codex_findings(settings, run_briefly)
     else:
         return []
     env = base_env(settings, executor=executor)
-    return found + await reach_findings(settings, env) + price_findings(settings, env)
+    return found + await reach_findings(settings, env, run_briefly) + price_findings(settings, env)

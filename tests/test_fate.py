@@ -52,7 +52,14 @@ def test_backoff_doubles_with_equal_jitter_and_a_cap(retry_number: int, low: int
 
 
 @pytest.mark.parametrize(
-    "kind", [OutcomeKind.TRANSIENT, OutcomeKind.STALLED, OutcomeKind.TIMEOUT, OutcomeKind.INTERRUPTED]
+    "kind",
+    [
+        OutcomeKind.TRANSIENT,
+        OutcomeKind.STALLED,
+        OutcomeKind.TIMEOUT,
+        OutcomeKind.INTERRUPTED,
+        OutcomeKind.SANDBOX_FAILED,
+    ],
 )
 def test_retryable_outcomes_are_requeued_after_the_backoff(kind: OutcomeKind) -> None:
     fate = after_attempt(task(attempt_count=2), Outcome(kind), policy(), NOW)
@@ -60,7 +67,9 @@ def test_retryable_outcomes_are_requeued_after_the_backoff(kind: OutcomeKind) ->
     assert fate == Fate(TaskStatus.PENDING, retry_at=NOW + 10_000, count_attempt=True)
 
 
-@pytest.mark.parametrize("kind", [OutcomeKind.TRANSIENT, OutcomeKind.TIMEOUT, OutcomeKind.INTERRUPTED])
+@pytest.mark.parametrize(
+    "kind", [OutcomeKind.TRANSIENT, OutcomeKind.TIMEOUT, OutcomeKind.INTERRUPTED, OutcomeKind.SANDBOX_FAILED]
+)
 def test_retryable_outcomes_fail_when_attempts_are_exhausted(kind: OutcomeKind) -> None:
     spent = after_attempt(task(attempt_count=4, max_retries=3), Outcome(kind, summary="boom"), policy(), NOW)
     assert spent == Fate(TaskStatus.FAILED, summary="gave up after 4 attempts: boom")

@@ -5,7 +5,8 @@ On the left, the files the branch changes with the lines added and removed (the
 first row is every file); on the right, the diff, syntax-coloured and scrollable,
 of the file chosen (``tab`` moves between the two). It is what ``vigil task diff``
 prints: the branch against its base, what an approval merges (once merged, what it
-merged). It is read again when the task changes.
+merged), with every control character of the agent's content shown as an escape
+(``\x1b``), never passed to the terminal. It is read again when the task changes.
 
 For a task awaiting review, ``a`` approves it: its branch is merged into its base
 as its ``merge`` says, or, on a conflict, it goes back to its agent with the
@@ -39,6 +40,7 @@ from vigil.codework import DEFAULT_MERGE
 from vigil.errors import TaskNotFound, VigilError
 from vigil.git import FileChange
 from vigil.models import Task
+from vigil.printable import printable
 from vigil.review import approve, request_changes
 from vigil.worktrees import BranchDiff, branch_diff
 
@@ -64,7 +66,7 @@ def file_label(change: FileChange) -> Text:
     else:
         label.append(f"+{change.added}", style="green")
         label.append(f" -{change.removed} ", style="red")
-    label.append(change.path)
+    label.append(printable(change.path))
     return label
 
 
@@ -143,7 +145,7 @@ class DiffScreen(LiveScreen[DiffData | None]):
 
     def _title(self, data: DiffData) -> Text:
         task, diff = data.task, data.diff
-        title = Text(f"#{task.id} ", style="bold").append(task.subject, style="bold")
+        title = Text(f"#{task.id} ", style="bold").append(printable(task.subject), style="bold")
         if diff is None:
             return title.append(f"\n{data.problem}", style="yellow")
         worktree = diff.worktree
@@ -164,7 +166,8 @@ class DiffScreen(LiveScreen[DiffData | None]):
         if diff is None:
             body.update("")
             return
-        text = file_patch(diff.patch, self._file)
+        # the agent wrote it: escapes are shown as text (and coloured as the diff), never obeyed
+        text = printable(file_patch(diff.patch, self._file))
         body.update(Syntax(text, "diff", theme="ansi_dark", word_wrap=False) if text else Text("(no changes)"))
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:

@@ -263,8 +263,11 @@ def _own_run(task_id: int) -> int | None:
 
 def diff_report(tasks: Tasks, task_id: int, *, stat: bool, as_json: bool) -> str:
     """``vigil task diff``: the task's branch against its base (what an approval
-    merges; once merged, what it merged). Raises ``InputError`` for a task without
-    a worktree, ``RepositoryError`` when the repository or the branch is gone."""
+    merges; once merged, what it merged), every control character in it shown as
+    an escape (``vigil.printable``: the agent wrote it). Raises ``InputError`` for
+    a task without a worktree, ``RepositoryError`` when the repository or the
+    branch is gone."""
+    from vigil.printable import printable
     from vigil.render import dumps
     from vigil.worktrees import branch_diff
 
@@ -290,7 +293,8 @@ def diff_report(tasks: Tasks, task_id: int, *, stat: bool, as_json: bool) -> str
         return dumps(report)
     head = f"task #{task.id}: {wt.branch} against {wt.base} ({diff.since[:12]}..{diff.until[:12]}) in {wt.repo}"
     if not stat:
-        return f"{head}\n{diff.patch}".rstrip("\n")
+        # the agent wrote the content: its terminal escapes are shown, never obeyed
+        return printable(f"{head}\n{diff.patch}".rstrip("\n"))
     width = max((len(f.path) for f in diff.files), default=0)
     lines = [head]
     for f in diff.files:
@@ -298,7 +302,7 @@ def diff_report(tasks: Tasks, task_id: int, *, stat: bool, as_json: bool) -> str
         lines.append(f"  {f.path:<{width}}  {counts}")
     count = len(diff.files)
     lines.append(f"  {count} file{'' if count == 1 else 's'} changed, +{diff.added} -{diff.removed}")
-    return "\n".join(lines)
+    return printable("\n".join(lines))
 
 
 def answer_task(tasks: Tasks, task_id: int, text: str | None, choice: int | None, actor: str) -> Task:

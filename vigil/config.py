@@ -255,6 +255,15 @@ class RetentionSettings:
 
 
 @dataclass(frozen=True)
+class ChecksSettings:
+    """How a task's checks run (``[checks]``; which checks: ``[dispatch] checks``).
+    ``network`` False: the check sandbox has no network, not even the host's
+    loopback; True: it shares the host's."""
+
+    network: bool = False
+
+
+@dataclass(frozen=True)
 class TuiSettings:
     """The dashboard (``[tui]``). ``timezone`` is an IANA zone name for the times it
     shows; None: the machine's zone."""
@@ -278,6 +287,7 @@ class Settings:
     limits: LimitsSettings = field(default_factory=LimitsSettings)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     tui: TuiSettings = field(default_factory=TuiSettings)
+    checks: ChecksSettings = field(default_factory=ChecksSettings)
 
     @property
     def skills_dir(self) -> Path:
@@ -644,6 +654,13 @@ def _tui(data: Mapping[str, Any], source: Path | None) -> TuiSettings:
     return TuiSettings(timezone=zone)
 
 
+def _checks(data: Mapping[str, Any], source: Path | None) -> ChecksSettings:
+    section = _Section(_table(data, "checks", source), "checks", source)
+    settings = ChecksSettings(network=section.bool_("network", ChecksSettings.network))
+    section.done()
+    return settings
+
+
 def _store_url(section: _Section, source: Path | None, env: Mapping[str, str]) -> str | None:
     """``VIGIL_STORE_URL`` if set (it wins: the password can stay out of the file),
     else ``[store] url``; None means the SQLite file."""
@@ -685,7 +702,7 @@ def settings_from_mapping(
     """Build ``Settings`` from parsed TOML and ``env`` (None: the process environment,
     read for ``VIGIL_STORE_URL``); raises ``ConfigError``."""
     known = {"store", "dispatch", "executors", "prices", "sensor_defaults", "sensors", "budget", "alerts"}
-    known |= {"limits", "retention", "tui"}
+    known |= {"limits", "retention", "tui", "checks"}
     for key in data:
         if key not in known:
             raise ConfigError(f"{source}: unknown section or key {key!r}")
@@ -763,6 +780,7 @@ def settings_from_mapping(
         limits=_limits(data, source),
         retention=_retention(data, source),
         tui=_tui(data, source),
+        checks=_checks(data, source),
     )
 
 

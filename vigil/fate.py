@@ -25,7 +25,9 @@ task: another free account or a fallback executor
 runs it; else the guard gates the loop until the
 earliest reset)
 transient, stalled, timeout, interrupted (its           pending                    counted     after a backoff
-dispatcher died or lost the claim)
+dispatcher died or lost the claim), sandbox_failed (the
+CLI's sandbox could not start the agent's commands:
+whatever the agent said, its work was not done)
 checks failed (the agent was done, a check was not;     pending                    counted     now
 the next prompt shows the check's output)
 … with no attempt left (``attempt_count`` past          failed, "gave up after N   counted     —
@@ -66,7 +68,15 @@ from vigil.config import DispatchSettings
 from vigil.models import Outcome, OutcomeKind, Task, TaskStatus
 
 GIVEN_BACK = frozenset({OutcomeKind.AUTH, OutcomeKind.REFUSED, OutcomeKind.USAGE_LIMITED, OutcomeKind.STOPPED})
-RETRYABLE = frozenset({OutcomeKind.TRANSIENT, OutcomeKind.STALLED, OutcomeKind.TIMEOUT, OutcomeKind.INTERRUPTED})
+RETRYABLE = frozenset(
+    {
+        OutcomeKind.TRANSIENT,
+        OutcomeKind.STALLED,
+        OutcomeKind.TIMEOUT,
+        OutcomeKind.INTERRUPTED,
+        OutcomeKind.SANDBOX_FAILED,
+    }
+)
 FINAL = {
     OutcomeKind.SUCCESS: TaskStatus.COMPLETED,
     OutcomeKind.CANCELED: TaskStatus.CANCELED,

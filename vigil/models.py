@@ -117,6 +117,8 @@ class OutcomeKind(StrEnum):
     CANCELED = "canceled"  # a person asked to cancel while it ran
     CHECKS_FAILED = "checks_failed"  # the agent was done, but a check did not pass: retried
     ASKED = "asked"  # the agent asked a person a question: the task waits for the answer
+    # the agent CLI's sandbox could not start the agent's commands (bubblewrap failed): retried
+    SANDBOX_FAILED = "sandbox_failed"
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,9 @@ outcome needs; lines that are not JSON, not objects, or of unknown types are
 counted and skipped (some versions print a banner first). ``classify`` applies the
 ordered table of the reference on agent CLI output: crashed → usage limited →
 transient → auth → another 4xx (failed, with its status) → budget / turns →
-context → success, and anything else failed.
+context → success, and anything else failed. A success in which a Bash call
+failed because the OS sandbox could not start it (``refusals.sandbox_start_failure``)
+is ``sandbox_failed`` instead: the agent's commands never ran.
 
 What Claude Code 2.1.197 prints for a 429: with a subscription, a
 ``rate_limit_event`` ``rejected`` with ``resetsAt`` (the reset the response's
@@ -39,7 +41,9 @@ from dispatch.executors.refusals import (
     VIGIL_TOOL_PREFIX,
     channel_refusal,
     denial_line,
+    sandbox_failed_error,
     sandbox_refusal,
+    sandbox_start_failure,
     unknown_vigil_tool,
 )
 from dispatch.executors.resets import reset_ms
@@ -86,6 +90,8 @@ class ClaudeStream:
     unknown_types: set[str] = field(default_factory=set)
     tool_calls: dict[str, tuple[str, Any]] = field(default_factory=dict)  # tool_use id → (name, input)
     refusals: list[str] = field(default_factory=list)  # seen in tool results, one line each
+    # Bash calls the OS sandbox could not start (bubblewrap failed), one line each
+    sandbox_failures: list[str] = field(default_factory=list)
     # the usage of the message the last assistant line belonged to: (message id, model,
     # tokens as of the message's start; a message of several blocks repeats it)
     last_message: tuple[str, str | None, TokenUsage] | None = None
@@ -154,9 +160,22 @@ class ClaudeStream:
         content = message.get("content") if isinstance(message, dict) else None
         for block in content if isinstance(content, list) else ():
             if isinstance(block, dict) and block.get("type") == "tool_result":
+                failure = self._sandbox_failure(block)
+                if failure is not None:
+                    self.sandbox_failures.append(failure)
+                    continue
                 refusal = self._refusal(block)
                 if refusal is not None:
                     self.refusals.append(refusal)
+
+    def _sandbox_failure(self, result: dict[str, Any]) -> str | None:
+        """A failed Bash call whose sandbox did not start, as one line; else None."""
+        name, given = self.tool_calls.get(str(result.get("tool_use_id")), ("?", None))
+        if name != "Bash" or not result.get("is_error"):
+            return None
+        failure = sandbox_start_failure(_result_text(result.get("content")))
+        command = given.get("command") if isinstance(given, dict) else None
+        return None if failure is None else denial_line("Bash", str(command), failure)
 
     def _refusal(self, result: dict[str, Any]) -> str | None:
         name, given = self.tool_calls.get(str(result.get("tool_use_id")), ("?", None))
@@ -303,6 +322,8 @@ def classify(stream: ClaudeStream, exit_code: int | None, stderr: str, now_ms: i
     if terminal in ("prompt_too_long", "blocking_limit") or (is_error and _CONTEXT_TEXT.search(short)):
         return Verdict(OutcomeKind.CONTEXT, f"context too large: {message}")
     if not is_error and subtype == "success":
+        if stream.sandbox_failures:  # the agent may say it is done: its commands never ran
+            return Verdict(OutcomeKind.SANDBOX_FAILED, sandbox_failed_error(stream.sandbox_failures))
         return Verdict(OutcomeKind.SUCCESS)
     if not isinstance(subtype, str) or not subtype:
         # valid JSON of another shape (a newer CLI, a wrapper script): say so, not "None: None"

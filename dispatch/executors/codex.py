@@ -27,7 +27,9 @@ every socket, the local socket pair asyncio wakes its loop with included; asynci
 ignores that error, so any program of the project's that runs an event loop (its
 tests, say) would wait forever.
 
-The stream is read by ``codex_stream`` (tokens, answer, Codex's own API retries as
+A run in which Codex's sandbox could not start a command (``bwrap: …`` in the
+command's answer, from the session file) is ``sandbox_failed``, whatever the
+agent said. The stream is read by ``codex_stream`` (tokens, answer, Codex's own API retries as
 live progress notes, the outcome, refusals of Vigil's tools); the refusals of shell
 commands and patches come from Codex's session file (``codex_rollout``), and so
 does the usage while the run goes on (``codex_usage``), which the run's meter is
@@ -49,9 +51,10 @@ from pathlib import Path
 from dispatch.executors import DEFAULT_GRACE_S, RunContext
 from dispatch.executors.answer import detail_of, summary_of
 from dispatch.executors.child import ChildResult, StopRun, ended_early
-from dispatch.executors.codex_rollout import rollout_path, rollout_refusals
+from dispatch.executors.codex_rollout import rollout_path, rollout_refusals, rollout_sandbox_failures
 from dispatch.executors.codex_stream import CodexStream, classify
 from dispatch.executors.codex_usage import SessionUsage
+from dispatch.executors.refusals import sandbox_failed_error
 from dispatch.executors.transcript import run_agent_cli
 from dispatch.pricing import TokenUsage, api_cost_usd
 from vigil.clock import SystemClock
@@ -166,6 +169,16 @@ def refusals_of(stream: CodexStream, result: ChildResult, env: Mapping[str, str]
     return tuple(found)
 
 
+def sandbox_failures_of(stream: CodexStream, env: Mapping[str, str]) -> list[str]:
+    """The commands Codex's sandbox could not start in this run, from its session
+    file (the ``--json`` stream leaves failed commands out); none without it."""
+    path = None if stream.thread_id is None else rollout_path(env, stream.thread_id)
+    try:
+        return [] if path is None else rollout_sandbox_failures(path)
+    except OSError:
+        return []
+
+
 def _logged_rejections(stderr: str) -> list[str]:
     return [
         "codex: " + line.split(ROUTER_REJECTION, 1)[1].strip()
@@ -243,6 +256,9 @@ class CodexExecutor:
         else:
             verdict = classify(stream, result.exit_code, result.stderr, self.now_ms())
             kind, error, retry_at = verdict.kind, verdict.error, verdict.retry_at
+            failures = sandbox_failures_of(stream, ctx.env) if kind is OutcomeKind.SUCCESS else []
+            if failures:  # the agent may say it is done: its commands never ran
+                kind, error = OutcomeKind.SANDBOX_FAILED, sandbox_failed_error(failures)
             summary = summary_of(stream.answer if kind is OutcomeKind.SUCCESS else (error or stream.answer))
         cost = api_cost_usd(self.settings.prices, model, stream.usage)
         # a run cut short (timed out, stalled, over budget) keeps what was metered

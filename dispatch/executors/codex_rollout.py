@@ -9,6 +9,10 @@ JSON object per line, the model's calls as ``response_item`` payloads of type
 ``output``). Its ``--json`` stream leaves out a command that exited non-zero, and
 names a rejected patch or command only in a log line; this file has them all.
 
+A command that Codex's sandbox could not start (its answer: ``Process exited with
+code 1`` and bubblewrap's complaint, ``bwrap: execvp codex-linux-sandbox: No such
+file or directory``) is a sandbox failure, not a refusal.
+
 A refusal is an answer that says Codex's policy rejected the call ("patch
 rejected: writing outside of the project", "rm -f style commands are not
 permitted") or that the sandbox stopped it (``dispatch.executors.refusals``).
@@ -18,12 +22,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from dispatch.executors.refusals import denial_line, sandbox_refusal, unknown_vigil_tool
+from dispatch.executors.refusals import denial_line, sandbox_refusal, sandbox_start_failure, unknown_vigil_tool
 
+# how Codex 0.171.0 heads a command's answer when the command failed
+_FAILED = re.compile(r"^Process exited with code [1-9]\d*$", re.MULTILINE)
 POLICY_REJECTION = re.compile(r"patch rejected: [^\n]+|rejected: [^\"\\\n]+")
 
 
@@ -39,9 +45,31 @@ def rollout_path(env: Mapping[str, str], thread_id: str) -> Path | None:
 
 def rollout_refusals(path: Path) -> list[str]:
     """The refused tool calls recorded in the session file at ``path``, one denial
-    line each, in order. Lines that are not the expected JSON are skipped."""
+    line each, in order. Lines that are not the expected JSON are skipped. A call
+    the sandbox could not start is not a refusal (``rollout_sandbox_failures``)."""
+    return [
+        denial_line(tool, what, refusal)
+        for tool, what, output in _answers(path)
+        if sandbox_start_failure(output) is None and (refusal := _refusal(output)) is not None
+    ]
+
+
+def rollout_sandbox_failures(path: Path) -> list[str]:
+    """The tool calls in the session file at ``path`` that failed because Codex's
+    sandbox could not start them (``bwrap: …`` in the output of a command that
+    exited non-zero), one line each, in order."""
+    found = []
+    for tool, what, output in _answers(path):
+        failure = sandbox_start_failure(output) if _FAILED.search(output) else None
+        if failure is not None:
+            found.append(denial_line(tool, what, failure))
+    return found
+
+
+def _answers(path: Path) -> Iterator[tuple[str, str, str]]:
+    """Each answered tool call in the session file: (tool, what it was asked, the
+    answer's text)."""
     calls: dict[str, tuple[str, str]] = {}
-    refusals: list[str] = []
     with path.open(encoding="utf-8", errors="replace") as lines:
         for line in lines:
             if '"function_call' not in line:
@@ -52,10 +80,7 @@ def rollout_refusals(path: Path) -> list[str]:
                 calls[str(payload.get("call_id"))] = (str(payload.get("name") or "?"), _what(payload.get("arguments")))
             elif kind == "function_call_output":
                 tool, what = calls.get(str(payload.get("call_id")), ("?", ""))
-                refusal = _refusal(_text(payload.get("output")))
-                if refusal is not None:
-                    refusals.append(denial_line(tool, what, refusal))
-    return refusals
+                yield tool, what, _text(payload.get("output"))
 
 
 def _payload(line: str) -> dict[str, Any]:

@@ -14,6 +14,13 @@ Three kinds of refusal reach Vigil besides a CLI's own permission denials:
 
 Each becomes one line on the run's ``permission_denials``, ``tool: what`` with the
 reason, the same shape as the CLIs' own denials.
+
+A sandbox that could not start at all is not a refusal: every command fails with
+bubblewrap's own complaint (``bwrap: execvp codex-linux-sandbox: No such file or
+directory`` from Codex 0.171.0 whose helper is missing, ``bwrap: setting up uid
+map: Permission denied`` where user namespaces are refused) and nothing the agent
+meant to run ran. ``sandbox_start_failure`` finds it in a failed command's output;
+the run is then ``sandbox_failed``, not a success.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ SANDBOX_REFUSAL = re.compile(
     r"Read-only file system|attempt to write a readonly database|Operation not permitted|only a person can",
     re.IGNORECASE,
 )
+SANDBOX_START_FAILURE = re.compile(r"^bwrap: .+$", re.MULTILINE)  # bubblewrap's own messages
 NO_SUCH_TOOL = re.compile(r"No such tool available: ([\w.-]+)|unsupported call: ([\w.-]+)")
 LINE_MAX = 300  # characters of one denial line
 
@@ -35,6 +43,23 @@ def sandbox_refusal(output: str) -> str | None:
     """The sandbox's refusal named in a command's ``output``, or None."""
     match = SANDBOX_REFUSAL.search(output)
     return match.group(0) if match else None
+
+
+def sandbox_start_failure(output: str) -> str | None:
+    """Bubblewrap's complaint in the ``output`` of a command that failed, when the
+    sandbox could not start it; None otherwise."""
+    match = SANDBOX_START_FAILURE.search(output)
+    return match.group(0).strip() if match else None
+
+
+def sandbox_failed_error(failures: list[str]) -> str:
+    """The error of a run whose commands did not start in the CLI's sandbox
+    (``failures``: one denial-shaped line each, at least one)."""
+    count = len(failures)
+    return (
+        f"the CLI's sandbox did not start {count} command{'' if count == 1 else 's'} "
+        f"(`vigil doctor` says how to fix it): {failures[0]}"
+    )
 
 
 def channel_refusal(text: str) -> str | None:

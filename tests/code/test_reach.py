@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dispatch.exposure import reach_findings, widenings
+from dispatch.readiness import run_briefly
 from tests.agents.clis import needs_bwrap
 from vigil.codework import CodeOptions
 from vigil.config import load_settings
@@ -44,7 +45,7 @@ def test_checks_outside_their_sandbox_are_a_reach_line(home: Path) -> None:
 async def test_doctor_warns_when_checks_cannot_be_sandboxed(home: Path) -> None:
     settings = load_settings(home)
     settings = replace(settings, dispatch=replace(settings.dispatch, executor="codex"))
-    found = {f.what: (f.level, f.detail) for f in await reach_findings(settings, {"PATH": "/nowhere"})}
+    found = {f.what: (f.level, f.detail) for f in await reach_findings(settings, {"PATH": "/nowhere"}, run_briefly)}
     level, detail = found["checks"]
     assert level == "warn"
     assert detail.startswith("bwrap not found: a task's checks (code the agent wrote) run unconfined")
@@ -54,5 +55,10 @@ async def test_doctor_warns_when_checks_cannot_be_sandboxed(home: Path) -> None:
 async def test_doctor_says_checks_run_in_bubblewrap(home: Path) -> None:
     settings = load_settings(home)
     settings = replace(settings, dispatch=replace(settings.dispatch, executor="codex"))
-    found = {f.what: (f.level, f.detail) for f in await reach_findings(settings, dict(os.environ))}
-    assert found["checks"] == ("ok", "a task's checks run in bubblewrap, writing only the workspace")
+    found = {f.what: (f.level, f.detail) for f in await reach_findings(settings, dict(os.environ), run_briefly)}
+    level, detail = found["checks"]
+    assert level == "ok"
+    assert detail == (
+        "a task's checks run in bubblewrap, writing only the workspace, without network ([checks] network = true "
+        "allows it)"
+    )

@@ -120,9 +120,11 @@ async def test_in_its_sandbox_a_check_runs_a_program_installed_in_the_hosts_tmp(
 def test_the_sandbox_is_bubblewrap_with_tmp_replaced_and_the_workspace_bound_back() -> None:
     argv = Sandbox("/usr/bin/bwrap", (Path("/r/.git/objects"),)).wrap(("pytest", "-q"), Path("/h/work/3"))
     assert argv == [
-        "/usr/bin/bwrap", "--die-with-parent", "--unshare-pid",
+        "/usr/bin/bwrap", "--die-with-parent", "--unshare-pid", "--unshare-net",
         "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
         "--bind", "/h/work/3", "/h/work/3", "--bind", "/r/.git/objects", "/r/.git/objects",
         "--chdir", "/h/work/3", "--", "pytest", "-q",
     ]  # fmt: skip
+    online = Sandbox("/usr/bin/bwrap", network=True).wrap(("pytest",), Path("/h/work/3"))
+    assert "--unshare-net" not in online  # [checks] network = true
     assert check_sandbox({"PATH": "/nowhere"}, []) is None

@@ -207,3 +207,30 @@ def test_an_api_error_without_a_status_is_transient() -> None:
 def test_a_kill_before_the_init_line_is_a_crash_not_a_refusal() -> None:
     assert kind(stream(), exit_code=137, stderr="Killed") == OutcomeKind.TRANSIENT
     assert kind(stream(), exit_code=-9, stderr="something") == OutcomeKind.TRANSIENT
+
+
+def test_bash_calls_the_sandbox_could_not_start_make_a_success_sandbox_failed() -> None:
+    refused = "Exit code 1\nbwrap: setting up uid map: Permission denied"
+    s = stream(
+        INIT,
+        tool_use("t1", "Bash", {"command": "echo hello > out.txt"}),
+        tool_result("t1", refused, is_error=True),
+        # bubblewrap's words in a command that succeeded, or in another tool's result, are not it
+        tool_use("t2", "Bash", {"command": "cat notes.txt"}),
+        tool_result("t2", "bwrap: a line the project's notes happen to hold"),
+        tool_use("t3", "Read", {"file_path": "notes.txt"}),
+        tool_result("t3", "bwrap: the same line, read", is_error=True),
+        result(result="Done: out.txt is written."),
+    )
+    assert s.sandbox_failures == ["Bash: echo hello > out.txt (bwrap: setting up uid map: Permission denied)"]
+    assert s.permission_denials == ()  # not a refusal of the agent
+    verdict = classify(s, 0, "", 0)
+    assert verdict.kind is OutcomeKind.SANDBOX_FAILED
+    assert verdict.error == (
+        "the CLI's sandbox did not start 1 command (`vigil doctor` says how to fix it): "
+        "Bash: echo hello > out.txt (bwrap: setting up uid map: Permission denied)"
+    )
+    # a run that failed for another reason is judged by that reason
+    limited = stream(INIT, tool_use("t1", "Bash", {"command": "x"}), tool_result("t1", refused, is_error=True))
+    limited.feed(json.dumps(result(is_error=True, api_error_status=429, result="API Error: 429")).encode())
+    assert kind(limited) is OutcomeKind.USAGE_LIMITED

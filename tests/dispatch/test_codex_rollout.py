@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dispatch.executors.codex_rollout import rollout_path, rollout_refusals
+from dispatch.executors.codex_rollout import rollout_path, rollout_refusals, rollout_sandbox_failures
 from dispatch.executors.codex_usage import SessionUsage
 from dispatch.pricing import TokenUsage
 
@@ -86,3 +86,24 @@ def test_the_usage_so_far_is_read_from_the_session_file_as_it_grows(tmp_path: Pa
         assert session.read(THREAD) == TokenUsage(input=800, output=10, cache_read=200)
         more.write(half[20:] + "\n")
     assert session.read(THREAD) == TokenUsage(input=2800, output=30, cache_read=200)
+
+
+def test_commands_the_sandbox_could_not_start_are_sandbox_failures_not_refusals(tmp_path: Path) -> None:
+    path = write_rollout(
+        tmp_path,
+        call("c1", "echo hello > out.txt"),
+        output(
+            "c1",
+            "Chunk ID: dcc0f7\nWall time: 0.0000 seconds\nProcess exited with code 1\nOriginal token count: 16\n"
+            "Output:\nbwrap: execvp codex-linux-sandbox: No such file or directory\n",
+        ),
+        # bubblewrap's words in the output of a command that succeeded are the command's own
+        call("c2", "cat notes.txt"),
+        output("c2", "Process exited with code 0\nOutput:\nbwrap: a line the notes hold\n"),
+        call("c3", "echo x >> /home/agent/vigil.toml"),
+        output("c3", "Process exited with code 1\nOutput:\n/bin/bash: /home/agent/vigil.toml: Read-only file system\n"),
+    )
+    assert rollout_sandbox_failures(path) == [
+        "exec_command: echo hello > out.txt (bwrap: execvp codex-linux-sandbox: No such file or directory)"
+    ]
+    assert rollout_refusals(path) == ["exec_command: echo x >> /home/agent/vigil.toml (blocked: Read-only file system)"]

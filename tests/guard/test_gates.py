@@ -133,6 +133,22 @@ async def test_consecutive_failures_gate_and_a_success_resets_the_count(
     assert not (await guard.may_claim(clock.now_ms())).may_claim
 
 
+async def test_runs_whose_sandbox_could_not_start_gate_the_loop_like_failures(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    settings = guard_settings(tmp_path, tmp_path / "e", limits={"max_consecutive_failures": 3})
+    guard, _ = make_guard(settings)
+    task = await a_task(store)
+    broken = Outcome(OutcomeKind.SANDBOX_FAILED, error="the CLI's sandbox did not start 1 command")
+    for _ in range(2):
+        await guard.after_outcome(task, broken)
+        assert (await guard.may_claim(clock.now_ms())).may_claim
+    await guard.after_outcome(task, broken)
+    decision = await guard.may_claim(clock.now_ms() + 365 * 24 * HOUR)
+    assert (decision.may_claim, decision.until) == (False, None)  # until a person resumes
+    assert "3 failed runs in a row" in decision.reason
+
+
 async def test_the_failure_count_survives_a_restart_and_successes_cost_no_write(
     store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
 ) -> None:
