@@ -51,8 +51,8 @@ async def stale(store: Store, task_id: int, ref: int, action: str) -> str | None
     words = state_of(task).words
     if not changes:
         return f"task #{task_id} has moved on: it is {words} now"
-    last = changes[-1]
-    return f"task #{task_id} has moved on: it is {words} now ({last.to_value} by {last.actor} at {iso_utc(last.at)})"
+    since = "; ".join(f"{e.to_value} by {e.actor} at {iso_utc(e.at)}" for e in changes[-3:])
+    return f"task #{task_id} has moved on: it is {words} now ({since})"
 
 
 async def _doing(what: Callable[[], Awaitable[str]]) -> str:
@@ -92,10 +92,14 @@ async def retry_task(store: Store, task_id: int, actor: str) -> str:
     return await _doing(run)
 
 
-async def cancel_task(store: Store, task_id: int, actor: str) -> str:
+async def give_up(store: Store, task_id: int, actor: str) -> str:
+    """**Cancel** on a task that failed for good: it stays failed (a finished task
+    cannot be canceled, by the CLI either) and is not retried; the decision is
+    kept as a note by ``actor``, so the audit trail says who gave up on it."""
+
     async def run() -> str:
-        done = await store.cancel(task_id, actor=actor)
-        return f"task #{task_id} {'cancel requested' if done.cancel_requested else done.status}"
+        await store.add_note(task_id, "given up from the chat: stays failed, not retried", author=actor)
+        return f"task #{task_id} stays failed: given up, not retried"
 
     return await _doing(run)
 

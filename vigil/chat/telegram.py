@@ -130,6 +130,7 @@ class TelegramChat:
         )
         self._ignored: set[int] = set()  # chats whose updates were ignored (and logged once)
         self._up: bool | None = None  # what was last recorded
+        self.following = asyncio.Event()  # set once the card sender knows where it starts from
 
     # --- health -----------------------------------------------------------------
     def _mask(self, text: str) -> str:
@@ -225,6 +226,7 @@ class TelegramChat:
             since = self._clock.now_ms()
             gate = await read_gate(self._store)
             cursor = Cursor(0, gate.since if gate.state is not GateState.RUNNING else 0)
+        self.following.set()
         while True:
             try:
                 cursor, since = await self._scan(cursor, since)
@@ -408,8 +410,9 @@ class TelegramChat:
             why = await actions.stale(store, task_id, ref, "cancel")
             if why is None:
                 await query.answer()
-                yes = Button("Yes, cancel it", press_data("cancelyes", task_id, ref))
-                await self._send(chat_id, confirm_card(f"Cancel task #{task_id}? It will not run again.", yes))
+                yes = Button("Yes, give up", press_data("cancelyes", task_id, ref))
+                text = f"Give up on task #{task_id}? It stays failed and is not retried."
+                await self._send(chat_id, confirm_card(text, yes))
                 return
             done = why
         elif press.action in ("approve", "retry", "cancelyes", "choice"):
@@ -431,7 +434,7 @@ class TelegramChat:
         if action == "retry":
             return await actions.retry_task(store, task_id, actor)
         if action == "cancelyes":
-            return await actions.cancel_task(store, task_id, actor)
+            return await actions.give_up(store, task_id, actor)
         task = await store.get_task(task_id)  # a choice of the question
         if arg is None or not 1 <= arg <= len(task.choices):
             return "that choice is not offered"
