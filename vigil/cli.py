@@ -961,9 +961,10 @@ def chat_run(ctx: click.Context) -> None:
     """Run the bot alone, until Ctrl-C (vigil run runs it too)."""
     import asyncio
 
-    from vigil.chat.telegram import serve_chat
+    from vigil.chat.telegram import configured_token, serve_chat
     from vigil.daemon import configure_logging
 
     settings = settings_for(ctx)
+    token = configured_token(settings)  # a missing token is said before anything starts
     configure_logging(settings)
-    ctx.exit(asyncio.run(serve_chat(settings)))
+    ctx.exit(asyncio.run(serve_chat(settings, token)))

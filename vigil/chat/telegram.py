@@ -456,17 +456,21 @@ async def chat_forever(settings: Settings, store: Store, clock: Clock, stop: asy
     await TelegramChat(settings, store, clock, token).run(stop)
 
 
-async def serve_chat(settings: Settings) -> int:
-    """``vigil chat run``: the bot alone until SIGTERM/SIGINT; returns the exit code
-    (0). Raises ``InputError`` without ``[chat.telegram]`` or without the token."""
+def configured_token(settings: Settings) -> str:
+    """The bot token of a home with ``[chat.telegram]``; raises ``InputError``
+    without the table or without the token."""
+    if settings.telegram is None:
+        raise InputError("no [chat.telegram] table in vigil.toml: see docs/chat.md")
+    return token_of(settings.telegram)
+
+
+async def serve_chat(settings: Settings, token: str) -> int:
+    """``vigil chat run``: the bot alone until SIGTERM/SIGINT; returns the exit code (0)."""
     import signal
 
     from vigil.clock import SystemClock
     from vigil.store import open_store
 
-    if settings.telegram is None:
-        raise InputError("no [chat.telegram] table in vigil.toml: see docs/chat.md")
-    token = token_of(settings.telegram)
     clock = SystemClock()
     store = await open_store(settings, clock)
     stop = asyncio.Event()
