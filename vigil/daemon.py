@@ -356,7 +356,7 @@ async def _dispatch(
     helpers = [watchdog, asyncio.create_task(keep_pruned(store, settings, clock, stop))]
     if lanes.lane == 0:  # one process sends them (and polls the chat), however many lanes dispatch
         helpers.append(asyncio.create_task(forward_task_events(store, settings, alerts, clock)))
-        helpers.append(asyncio.create_task(_chat(settings, store, clock, stop)))
+        helpers.append(asyncio.create_task(_chat(settings, clock, stop)))
     if settings.store.url is None:  # PostgreSQL has no WAL file of ours to keep small
         wal = wal_path_of(settings.store.path)
         helpers.append(asyncio.create_task(keep_wal_small(store, stop, wal_path=wal)))
@@ -368,12 +368,12 @@ async def _dispatch(
         await asyncio.gather(*helpers, return_exceptions=True)
 
 
-async def _chat(settings: Settings, store: Store, clock: Clock, stop: asyncio.Event) -> None:
+async def _chat(settings: Settings, clock: Clock, stop: asyncio.Event) -> None:
     """The Telegram bot (``[chat.telegram]``, vigil.chat); imported only when configured."""
     if settings.telegram is not None:
         from vigil.chat.telegram import chat_forever
 
-        await chat_forever(settings, store, clock, stop)
+        await chat_forever(settings, clock, stop)
 
 
 async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tuple[Task | None, str | None]:

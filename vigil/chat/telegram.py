@@ -441,19 +441,29 @@ class TelegramChat:
         return await actions.answer_task(store, task_id, task.choices[arg - 1], actor)
 
 
-async def chat_forever(settings: Settings, store: Store, clock: Clock, stop: asyncio.Event) -> None:
+async def chat_forever(settings: Settings, clock: Clock, stop: asyncio.Event) -> None:
     """The home's bot inside ``vigil run`` until ``stop``; returns at once without
     ``[chat.telegram]``. A missing token is logged and recorded, never raised: the
-    loop runs on without the chat."""
+    loop runs on without the chat.
+
+    The bot opens a store connection of its own: the dispatcher is woken by other
+    connections' commits (``data_version``), not by its own, and a task a person
+    approves or answers from the chat must start at once."""
+    from vigil.store import open_store
+
     if settings.telegram is None:
         return
+    store = await open_store(settings, clock)
     try:
-        token = token_of(settings.telegram)
-    except InputError as err:
-        log.error("chat: %s", err)
-        await record_health(store, up=False, error=str(err), now_ms=clock.now_ms())
-        return
-    await TelegramChat(settings, store, clock, token).run(stop)
+        try:
+            token = token_of(settings.telegram)
+        except InputError as err:
+            log.error("chat: %s", err)
+            await record_health(store, up=False, error=str(err), now_ms=clock.now_ms())
+            return
+        await TelegramChat(settings, store, clock, token).run(stop)
+    finally:
+        await store.close()
 
 
 def configured_token(settings: Settings) -> str:
