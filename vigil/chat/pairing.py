@@ -26,7 +26,7 @@ from vigil.store import Store
 
 PAIRING_KEY = "chat.telegram.pairing"  # {"sha256": hex, "until": epoch_ms}
 PAIRED_KEY = "chat.telegram.paired"  # {"chat_id": int, "user": str, "at": epoch_ms}
-CURSOR_KEY = "chat.telegram.cursor"  # {"event_id": int, "gate_since": int}
+CURSOR_KEY = "chat.telegram.cursor"  # {"event_id": int, "gate_since": int, "from_ms": int}
 CODE_TTL_MS = 10 * 60_000
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I: typed on a phone
 
@@ -99,11 +99,13 @@ async def try_pair(store: Store, code: str, chat_id: int, user: str, now_ms: int
 
 @dataclass(frozen=True, slots=True)
 class Cursor:
-    """Where the bot is: the last audit row it turned into a card (or skipped) and
-    the gate it last told about (its ``since``)."""
+    """Where the bot is: the last audit row it turned into a card (or skipped), the
+    gate it last told about (its ``since``), and when it first ran (``from_ms``,
+    epoch ms): what happened before is history, never sent."""
 
     event_id: int = 0
     gate_since: int = 0
+    from_ms: int = 0
 
 
 async def read_cursor(store: Store) -> Cursor | None:
@@ -111,12 +113,13 @@ async def read_cursor(store: Store) -> Cursor | None:
     value = (await store.loop_values()).get(CURSOR_KEY)
     if not isinstance(value, dict):
         return None
-    event_id, gate_since = value.get("event_id"), value.get("gate_since")
-    return Cursor(event_id if isinstance(event_id, int) else 0, gate_since if isinstance(gate_since, int) else 0)
+    numbers = [value.get(name) for name in ("event_id", "gate_since", "from_ms")]
+    return Cursor(*(n if isinstance(n, int) else 0 for n in numbers))
 
 
 async def save_cursor(store: Store, cursor: Cursor) -> None:
-    await store.set_loop_values({CURSOR_KEY: {"event_id": cursor.event_id, "gate_since": cursor.gate_since}})
+    value = {"event_id": cursor.event_id, "gate_since": cursor.gate_since, "from_ms": cursor.from_ms}
+    await store.set_loop_values({CURSOR_KEY: value})
 
 
 async def record_health(store: Store, *, up: bool, error: str | None, now_ms: int) -> None:

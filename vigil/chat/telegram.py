@@ -198,16 +198,15 @@ class TelegramChat:
                 except Exception:
                     log.exception("telegram: update %d could not be handled", update.update_id)
 
-    async def _send(self, chat_id: int, card: Card, reply_to: int | None = None) -> Message | None:
-        """Send ``card`` until it went (Telegram down: wait and retry); None when
-        Telegram refused it for good (logged)."""
+    async def _send(self, chat_id: int, card: Card) -> Message | None:
+        """Send ``card`` (what a person asked for) until it went: Telegram down,
+        wait ``retry`` and try again. None when Telegram refused it (logged)."""
         while True:
             try:
                 sent = await self._bot.send_message(
                     chat_id,
                     card.text,
                     reply_markup=_markup(card),
-                    reply_parameters=None if reply_to is None else ReplyParameters(reply_to),
                 )
             except BadRequest as err:
                 log.error("telegram refused a message: %s", self._mask(str(err)))
@@ -218,43 +217,57 @@ class TelegramChat:
             await self._health(True)
             return sent
 
+    async def _sent(self, chat_id: int | None, card: Card) -> bool:
+        """Whether ``card`` went, or will never go (refused: logged); False while
+        Telegram is down."""
+        assert chat_id is not None
+        try:
+            await self._bot.send_message(chat_id, card.text, reply_markup=_markup(card))
+        except BadRequest as err:
+            log.error("telegram refused a card: %s", self._mask(str(err)))
+            return True
+        except TelegramError as err:
+            await self._down(err)
+            return False
+        await self._health(True)
+        return True
+
     # --- cards --------------------------------------------------------------------
     async def _send_cards(self) -> None:
         cursor = await read_cursor(self._store)
-        since = None
         if cursor is None:  # first start: from now on, no replay of history
-            since = self._clock.now_ms()
             gate = await read_gate(self._store)
-            cursor = Cursor(0, gate.since if gate.state is not GateState.RUNNING else 0)
+            cursor = Cursor(0, gate.since if gate.state is not GateState.RUNNING else 0, self._clock.now_ms())
+            await save_cursor(self._store, cursor)
         self.following.set()
         while True:
             try:
-                cursor, since = await self._scan(cursor, since)
+                cursor = await self._scan(cursor)
             except VigilError as err:
                 log.warning("chat: cannot read the store: %s", err)
             await asyncio.sleep(SCAN_S)
 
-    async def _scan(self, cursor: Cursor, since: int | None) -> tuple[Cursor, int | None]:
+    async def _scan(self, cursor: Cursor) -> Cursor:
         """Send the cards of the audit rows after ``cursor`` and of a new gate."""
         start = cursor
         chat_id = await allowed_chat(self._store, self._tg)
         events = await self._store.events_after(
-            cursor.event_id, since_ms=since, kinds=("created", "status"), limit=BATCH
+            cursor.event_id, since_ms=cursor.from_ms, kinds=("created", "status"), limit=BATCH
         )
         for event in events:
             card = await self._card_for(event) if chat_id is not None else None
-            if card is not None and chat_id is not None:
-                await self._send(chat_id, card)
+            # Telegram down: stop here; the next scan looks at this task again (it may have moved on)
+            if card is not None and chat_id is not None and not await self._sent(chat_id, card):
+                break
             cursor = replace(cursor, event_id=event.id)
-            since = None  # the cursor says where to go on from
         gate = await read_gate(self._store)
         if gate.state is not GateState.RUNNING and gate.since != cursor.gate_since:
-            if chat_id is not None and "gate" in self._tg.kinds:
-                await self._send(chat_id, gate_card(self._home, gate))
-            cursor = replace(cursor, gate_since=gate.since)
+            told = chat_id is None or "gate" not in self._tg.kinds
+            if told or await self._sent(chat_id, gate_card(self._home, gate)):
+                cursor = replace(cursor, gate_since=gate.since)
         if cursor != start:
             await save_cursor(self._store, cursor)
-        return cursor, since
+        return cursor
 
     async def _card_for(self, event: TaskEvent) -> Card | None:
         """The card of ``event``'s moment when the task is still there, else None."""
