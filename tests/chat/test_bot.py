@@ -254,3 +254,17 @@ async def test_a_button_on_a_task_finished_from_elsewhere_says_who_finished_it(
     assert api.answers[-1]["text"].startswith(f"task #{task_id} has moved on: it is completed now (completed by human")
     assert not cards_to(api, PERSON, "Why reject")  # no reason asked for: nothing to reject
     assert (await store.get_task(task_id)).status == "completed"
+
+
+async def test_a_long_question_is_cut_with_more_to_read_the_rest(api: BotApi, settings: Settings, store: Store) -> None:
+    long = "Which of these? " + " ".join(f"option-{n}" for n in range(900)) + " END"
+    async with running_bot(settings, store):
+        task_id = await waiting_task(store, "Choose", long)
+        question = await card(api, "Which of these?")
+        assert len(question["text"]) < 4096
+        assert "END" not in question["text"]
+        assert labels(question) == ["More"]
+        api.press(PERSON, question, "More")
+        await until(lambda: cards_to(api, PERSON, "END"), "the rest of the question")
+        api.say(PERSON, "option-7", reply_to=question)  # the cut card still takes the answer
+        await card(api, f"task #{task_id} answered: option-7")
