@@ -28,6 +28,8 @@ from vigil.gate import GateState, read_gate
 from vigil.models import NewTask, Outcome, OutcomeKind
 from vigil.store import Store, open_store
 
+pytestmark = pytest.mark.slow  # each runs the bot for a second or more
+
 ACTOR = f"human via telegram @ada{PERSON} ({PERSON})"
 
 

@@ -28,6 +28,7 @@ def api() -> Iterator[BotApi]:
         assert running.problems == []
 
 
+@pytest.mark.slow
 async def test_the_chat_that_sends_the_code_is_paired_and_no_other(
     home: Path, api: BotApi, vigil: VigilRunner, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -81,6 +82,7 @@ async def test_an_expired_code_pairs_nothing(home: Path, api: BotApi) -> None:
         await store.close()
 
 
+@pytest.mark.slow
 def test_pair_is_refused_when_the_config_pins_the_chat_or_has_no_bot(home: Path, vigil_in_process: VigilRunner) -> None:
     refused = vigil_in_process("chat", "pair")
     assert refused.returncode == 2
@@ -138,3 +140,17 @@ def test_the_defaults(home: Path) -> None:
     )
     assert telegram.kinds == ("question", "review", "approval", "failed", "gate")
     assert load_settings(home.parent).telegram is None  # no table: no bot
+
+
+def test_status_says_nothing_of_a_chat_without_one_and_unknown_before_the_bot_ran(
+    home: Path, vigil_in_process: VigilRunner
+) -> None:
+    without = vigil_in_process("status", "--json")
+    assert without.returncode == 0, without.stderr
+    assert json.loads(without.stdout)["chat"] is None
+    assert "chat:" not in vigil_in_process("status").stdout
+    with bot_api() as api:
+        chat_settings(home, api)
+    never = json.loads(vigil_in_process("status", "--json").stdout)["chat"]
+    assert never == {"state": "unknown", "since": None, "error": None}
+    assert "chat: telegram unknown" in vigil_in_process("status").stdout

@@ -16,6 +16,8 @@ from tests.tui.test_diff_screen import awaiting_review
 from vigil.config import Settings
 from vigil.store import Store, open_store
 
+pytestmark = pytest.mark.slow  # runs the bot and git for a second or more
+
 ESCAPED = "\x1b[2J\x1b]0;owned\x07"  # clears the screen and retitles a terminal, if shown raw
 
 
