@@ -54,6 +54,8 @@ def configure_logging(settings: Settings, *, console: bool = True) -> None:
     from rich.console import Console
     from rich.logging import RichHandler
 
+    # what the agent is given, and the chat bot's token whatever its variable is named
+    masked = (*settings.dispatch.pass_env, *((settings.telegram.token_env,) if settings.telegram else ()))
     root = logging.getLogger()
     root.setLevel(logging.INFO)
     for handler in list(root.handlers):
@@ -63,7 +65,7 @@ def configure_logging(settings: Settings, *, console: bool = True) -> None:
             settings.logs_dir / LOG_FILE,
             max_bytes=LOG_MAX_BYTES,
             backups=LOG_BACKUPS,
-            pass_env=settings.dispatch.pass_env,
+            pass_env=masked,
         )
     except OSError as err:
         raise OperationError(f"cannot write the log {settings.logs_dir / LOG_FILE}: {err.strerror}") from None
@@ -77,7 +79,7 @@ def configure_logging(settings: Settings, *, console: bool = True) -> None:
         handlers.append(plain)
     # on the handlers, not the root logger: a logger's filters skip records that
     # propagate up from child loggers
-    secrets = RedactingFilter(Redactor.from_env(os.environ, settings.dispatch.pass_env))
+    secrets = RedactingFilter(Redactor.from_env(os.environ, masked))
     for handler in handlers:
         if handler is not file_handler:  # the file handler has its own
             handler.addFilter(secrets)

@@ -196,6 +196,10 @@ async def test_status_add_answer_and_diff_commands(api: BotApi, settings: Settin
         await card(api, f"no diff: task #{task_id} has no branch")
         api.say(PERSON, "/answer x")
         await card(api, "usage: /answer N <text>")
+        api.say(PERSON, f"/answer {10**30} yes")  # not a task id: said, nothing raised
+        await until(lambda: len(cards_to(api, PERSON, "usage: /answer N <text>")) == 2, "the second usage line")
+        api.say(PERSON, "/answer 999 yes")
+        await card(api, "not done: ")
     assert (await store.get_task(asked)).answer == "vigil-chat"
 
 

@@ -60,7 +60,8 @@ def test_telegram_down_the_loop_runs_on_status_says_so_and_the_bot_catches_up(
     skill.mkdir(parents=True)
     command = json.dumps([sys.executable, "-c", DUMP.format(path=str(dumped))])
     (skill / "SKILL.md").write_text(f"---\ndescription: Dumps its environment.\ncommand: {command}\n---\nDump.\n")
-    (home / "vigil.toml").write_text(CONFIG + chat_toml(api))
+    # a variable whose name does not look secret: masked because it holds the token
+    (home / "vigil.toml").write_text(CONFIG + chat_toml(api, extra='token_env = "TELEGRAM_BOT"\n'))
     console = tmp_path / "run.log"
     with console.open("wb") as out:
         proc = subprocess.Popen(
@@ -68,7 +69,7 @@ def test_telegram_down_the_loop_runs_on_status_says_so_and_the_bot_catches_up(
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**clean_env(), "VIGIL_TELEGRAM_TOKEN": TOKEN},
+            env={**clean_env(), "TELEGRAM_BOT": TOKEN},
         )
     try:
         dumping = _add(vigil, "Dump the environment", "--skills", "envdump")
@@ -106,5 +107,5 @@ def test_telegram_down_the_loop_runs_on_status_says_so_and_the_bot_catches_up(
     assert leaked == []
     assert TOKEN not in console.read_text(errors="replace")
     agent_env = json.loads(dumped.read_text())
-    assert "VIGIL_TELEGRAM_TOKEN" not in agent_env
+    assert "TELEGRAM_BOT" not in agent_env
     assert TOKEN not in json.dumps(agent_env)

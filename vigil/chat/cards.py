@@ -65,7 +65,7 @@ def press_data(action: str, task_id: int, ref: int, arg: int | None = None) -> s
 def read_press(data: str) -> Press | None:
     """The callback data of one of our buttons, or None for anything else."""
     parts = data.split(":")
-    if len(parts) not in (3, 4) or not all(p.isdigit() for p in parts[1:]):
+    if len(parts) not in (3, 4) or not all(p.isascii() and p.isdigit() and len(p) <= 19 for p in parts[1:]):
         return None
     return Press(parts[0], int(parts[1]), int(parts[2]), int(parts[3]) if len(parts) == 4 else None)
 

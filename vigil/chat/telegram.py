@@ -59,7 +59,7 @@ from vigil.clock import Clock
 from vigil.config import Settings, TelegramSettings
 from vigil.errors import InputError, VigilError
 from vigil.gate import GateState, read_gate
-from vigil.models import Task, TaskEvent
+from vigil.models import MAX_ID, Task, TaskEvent
 from vigil.printable import printable
 from vigil.store import Store
 
@@ -99,6 +99,12 @@ def flagged_files(task: Task) -> tuple[str, ...]:
     stored review artifact's flagged list (issue 32) when it lands: empty today."""
     del task
     return ()
+
+
+def _task_number(text: str) -> int | None:
+    """A task id as a person typed it (``12``), or None."""
+    value = int(text) if text.isascii() and text.isdigit() and len(text) <= 19 else 0
+    return value if 0 < value <= MAX_ID else None
 
 
 def _markup(card: Card) -> InlineKeyboardMarkup | ForceReply | None:
@@ -367,16 +373,18 @@ class TelegramChat:
             done = await actions.resume_loop(store, actor, clock)
         elif name == "/answer":
             number, _, answer = rest.partition(" ")
+            task_id = _task_number(number)
             done = (
-                await actions.answer_task(store, int(number), answer, actor)
-                if number.isdigit() and answer.strip()
+                await actions.answer_task(store, task_id, answer, actor)
+                if task_id is not None and answer.strip()
                 else "usage: /answer N <text>"
             )
         elif name == "/diff":
-            if not rest.isdigit():
+            task_id = _task_number(rest)
+            if task_id is None:
                 done = "usage: /diff N"
             else:
-                await self._diff_page(chat_id, int(rest), 0, 0)
+                await self._diff_page(chat_id, task_id, 0, 0)
                 return
         else:
             done = HELP
