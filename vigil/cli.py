@@ -961,7 +961,7 @@ def chat_run(ctx: click.Context) -> None:
     """Run the bot alone, until Ctrl-C (vigil run runs it too)."""
     import asyncio
 
-    from vigil.chat.telegram import configured_token, serve_chat
+    from vigil.chat.service import configured_token, serve_chat
     from vigil.daemon import configure_logging
 
     settings = settings_for(ctx)

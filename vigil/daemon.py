@@ -373,7 +373,7 @@ async def _dispatch(
 async def _chat(settings: Settings, clock: Clock, stop: asyncio.Event) -> None:
     """The Telegram bot (``[chat.telegram]``, vigil.chat); imported only when configured."""
     if settings.telegram is not None:
-        from vigil.chat.telegram import chat_forever
+        from vigil.chat.service import chat_forever
 
         await chat_forever(settings, clock, stop)
 

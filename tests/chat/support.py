@@ -61,7 +61,7 @@ async def running_bot(settings: Settings, store: Store) -> AsyncIterator[None]:
     chat = TelegramChat(settings, store, SystemClock(), TOKEN)
     bot = asyncio.create_task(chat.run(stop))
     try:
-        await asyncio.wait_for(chat.following.wait(), WAIT_S)  # what happens from now on is sent
+        await asyncio.wait_for(chat.feed.following.wait(), WAIT_S)  # what happens from now on is sent
         yield
     finally:
         stop.set()

@@ -4,12 +4,11 @@ needed (``vigil.chat.cards``), and a person's replies, buttons and commands turn
 into the CLI's operations (``vigil.chat.actions``).
 
 Two loops share one ``Bot``: the poller reads updates (``getUpdates``) and acts
-on them; the card sender follows the audit trail (``Store.events_after``, about
-once a second, from its stored cursor) and the gate. When Telegram cannot be
-reached either loop records the chat as down (``vigil status`` says so), waits
-``[chat.telegram] retry`` and tries again; the card sender does not move its
-cursor past a card it could not send, so the bot catches up when Telegram is back,
-skipping tasks that moved on meanwhile. Nothing here ever stops the dispatch loop.
+on them; the card feed (``vigil.chat.feed``) follows the audit trail and the gate
+and sends cards. When Telegram cannot be reached either loop records the chat as
+down (``vigil status`` says so), waits ``[chat.telegram] retry`` and tries again;
+the feed catches up when Telegram is back. Nothing here ever stops the dispatch
+loop.
 
 The token lives in this process's memory only: every text this module logs or
 records has it masked, and python-telegram-bot's and httpx's own loggers are kept
@@ -21,8 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-from dataclasses import replace
 
 from telegram import (
     Bot,
@@ -42,31 +39,24 @@ from vigil.chat import actions
 from vigil.chat.cards import (
     Button,
     Card,
-    approval_card,
     confirm_card,
-    failed_card,
-    gate_card,
     pages,
     press_data,
-    question_card,
     read_press,
     read_reference,
     reason_prompt,
-    review_card,
 )
-from vigil.chat.pairing import Cursor, allowed_chat, code_in, read_cursor, record_health, save_cursor, try_pair
+from vigil.chat.feed import CardFeed
+from vigil.chat.pairing import allowed_chat, code_in, record_health, try_pair
 from vigil.clock import Clock
-from vigil.config import Settings, TelegramSettings
-from vigil.errors import InputError, VigilError
-from vigil.gate import GateState, read_gate
-from vigil.models import MAX_ID, Task, TaskEvent
+from vigil.config import Settings
+from vigil.errors import VigilError
+from vigil.models import MAX_ID
 from vigil.printable import printable
 from vigil.store import Store
 
 log = logging.getLogger("vigil.chat")
 
-SCAN_S = 1.0  # how often the card sender reads the audit trail and the gate
-BATCH = 100  # audit rows per read
 QUIET_LOGGERS = ("telegram", "httpx", "httpcore")
 HELP = (
     "Vigil's bot. Reply to a question to answer it; use the buttons on a card.\n"
@@ -78,27 +68,12 @@ HELP = (
 )
 
 
-def token_of(settings: TelegramSettings) -> str:
-    """The bot token from ``token_env``; raises ``InputError`` when it is not set."""
-    token = os.environ.get(settings.token_env, "").strip()
-    if not token:
-        raise InputError(f"{settings.token_env} is not set: put the bot's token from BotFather in it (docs/chat.md)")
-    return token
-
-
 def actor_of(user: User | None) -> str:
     """Who acted, for the audit trail: ``human via telegram @name (id)``."""
     if user is None:
         return "human via telegram"
     name = f"@{user.username}" if user.username else user.full_name
     return f"human via telegram {printable(name, keep_newlines=False)[:64]} ({user.id})"
-
-
-def flagged_files(task: Task) -> tuple[str, ...]:
-    """The files a review card flags for a careful look. The one place to wire the
-    stored review artifact's flagged list (issue 32) when it lands: empty today."""
-    del task
-    return ()
 
 
 def _task_number(text: str) -> int | None:
@@ -136,7 +111,7 @@ class TelegramChat:
         )
         self._ignored: set[int] = set()  # chats whose updates were ignored (and logged once)
         self._up: bool | None = None  # what was last recorded
-        self.following = asyncio.Event()  # set once the card sender knows where it starts from
+        self.feed = CardFeed(settings, store, clock, self._sent)
 
     # --- health -----------------------------------------------------------------
     def _mask(self, text: str) -> str:
@@ -168,7 +143,7 @@ class TelegramChat:
         """Poll and send cards until ``stop`` is set (or cancelled)."""
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
-        loops = [asyncio.create_task(self._poll()), asyncio.create_task(self._send_cards())]
+        loops = [asyncio.create_task(self._poll()), asyncio.create_task(self.feed.run())]
         try:
             waiting = asyncio.create_task(stop.wait())
             await asyncio.wait([waiting, *loops], return_when=asyncio.FIRST_COMPLETED)
@@ -223,10 +198,9 @@ class TelegramChat:
             await self._health(True)
             return sent
 
-    async def _sent(self, chat_id: int | None, card: Card) -> bool:
+    async def _sent(self, chat_id: int, card: Card) -> bool:
         """Whether ``card`` went, or will never go (refused: logged); False while
-        Telegram is down."""
-        assert chat_id is not None
+        Telegram is down (after the wait of ``retry``)."""
         try:
             await self._bot.send_message(chat_id, card.text, reply_markup=_markup(card))
         except BadRequest as err:
@@ -237,66 +211,6 @@ class TelegramChat:
             return False
         await self._health(True)
         return True
-
-    # --- cards --------------------------------------------------------------------
-    async def _send_cards(self) -> None:
-        cursor = await read_cursor(self._store)
-        if cursor is None:  # first start: from now on, no replay of history
-            gate = await read_gate(self._store)
-            cursor = Cursor(0, gate.since if gate.state is not GateState.RUNNING else 0, self._clock.now_ms())
-            await save_cursor(self._store, cursor)
-        self.following.set()
-        while True:
-            try:
-                cursor = await self._scan(cursor)
-            except VigilError as err:
-                log.warning("chat: cannot read the store: %s", err)
-            await asyncio.sleep(SCAN_S)
-
-    async def _scan(self, cursor: Cursor) -> Cursor:
-        """Send the cards of the audit rows after ``cursor`` and of a new gate."""
-        start = cursor
-        chat_id = await allowed_chat(self._store, self._tg)
-        events = await self._store.events_after(
-            cursor.event_id, since_ms=cursor.from_ms, kinds=("created", "status"), limit=BATCH
-        )
-        for event in events:
-            card = await self._card_for(event) if chat_id is not None else None
-            # Telegram down: stop here; the next scan looks at this task again (it may have moved on)
-            if card is not None and chat_id is not None and not await self._sent(chat_id, card):
-                break
-            cursor = replace(cursor, event_id=event.id)
-        gate = await read_gate(self._store)
-        if gate.state is not GateState.RUNNING and gate.since != cursor.gate_since:
-            told = chat_id is None or "gate" not in self._tg.kinds
-            if told or await self._sent(chat_id, gate_card(self._home, gate)):
-                cursor = replace(cursor, gate_since=gate.since)
-        if cursor != start:
-            await save_cursor(self._store, cursor)
-        return cursor
-
-    async def _card_for(self, event: TaskEvent) -> Card | None:
-        """The card of ``event``'s moment when the task is still there, else None."""
-        kinds = self._tg.kinds
-        if event.kind == "status" and event.to_value == "waiting" and "question" in kinds:
-            task = await self._store.get_task(event.task_id)
-            return question_card(self._home, task, event.id) if task.status == "waiting" else None
-        if event.to_value == "blocked" or event.kind == "created":
-            task = await self._store.get_task(event.task_id)
-            if task.awaiting_review and event.kind == "status" and "review" in kinds:
-                runs = await self._store.list_runs(task.id)
-                run = runs[-1] if runs else None
-                return review_card(self._home, task, run, flagged_files(task), event.id)
-            if task.awaiting_approval and "approval" in kinds:
-                return approval_card(self._home, task, event.id)
-            return None
-        if event.kind == "status" and event.to_value == "failed" and "failed" in kinds:
-            task = await self._store.get_task(event.task_id)
-            runs = await self._store.list_runs(task.id)
-            return (
-                failed_card(self._home, task, runs[-1] if runs else None, event.id) if task.status == "failed" else None
-            )
-        return None
 
     # --- what a person sends ------------------------------------------------------
     async def _handle(self, update: Update) -> None:
@@ -460,60 +374,3 @@ class TelegramChat:
         if arg is None or not 1 <= arg <= len(task.choices):
             return "that choice is not offered"
         return await actions.answer_task(store, task_id, task.choices[arg - 1], actor)
-
-
-async def chat_forever(settings: Settings, clock: Clock, stop: asyncio.Event) -> None:
-    """The home's bot inside ``vigil run`` until ``stop``; returns at once without
-    ``[chat.telegram]``. A missing token is logged and recorded, never raised: the
-    loop runs on without the chat.
-
-    The bot opens a store connection of its own: the dispatcher is woken by other
-    connections' commits (``data_version``), not by its own, and a task a person
-    approves or answers from the chat must start at once."""
-    from vigil.store import open_store
-
-    if settings.telegram is None:
-        return
-    store = await open_store(settings, clock)
-    try:
-        try:
-            token = token_of(settings.telegram)
-        except InputError as err:
-            log.error("chat: %s", err)
-            await record_health(store, up=False, error=str(err), now_ms=clock.now_ms())
-            return
-        await TelegramChat(settings, store, clock, token).run(stop)
-    finally:
-        await store.close()
-
-
-def configured_token(settings: Settings) -> str:
-    """The bot token of a home with ``[chat.telegram]``; raises ``InputError``
-    without the table or without the token."""
-    if settings.telegram is None:
-        raise InputError("no [chat.telegram] table in vigil.toml: see docs/chat.md")
-    return token_of(settings.telegram)
-
-
-async def serve_chat(settings: Settings, token: str) -> int:
-    """``vigil chat run``: the bot alone until SIGTERM/SIGINT; returns the exit code (0)."""
-    import signal
-
-    from vigil.clock import SystemClock
-    from vigil.store import open_store
-
-    clock = SystemClock()
-    store = await open_store(settings, clock)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        log.info("chat: the Telegram bot of %s is running", settings.home)
-        await TelegramChat(settings, store, clock, token).run(stop)
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-        await store.close()
-    log.info("chat: stopped")
-    return 0
