@@ -159,7 +159,8 @@ async def gather_status(
 
 def _chat_json(settings: Settings, health: object) -> dict[str, object] | None:
     """The Telegram bot as its last record says (vigil.chat): ``up``, ``down`` (with
-    since when and why) or ``unknown`` (it never ran); None without [chat.telegram]."""
+    why), ``stopped`` or ``unknown`` (it never ran), and since when; None without
+    [chat.telegram]."""
     if settings.telegram is None:
         return None
     if not isinstance(health, dict):
@@ -222,8 +223,9 @@ def render_status(status: dict[str, object]) -> str:
     lines.extend(_question_lines(status.get("questions")))
     chat = status.get("chat")
     if isinstance(chat, dict):
-        down = f" since {chat['since']}: {chat['error']}" if chat["state"] == "down" else ""
-        lines.append(f"chat: telegram {chat['state']}{down}")
+        why = f": {chat['error']}" if chat["state"] == "down" else ""
+        since = f" since {chat['since']}" if chat["since"] else ""
+        lines.append(f"chat: telegram {chat['state']}{since}{why}")
     failing = status.get("notifiers_failing")
     if isinstance(failing, list):
         lines.extend(f"alerts: {line}" for line in failing)

@@ -154,6 +154,7 @@ class BotApi:
     answers: list[dict[str, Any]] = field(default_factory=list)  # answerCallbackQuery parameters
     requests: list[str] = field(default_factory=list)  # methods called, in order
     problems: list[str] = field(default_factory=list)  # requests that broke the documented rules
+    throttle: int = 0  # this many sendMessage calls are answered 429 (flood control), retry after 1 s
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _next_update: int = 1
     _next_message: int = 1
@@ -210,6 +211,10 @@ class BotApi:
         if method not in METHODS:
             self.problems.append(f"unexpected method {method}")
             return 404, {"ok": False, "error_code": 404, "description": "Not Found"}
+        if method == "sendMessage" and self.throttle > 0:
+            self.throttle -= 1
+            description = "Too Many Requests: retry after 1"
+            return 429, {"ok": False, "error_code": 429, "description": description, "parameters": {"retry_after": 1}}
         try:
             params = _params(method, raw)
             result = self._result(method, params)

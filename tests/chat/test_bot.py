@@ -25,7 +25,7 @@ from tests.chat.support import (
 )
 from vigil.config import Settings
 from vigil.gate import GateState, read_gate
-from vigil.models import NewTask, Outcome, OutcomeKind
+from vigil.models import CHAT_HEALTH_KEY, NewTask, Outcome, OutcomeKind
 from vigil.store import Store, open_store
 
 pytestmark = pytest.mark.slow  # each runs the bot for a second or more
@@ -274,3 +274,16 @@ async def test_a_long_question_is_cut_with_more_to_read_the_rest(api: BotApi, se
         await until(lambda: cards_to(api, PERSON, "END"), "the rest of the question")
         api.say(PERSON, "option-7", reply_to=question)  # the cut card still takes the answer
         await card(api, f"task #{task_id} answered: option-7")
+
+
+async def test_flood_control_slows_the_bot_down_without_calling_telegram_down(
+    api: BotApi, settings: Settings, store: Store
+) -> None:
+    api.throttle = 2
+    async with running_bot(settings, store):
+        await failed_task(store, "Flaky")
+        await card(api, "Task #1: Flaky")
+        health = (await store.loop_values())[CHAT_HEALTH_KEY]
+    assert api.throttle == 0
+    assert isinstance(health, dict)
+    assert health["state"] == "up"  # never said to be down

@@ -98,6 +98,7 @@ def test_telegram_down_the_loop_runs_on_status_says_so_and_the_bot_catches_up(
         proc.wait(timeout=WAIT_S)
         api.stop()
     assert proc.returncode == 0
+    assert _chat_status(vigil)["state"] == "stopped"
     assert api.problems == []
     events = _task(vigil, waiting)["events"]
     assert any(e["actor"] == f"human via telegram @ada{PERSON} ({PERSON})" for e in events), events

@@ -122,7 +122,9 @@ async def save_cursor(store: Store, cursor: Cursor) -> None:
     await store.set_loop_values({CURSOR_KEY: value})
 
 
-async def record_health(store: Store, *, up: bool, error: str | None, now_ms: int) -> None:
-    """Say whether Telegram answers (``vigil status`` shows it)."""
-    value = {"state": "up" if up else "down", "since": now_ms, "error": error}
+async def record_health(store: Store, state: str, *, error: str | None, now_ms: int) -> None:
+    """Say how the bot fares (``vigil status`` shows it): ``up`` (Telegram
+    answers), ``down`` (it does not, or the bot cannot run: ``error`` says why) or
+    ``stopped`` (the bot was stopped)."""
+    value = {"state": state, "since": now_ms, "error": error}
     await store.set_loop_values({CHAT_HEALTH_KEY: value})

@@ -45,7 +45,7 @@ async def chat_forever(settings: Settings, clock: Clock, stop: asyncio.Event) ->
             token = token_of(settings.telegram)
         except InputError as err:
             log.error("chat: %s", err)
-            await record_health(store, up=False, error=str(err), now_ms=clock.now_ms())
+            await record_health(store, "down", error=str(err), now_ms=clock.now_ms())
             return
         await TelegramChat(settings, store, clock, token).run(stop)
     finally:

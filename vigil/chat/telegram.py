@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 
 from telegram import (
     Bot,
@@ -96,6 +97,9 @@ class TelegramChat:
 
     def __init__(self, settings: Settings, store: Store, clock: Clock, token: str) -> None:
         assert settings.telegram is not None
+        # Time periods as python-telegram-bot's next major version has them (timedelta):
+        # without this, each flood-control answer (RetryAfter) raises a deprecation warning.
+        os.environ.setdefault("PTB_TIMEDELTA", "true")
         self._settings = settings
         self._tg = settings.telegram
         self._store = store
@@ -126,17 +130,19 @@ class TelegramChat:
         else:
             log.warning("telegram unreachable: %s; trying again in %gs", error, self._tg.retry_ms / 1000)
         try:
-            await record_health(self._store, up=up, error=error, now_ms=self._clock.now_ms())
+            await record_health(self._store, "up" if up else "down", error=error, now_ms=self._clock.now_ms())
         except VigilError as err:
             log.warning("could not record the chat's health: %s", err)
 
     async def _down(self, err: TelegramError) -> None:
-        """Telegram failed: recorded, then a wait of ``retry`` (or what it asked for)."""
-        wait_s = self._tg.retry_ms / 1000
+        """Telegram failed: recorded, then a wait of ``retry``. Asked to slow down
+        (flood control), only the wait Telegram asks for: it is not down."""
         if isinstance(err, RetryAfter):
-            wait_s = max(wait_s, float(err.retry_after if isinstance(err.retry_after, int) else 1))
+            after = err.retry_after
+            await asyncio.sleep(after if isinstance(after, int) else after.total_seconds())
+            return
         await self._health(False, self._mask(f"{type(err).__name__}: {err}"))
-        await asyncio.sleep(wait_s)
+        await asyncio.sleep(self._tg.retry_ms / 1000)
 
     # --- running ----------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -144,19 +150,31 @@ class TelegramChat:
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.WARNING)
         loops = [asyncio.create_task(self._poll()), asyncio.create_task(self.feed.run())]
+        waiting = asyncio.create_task(stop.wait())
         try:
-            waiting = asyncio.create_task(stop.wait())
             await asyncio.wait([waiting, *loops], return_when=asyncio.FIRST_COMPLETED)
-            waiting.cancel()
-            for done in loops:
-                if done.done() and not done.cancelled() and done.exception() is not None:
-                    raise done.exception()  # type: ignore[misc]
+            for ended in (loop for loop in loops if loop.done() and not loop.cancelled()):
+                error = ended.exception()  # a bug: the chat stops, the loop it serves does not
+                log.error("chat: stopped by an unexpected error", exc_info=error)
+                self._up = None
+                await self._health(False, self._mask(f"stopped by an unexpected error: {error!r}"))
         finally:
-            for loop in loops:
-                loop.cancel()
-            await asyncio.gather(*loops, return_exceptions=True)
-            with contextlib.suppress(Exception):
-                await self._bot.shutdown()
+            waiting.cancel()
+            closing = asyncio.ensure_future(self._close(loops))
+            try:
+                await asyncio.shield(closing)
+            except asyncio.CancelledError:  # stopped by cancellation (vigil run's helpers): close all the same
+                await closing
+                raise
+
+    async def _close(self, loops: list[asyncio.Task[None]]) -> None:
+        for loop in loops:
+            loop.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await self._bot.shutdown()
+        with contextlib.suppress(Exception):  # the store may be closing too
+            await record_health(self._store, "stopped", error=None, now_ms=self._clock.now_ms())
 
     async def _poll(self) -> None:
         offset: int | None = None
