@@ -331,6 +331,19 @@ class TelegramChat:
         buttons = ((Button("More", press_data("diff", task_id, ref, page + 1)),),) if more else ()
         await self._send(chat_id, Card(head + shown[page], buttons))
 
+    async def _more(self, chat_id: int, query: CallbackQuery, task_id: int) -> None:
+        """The whole text a card was cut from: the task's description, question and
+        summary, in pages (five at most; the rest is in ``vigil task show``)."""
+        try:
+            task = await self._store.get_task(task_id)
+        except VigilError as err:
+            await query.answer(str(err)[:200])
+            return
+        await query.answer()
+        body = "\n\n".join(x for x in (task.description, task.question, task.result_summary) if x)
+        for page in pages(f"Task #{task_id}: {task.subject}\n\n{body}")[:5]:
+            await self._send(chat_id, Card(page))
+
     async def _pressed(self, chat_id: int, query: CallbackQuery, actor: str) -> None:
         press = read_press(query.data or "")
         if press is None or press.action == "no":
@@ -344,11 +357,7 @@ class TelegramChat:
             await self._diff_page(chat_id, task_id, ref, press.arg or 0)
             return
         if press.action == "more":
-            await query.answer()
-            task = await store.get_task(task_id)
-            body = "\n\n".join(x for x in (task.description, task.question, task.result_summary) if x)
-            for page in pages(f"Task #{task_id}: {task.subject}\n\n{body}")[:5]:
-                await self._send(chat_id, Card(page))
+            await self._more(chat_id, query, task_id)
             return
         if press.action == "resume":
             done = await actions.resume_loop(store, actor, self._clock, since=ref)
