@@ -12,7 +12,6 @@ against its card (``stale``): when the task has moved on since the card's moment
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 
 from vigil.clock import Clock, iso_utc
@@ -24,8 +23,6 @@ from vigil.printable import printable
 from vigil.review import approve, request_changes
 from vigil.states import state_of
 from vigil.store import Store
-
-log = logging.getLogger("vigil.chat")
 
 # what must still hold for an action to act: the state its card was about
 HOLDS: dict[str, Callable[[Task], bool]] = {
