@@ -271,6 +271,23 @@ class TuiSettings:
     timezone: str | None = None
 
 
+CHAT_KINDS = ("question", "review", "approval", "failed", "gate")  # [chat.telegram] kinds: what the bot sends
+
+
+@dataclass(frozen=True)
+class TelegramSettings:
+    """The Telegram bot (``[chat.telegram]``, docs/chat.md). The token is never in the
+    config: only the name of the variable that holds it. ``chat_id`` None: the chat
+    paired with ``vigil chat pair`` (kept in the database) is the one allowed."""
+
+    token_env: str = "VIGIL_TELEGRAM_TOKEN"  # noqa: S105 (a variable's name, not a token)
+    chat_id: int | None = None
+    api_url: str = "https://api.telegram.org/bot"  # the token and the method are appended
+    kinds: tuple[str, ...] = CHAT_KINDS
+    poll_ms: int = 30_000  # how long one getUpdates waits for news (Telegram's long poll)
+    retry_ms: int = 30_000  # after Telegram was unreachable, before trying again
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
@@ -288,6 +305,7 @@ class Settings:
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     tui: TuiSettings = field(default_factory=TuiSettings)
     checks: ChecksSettings = field(default_factory=ChecksSettings)
+    telegram: TelegramSettings | None = None  # [chat.telegram]; None: no chat bot
 
     @property
     def skills_dir(self) -> Path:
@@ -661,6 +679,40 @@ def _checks(data: Mapping[str, Any], source: Path | None) -> ChecksSettings:
     return settings
 
 
+def _telegram(data: Mapping[str, Any], source: Path | None, agent_env: tuple[str, ...]) -> TelegramSettings | None:
+    """``[chat.telegram]``; None when the table is absent. The token's variable may
+    not be one the agent is given (``[dispatch] pass_env``)."""
+    chat = _table(data, "chat", source)
+    for name in chat:
+        if name != "telegram":
+            raise ConfigError(f"{source}: [chat.{name}] unknown chat service (expected telegram)")
+    if "telegram" not in chat:
+        return None
+    section = _Section(_table(chat, "telegram", source), "chat.telegram", source)
+    defaults = TelegramSettings()
+    chat_id = section._get("chat_id")
+    if chat_id is not None and (not isinstance(chat_id, int) or isinstance(chat_id, bool) or chat_id == 0):
+        raise section._fail("chat_id", "a Telegram chat id (a non-zero integer)")
+    api_url = section.str_("api_url", defaults.api_url)
+    if not api_url.startswith(("https://", "http://")):
+        raise section._fail("api_url", "an http(s) URL such as https://api.telegram.org/bot")
+    kinds = section._get("kinds")
+    if kinds is not None and (not isinstance(kinds, list) or not all(k in CHAT_KINDS for k in kinds)):
+        raise section._fail("kinds", "a list among " + ", ".join(CHAT_KINDS))
+    settings = TelegramSettings(
+        token_env=section.str_("token_env", defaults.token_env),
+        chat_id=chat_id,
+        api_url=api_url,
+        kinds=defaults.kinds if kinds is None else tuple(dict.fromkeys(kinds)),
+        poll_ms=section.duration_ms("poll", defaults.poll_ms),
+        retry_ms=section.duration_ms("retry", defaults.retry_ms),
+    )
+    section.done()
+    if settings.token_env in agent_env:
+        raise section.error(f"token_env: {settings.token_env} is in [dispatch] pass_env: the agent would get the token")
+    return settings
+
+
 def _store_url(section: _Section, source: Path | None, env: Mapping[str, str]) -> str | None:
     """``VIGIL_STORE_URL`` if set (it wins: the password can stay out of the file),
     else ``[store] url``; None means the SQLite file."""
@@ -702,7 +754,7 @@ def settings_from_mapping(
     """Build ``Settings`` from parsed TOML and ``env`` (None: the process environment,
     read for ``VIGIL_STORE_URL``); raises ``ConfigError``."""
     known = {"store", "dispatch", "executors", "prices", "sensor_defaults", "sensors", "budget", "alerts"}
-    known |= {"limits", "retention", "tui", "checks"}
+    known |= {"limits", "retention", "tui", "checks", "chat"}
     for key in data:
         if key not in known:
             raise ConfigError(f"{source}: unknown section or key {key!r}")
@@ -781,6 +833,7 @@ def settings_from_mapping(
         retention=_retention(data, source),
         tui=_tui(data, source),
         checks=_checks(data, source),
+        telegram=_telegram(data, source, dispatch.pass_env),
     )
 
 

@@ -54,6 +54,8 @@ def configure_logging(settings: Settings, *, console: bool = True) -> None:
     from rich.console import Console
     from rich.logging import RichHandler
 
+    # what the agent is given, and the chat bot's token whatever its variable is named
+    masked = (*settings.dispatch.pass_env, *((settings.telegram.token_env,) if settings.telegram else ()))
     root = logging.getLogger()
     root.setLevel(logging.INFO)
     for handler in list(root.handlers):
@@ -63,7 +65,7 @@ def configure_logging(settings: Settings, *, console: bool = True) -> None:
             settings.logs_dir / LOG_FILE,
             max_bytes=LOG_MAX_BYTES,
             backups=LOG_BACKUPS,
-            pass_env=settings.dispatch.pass_env,
+            pass_env=masked,
         )
     except OSError as err:
         raise OperationError(f"cannot write the log {settings.logs_dir / LOG_FILE}: {err.strerror}") from None
@@ -77,7 +79,7 @@ def configure_logging(settings: Settings, *, console: bool = True) -> None:
         handlers.append(plain)
     # on the handlers, not the root logger: a logger's filters skip records that
     # propagate up from child loggers
-    secrets = RedactingFilter(Redactor.from_env(os.environ, settings.dispatch.pass_env))
+    secrets = RedactingFilter(Redactor.from_env(os.environ, masked))
     for handler in handlers:
         if handler is not file_handler:  # the file handler has its own
             handler.addFilter(secrets)
@@ -354,8 +356,9 @@ async def _dispatch(
     every_s = max(STALE_CHECK_MIN_S, real_seconds(clock, STALE_CHECK_MS))
     watchdog = asyncio.create_task(watch(store, settings, alerts, clock, stop, interval_s=every_s))
     helpers = [watchdog, asyncio.create_task(keep_pruned(store, settings, clock, stop))]
-    if lanes.lane == 0:  # one process sends them, however many lanes dispatch
+    if lanes.lane == 0:  # one process sends them (and polls the chat), however many lanes dispatch
         helpers.append(asyncio.create_task(forward_task_events(store, settings, alerts, clock)))
+        helpers.append(asyncio.create_task(_chat(settings, clock, stop)))
     if settings.store.url is None:  # PostgreSQL has no WAL file of ours to keep small
         wal = wal_path_of(settings.store.path)
         helpers.append(asyncio.create_task(keep_wal_small(store, stop, wal_path=wal)))
@@ -365,6 +368,14 @@ async def _dispatch(
         for helper in helpers:
             helper.cancel()
         await asyncio.gather(*helpers, return_exceptions=True)
+
+
+async def _chat(settings: Settings, clock: Clock, stop: asyncio.Event) -> None:
+    """The Telegram bot (``[chat.telegram]``, vigil.chat); imported only when configured."""
+    if settings.telegram is not None:
+        from vigil.chat.service import chat_forever
+
+        await chat_forever(settings, clock, stop)
 
 
 async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tuple[Task | None, str | None]:

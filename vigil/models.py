@@ -458,6 +458,9 @@ REJECTED_INSERTS_KEY = "rejected_inserts"
 # loop_state key of the notification services' health ([alerts] notify), by position:
 # {"0": {"service": "json://…", "ok_at": epoch_ms, "failed_at": epoch_ms, "error": str | None}}
 NOTIFY_KEY = "notifiers"
+# loop_state key of the Telegram bot's health (vigil.chat): {"state": "up" | "down",
+# "since": epoch_ms, "error": str | None}; `vigil status` shows it
+CHAT_HEALTH_KEY = "chat.telegram.health"
 
 
 @dataclass(frozen=True, slots=True)

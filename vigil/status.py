@@ -24,7 +24,15 @@ from vigil.config import Settings
 from vigil.durations import format_duration
 from vigil.gate import GATE_KEY, LoopGate, gate_json
 from vigil.liveness import loop_health
-from vigil.models import HEARTBEAT_KEY, NOTIFY_KEY, REJECTED_INSERTS_KEY, DispatcherHeartbeat, SensorState, TaskStatus
+from vigil.models import (
+    CHAT_HEALTH_KEY,
+    HEARTBEAT_KEY,
+    NOTIFY_KEY,
+    REJECTED_INSERTS_KEY,
+    DispatcherHeartbeat,
+    SensorState,
+    TaskStatus,
+)
 from vigil.printable import printable
 from vigil.render import failing_notifiers
 from vigil.store import Store
@@ -132,6 +140,7 @@ async def gather_status(
         "rejected_inserts": loop_values.get(REJECTED_INSERTS_KEY, {"total": 0}),
         # each [alerts] notify URL whose last send failed, one line each
         "notifiers_failing": failing_notifiers(loop_values.get(NOTIFY_KEY)),
+        "chat": _chat_json(settings, loop_values.get(CHAT_HEALTH_KEY)),
         "queue": queue,
         "attention": {
             "awaiting_review": attention.awaiting_review,
@@ -145,6 +154,22 @@ async def gather_status(
         "sensors": [_sensor_json(s) for s in await store.sensor_states()],
         # the URL's password is masked: this output is pasted into chats and issues
         "store": {"backend": "sqlite" if settings.store.url is None else "postgresql", "at": settings.store.location},
+    }
+
+
+def _chat_json(settings: Settings, health: object) -> dict[str, object] | None:
+    """The Telegram bot as its last record says (vigil.chat): ``up``, ``down`` (with
+    why), ``stopped`` or ``unknown`` (it never ran), and since when; None without
+    [chat.telegram]."""
+    if settings.telegram is None:
+        return None
+    if not isinstance(health, dict):
+        return {"state": "unknown", "since": None, "error": None}
+    since = health.get("since")
+    return {
+        "state": str(health.get("state")),
+        "since": iso_utc(since if isinstance(since, int) else None),
+        "error": health.get("error"),
     }
 
 
@@ -196,6 +221,11 @@ def render_status(status: dict[str, object]) -> str:
         lines.append(f"  next pending task: due in {_ago(queue['next_due_in_s'])} ({queue['next_due_at']})")
     lines.extend(_attention_lines(status.get("attention")))
     lines.extend(_question_lines(status.get("questions")))
+    chat = status.get("chat")
+    if isinstance(chat, dict):
+        why = f": {chat['error']}" if chat["state"] == "down" else ""
+        since = f" since {chat['since']}" if chat["since"] else ""
+        lines.append(f"chat: telegram {chat['state']}{since}{why}")
     failing = status.get("notifiers_failing")
     if isinstance(failing, list):
         lines.extend(f"alerts: {line}" for line in failing)

@@ -178,9 +178,11 @@ def test_status_cli_json_and_text(vigil: VigilRunner, home: Path) -> None:
         "attention",
         "questions",
         "notifiers_failing",
+        "chat",
         "sensors",
         "store",
     }
+    assert as_json["chat"] is None  # no [chat.telegram]
     assert as_json["attention"] == {"awaiting_review": 0, "awaiting_approval": 0, "denied_runs_24h": 0}
     assert as_json["accounts"] == []  # a dry-run home runs no agent CLI
     assert (as_json["questions"], as_json["notifiers_failing"], as_json["queue"]["waiting"]) == ([], [], 0)
