@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.code.repos import Repo
+from tests.code.repos import Repo, worked_clone
 from tests.conftest import VigilRunner
 from vigil.config import load_settings
 from vigil.home import scratch_path
 from vigil.models import NewTask
 from vigil.store.sqlite import SqliteStore
-from vigil.worktrees import make_worktree
 
 
 @pytest.fixture
@@ -71,17 +70,15 @@ def test_task_add_refuses_what_cannot_work(
 
 
 def _with_worktree(home: Path, repo: Repo) -> tuple[int, str]:
-    """A task with a worktree on which its 'agent' committed a change."""
+    """A task with a clone on which its 'agent' committed a change."""
 
     async def setup() -> tuple[int, str]:
         store = await SqliteStore.open(load_settings(home).store.path)
         try:
             added = await store.add_task(NewTask("Fix the parser"))
             assert added.task_id is not None
-            made = make_worktree(
-                repo.path, scratch_path(home, added.task_id), task_id=added.task_id, subject="fix", base=None
-            )
-            repo.commit({"parser.py": "one\n2\n", "new.txt": "a\nb\n"}, "fix", at=Path(made.path))
+            files = {"parser.py": "one\n2\n", "new.txt": "a\nb\n"}
+            made = worked_clone(repo, scratch_path(home, added.task_id), files, task_id=added.task_id)
             await store.set_worktree(added.task_id, made)
             return added.task_id, made.branch
         finally:
@@ -116,7 +113,7 @@ def test_task_diff_of_a_task_without_a_branch_says_so(vigil_in_process: VigilRun
     vigil_in_process("task", "add", "no repository", check=True)
     proc = vigil_in_process("task", "diff", "1")
     assert proc.returncode == 2
-    assert "task #1 has no branch" in proc.stderr
+    assert "task #1 has no change" in proc.stderr
 
 
 def test_code_keys_in_vigil_toml_and_a_skill(vigil_in_process: VigilRunner, home: Path, repo: Repo) -> None:
