@@ -57,12 +57,12 @@ class Approval:
             return f"task #{task.id} approved; {task.status}"
         if self.merged.mode == "branch":
             return (
-                f"task #{task.id} approved; completed; {self.merged.commit[:12]} left on branch {worktree.branch} "
-                "for a pull request"
+                f"task #{task.id} approved; completed; branch {worktree.branch} left for a pull request "
+                f"at {self.merged.commit[:12]}"
             )
         said = (
-            f"task #{task.id} approved; completed; {self.merged.commit[:12]} merged into {worktree.base} "
-            f"({self.merged.mode})"
+            f"task #{task.id} approved; completed; {worktree.branch} merged into {worktree.base} "
+            f"({self.merged.mode}) at {self.merged.commit[:12]}"
         )
         return said if self.merged.warning is None else f"{said}; {self.merged.warning}"
 

@@ -6,6 +6,7 @@ The real agent CLIs do the same in tests/agents/test_code_e2e.py."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -357,3 +358,21 @@ async def test_a_follow_up_of_a_task_that_needed_approval_needs_it_too(
     await dispatcher.run_once()
     (child,) = [t for t in await db.list_tasks() if t.parent_id == added.task_id]
     assert child.awaiting_approval
+
+
+async def test_a_repository_deleted_during_the_run_fails_the_task(
+    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings, repo: Repo
+) -> None:
+    await db.add_task(NewTask("Answer the question"))
+
+    def handler(task: Task, ctx: RunContext) -> Outcome:
+        writes("42")(task, ctx)
+        shutil.rmtree(repo.path)  # gone while the agent worked
+        return Outcome(OutcomeKind.SUCCESS, summary="wrote 42")
+
+    dispatcher, _ = make_dispatcher(handler, settings=on_repo(settings, repo))
+    task = await dispatcher.run_once()
+    assert task is not None
+    assert task.status is TaskStatus.FAILED
+    assert task.result_summary is not None
+    assert task.result_summary.startswith("the repository is gone: ")
