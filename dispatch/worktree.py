@@ -27,7 +27,7 @@ from pathlib import Path
 from dispatch.checks import Sandbox, run_checks
 from dispatch.executors import ProcessStarted
 from dispatch.workspace import Workspace
-from vigil.clones import Settled, make_clone, renew_clone, settle
+from vigil.clones import Settled, make_clone, renew_clone, retire, settle
 from vigil.codework import DEFAULT_MERGE, Check, CodeOptions, Worktree
 from vigil.errors import RepositoryError, VigilError
 from vigil.models import Outcome, OutcomeKind, Task, TaskStatus
@@ -122,6 +122,16 @@ class CodeWork:
         if settled.artifact != self.worktree.artifact and self.store is not None:
             await self.store.set_worktree(self.task_id, replace(self.worktree, artifact=settled.artifact))
         return settled
+
+    async def retire(self) -> None:
+        """The attempt is over: the clone's git folder goes (``vigil.clones.retire``),
+        leaving its files for a person to look at. A failure is logged."""
+        if self.worktree is None or self.before is None:
+            return
+        try:
+            await asyncio.to_thread(retire, self.worktree)
+        except OSError as err:
+            log.warning("task #%d: could not remove its clone's git folder: %s", self.task_id, err)
 
     async def checked(self, store: Store, outcome: Outcome) -> Outcome:
         """``outcome`` with the checks' verdict, when there are checks and the agent

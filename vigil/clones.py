@@ -141,13 +141,24 @@ def _fresh_clone(top: Path, path: Path, branch: str, commit: str) -> None:
             git.run(clone, "config", key, value)
 
 
+def retire(worktree: Worktree) -> None:
+    """Once its attempt is over (its work taken, its checks run): the clone's git
+    folder goes, so that the folder left for a person to look at is files only,
+    not a repository whose configuration (the agent's) a ``git status`` there
+    would obey. The next attempt gets a fresh clone."""
+    discard(Path(worktree.path) / ".git")
+
+
 def discard(path: Path) -> None:
-    """Remove the folder ``path`` whatever an agent left in it (read-only folders
-    included): moved aside at once, then deleted."""
+    """Remove ``path`` whatever an agent left in it (read-only folders included; a
+    symbolic link is removed, never followed): moved aside at once, then deleted."""
     if not path.exists() and not path.is_symlink():
         return
     aside = path.with_name(f".discarded-{path.name}-{uuid.uuid4().hex[:8]}")
     path.rename(aside)
+    if aside.is_symlink() or not aside.is_dir():
+        aside.unlink()
+        return
 
     def writable_again(function: object, name: str, _: object) -> None:
         os.chmod(os.path.dirname(name), 0o700)  # a folder the agent made read-only

@@ -6,6 +6,8 @@ steers anything), removed by retention."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 
 from tests.code.repos import Repo
 from vigil import git
-from vigil.clones import branch_name, make_clone, read_head, remove_clone, renew_clone, settle, task_ref
+from vigil.clones import branch_name, make_clone, read_head, remove_clone, renew_clone, retire, settle, task_ref
 from vigil.errors import RepositoryError
 
 
@@ -248,3 +250,34 @@ def test_an_operators_repository_gone_is_a_repository_error(repo: Repo, tmp_path
     os.rename(repo.path, tmp_path / "moved")
     with pytest.raises(RepositoryError):
         settle(made, made.start, "left")
+
+
+def test_a_git_file_pointing_at_the_operators_repository_steers_nothing(repo: Repo, tmp_path: Path) -> None:
+    before = operator_state(repo)
+    made = make_clone(repo.path, tmp_path / "w", task_id=13, subject="fix", base=None)
+    clone = Path(made.path)
+    shutil.rmtree(clone / ".git")
+    (clone / ".git").write_text(f"gitdir: {repo.path / '.git'}\n")
+    (clone / "parser.py").write_text("edited\n")
+    settled = settle(made, made.start, "left")
+    assert settled.problem is not None
+    assert "HEAD names no commit" in settled.problem
+    assert repo.show(settled.artifact, "parser.py") == "edited"  # its files, on top of where it started
+    assert operator_state(repo) == before
+
+
+def test_a_retired_clone_is_files_only_so_a_persons_git_status_runs_nothing_of_the_agents(
+    repo: Repo, tmp_path: Path
+) -> None:
+    made = make_clone(repo.path, tmp_path / "w", task_id=14, subject="fix", base=None)
+    clone = Path(made.path)
+    ran = tmp_path / "ran-fsmonitor"
+    repo.git("config", "core.fsmonitor", f"touch {ran}; false", cwd=clone)
+    (clone / "parser.py").write_text("edited\n")
+    settle(made, made.start, "left")
+    retire(made)
+    assert (clone / "parser.py").read_text() == "edited\n"  # left to look at
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    status = subprocess.run(["git", "status"], cwd=clone, env=env, capture_output=True, text=True, check=False)
+    assert "not a git repository" in status.stderr
+    assert not ran.exists()
