@@ -197,6 +197,7 @@ class AttemptPreparer:
             stall_timeout_s=settings.dispatch.stall_timeout_ms / 1000 or None,
             account=account,
             writable_dirs=writable,
+            repo=None if worktree is None else Path(worktree.repo),
             resume=resume if executor in AGENT_CLIS else None,
         )
         check_env = self._check_env(task.id, run_id)
