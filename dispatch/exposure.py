@@ -109,7 +109,7 @@ async def reach_findings(settings: Settings, env: Mapping[str, str]) -> list[Fin
             found.append(Finding("warn", "sandbox", "codex: read-only: the agent cannot change files in its workspace"))
         elif sandbox == "workspace-write":
             found.append(Finding("ok", "sandbox", "codex: workspace-write: the agent writes only in its workspace"))
-    if settings.dispatch.executor in GIT_REACH and settings.dispatch.check_sandbox:
+    if settings.dispatch.executor in AGENT_CLIS and settings.dispatch.check_sandbox:
         found.append(_checks_sandbox(env))
     found += [Finding("warn", "reach", line) for line in widenings(settings, env)]
     return found
