@@ -34,10 +34,12 @@ def repo(tmp_path: Path) -> Repo:
     return Repo.make(tmp_path / "app", {"parser.py": "one\ntwo\n", "README.md": "app\n"})
 
 
-async def awaiting_review(db: Store, settings: Settings, repo: Repo, merge: str = "squash") -> tuple[int, Worktree]:
-    """A task whose 'agent' changed two files on its branch, now awaiting review."""
+async def awaiting_review(
+    db: Store, settings: Settings, repo: Repo, merge: str = "squash", extra: dict[str, str] | None = None
+) -> tuple[int, Worktree]:
+    """A task whose 'agent' changed two files (and ``extra``), now awaiting review."""
     task_id = await add(db, "Fix the parser")
-    files = {"parser.py": "one\n2\n", "long.txt": LONG}
+    files = {"parser.py": "one\n2\n", "long.txt": LONG, **(extra or {})}
     made = worked_clone(repo, scratch_path(settings.home, task_id), files, task_id=task_id, message="fix the parser")
     made = replace(made, merge=merge)
     await db.set_worktree(task_id, made)
@@ -94,6 +96,21 @@ async def test_the_diff_view_lists_files_with_counts_and_shows_the_chosen_files_
         assert scroll.scroll_y == 0  # a new file starts at its top
         await pilot.press("escape")
         await wait_for(lambda: isinstance(app.screen, TaskScreen), "back on the task screen")
+
+
+async def test_files_that_configure_tools_lead_the_list_with_a_marker(
+    make_app: AppFactory, db: Store, settings: Settings, repo: Repo
+) -> None:
+    extra = {".claude/settings.json": "{}\n", ".gitattributes": "* -diff\n"}
+    task_id, _ = await awaiting_review(db, settings, repo, extra=extra)
+    app = make_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        screen = await open_diff(app, pilot, task_id)
+        files = screen.query_one("#diff-files", OptionList)
+        rows = [str(files.get_option_at_index(i).prompt) for i in range(files.option_count)]
+    assert rows[1].startswith("! +1 -0 .claude/settings.json  (Claude Code's settings")
+    assert rows[2].startswith("! +1 -0 .gitattributes  (git attributes")
+    assert rows[3:] == ["+300 -0 long.txt", "+1 -1 parser.py"]
 
 
 async def test_approve_in_the_diff_view_merges_the_branch(
