@@ -113,10 +113,23 @@ def make_clone(
     )
 
 
+def adopted(worktree: Worktree) -> Worktree:
+    """A task whose workspace was a git worktree (before clones: no ``ref``) as a
+    clone's: its branch's tip as its artifact, kept on the task's ref from now on
+    (its id is its workspace folder's name). Others as they are."""
+    if worktree.ref is not None or worktree.artifact is not None:
+        return worktree
+    at = git.Checkout(Path(worktree.repo))
+    tip = git.commit_of(at, f"refs/heads/{worktree.branch}") if at.path.is_dir() else None
+    name = Path(worktree.path).name
+    return replace(worktree, artifact=tip, ref=task_ref(int(name)) if name.isdigit() else None)
+
+
 def renew_clone(worktree: Worktree) -> Worktree:
     """Before another attempt: a fresh clone at the task's artifact (at its start
     when it has none yet), whatever the last attempt left in the folder. Raises
     ``RepositoryError`` when the repository or that commit is gone."""
+    worktree = adopted(worktree)
     top, git_dir = git.repository_of(Path(worktree.repo))
     tip = worktree.artifact or worktree.start
     if git.commit_of(git.Checkout(top), tip) is None:

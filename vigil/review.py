@@ -25,7 +25,7 @@ import asyncio
 from dataclasses import dataclass, replace
 
 from vigil import git
-from vigil.clones import in_repo
+from vigil.clones import adopted, in_repo
 from vigil.codework import DEFAULT_MERGE, Worktree
 from vigil.errors import GitError, InputError, InvalidTransition
 from vigil.merging import Conflict, Landing, Merged, Unchanged, checkout_problem, land, landed, plan
@@ -83,6 +83,8 @@ async def approve(store: Store, task_id: int, *, actor: str, commit: str | None 
     changed and the task still awaits review."""
     task = await store.get_task(task_id)
     worktree = task.worktree
+    if worktree is not None and worktree.merged is None:
+        worktree = await asyncio.to_thread(adopted, worktree)  # a task from before clones
     if not task.awaiting_review or worktree is None or worktree.merged is not None:
         if commit is not None and (worktree is None or not _names(commit, reviewed_commit(worktree))):
             raise InputError(f"task #{task_id} has no change {commit!r} to approve")

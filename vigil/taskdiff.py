@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vigil import git
+from vigil.clones import adopted
 from vigil.codework import Worktree
 from vigil.errors import RepositoryError
 from vigil.flags import Flag, flagged
@@ -59,6 +60,7 @@ def task_diff(worktree: Worktree, *, with_patch: bool = True) -> TaskDiff:
     ``GitError`` when git fails."""
     top, git_dir = git.repository_of(Path(worktree.repo))
     at = git.Checkout(top)
+    worktree = adopted(worktree)
     until = reviewed_commit(worktree)
     if git.commit_of(at, until) is None:
         raise RepositoryError(f"the task's commit {until[:12]} no longer exists in {top}")

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.code.repos import Repo, worked_clone
-from vigil.clones import make_clone, settle
+from vigil.clones import adopted, make_clone, settle
 from vigil.codework import Worktree
 from vigil.merging import Conflict, Landing, Merged, Unchanged, checkout_problem, land, plan
+from vigil.taskdiff import task_diff
 
 
 @pytest.fixture
@@ -141,3 +142,22 @@ def test_landing_again_after_it_moved_the_base_finishes_without_a_second_merge(r
     assert repo.git("status", "--porcelain") == ""
     assert (repo.path / "parser.py").read_text() == "one\n2\nthree\n"
     assert repo.log("main")[:2] == ["m", "first commit"]
+
+
+def test_a_task_reviewed_on_a_worktrees_branch_before_clones_lands_that_branch(repo: Repo, tmp_path: Path) -> None:
+    """A task awaiting review when Vigil was upgraded: its change is its branch's tip."""
+    repo.git("worktree", "add", "--quiet", "-b", "vigil/7-fix", str(tmp_path / "work" / "7"))
+    tip = repo.commit({"parser.py": "one\nfixed\nthree\n"}, "fix", at=tmp_path / "work" / "7")
+    old = Worktree(
+        repo=str(repo.path),
+        git_dir=str(repo.path / ".git"),
+        path=str(tmp_path / "work" / "7"),
+        branch="vigil/7-fix",
+        base="main",
+        start=repo.tip("main"),
+    )
+    now = adopted(old)
+    assert (now.artifact, now.ref) == (tip, "refs/vigil/tasks/7")
+    assert [f.path for f in task_diff(old).files] == ["parser.py"]
+    assert isinstance(landed(now, "squash"), Merged)
+    assert repo.show("main", "parser.py") == "one\nfixed\nthree"
