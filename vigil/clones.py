@@ -100,17 +100,14 @@ def make_clone(
     if start_commit is not None and git.commit_of(at, start_commit) is not None:
         start = start_commit
     assert start is not None  # resolve_base checked the base
-    branch = branch_name(task_id, subject)
+    # A name another home on the same repository took (its task of the same id)
+    # gets a suffix: the branch an approval may make, and the ref of the change.
+    branch, ref, suffix = branch_name(task_id, subject), task_ref(task_id), 1
+    while git.branch_exists(at, branch) or git.commit_of(at, ref) is not None:
+        suffix += 1
+        branch, ref = f"{branch_name(task_id, subject)}-{suffix}", f"{task_ref(task_id)}-{suffix}"
     _fresh_clone(top, path, branch, start)
-    return Worktree(
-        repo=str(top),
-        git_dir=str(git_dir),
-        path=str(path),
-        branch=branch,
-        base=base,
-        start=start,
-        ref=task_ref(task_id),
-    )
+    return Worktree(repo=str(top), git_dir=str(git_dir), path=str(path), branch=branch, base=base, start=start, ref=ref)
 
 
 def adopted(worktree: Worktree) -> Worktree:
@@ -269,7 +266,7 @@ def settle(worktree: Worktree, before: str, message: str) -> Settled:
             except GitError as err:
                 problems.append(f"what the agent left uncommitted could not be taken: {err}")
         git.run(view, "update-ref", "refs/heads/result", result)
-        incoming = f"{INCOMING_REF_PREFIX}{worktree.ref or worktree.branch}"
+        incoming = f"{INCOMING_REF_PREFIX}{(worktree.ref or worktree.branch).removeprefix(TASK_REF_PREFIX)}"
         fetch = ("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--no-recurse-submodules")
         git.run(at, "-c", "fetch.fsckObjects=true", *fetch, str(view.git_dir), f"+refs/heads/result:{incoming}")
     try:

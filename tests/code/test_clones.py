@@ -281,3 +281,11 @@ def test_a_retired_clone_is_files_only_so_a_persons_git_status_runs_nothing_of_t
     status = subprocess.run(["git", "status"], cwd=clone, env=env, capture_output=True, text=True, check=False)
     assert "not a git repository" in status.stderr
     assert not ran.exists()
+
+
+def test_names_another_home_took_on_the_same_repository_get_a_suffix(repo: Repo, tmp_path: Path) -> None:
+    first = make_clone(repo.path, tmp_path / "a" / "4", task_id=4, subject="same", base=None)
+    settle(first, first.start, "left")  # its change is kept on refs/vigil/tasks/4
+    repo.git("branch", "vigil/4-same")
+    other = make_clone(repo.path, tmp_path / "b" / "4", task_id=4, subject="same", base=None)
+    assert (other.branch, other.ref) == ("vigil/4-same-2", "refs/vigil/tasks/4-2")
