@@ -229,10 +229,10 @@ def _packed(path: Path, name: str) -> str | None:
 @dataclass(frozen=True, slots=True)
 class Settled:
     """What one attempt left: ``changes`` (its commits, the artifact's diff stat;
-    None when nothing could be read),
-    ``artifact`` the task's artifact now (unchanged when the run's work was not
-    taken), ``problem`` what a person must hear about (work not taken, a ``HEAD``
-    that names nothing); None when all went as it should."""
+    None when nothing could be read), ``artifact`` the task's artifact now
+    (unchanged when the run's work was not taken), ``problem`` what a person must
+    hear about (work not taken, a ``HEAD`` that names nothing); None when all went
+    as it should."""
 
     changes: RunChanges | None
     artifact: str
