@@ -181,12 +181,33 @@ async def prepare_worktree(store: Store, task: Task, workspace: Workspace, code:
             start_commit=workspace.start_commit,
         )
     else:
-        worktree = await asyncio.to_thread(renew_clone, task.worktree)
+        worktree = await asyncio.to_thread(renew_clone, await _settled_before(store, task, task.worktree))
     if worktree.merged is None:
         worktree = replace(worktree, merge=code.merge or DEFAULT_MERGE)
     if worktree != task.worktree:
         await store.set_worktree(task.id, worktree)
     return worktree
+
+
+async def _settled_before(store: Store, task: Task, worktree: Worktree) -> Worktree:
+    """``worktree`` with what an earlier attempt left in its clone taken out first,
+    when that attempt never got to it (its dispatcher died mid-run: the clone
+    still has its git folder); as it is otherwise."""
+    if not (Path(worktree.path) / ".git").exists() or worktree.merged is not None:
+        return worktree
+    message = f"Work left by an attempt cut short (Vigil task #{task.id})"
+    try:
+        found = await asyncio.to_thread(settle, worktree, worktree.artifact or worktree.start, message)
+    except VigilError as err:
+        log.warning("task #%d: could not take what its last attempt left: %s", task.id, err)
+        return worktree
+    if found.problem is not None:
+        log.warning("task #%d: what its last attempt left: %s", task.id, found.problem)
+    if found.artifact == worktree.artifact:
+        return worktree
+    taken = replace(worktree, artifact=found.artifact)
+    await store.set_worktree(task.id, taken)
+    return taken
 
 
 def start_of(worktree: Worktree | None) -> str | None:

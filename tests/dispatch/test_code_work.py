@@ -21,6 +21,7 @@ from tests.code.repos import Repo
 from tests.dispatch.conftest import MakeDispatcher
 from vigil.agent_channel import AgentChannel
 from vigil.clock import ManualClock
+from vigil.clones import make_clone
 from vigil.codework import Check, CodeOptions
 from vigil.config import Settings
 from vigil.models import NewTask, Outcome, OutcomeKind, Task, TaskStatus
@@ -376,3 +377,31 @@ async def test_a_repository_deleted_during_the_run_fails_the_task(
     assert task.status is TaskStatus.FAILED
     assert task.result_summary is not None
     assert task.result_summary.startswith("the repository is gone: ")
+
+
+async def test_what_an_attempt_cut_short_left_in_its_clone_is_taken_before_the_next(
+    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings, repo: Repo
+) -> None:
+    """A dispatcher that died mid-run never took the clone's work out; the next
+    attempt takes it first, then starts from it."""
+    added = await db.add_task(NewTask("Answer the question"))
+    assert added.task_id is not None
+    made = make_clone(
+        repo.path, settings.home / "work" / str(added.task_id), task_id=added.task_id, subject="a", base=None
+    )
+    await db.set_worktree(added.task_id, made)
+    repo.commit({"answer.txt": "41\n"}, "half done", at=Path(made.path))  # then the dispatcher died
+    seen: list[str] = []
+
+    def handler(task: Task, ctx: RunContext) -> Outcome:
+        assert ctx.workdir is not None
+        seen.append((ctx.workdir / "answer.txt").read_text())
+        return writes("42")(task, ctx)
+
+    dispatcher, _ = make_dispatcher(handler, settings=on_repo(settings, repo))
+    task = await dispatcher.run_once()
+    assert task is not None
+    assert seen == ["41\n"]
+    assert task.worktree is not None
+    assert task.worktree.artifact is not None
+    assert repo.log(task.worktree.artifact)[:2] == ["answer 42", "half done"]
