@@ -396,7 +396,7 @@ async def test_what_an_attempt_cut_short_left_in_its_clone_is_taken_before_the_n
     def handler(task: Task, ctx: RunContext) -> Outcome:
         assert ctx.workdir is not None
         seen.append((ctx.workdir / "answer.txt").read_text())
-        return writes("42")(task, ctx)
+        return writes("42")(task, ctx)  # type: ignore[return-value]
 
     dispatcher, _ = make_dispatcher(handler, settings=on_repo(settings, repo))
     task = await dispatcher.run_once()
