@@ -26,6 +26,7 @@ WORKLOADS = (
     "drain_lanes",
     "tui_million",
     "resumed_session",
+    "workspace",
     "daemon_idle",
 )
 

@@ -36,18 +36,18 @@ from dispatch.executors import RunContext
 from dispatch.meter import Meter, SpendLimit
 from dispatch.prompt import build_prompt
 from dispatch.resumption import resume_after_failure, resume_for
-from dispatch.skills import Skill
-from dispatch.workspace import code_of, make_workspace, workspace_of
-from dispatch.worktree import CodeWork, prepare_worktree, tips_before
+from dispatch.skills import Skill, load_skills
+from dispatch.workspace import code_of, is_agents_followup, make_workspace, workspace_of
+from dispatch.worktree import CodeWork, prepare_worktree, start_of
 from vigil.accounts import read_limits
 from vigil.budget import budget_use
 from vigil.clock import Clock, SystemClock
+from vigil.codework import CodeOptions
 from vigil.config import AGENT_EXECUTORS, EXECUTORS, STORE_URL_ENV, Settings
 from vigil.lineage import parent_chain
 from vigil.models import Claim, Outcome, Task
 from vigil.redaction import Redactor
 from vigil.store import Store
-from vigil.worktrees import writable_git_dirs
 
 
 def transcripts_dir(settings: Settings) -> Path:
@@ -142,7 +142,7 @@ class AttemptPreparer:
         timeout_ms = next((s.timeout_ms for s in skills if s.timeout_ms), None) or settings.dispatch.timeout_ms
         command = next((s.command for s in skills if s.command), None)
         parents = await parent_chain(store, task)
-        code = code_of(task, skills, settings)
+        code = code_of(task, skills, settings, self._gates(task, parents))
         workspace = workspace_of(task, skills, settings, parents)
         worktree = task.worktree
         if executor != "dry-run":  # it starts no process: no folder to leave behind
@@ -177,7 +177,8 @@ class AttemptPreparer:
                 run_id, pid=pid, pgid=pgid, proc_start=proc_start, workspace=str(workspace.path), gated=gated
             )
 
-        writable = () if worktree is None else writable_git_dirs(worktree)  # to commit on its branch
+        # the clone's own git folder, which Codex keeps read-only in a workspace
+        writable = () if worktree is None else (Path(worktree.path) / ".git",)
         ctx = RunContext(
             home=settings.home,
             run_id=run_id,
@@ -196,6 +197,7 @@ class AttemptPreparer:
             stall_timeout_s=settings.dispatch.stall_timeout_ms / 1000 or None,
             account=account,
             writable_dirs=writable,
+            repo=None if worktree is None else Path(worktree.repo),
             resume=resume if executor in AGENT_CLIS else None,
         )
         check_env = self._check_env(task.id, run_id)
@@ -203,7 +205,7 @@ class AttemptPreparer:
             task_id=task.id,
             attempt=claim.attempt,
             worktree=worktree,
-            before=await tips_before(worktree) if executor != "dry-run" else None,
+            before=start_of(worktree) if executor != "dry-run" else None,
             checks=checks if executor != "dry-run" else (),
             review=review,
             cwd=workspace.path,
@@ -215,8 +217,22 @@ class AttemptPreparer:
                 if settings.dispatch.check_sandbox
                 else None
             ),
+            store=store,
         )
         return executor, ctx, work
+
+    def _gates(self, task: Task, parents: Sequence[Task]) -> CodeOptions | None:
+        """The gates an agent's follow-up inherits: its parent's code options as
+        the parent ran (held to its own parent's, up the chain); None for a task
+        a person or a sensor added."""
+        if not parents or not is_agents_followup(task):
+            return None
+        parent = parents[0]
+        skills = load_skills(self._settings.skills_dir, parent.skills)
+        code = code_of(parent, skills, self._settings, self._gates(parent, parents[1:]))
+        if parent.worktree is not None:
+            code = replace(code, repo=parent.worktree.repo, base=parent.worktree.base, merge=parent.worktree.merge)
+        return code
 
     def _env(self, executor: str, account: str | None) -> dict[str, str]:
         """The environment of ``executor``'s runs on ``account`` (the configured

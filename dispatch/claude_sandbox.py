@@ -51,8 +51,7 @@ def sandbox_problem(env: Mapping[str, str]) -> str | None:
 def sandbox_settings(env: Mapping[str, str], allow_write: Sequence[Path] = ()) -> dict[str, Any]:
     """The ``--settings`` object that turns the sandbox on for one run.
     ``allow_write``: folders besides the workspace that commands may write (a
-    worktree's git folders; Claude Code finds most of them by itself when its
-    workspace is a worktree, and more besides: docs/coding.md)."""
+    task's clone's own git folder, which lies inside the workspace anyway)."""
     sandbox: dict[str, Any] = {
         "enabled": True,
         "autoAllowBashIfSandboxed": True,

@@ -13,8 +13,8 @@ reach:
 * ``[executors.codex] sandbox = "danger-full-access"``: commands anywhere;
 * a workspace (``[dispatch] workdir``) or ``add_dirs`` folder that contains the
   home: ``vigil.toml``, the identity file, the skills and the database;
-* ``[dispatch] repo``: the agent commits in a worktree of that repository, so its
-  sandbox lets it write into the repository's git folder (docs/coding.md);
+* ``[dispatch] repo``: the agent reads that repository (its clone borrows the
+  objects) but writes only its own clone (docs/coding.md);
 * ``[dispatch] check_sandbox = false`` (or no bubblewrap): a task's checks, which run
   code the agent wrote, run unconfined.
 
@@ -63,21 +63,20 @@ def widenings(settings: Settings, env: Mapping[str, str]) -> list[str]:
         if cli.sandbox == "danger-full-access":
             found.append("Codex runs with danger-full-access: the agent's commands can write anywhere, the home too")
         found += _outside_dirs("executors.codex", cli.add_dirs, home)
-    if executor in GIT_REACH and not settings.dispatch.check_sandbox:
+    if executor in AGENT_CLIS and not settings.dispatch.check_sandbox:
         found.append("[dispatch] check_sandbox is off: a task's checks run the agent's code, able to write the home")
     repo = settings.dispatch.code.repo
-    if executor in GIT_REACH and repo is not None:
-        found.append(f"[dispatch] repo {repo}: to commit on its branch the agent {GIT_REACH[executor]}")
+    if executor in AGENT_CLIS and repo is not None:
+        found.append(f"[dispatch] repo {repo}: the agent {GIT_REACH}")
     return found
 
 
-# What each CLI's sandbox lets the agent write in a worktree's repository (docs/coding.md)
-GIT_REACH = {
-    "claude": "can write the repository's git folder but its hooks and configuration (Claude Code's own rule), "
-    "so it could move any branch, the base too: a base moved onto the task's commits is reported as a denial",
-    "codex": "can write the repository's objects, its worktree's own git folder and the vigil/ branches, "
-    "so it could move another task's branch",
-}
+# What an agent CLI reaches of a task's repository (docs/coding.md), either CLI
+GIT_REACH = (
+    "can read it (its files and history: its clone borrows the objects) and writes only a clone of its own; "
+    "its result is reviewed as a stored change"
+)
+AGENT_CLIS = ("claude", "codex")
 
 
 def _outside_dirs(section: str, folders: tuple[str, ...], home: Path) -> list[str]:
@@ -114,7 +113,7 @@ async def reach_findings(settings: Settings, env: Mapping[str, str], run: Run) -
             found.append(Finding("warn", "sandbox", "codex: read-only: the agent cannot change files in its workspace"))
         elif sandbox == "workspace-write":
             found.append(Finding("ok", "sandbox", "codex: workspace-write: the agent writes only in its workspace"))
-    if settings.dispatch.executor in GIT_REACH and settings.dispatch.check_sandbox:
+    if settings.dispatch.executor in AGENT_CLIS and settings.dispatch.check_sandbox:
         found.append(await checks_sandbox_finding(settings, env, cwd, run))
     found += [Finding("warn", "reach", line) for line in widenings(settings, env)]
     return found

@@ -259,6 +259,7 @@ class Dispatcher:
             self._heartbeat.note = None  # the run is over: so is its note
             await self._heartbeat.beat("running", claim)
         outcome = await work.changes(outcome)  # a run cut short still leaves its changes
+        await work.retire()  # what is left in the workspace is files, no repository of the agent's
         # secrets masked (the agent's or a check's output), what the stream carried kept, the account named
         return settled(outcome, ctx)
 

@@ -155,12 +155,13 @@ def _code_section(worktree: Worktree | None, checks: Sequence[Check], review: bo
     lines = ["# Your branch and what must pass", ""]
     if worktree is not None:
         lines += [
-            f"Your workspace is a git worktree of {worktree.repo}, on the branch `{worktree.branch}`, which",
-            f"started from `{worktree.base}`. Commit your work on this branch as you go, with clear messages",
-            "(add the files you changed by name: `git add path …`, not `git add -A`); whatever you leave",
-            "uncommitted is committed for you when your run ends. Stay on this branch:",
-            f"do not check out, merge into or push to `{worktree.base}` or any other branch. A follow-up",
-            "you add works on a branch of its own, started from this one.",
+            f"Your workspace is a git clone of {worktree.repo} made for this task, on the branch",
+            f"`{worktree.branch}`, which started from `{worktree.base}` (`origin/{worktree.base}`; `git fetch",
+            "origin` brings it up to date). Commit your work as you go, with clear messages (add the files",
+            "you changed by name: `git add path …`, not `git add -A`); whatever you leave uncommitted is",
+            "committed for you when your run ends. What your clone's HEAD holds then is your result, shown",
+            "to a person as it is; nothing you push reaches the repository. A follow-up you add works in a",
+            "clone of its own, started from your result.",
         ]
     if checks:
         lines += ["", "These checks must pass in the workspace before the task is done; run them yourself first:"]

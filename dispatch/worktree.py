@@ -1,17 +1,19 @@
-"""A run's code work, for the dispatcher: the task's worktree before its agent
-starts, and once the agent has ended, what the run left on the branch and whether
-the checks pass (docs/coding.md).
+"""A run's code work, for the dispatcher: the task's clone before its agent
+starts, and once the agent has ended, what the run left and whether the checks
+pass (docs/coding.md).
 
-Before the run: the worktree is made (first run) or reused (retries; made again
-from its branch if its folder is gone) and recorded on the task, with the merge
+Before the run: the task's clone is made afresh (``vigil.clones``: from the base,
+or from the task's artifact on a retry) and recorded on the task, with the merge
 mode an approval would use; a repository that is missing or not one, or a base
 that does not exist, raises ``RepositoryError`` and the task fails before any
-agent starts. After the run: what the agent left uncommitted is committed, the
-run's commits and the branch's diff stat are put on the outcome (and a base moved
-onto the branch during the run is a denial); then, when the agent ended a run it
-considers done, the checks run, and one that fails makes the outcome
-``checks_failed`` (retried, its output in the next prompt). The loop watches all
-of that as one run (``CodeWork.run``): its lease is renewed meanwhile.
+agent starts. After the run: what the agent left is taken out as the task's new
+artifact (recorded on the task), the run's commits and the artifact's diff stat
+are put on the outcome, and work that could not be taken is a denial (the task
+then waits for a person); a repository gone during the run fails the task. Then,
+when the agent ended a run it considers done, the checks run, and one that fails
+makes the outcome ``checks_failed`` (retried, its output in the next prompt). The
+loop watches all of that as one run (``CodeWork.run``): its lease is renewed
+meanwhile.
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ from pathlib import Path
 from dispatch.checks import Sandbox, run_checks
 from dispatch.executors import ProcessStarted
 from dispatch.workspace import Workspace
-from vigil.codework import DEFAULT_MERGE, Check, CodeOptions, RunChanges, Worktree
-from vigil.errors import VigilError
+from vigil.clones import Settled, make_clone, renew_clone, retire, settle
+from vigil.codework import DEFAULT_MERGE, Check, CodeOptions, Worktree
+from vigil.errors import RepositoryError, VigilError
 from vigil.models import Outcome, OutcomeKind, Task, TaskStatus
 from vigil.store import Store
-from vigil.worktrees import Tips, make_worktree, reuse_worktree, settle, tips
 
 log = logging.getLogger("vigil.dispatch")
 
@@ -51,7 +53,7 @@ class CodeWork:
         task_id: int,
         attempt: int,
         worktree: Worktree | None,
-        before: Tips | None,
+        before: str | None,
         checks: tuple[Check, ...],
         review: bool,
         cwd: Path,
@@ -59,6 +61,7 @@ class CodeWork:
         timeout_s: float,
         on_start: ProcessStarted | None = None,
         sandbox: Sandbox | None = None,
+        store: Store | None = None,
     ) -> None:
         self.task_id = task_id
         self.attempt = attempt
@@ -71,7 +74,8 @@ class CodeWork:
         self.timeout_s = timeout_s
         self.on_start = on_start
         self.sandbox = sandbox  # None: the checks run unconfined
-        self._changes: tuple[RunChanges, str | None] | None = None
+        self.store = store  # where the new artifact is recorded (None: nowhere, in tests)
+        self._settled: Settled | RepositoryError | None = None
 
     @property
     def gated(self) -> bool:
@@ -85,24 +89,49 @@ class CodeWork:
         return await self.checked(store, outcome)
 
     async def changes(self, outcome: Outcome) -> Outcome:
-        """``outcome`` with whether a person reviews it, what the run left on the
-        branch (what the agent left uncommitted is committed first) and, when the
-        base was moved onto the branch during the run, a denial. Git runs once per
-        run: a second call adds the same. A git failure is logged and leaves the
-        outcome without changes."""
+        """``outcome`` with whether a person reviews it and what the run left: the
+        task's new artifact (recorded on the task), its commits and diff stat; work
+        that could not be taken is a denial, a repository gone during the run a
+        failure. Git runs once per run: a second call adds the same. A git failure
+        is a denial too (the task waits for a person)."""
         outcome = replace(outcome, review=self.review)
         if self.worktree is None or self.before is None:
             return outcome
-        if self._changes is None:
-            label = f"Work left uncommitted by the agent (Vigil task #{self.task_id}, attempt {self.attempt})"
-            try:
-                self._changes = await asyncio.to_thread(settle, self.worktree, self.before, label)
-            except VigilError as err:
-                log.warning("task #%d: could not sum up the run's changes: %s", self.task_id, err)
-                return outcome
-        changes, moved = self._changes
-        denials = outcome.permission_denials + ((moved,) if moved and moved not in outcome.permission_denials else ())
-        return replace(outcome, changes=changes, permission_denials=denials)
+        if self._settled is None:
+            self._settled = await self._settle()
+        if isinstance(self._settled, RepositoryError):
+            why = f"the repository is gone: {self._settled}"
+            return replace(outcome, kind=OutcomeKind.FAILED, summary=why, error=why)
+        settled = self._settled
+        denials = outcome.permission_denials
+        if settled.problem is not None and settled.problem not in denials:
+            denials += (settled.problem,)
+        return replace(outcome, changes=settled.changes, permission_denials=denials)
+
+    async def _settle(self) -> Settled | RepositoryError:
+        assert self.worktree is not None
+        assert self.before is not None
+        label = f"Work left uncommitted by the agent (Vigil task #{self.task_id}, attempt {self.attempt})"
+        try:
+            settled = await asyncio.to_thread(settle, self.worktree, self.before, label)
+        except RepositoryError as err:
+            return err
+        except VigilError as err:
+            log.warning("task #%d: could not take the run's work: %s", self.task_id, err)
+            return Settled(None, self.before, f"could not take the run's work: {err}")
+        if settled.artifact != self.worktree.artifact and self.store is not None:
+            await self.store.set_worktree(self.task_id, replace(self.worktree, artifact=settled.artifact))
+        return settled
+
+    async def retire(self) -> None:
+        """The attempt is over: the clone's git folder goes (``vigil.clones.retire``),
+        leaving its files for a person to look at. A failure is logged."""
+        if self.worktree is None or self.before is None:
+            return
+        try:
+            await asyncio.to_thread(retire, self.worktree)
+        except OSError as err:
+            log.warning("task #%d: could not remove its clone's git folder: %s", self.task_id, err)
 
     async def checked(self, store: Store, outcome: Outcome) -> Outcome:
         """``outcome`` with the checks' verdict, when there are checks and the agent
@@ -135,24 +164,24 @@ async def _nothing(pid: int, pgid: int, proc_start: str | None) -> None:
 
 
 async def prepare_worktree(store: Store, task: Task, workspace: Workspace, code: CodeOptions) -> Worktree | None:
-    """Make or reuse the task's worktree when ``workspace`` is one, and record it
-    (with the merge an approval would use); None when it is not. Raises
-    ``RepositoryError`` for a repository or base that cannot be used, ``GitError``
-    when git fails."""
+    """Make the task's clone afresh when ``workspace`` is one (from the base, or
+    from the task's artifact on a retry), and record it (with the merge an
+    approval would use); None when it is not. Raises ``RepositoryError`` for a
+    repository or base that cannot be used, ``GitError`` when git fails."""
     if workspace.repo is None:
         return None
     if task.worktree is None:
         worktree = await asyncio.to_thread(
-            make_worktree,
+            make_clone,
             workspace.repo,
             workspace.path,
             task_id=task.id,
             subject=task.subject,
             base=workspace.base,
-            start_branch=workspace.start_branch,
+            start_commit=workspace.start_commit,
         )
     else:
-        worktree = await asyncio.to_thread(reuse_worktree, task.worktree)
+        worktree = await asyncio.to_thread(renew_clone, await _settled_before(store, task, task.worktree))
     if worktree.merged is None:
         worktree = replace(worktree, merge=code.merge or DEFAULT_MERGE)
     if worktree != task.worktree:
@@ -160,6 +189,27 @@ async def prepare_worktree(store: Store, task: Task, workspace: Workspace, code:
     return worktree
 
 
-async def tips_before(worktree: Worktree | None) -> Tips | None:
-    """The branch's and the base's commits before the run (None: no worktree)."""
-    return None if worktree is None else await asyncio.to_thread(tips, worktree)
+async def _settled_before(store: Store, task: Task, worktree: Worktree) -> Worktree:
+    """``worktree`` with what an earlier attempt left in its clone taken out first,
+    when that attempt never got to it (its dispatcher died mid-run: the clone
+    still has its git folder); as it is otherwise."""
+    if not (Path(worktree.path) / ".git").exists() or worktree.merged is not None:
+        return worktree
+    message = f"Work left by an attempt cut short (Vigil task #{task.id})"
+    try:
+        found = await asyncio.to_thread(settle, worktree, worktree.artifact or worktree.start, message)
+    except VigilError as err:
+        log.warning("task #%d: could not take what its last attempt left: %s", task.id, err)
+        return worktree
+    if found.problem is not None:
+        log.warning("task #%d: what its last attempt left: %s", task.id, found.problem)
+    if found.artifact == worktree.artifact:
+        return worktree
+    taken = replace(worktree, artifact=found.artifact)
+    await store.set_worktree(task.id, taken)
+    return taken
+
+
+def start_of(worktree: Worktree | None) -> str | None:
+    """The commit the attempt's clone starts at (None: no clone)."""
+    return None if worktree is None else worktree.artifact or worktree.start

@@ -35,6 +35,8 @@ SLOW_TIER = (
     "tests/agents/test_limits_codex.py",
     "tests/agents/test_outages_claude.py",
     "tests/agents/test_wall.py",
+    "tests/agents/test_repo_wall.py",
+    "tests/code/test_approval.py",
     "tests/agents/test_questions.py",
     "tests/reliability/",
     "tests/cli/test_questions.py",

@@ -42,7 +42,7 @@ from vigil.git import FileChange
 from vigil.models import Task
 from vigil.printable import printable
 from vigil.review import approve, request_changes
-from vigil.worktrees import BranchDiff, branch_diff
+from vigil.taskdiff import TaskDiff, task_diff
 
 ACTOR = "human"
 ALL_FILES = "*"  # the file list's first row: the whole diff
@@ -54,19 +54,22 @@ class DiffData:
     is none to show)."""
 
     task: Task
-    diff: BranchDiff | None
+    diff: TaskDiff | None
     problem: str | None = None
 
 
-def file_label(change: FileChange) -> Text:
-    """``+12 -3  path`` (``binary`` for a binary file), counts coloured."""
-    label = Text()
+def file_label(change: FileChange, why: str | None = None) -> Text:
+    """``+12 -3  path`` (``binary`` for a binary file), counts coloured; a file to
+    look at first (``why`` it is) gets a ``!`` and the reason."""
+    label = Text("! ", style="bold red") if why is not None else Text()
     if change.added is None:
         label.append("binary ", style="yellow")
     else:
         label.append(f"+{change.added}", style="green")
         label.append(f" -{change.removed} ", style="red")
     label.append(printable(change.path))
+    if why is not None:
+        label.append(f"  ({why})", style="red")
     return label
 
 
@@ -117,7 +120,7 @@ class DiffScreen(LiveScreen[DiffData | None]):
         if task.worktree is None:
             return DiffData(task, None, "this task has no branch: it works on no repository, or has not run yet")
         try:
-            return DiffData(task, await asyncio.to_thread(branch_diff, task.worktree))
+            return DiffData(task, await asyncio.to_thread(task_diff, task.worktree))
         except VigilError as err:  # the repository or the branch is gone
             return DiffData(task, None, str(err))
 
@@ -130,13 +133,16 @@ class DiffScreen(LiveScreen[DiffData | None]):
         title.update(self._title(data))
         files = self.query_one("#diff-files", OptionList)
         diff = data.diff
-        shown = [] if diff is None else [f.path for f in diff.files]
+        flags = {} if diff is None else {flag.path: flag.why for flag in diff.flags}
+        # the files to look at first lead the list
+        ordered = [] if diff is None else sorted(diff.files, key=lambda f: f.path not in flags)
+        shown = [f.path for f in ordered]
         if [option.id for option in files.options][1:] != shown:
             files.clear_options()
             if diff is not None:
                 total = Text(f"+{diff.added}", style="green").append(f" -{diff.removed} ", style="red")
                 files.add_options([Option(total.append("all files"), id=ALL_FILES)])
-                files.add_options([Option(file_label(f), id=f.path) for f in diff.files])
+                files.add_options([Option(file_label(f, flags.get(f.path)), id=f.path) for f in ordered])
                 files.highlighted = 0
             if self._file not in (ALL_FILES, *shown):
                 self._file = ALL_FILES
@@ -150,7 +156,7 @@ class DiffScreen(LiveScreen[DiffData | None]):
             return title.append(f"\n{data.problem}", style="yellow")
         worktree = diff.worktree
         count = len(diff.files)
-        title.append(f"\n{worktree.branch} against {worktree.base}: {count} file{'' if count == 1 else 's'}, ")
+        title.append(f"\n{diff.until[:12]} against {worktree.base}: {count} file{'' if count == 1 else 's'}, ")
         title.append(f"+{diff.added}", style="green").append(" ").append(f"-{diff.removed}", style="red")
         if worktree.merged is not None:
             how = "left for a pull request" if worktree.merge == "branch" else f"merged ({worktree.merge})"
@@ -194,19 +200,21 @@ class DiffScreen(LiveScreen[DiffData | None]):
             return
         task = self.data.task
         worktree = task.worktree
+        shown = self.data.diff.until if self.data.diff is not None else None
         question = Text(f"Approve #{task.id}?", style="bold")
         if worktree is not None and worktree.merged is None:
             mode = worktree.merge or DEFAULT_MERGE
+            change = (shown or "the change")[:12]
             then = (
-                f"{worktree.branch} is left for a pull request"
+                f"{change} is left on {worktree.branch} for a pull request"
                 if mode == "branch"
-                else f"{worktree.branch} is merged into {worktree.base} ({mode}); a conflict sends it back"
+                else f"{change} is merged into {worktree.base} ({mode}); a conflict sends it back"
             )
             question.append(f"\nIt completes, and {then}.", style="yellow")
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.run_worker(self._approve(task), group="write", exit_on_error=False)
+                self.run_worker(self._approve(task, shown), group="write", exit_on_error=False)
 
         self.app.push_screen(ConfirmDialog(question, preview([task], [])), answered)
 
@@ -224,9 +232,10 @@ class DiffScreen(LiveScreen[DiffData | None]):
         self.app.push_screen(ReasonForm(title, label=label, required=True, details=preview([task], [])), answered)
 
     @guarded("approving the task")
-    async def _approve(self, task: Task) -> None:
+    async def _approve(self, task: Task, shown: str | None) -> None:
+        """Approve exactly the change shown (``shown``: None for a task without one)."""
         async with self.ctx.writes:
-            done = await approve(self.ctx.store, task.id, actor=ACTOR)
+            done = await approve(self.ctx.store, task.id, actor=ACTOR, commit=shown)
         self.notify(done.describe(), severity="warning" if done.conflict else "information", markup=False)
         self.reload()
 

@@ -175,6 +175,8 @@ class AgentChannel:
             source=f"task:{parent.id}",
             parent_id=parent.id,
             workdir=self._inherited_workdir(bound),
+            # a task a person had to approve cannot spawn one that skips that
+            requires_approval=parent.approval is not None,
         )
         added = await self._store.add_task(new, actor=ACTOR)
         return f"created task #{added.task_id} (a follow-up of task #{parent.id})"
@@ -182,7 +184,10 @@ class AgentChannel:
     def _inherited_workdir(self, bound: Bound) -> str | None:
         """The follow-up's workspace: its parent's named one (the task's own, or the
         one its skill or the configuration chose for this run); None when the parent
-        worked in a scratch folder (the follow-up gets one of its own)."""
+        worked in a scratch folder or a clone (the follow-up gets one of its own:
+        a clone of the same repository, from the parent's result)."""
+        if bound.task.worktree is not None:
+            return None
         if bound.task.workdir is not None:
             return bound.task.workdir
         workspace = bound.run.workspace

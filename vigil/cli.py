@@ -810,15 +810,18 @@ def resume_command(ctx: click.Context) -> None:
 
 @task.command("approve")
 @click.argument("task_id", type=TASK_ID)
+@click.option(
+    "--commit", metavar="SHA", help="The change you reviewed (vigil task diff's to): refused if the task's is another."
+)
 @click.pass_context
-def task_approve(ctx: click.Context, task_id: int) -> None:
+def task_approve(ctx: click.Context, task_id: int, commit: str | None) -> None:
     """Approve a task that waits for approval (it becomes pending and runs when due),
-    or one awaiting review (it completes; its branch is merged as its merge says).
-    Exits 1 when the branch did not merge and went back to the agent."""
+    or one awaiting review (it completes; its change is merged as its merge says).
+    Exits 1 when the change did not merge and went back to the agent."""
     from vigil.review import approve
 
     _person_only("approve a task")
-    done = with_store(ctx, lambda store, settings: approve(store, task_id, actor=actor()))
+    done = with_store(ctx, lambda store, settings: approve(store, task_id, actor=actor(), commit=commit))
     click.echo(done.describe())
     if done.conflict is not None:
         ctx.exit(1)

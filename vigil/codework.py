@@ -3,7 +3,8 @@
 A task, its skills or ``[dispatch]`` may name the repository its agent works on
 (``repo``), the branch it starts from and is merged into (``base``; the
 repository's current branch when unset), the kind of workspace (``workspace``:
-``worktree``, the default and only kind with a repository), the commands that must
+``worktree``, the default and only kind with a repository: a clone of the task's
+own, whatever the name says), the commands that must
 pass before the task is done (``checks``), whether a person reviews the result
 (``review``) and how an approved branch is merged (``merge``). ``CodeOptions`` is
 what one of those sources says, None where it says nothing: the task's own win,
@@ -98,27 +99,33 @@ class CodeOptions:
 
 @dataclass(frozen=True, slots=True)
 class Worktree:
-    """The git worktree Vigil made for a task, recorded on the task when made.
+    """The repository work Vigil set up for a task, recorded on the task.
 
-    ``repo`` is the repository's top folder, ``git_dir`` its git folder (shared by
-    every worktree) and ``admin`` this worktree's own folder in it
-    (``<git_dir>/worktrees/<name>``); ``path`` is the worktree (``work/<task id>``
-    in the home). The branch started at commit ``start`` from ``base`` (a branch
-    name; a commit when the repository's HEAD was detached). After an approval,
-    ``merge`` is the mode used and ``merged`` the commit the base then pointed to
-    (the branch's tip for ``branch``), ``merged_from`` the commit the diff was taken
-    from."""
+    ``repo`` is the operator's repository's top folder and ``git_dir`` its git
+    folder; ``path`` is the task's clone (``work/<task id>`` in the home, made
+    afresh for each attempt: ``vigil.clones``), where the agent works on
+    ``branch``. The task started at commit ``start`` of ``base`` (a branch name).
+    ``artifact`` is the task's result as Vigil took it out of the clone after its
+    last attempt, kept on ``ref`` (``refs/vigil/tasks/<task id>``) in the operator's
+    repository; None until an attempt left one. ``merging`` is an approval under way
+    (``<mode> <base's commit before> <base's commit after>``): set before the base is
+    moved, so that an approval cut short is finished by the next. After an
+    approval, ``merge`` is the mode used and ``merged`` the commit the base then
+    pointed to (the artifact for ``branch``), ``merged_from`` the commit the diff
+    was taken from."""
 
     repo: str
     git_dir: str
-    admin: str
     path: str
     branch: str
     base: str
     start: str
+    ref: str | None = None
+    artifact: str | None = None
     merge: str | None = None
     merged: str | None = None
     merged_from: str | None = None
+    merging: str | None = None
 
     def to_json(self) -> str:
         return json.dumps({f.name: getattr(self, f.name) for f in fields(self)})

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from vigil.clock import SystemClock
 from vigil.codework import MERGE_MODES, CodeOptions, parse_command_line
 from vigil.durations import parse_duration_ms, parse_when_ms
-from vigil.errors import InputError, SkillError
+from vigil.errors import InputError, SkillError, VigilError
 from vigil.home import check_skills_exist
 from vigil.models import (
     MAX_ID,
@@ -37,6 +37,7 @@ from vigil.task_query import TaskQuery, TaskWindow
 
 if TYPE_CHECKING:
     from vigil.config import BudgetSettings, Settings
+    from vigil.flags import Flag
     from vigil.store.tasks import Tasks
 
 
@@ -218,11 +219,13 @@ def show_task(tasks: Tasks, task_id: int, as_json: bool) -> str:
     notes = tasks.list_notes(task_id)
     deps = tasks.dependencies(task_id)
     events = tasks.list_events(task_id)
+    flags = _flags_of(task)
     if not as_json:
-        return task_details(task, runs, notes, deps, events)
+        return task_details(task, runs, notes, deps, events, flags=flags)
     return dumps(
         {
             **task_json(task),
+            "flagged": [{"path": f.path, "why": f.why} for f in flags],
             "depends_on": deps,
             "runs": [run_json(r) for r in runs],
             "notes": [note_json(n) for n in notes],
@@ -261,20 +264,34 @@ def _own_run(task_id: int) -> int | None:
     return int(run) if run.isdigit() and task == str(task_id) else None
 
 
+def _flags_of(task: Task) -> tuple[Flag, ...]:
+    """The files of the task's change a person must look at first (none when it
+    has no repository, or the repository cannot be read now)."""
+    from vigil.taskdiff import task_diff
+
+    if task.worktree is None:
+        return ()
+    try:
+        return task_diff(task.worktree, with_patch=False).flags
+    except VigilError:
+        return ()
+
+
 def diff_report(tasks: Tasks, task_id: int, *, stat: bool, as_json: bool) -> str:
-    """``vigil task diff``: the task's branch against its base (what an approval
-    merges; once merged, what it merged), every control character in it shown as
-    an escape (``vigil.printable``: the agent wrote it). Raises ``InputError`` for
-    a task without a worktree, ``RepositoryError`` when the repository or the
-    branch is gone."""
+    """``vigil task diff``: the task's artifact against its base (what an approval
+    merges; once merged, what it merged), the files to look at first listed before
+    the patch with a ``!``, every control character shown as an escape
+    (``vigil.printable``: the agent wrote it). Raises ``InputError`` for a task
+    without a repository, ``RepositoryError`` when the repository or the commit is
+    gone."""
     from vigil.printable import printable
     from vigil.render import dumps
-    from vigil.worktrees import branch_diff
+    from vigil.taskdiff import task_diff
 
     task = tasks.get_task(task_id)
     if task.worktree is None:
-        raise InputError(f"task #{task_id} has no branch: it works on no repository, or has not run yet")
-    diff = branch_diff(task.worktree, with_patch=not stat)
+        raise InputError(f"task #{task_id} has no change: it works on no repository, or has not run yet")
+    diff = task_diff(task.worktree, with_patch=not stat)
     wt = diff.worktree
     if as_json:
         report: dict[str, object] = {
@@ -285,6 +302,7 @@ def diff_report(tasks: Tasks, task_id: int, *, stat: bool, as_json: bool) -> str
             "from": diff.since,
             "to": diff.until,
             "files": [{"path": f.path, "added": f.added, "removed": f.removed} for f in diff.files],
+            "flagged": [{"path": f.path, "why": f.why} for f in diff.flags],
             "added": diff.added,
             "removed": diff.removed,
         }
@@ -292,6 +310,11 @@ def diff_report(tasks: Tasks, task_id: int, *, stat: bool, as_json: bool) -> str
             report["patch"] = diff.patch
         return dumps(report)
     head = f"task #{task.id}: {wt.branch} against {wt.base} ({diff.since[:12]}..{diff.until[:12]}) in {wt.repo}"
+    if diff.empty:
+        head += "\n  the change is empty: nothing to merge"
+    flagged = [f"! {flag.path}  ({flag.why})" for flag in diff.flags]
+    if flagged:
+        head = "\n".join([head, "look at these first:", *(f"  {line}" for line in flagged)])
     if not stat:
         # the agent wrote the content: its terminal escapes are shown, never obeyed
         return printable(f"{head}\n{diff.patch}".rstrip("\n"))

@@ -1,21 +1,25 @@
 """The one way Vigil runs git, hardened against what an agent can write.
 
-Vigil runs git outside any sandbox, in worktrees an agent has written and in
-repositories whose git folder an agent may write into (docs/coding.md, *What the
-agent can reach*). Nothing the agent can write may make that git run a program of
-the agent's, so every call here:
+Vigil runs git outside any sandbox, so nothing an agent wrote may make that git run
+a program or steer what it does. Vigil runs git only in repositories it controls:
+the operator's repository (which no agent sandbox can write: docs/coding.md), the
+clone it has just made for a task (before any agent ran in it), and scratch
+repositories of its own that borrow objects read-only (``vigil.objectview``). The
+agent's clone is never a repository Vigil runs git in once the agent has had it;
+its objects and files are read as data. Every call here:
 
-* turns hooks off (``core.hooksPath=/dev/null``) and the file-system monitor
-  (``core.fsmonitor=false``), and never looks into submodules (a folder the agent
-  made into a repository of its own, with a configuration that runs commands);
-* in a worktree, names the git folders itself (``GIT_DIR``, ``GIT_COMMON_DIR``,
-  ``GIT_WORK_TREE``, as recorded when Vigil made it) instead of following the
-  worktree's ``.git`` file or its ``commondir``, which the agent may point anywhere;
+* turns hooks off (``core.hooksPath=/dev/null``), the file-system monitor
+  (``core.fsmonitor=false``), automatic gc and maintenance, and never looks into
+  submodules;
+* reads no attributes file but the repository's own ``.gitattributes`` files
+  (``core.attributesFile=/dev/null``, no system attributes);
+* with ``Checkout.isolated`` (the repositories Vigil made), reads no system or
+  user configuration either: only the repository's own, which Vigil wrote, so no
+  filter, textconv or diff program is defined there;
+* names its git folder and work tree itself (``GIT_DIR``, ``GIT_WORK_TREE``) where
+  it has them, instead of letting git discover them;
 * gets this process's environment without any ``GIT_*`` variable of its own, in
   the C locale, with prompts off (there is no one to ask), and a time limit.
-
-The repository's own configuration, which neither agent CLI lets the agent write,
-still applies: its user name, its attributes' filters, its merge settings.
 """
 
 from __future__ import annotations
@@ -43,6 +47,12 @@ HARDENED = (
     "color.ui=false",
     "-c",
     "core.quotePath=false",
+    "-c",
+    "core.attributesFile=/dev/null",
+    "-c",
+    "gc.auto=0",
+    "-c",
+    "maintenance.auto=false",
 )
 TIMEOUT_S = 300.0  # a git command on a local repository; past this something is stuck
 FALLBACK_IDENTITY = {
@@ -55,22 +65,26 @@ FALLBACK_IDENTITY = {
 
 @dataclass(frozen=True, slots=True)
 class Checkout:
-    """Where a git command runs: a repository's own folder (``git_dir`` None: git
-    finds it), or a worktree with its git folders named (``git_dir`` its own admin
-    folder, ``common_dir`` the repository's git folder)."""
+    """Where a git command runs (``path``, its working folder): a repository's own
+    folder (``git_dir`` None: git finds it), or a git folder named (``git_dir``)
+    with the work tree named too (``work_tree``; None: none). ``isolated``: read
+    no system or user configuration (a repository Vigil made)."""
 
     path: Path
     git_dir: Path | None = None
-    common_dir: Path | None = None
+    work_tree: Path | None = None
+    isolated: bool = False
 
 
 def _env(at: Checkout, extra: dict[str, str] | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(LC_ALL="C", LANG="C", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0")
+    env.update(LC_ALL="C", LANG="C", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", GIT_ATTR_NOSYSTEM="1")
+    if at.isolated:
+        env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
     if at.git_dir is not None:
-        env.update(GIT_DIR=str(at.git_dir), GIT_WORK_TREE=str(at.path))
-        if at.common_dir is not None:
-            env["GIT_COMMON_DIR"] = str(at.common_dir)
+        env["GIT_DIR"] = str(at.git_dir)
+        if at.work_tree is not None:
+            env["GIT_WORK_TREE"] = str(at.work_tree)
     env.update(extra or {})
     return env
 
@@ -177,14 +191,19 @@ def identity_env(at: Checkout) -> dict[str, str]:
     return {} if has_identity(at) else dict(FALLBACK_IDENTITY)
 
 
-def commit_everything(at: Checkout, message: str) -> str | None:
-    """Stage every change in ``at`` (new files too, ``.gitignore`` respected) and
-    commit it; returns the commit, None when there was nothing to commit."""
-    run(at, "add", "--all", "--", ".")
-    if not out(at, "diff", "--cached", "--name-only", "--ignore-submodules=all"):
-        return None
-    run(at, "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message, extra_env=identity_env(at))
-    return out(at, "rev-parse", "HEAD")
+def identity_of(at: Checkout) -> dict[str, str]:
+    """The identity of the repository's user as environment variables (for a
+    commit made in a repository that reads no user configuration), else Vigil's."""
+    name = run(at, "config", "--get", "user.name", check=False).stdout.strip()
+    email = run(at, "config", "--get", "user.email", check=False).stdout.strip()
+    if not (name and email):
+        return dict(FALLBACK_IDENTITY)
+    return {
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email,
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": email,
+    }
 
 
 def commits_between(at: Checkout, since: str, until: str) -> list[str]:
@@ -203,6 +222,12 @@ def is_ancestor(at: Checkout, ancestor: str, descendant: str) -> bool:
     return run(at, "merge-base", "--is-ancestor", ancestor, descendant, check=False).returncode == 0
 
 
+# A diff for a person to review: every file as text, whatever attributes say
+# (``-diff`` would print "Binary files differ"), no textconv or external diff program,
+# a nested repository's commit shown (in a view there is no submodule to look into).
+REVIEW_DIFF = ("--text", "--no-textconv", "--no-ext-diff", "-M", "--ignore-submodules=dirty")
+
+
 @dataclass(frozen=True, slots=True)
 class FileChange:
     """One file of a diff: lines added and removed (None for a binary file)."""
@@ -214,7 +239,7 @@ class FileChange:
 
 def numstat(at: Checkout, since: str, until: str) -> list[FileChange]:
     """The files ``since..until`` changes, in git's order (renames as the new path)."""
-    raw = out(at, "diff", "--numstat", "-z", "-M", "--ignore-submodules=all", since, until, "--")
+    raw = out(at, "diff", *REVIEW_DIFF, "--numstat", "-z", since, until, "--")
     fields = raw.split("\0")
     changes: list[FileChange] = []
     index = 0
@@ -230,5 +255,6 @@ def numstat(at: Checkout, since: str, until: str) -> list[FileChange]:
 
 
 def patch(at: Checkout, since: str, until: str, paths: Sequence[str] = ()) -> str:
-    """The unified diff ``since..until`` (of ``paths`` only, when given)."""
-    return run(at, "diff", "-M", "--ignore-submodules=all", since, until, "--", *paths).stdout
+    """The unified diff ``since..until`` (of ``paths`` only, when given), every
+    file as text (``REVIEW_DIFF``)."""
+    return run(at, "diff", *REVIEW_DIFF, since, until, "--", *paths).stdout

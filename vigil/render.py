@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from vigil.clock import iso_utc
 from vigil.codework import CheckResult, CodeOptions, RunChanges, Worktree
 from vigil.durations import format_duration
+from vigil.flags import Flag
 from vigil.models import CostRow, Note, Run, Task, TaskEvent, TaskStatus
 from vigil.printable import printable
 
@@ -84,6 +85,8 @@ def worktree_json(worktree: Worktree) -> dict[str, object]:
         "start": worktree.start,
         "merge": worktree.merge,
         "merged": worktree.merged,
+        "artifact": worktree.artifact,
+        "ref": worktree.ref,
     }
 
 
@@ -261,14 +264,22 @@ def more_line(shown: int, total: int) -> str:
 
 
 def task_details(
-    task: Task, runs: Iterable[Run], notes: Iterable[Note], deps: Sequence[int], events: Iterable[TaskEvent] = ()
+    task: Task,
+    runs: Iterable[Run],
+    notes: Iterable[Note],
+    deps: Sequence[int],
+    events: Iterable[TaskEvent] = (),
+    *,
+    flags: Sequence[Flag] = (),
 ) -> str:
+    """``vigil task show``; ``flags``: the files of its change to look at first."""
     fields = task_json(task)
     width = max(len(k) for k in fields)
     structured = ("result_detail", "code", "worktree")
     lines = [f"{k:<{width}}  {v if v is not None else '-'}" for k, v in fields.items() if k not in structured]
     if task.worktree is not None:
         lines += worktree_lines(task.worktree, width)
+        lines += [f"{'look first' if i == 0 else '':<{width}}  ! {f.path}  ({f.why})" for i, f in enumerate(flags)]
     if deps:
         lines.append(f"{'depends_on':<{width}}  {', '.join(f'#{d}' for d in deps)}")
     run_lines = []
@@ -302,12 +313,15 @@ def task_details(
 
 
 def worktree_lines(worktree: Worktree, width: int) -> list[str]:
-    """The task's worktree for ``vigil task show``: its branch, base and merge."""
+    """The task's repository work for ``vigil task show``: its branch, base, clone,
+    change (the artifact) and merge."""
     lines = [
         f"{'branch':<{width}}  {worktree.branch} (from {worktree.base} at {worktree.start[:12]})",
         f"{'repository':<{width}}  {worktree.repo}",
-        f"{'worktree':<{width}}  {worktree.path}",
+        f"{'workspace':<{width}}  {worktree.path} (the agent's clone)",
     ]
+    if worktree.artifact is not None:
+        lines.append(f"{'change':<{width}}  {worktree.artifact[:12]} ({worktree.ref or 'the task ref'})")
     if worktree.merged is not None:
         how = "left for a pull request" if worktree.merge == "branch" else f"{worktree.merge} into {worktree.base}"
         lines.append(f"{'merged':<{width}}  {worktree.merged[:12]} ({how})")

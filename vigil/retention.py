@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vigil.clock import Clock, real_seconds
+from vigil.clones import remove_clone
 from vigil.config import Settings
 from vigil.errors import InputError, TaskNotFound, VigilError
 from vigil.home import remove_scratch, scratch_path, scratch_task_ids
 from vigil.models import FINISHED_STATUSES, PruneResult, Task, TaskStatus
-from vigil.worktrees import remove_worktree
 
 if TYPE_CHECKING:
     from vigil.store import Store
@@ -158,7 +158,7 @@ async def prune_workspaces(store: Store, settings: Settings, now_ms: int, *, dry
     for task in worktrees:
         assert task.worktree is not None
         try:
-            await asyncio.to_thread(remove_worktree, task.worktree, delete_branch=_branch_goes(task, settings))
+            await asyncio.to_thread(remove_clone, task.worktree, delete_ref=_branch_goes(task, settings))
         except VigilError as err:
             log.warning("cannot remove task #%d's worktree %s: %s", task.id, task.worktree.path, err)
             continue
@@ -167,9 +167,10 @@ async def prune_workspaces(store: Store, settings: Settings, now_ms: int, *, dry
 
 
 def _branch_goes(task: Task, settings: Settings) -> bool:
-    """Whether a finished task's branch is deleted with its worktree: only when
-    ``keep_branches`` is off and the branch was merged, or its task was discarded
-    (failed, canceled). A branch left for a pull request is kept."""
+    """Whether a finished task's ref (``refs/vigil/tasks/<id>``) is deleted with its
+    clone: only when ``keep_branches`` is off and the change was merged, or its
+    task was discarded (failed, canceled). A change left on a branch for a pull
+    request is kept (on that branch)."""
     if settings.dispatch.keep_branches or task.worktree is None:
         return False
     if task.status is not TaskStatus.COMPLETED:

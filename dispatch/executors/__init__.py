@@ -72,9 +72,12 @@ class RunContext:
     meter: Meter = field(default_factory=Meter)
     stall_timeout_s: float | None = None  # no output for this long ends the run as stalled; None: never
     account: str | None = None  # the agent CLI's account it runs on (its variables are in ``env``)
-    # folders besides the workspace the agent's sandbox must let it write: a worktree's
-    # git folders, to commit on its branch (``vigil.worktrees.writable_git_dirs``)
+    # folders besides the workspace the agent's sandbox must let it write: a clone's
+    # own git folder, which Codex keeps read-only in a workspace (``vigil.clones``)
     writable_dirs: tuple[Path, ...] = ()
+    # the operator's repository of a repository task, which no sandbox may let the
+    # agent write (Codex's ``/tmp`` is taken away when it lies there); None: none
+    repo: Path | None = None
     # resume an earlier run's agent session (``dispatch.resumption``); None: a fresh
     # session given ``prompt``. An executor that cannot resume it says so on its
     # outcome (``resume_refused``) and the dispatcher runs the attempt afresh.

@@ -5,10 +5,11 @@ scratch workspace is not a git repository, and Codex refuses to start outside on
 without it) + ``--sandbox S`` (``sandbox``, default ``workspace-write``) + ``-c
 allow_login_shell=false`` + ``--model M`` + for ``workspace-write``: ``-c
 sandbox_workspace_write.network_access=true``, one ``--add-dir`` per folder of
-``add_dirs`` and per git folder a worktree needs to commit on its branch
-(``RunContext.writable_dirs``: Codex keeps a worktree's own git folder read-only
-otherwise), and, when the home lies under ``/tmp`` or ``$TMPDIR`` (which that
-sandbox lets the agent write), the switches that take those away + Vigil's MCP
+``add_dirs`` and per git folder the task's clone needs to commit
+(``RunContext.writable_dirs``: Codex keeps a workspace's ``.git`` read-only
+otherwise), and, when the home or the task's repository lies under ``/tmp`` or
+``$TMPDIR`` (which that sandbox lets the agent write), the switches that take those
+away + Vigil's MCP
 server for the run (``mcp_servers.vigil``: its command, the agent's variables
 forwarded to it, its tools approved, required to start) + ``extra_args`` (so that
 a ``-c`` there overrides ours) + for an attempt that continues an earlier run's
@@ -89,6 +90,13 @@ def home_under_tmp(home: Path, env: Mapping[str, str]) -> bool:
     ``workspace-write`` lets the agent write unless told not to."""
     roots = [Path("/tmp"), Path(env.get("TMPDIR") or tempfile.gettempdir())]  # noqa: S108 -- compared, not used
     return any(home.resolve().is_relative_to(root.resolve()) for root in roots)
+
+
+def tmp_taken_away(home: Path, repo: Path | None, env: Mapping[str, str]) -> bool:
+    """Whether the sandbox must not let the agent write ``/tmp`` and ``$TMPDIR``:
+    the home lies there, or the task's repository (``repo``; None: none), which
+    the agent must never write."""
+    return home_under_tmp(home, env) or (repo is not None and home_under_tmp(repo, env))
 
 
 def mcp_server_args(command: Sequence[str], env: Mapping[str, str]) -> list[str]:
@@ -230,11 +238,11 @@ class CodexExecutor:
         argv = codex_argv(
             self.settings.codex,
             model,
-            # a worktree's git folders too, so that the agent can commit on its branch
+            # the clone's own git folder too, so that the agent can commit in it
             [*writable_dirs(self.settings, ctx.cwd.resolve()), *ctx.writable_dirs],
             mcp_command=ctx.mcp_command,
             env=ctx.env,
-            no_tmp=home_under_tmp(ctx.home, ctx.env),
+            no_tmp=tmp_taken_away(ctx.home, ctx.repo, ctx.env),
             resume=None if ctx.resume is None else ctx.resume.session_id,
         )
         model = model or configured_model(ctx.env)  # named in no event: priced as configured

@@ -3,10 +3,11 @@ on real repositories made by the tests, from homes made by ``vigil init`` with
 only the executor line changed; the tasks are added as a new user would, with
 ``vigil task add --repo … --check … --review --merge …``:
 
-* each task works in a worktree of its own, on its own branch, and the agent
-  commits there from inside its CLI's sandbox; two lanes run two tasks at once,
-  and neither sees the other's edits;
-* a failed run's edits stay on its branch, and the next task's worktree is clean;
+* each task works in a clone of its own, on its own branch, and the agent
+  commits there from inside its CLI's sandbox; what it left is kept on
+  ``refs/vigil/tasks/<id>``; two lanes run two tasks at once, and neither sees the
+  other's edits;
+* a failed run's edits are kept in its change, and the next task's clone is clean;
 * a check that fails (the model's first patch is wrong) retries the task with the
   failing output in the second prompt, then passes;
 * review: ``vigil task approve`` merges, in each mode; a conflict goes back to the
@@ -140,10 +141,13 @@ def worktree_of(home: ClaudeHome, task_id: int) -> dict[str, str]:
     return value
 
 
+def change_of(task_id: int) -> str:
+    """The ref in the operator's repository that holds the task's change."""
+    return f"refs/vigil/tasks/{task_id}"
+
+
 @pytest.mark.parametrize("coder", CODERS)
-def test_a_failed_runs_edits_stay_on_its_branch_and_the_next_worktree_is_clean(
-    tmp_path: Path, coder: MakeCoder
-) -> None:
+def test_a_failed_runs_edits_are_kept_and_the_next_tasks_clone_is_clean(tmp_path: Path, coder: MakeCoder) -> None:
     repo = project(tmp_path)
     with coder(tmp_path) as agent:
         home = agent.home
@@ -166,11 +170,12 @@ def test_a_failed_runs_edits_stay_on_its_branch_and_the_next_worktree_is_clean(
     assert one["status"] == "failed"
     assert branch == f"vigil/{first}-half-a-fix"
     # committed by the agent inside its CLI's sandbox; what it left, committed by Vigil
-    assert repo.log(branch)[:2] == [
+    assert repo.log(change_of(first))[:2] == [
         f"Work left uncommitted by the agent (Vigil task #{first}, attempt 1)",
         "half a fix",
     ]
-    assert repo.show(branch, "more.txt") == "more"
+    assert repo.show(change_of(first), "more.txt") == "more"
+    assert repo.git("branch", "--list", "vigil/*") == ""  # the agent wrote nothing in the repository
     (run,) = home.runs(first)
     changes = json.loads(run["changes"])
     assert (changes["dirty"], len(changes["commits"]), changes["files"]) == (True, 2, 2)
@@ -214,7 +219,7 @@ def test_a_check_fails_once_then_passes_with_its_output_in_the_second_prompt(tmp
     assert "found 41" in prompts[1]
     assert "check exit 1:" in shown
     assert "check passed:" in shown
-    assert repo.show(worktree_of(home, task_id)["branch"], "answer.txt") == "42"
+    assert repo.show(change_of(task_id), "answer.txt") == "42"
 
 
 @pytest.mark.parametrize(
@@ -256,7 +261,7 @@ def test_approving_a_reviewed_task_merges_its_branch(tmp_path: Path, coder: Make
     if mode == "branch":
         assert repo.show("main", "answer.txt") == "0"
         assert f"branch {branch} left for a pull request" in approved.stdout
-        assert merge[0]["to_value"] == repo.tip(branch)
+        assert merge[0]["to_value"] == repo.tip(branch) == repo.git("rev-parse", change_of(task_id))
         return
     assert repo.show("main", "answer.txt") == "42"
     assert (repo.path / "answer.txt").read_text() == "42\n"
@@ -276,7 +281,7 @@ def test_a_merge_conflict_goes_back_to_the_agent_which_resolves_it(tmp_path: Pat
             agent.shell("printf 'agent\\n' > answer.txt && git commit -qam 'the agent answers'"),
             Text("Answered."),
             agent.shell(
-                "git merge main >/dev/null; printf 'agent and person\\n' > answer.txt && "
+                "git fetch -q origin; git merge origin/main >/dev/null; printf 'agent and person\\n' > answer.txt && "
                 "git commit -qam 'resolve the conflict with main'"
             ),
             Text("Resolved the conflict."),
@@ -292,7 +297,7 @@ def test_a_merge_conflict_goes_back_to_the_agent_which_resolves_it(tmp_path: Pat
     assert "not merged, sent back to its agent" in refused.stdout
     assert "conflicts in: answer.txt" in refused.stdout
     assert (back["status"], back["review"]) == ("pending", "rejected")
-    assert "merge conflict: merging vigil/" in prompts[1]
+    assert "merge conflict: merging your branch into main" in prompts[1]
     assert "conflicts in: answer.txt" in prompts[1]
     assert approved.returncode == 0, approved.stdout + approved.stderr
     assert home.task(task_id)["status"] == "completed"
@@ -320,7 +325,7 @@ def test_requested_changes_are_put_in_front_of_the_agent(tmp_path: Path) -> None
     assert "Say why it is 42" in prompts[1]
     task = home.task(task_id)
     assert (task["status"], task["review"]) == ("blocked", "pending")
-    assert repo.show(worktree_of(home, task_id)["branch"], "answer.txt") == "42 (six times seven)"
+    assert repo.show(change_of(task_id), "answer.txt") == "42 (six times seven)"
 
 
 @pytest.mark.parametrize("coder", CODERS)
@@ -342,9 +347,9 @@ def test_a_missing_repository_fails_the_task_with_nothing_run(tmp_path: Path, co
 
 
 @needs_claude
-def test_two_lanes_run_two_tasks_at_once_in_two_worktrees(tmp_path: Path) -> None:
-    """Each agent writes its worktree's path into mine.txt, waits until both
-    worktrees have one (so both run at once), then lists its own: it sees its own
+def test_two_lanes_run_two_tasks_at_once_in_two_clones(tmp_path: Path) -> None:
+    """Each agent writes its clone's path into mine.txt, waits until both
+    clones have one (so both run at once), then lists its own: it sees its own
     file only. (No ``$VAR`` nor ``$(…)``: Claude Code asks before running those.)"""
     repo = project(tmp_path)
     wait = (
@@ -356,7 +361,7 @@ def test_two_lanes_run_two_tasks_at_once_in_two_worktrees(tmp_path: Path) -> Non
         config = home.path / "vigil.toml"
         config.write_text(config.read_text().replace("[dispatch]\n", "[dispatch]\nlanes = 2\n", 1))
         ids = [home.add_task(f"Task {n}", "--repo", str(repo.path)) for n in (1, 2)]
-        assert ids == [1, 2]  # the worktrees are work/1 and work/2
+        assert ids == [1, 2]  # the clones are work/1 and work/2
         # both agents take their shell turn before either's next request can come
         agent.script.add(agent.shell(wait), agent.shell(wait), Text("Done."), Text("Done."))
         loops = [home.start("run"), home.start("run")]
@@ -370,13 +375,13 @@ def test_two_lanes_run_two_tasks_at_once_in_two_worktrees(tmp_path: Path) -> Non
     assert [home.task(i)["status"] for i in ids] == ["completed", "completed"]
     worktrees = [worktree_of(home, i) for i in ids]
     assert worktrees[0]["path"] != worktrees[1]["path"]
-    for worktree in worktrees:
-        assert repo.git("ls-tree", "--name-only", worktree["branch"]).splitlines() == [
+    for task_id, worktree in zip(ids, worktrees, strict=True):
+        assert repo.git("ls-tree", "--name-only", change_of(task_id)).splitlines() == [
             "README.md",
             "answer.txt",
             "mine.txt",
         ]
-        assert repo.show(worktree["branch"], "mine.txt") == worktree["path"]
+        assert repo.show(change_of(task_id), "mine.txt") == worktree["path"]
     # each agent saw its own mine.txt only, though the other's existed by then
     assert sorted(listings) == sorted(json.dumps(f"README.md\nanswer.txt\nmine.txt\n{w['path']}") for w in worktrees)
 

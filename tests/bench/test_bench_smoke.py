@@ -4,6 +4,7 @@ real subprocess. It never looks at a timing, only at what the run reports."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +58,13 @@ def test_a_workload_module_not_written_yet_is_skipped(
     monkeypatch.setattr(entry, "WORKLOADS", ("not_written_yet",))
     assert entry.main(["--only", "not_written_yet"]) == 0
     assert "bench.not_written_yet: skipped (module not there yet)" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_quick_workspace_run_compares_the_clone_with_a_worktree() -> None:
+    proc = _bench("--quick", "--only", "workspace")
+    assert proc.returncode == 0, proc.stderr
+    assert "=== A repository task's workspace" in proc.stdout
+    assert "| git worktree add |" in proc.stdout
+    assert "| Vigil's clone |" in proc.stdout
+    assert re.search(r"time \d+\.\d\d× \(target ≤ 1\.5×: (met|MISSED)\), disk \d+\.\d\d×", proc.stdout)

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.code.repos import Repo
+from tests.code.repos import Repo, worked_clone
 from tests.conftest import VigilRunner
 from vigil.config import load_settings
 from vigil.home import scratch_path
 from vigil.models import NewTask
 from vigil.store.sqlite import SqliteStore
-from vigil.worktrees import make_worktree
 
 
 @pytest.fixture
@@ -70,18 +69,16 @@ def test_task_add_refuses_what_cannot_work(
     assert "Traceback" not in proc.stderr
 
 
-def _with_worktree(home: Path, repo: Repo) -> tuple[int, str]:
-    """A task with a worktree on which its 'agent' committed a change."""
+def _with_worktree(home: Path, repo: Repo, extra: dict[str, str] | None = None) -> tuple[int, str]:
+    """A task with a clone on which its 'agent' committed a change (and ``extra``)."""
 
     async def setup() -> tuple[int, str]:
         store = await SqliteStore.open(load_settings(home).store.path)
         try:
             added = await store.add_task(NewTask("Fix the parser"))
             assert added.task_id is not None
-            made = make_worktree(
-                repo.path, scratch_path(home, added.task_id), task_id=added.task_id, subject="fix", base=None
-            )
-            repo.commit({"parser.py": "one\n2\n", "new.txt": "a\nb\n"}, "fix", at=Path(made.path))
+            files = {"parser.py": "one\n2\n", "new.txt": "a\nb\n", **(extra or {})}
+            made = worked_clone(repo, scratch_path(home, added.task_id), files, task_id=added.task_id)
             await store.set_worktree(added.task_id, made)
             return added.task_id, made.branch
         finally:
@@ -112,11 +109,24 @@ def test_task_diff_shows_the_branch_against_its_base(vigil_in_process: VigilRunn
     assert re.search(rf"^branch +{branch} \(from main at [0-9a-f]{{12}}\)$", shown, re.MULTILINE)
 
 
+def test_task_diff_and_show_list_the_files_to_look_at_first(
+    vigil_in_process: VigilRunner, home: Path, repo: Repo
+) -> None:
+    task_id, _ = _with_worktree(home, repo, {".github/workflows/ci.yml": "on: push\n"})
+    text = vigil_in_process("task", "diff", str(task_id), check=True).stdout.splitlines()
+    assert text[1:3] == ["look at these first:", "  ! .github/workflows/ci.yml  (a CI workflow (runs on push))"]
+    assert text[3].startswith("diff --git")
+    shown = vigil_in_process("task", "show", str(task_id), check=True).stdout
+    assert re.search(r"^look first +! \.github/workflows/ci\.yml  \(a CI workflow", shown, re.MULTILINE)
+    listed = json.loads(vigil_in_process("task", "show", str(task_id), "--json", check=True).stdout)["flagged"]
+    assert listed == [{"path": ".github/workflows/ci.yml", "why": "a CI workflow (runs on push)"}]
+
+
 def test_task_diff_of_a_task_without_a_branch_says_so(vigil_in_process: VigilRunner) -> None:
     vigil_in_process("task", "add", "no repository", check=True)
     proc = vigil_in_process("task", "diff", "1")
     assert proc.returncode == 2
-    assert "task #1 has no branch" in proc.stderr
+    assert "task #1 has no change" in proc.stderr
 
 
 def test_code_keys_in_vigil_toml_and_a_skill(vigil_in_process: VigilRunner, home: Path, repo: Repo) -> None:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from vigil.clones import make_clone, settle
+from vigil.codework import Worktree
 
 
 @dataclass(frozen=True)
@@ -54,3 +57,13 @@ class Repo:
 
     def log(self, ref: str) -> list[str]:
         return self.git("log", "--format=%s", ref).splitlines()
+
+
+def worked_clone(
+    repo: Repo, path: Path, files: dict[str, str], *, task_id: int = 1, subject: str = "fix", message: str = "fix"
+) -> Worktree:
+    """A task's clone of ``repo`` at ``path`` on which its 'agent' committed
+    ``files``, its work taken out as the task's artifact (as after a run)."""
+    made = make_clone(repo.path, path, task_id=task_id, subject=subject, base=None)
+    repo.commit(files, message, at=path)
+    return replace(made, artifact=settle(made, made.start, "left").artifact)

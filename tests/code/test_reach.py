@@ -1,5 +1,5 @@
-"""``vigil doctor``'s reach lines name a ``[dispatch] repo``: the agent's sandbox
-lets it write into that repository's git folder, to commit on its branch."""
+"""``vigil doctor``'s reach lines name a ``[dispatch] repo``: the agent reads it
+and writes only a clone of its own."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from vigil.config import load_settings
 
 @pytest.mark.parametrize(
     ("executor", "said"),
-    [("claude", "but its hooks and configuration"), ("codex", "the vigil/ branches"), ("dry-run", None)],
+    [("claude", "writes only a clone of its own"), ("codex", "writes only a clone of its own"), ("dry-run", None)],
 )
 def test_a_configured_repository_is_a_reach_line(home: Path, executor: str, said: str | None) -> None:
     settings = load_settings(home)
@@ -30,7 +30,7 @@ def test_a_configured_repository_is_a_reach_line(home: Path, executor: str, said
         assert lines == []
         return
     (line,) = lines
-    assert line.startswith("[dispatch] repo /src/app: to commit on its branch the agent ")
+    assert line.startswith("[dispatch] repo /src/app: the agent can read it")
     assert said in line
 
 

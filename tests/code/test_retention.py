@@ -1,6 +1,6 @@
-"""Retention and worktrees: a finished task's worktree is removed through git once
-``keep_workspace`` has passed, its branch kept unless ``keep_branches`` is off and
-the branch was merged or its task discarded; an open task's worktree stays;
+"""Retention and clones: a finished task's clone is removed once
+``keep_workspace`` has passed, its change's ref kept unless ``keep_branches`` is off
+and the change was merged or its task discarded; an open task's clone stays;
 ``vigil store prune`` counts them."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.code.repos import Repo
+from tests.code.repos import Repo, worked_clone
 from tests.store.contract import ending
 from vigil import git
 from vigil.clock import ManualClock
@@ -21,7 +21,6 @@ from vigil.home import scratch_path
 from vigil.models import NewTask, Outcome, OutcomeKind, TaskStatus
 from vigil.retention import prune_workspaces
 from vigil.store.sqlite import SqliteStore
-from vigil.worktrees import make_worktree
 
 DAY_MS = 86_400_000
 
@@ -39,10 +38,8 @@ def repo(tmp_path: Path) -> Repo:
 async def _task_with_worktree(store: SqliteStore, settings: Settings, repo: Repo, subject: str) -> Worktree:
     added = await store.add_task(NewTask(subject))
     assert added.task_id is not None
-    made = make_worktree(
-        repo.path, scratch_path(settings.home, added.task_id), task_id=added.task_id, subject=subject, base=None
-    )
-    repo.commit({f"{added.task_id}.txt": subject}, subject, at=Path(made.path))
+    path = scratch_path(settings.home, added.task_id)
+    made = worked_clone(repo, path, {f"{added.task_id}.txt": subject}, task_id=added.task_id, subject=subject)
     await store.set_worktree(added.task_id, made)
     return made
 
@@ -64,7 +61,7 @@ async def test_finished_tasks_worktrees_go_after_keep_workspace_and_their_branch
     store: SqliteStore, settings: Settings, repo: Repo, clock: ManualClock
 ) -> None:
     merged = await _task_with_worktree(store, settings, repo, "merged")
-    await _end(store, TaskStatus.COMPLETED, replace(merged, merge="ff", merged=repo.tip(merged.branch)))
+    await _end(store, TaskStatus.COMPLETED, replace(merged, merge="ff", merged=merged.artifact))
     failed = await _task_with_worktree(store, settings, repo, "failed")
     await _end(store, TaskStatus.FAILED)
     waiting = await _task_with_worktree(store, settings, repo, "awaiting review")
@@ -73,15 +70,11 @@ async def test_finished_tasks_worktrees_go_after_keep_workspace_and_their_branch
     later = clock.now_ms() + settings.dispatch.keep_workspace_ms + DAY_MS
     assert await prune_workspaces(store, settings, later, dry_run=True) == 2
     assert await prune_workspaces(store, settings, later) == 2
-    listed = repo.git("worktree", "list")
-    assert merged.path not in listed
-    assert failed.path not in listed
-    assert waiting.path in listed
     assert not Path(merged.path).exists()
     assert not Path(failed.path).exists()
-    assert (Path(waiting.path) / ".git").exists()
+    assert (Path(waiting.path) / ".git").is_dir()
     at = git.Checkout(repo.path)
-    assert all(git.branch_exists(at, w.branch) for w in (merged, failed, waiting))
+    assert all(git.commit_of(at, w.ref or "") == w.artifact for w in (merged, failed, waiting))
     assert await prune_workspaces(store, settings, later) == 0
 
 
@@ -92,7 +85,7 @@ async def test_without_keep_branches_merged_and_discarded_branches_go_and_a_left
     merged = await _task_with_worktree(store, settings, repo, "merged")
     await _end(store, TaskStatus.COMPLETED, replace(merged, merge="squash", merged=repo.tip("main")))
     left = await _task_with_worktree(store, settings, repo, "left for a pull request")
-    await _end(store, TaskStatus.COMPLETED, replace(left, merge="branch", merged=repo.tip(left.branch)))
+    await _end(store, TaskStatus.COMPLETED, replace(left, merge="branch", merged=left.artifact))
     unreviewed = await _task_with_worktree(store, settings, repo, "completed without review")
     await _end(store, TaskStatus.COMPLETED)
     canceled = await _task_with_worktree(store, settings, repo, "canceled")
@@ -100,7 +93,7 @@ async def test_without_keep_branches_merged_and_discarded_branches_go_and_a_left
     later = clock.now_ms() + settings.dispatch.keep_workspace_ms + DAY_MS
     assert await prune_workspaces(store, settings, later) == 4
     at = git.Checkout(repo.path)
-    kept = {w.branch: git.branch_exists(at, w.branch) for w in (merged, left, unreviewed, canceled)}
+    kept = {w.branch: git.commit_of(at, w.ref or "") is not None for w in (merged, left, unreviewed, canceled)}
     assert kept == {merged.branch: False, left.branch: True, unreviewed.branch: True, canceled.branch: False}
 
 

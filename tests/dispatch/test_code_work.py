@@ -6,6 +6,7 @@ The real agent CLIs do the same in tests/agents/test_code_e2e.py."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -15,10 +16,12 @@ import pytest
 from dispatch.executors import RunContext
 from dispatch.executors.fake import Handler
 from dispatch.process import group_alive
+from dispatch.workspace import with_gates
 from tests.code.repos import Repo
 from tests.dispatch.conftest import MakeDispatcher
 from vigil.agent_channel import AgentChannel
 from vigil.clock import ManualClock
+from vigil.clones import make_clone
 from vigil.codework import Check, CodeOptions
 from vigil.config import Settings
 from vigil.models import NewTask, Outcome, OutcomeKind, Task, TaskStatus
@@ -73,12 +76,15 @@ async def test_a_task_runs_in_its_own_worktree_and_its_run_records_the_changes(
     )
     ((_, ctx),) = fake.calls
     assert ctx.workdir == Path(worktree.path) == settings.home / "work" / str(added.task_id)
-    assert Path(worktree.admin) in ctx.writable_dirs
-    assert "on the branch `vigil/" in ctx.prompt
+    assert ctx.writable_dirs == (Path(worktree.path) / ".git",)  # its own clone's, nothing of the repository's
+    assert "git clone of" in ctx.prompt
+    assert f"`{worktree.branch}`" in ctx.prompt
     (run,) = await db.list_runs(task.id)
     assert run.changes is not None
     assert (run.changes.dirty, len(run.changes.commits), run.changes.files) == (True, 1, 1)
-    assert repo.show(worktree.branch, "answer.txt") == "42"
+    assert worktree.artifact is not None
+    assert repo.show(worktree.artifact, "answer.txt") == "42"
+    assert repo.git("rev-parse", f"refs/vigil/tasks/{task.id}") == worktree.artifact
     assert repo.show("main", "answer.txt") == "0"  # nothing merged without a review
     assert (repo.path / "answer.txt").read_text() == "0\n"
 
@@ -175,7 +181,7 @@ async def test_a_conflict_on_approval_goes_back_to_the_agent_with_the_conflict_i
     assert repo.show("main", "answer.txt") == "43"
     await dispatcher.run_once()
     prompt = fake.calls[1][1].prompt
-    assert "merge conflict: merging vigil/" in prompt
+    assert "merge conflict: merging your branch into main" in prompt
     assert "conflicts in: answer.txt" in prompt
 
 
@@ -220,8 +226,38 @@ async def test_a_follow_up_branches_from_its_parents_branch(
     assert parent.worktree is not None
     assert child.worktree is not None
     assert child.worktree.branch != parent.worktree.branch
-    assert child.worktree.start == repo.tip(parent.worktree.branch)
+    assert child.worktree.start == parent.worktree.artifact
     assert child.worktree.base == "main"
+
+
+async def test_an_agents_follow_up_inherits_its_parents_gates(
+    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings, repo: Repo, clock: ManualClock
+) -> None:
+    """The parent had a repository, checks, review and squash; the follow-up its
+    agent adds asks for none of it, and gets all of it all the same."""
+    gates = CodeOptions(repo=str(repo.path), checks=(CHECK,), review=True, merge="squash")
+    await db.add_task(NewTask("Answer the question", code=gates))
+
+    async def handler(task: Task, ctx: RunContext) -> Outcome:
+        if task.parent_id is None:
+            writes("42")(task, ctx)
+            channel = AgentChannel(db, ctx.run_id, settings, clock)
+            await channel.add_followup("Also answer 43")
+            return Outcome(OutcomeKind.SUCCESS)
+        return writes("43")(task, ctx)  # type: ignore[return-value]
+
+    command = replace(settings, dispatch=replace(settings.dispatch, executor="command"))
+    dispatcher, _ = make_dispatcher(handler, settings=command)
+    parent = await dispatcher.run_once()
+    child = await dispatcher.run_once()
+    assert parent is not None
+    assert child is not None
+    assert parent.awaiting_review
+    assert child.parent_id == parent.id
+    (run,) = await db.list_runs(child.id)
+    assert [c.exit_code for c in run.checks] == [1]  # the parent's check ran on it: 43 is not 42
+    assert child.worktree is not None
+    assert (child.worktree.repo, child.worktree.merge) == (str(repo.path), "squash")
 
 
 async def test_the_agents_close_as_completed_does_not_skip_the_checks(
@@ -297,3 +333,75 @@ async def test_checks_run_watched_a_cancel_ends_them_and_the_run_keeps_its_chang
     assert run.changes.dirty  # what the agent left is on the branch all the same
     assert run.pid is not None
     assert not group_alive(run.pid)  # the check's group, recorded on the run, is gone
+
+
+def test_a_follow_ups_own_options_cannot_weaken_its_parents_gates() -> None:
+    gates = CodeOptions(repo="/srv/app", base="main", checks=(CHECK,), review=True, merge="squash")
+    weaker = CodeOptions(repo="/elsewhere", base="other", checks=(Check(("true",)),), review=False, merge="branch")
+    held = with_gates(weaker, gates)
+    assert (held.repo, held.base, held.review, held.merge) == ("/srv/app", "main", True, "squash")
+    assert held.checks == (CHECK, Check(("true",)))  # the parent's first, its own may only add
+
+
+async def test_a_follow_up_of_a_task_that_needed_approval_needs_it_too(
+    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings, clock: ManualClock
+) -> None:
+    added = await db.add_task(NewTask("Delete old data", requires_approval=True))
+    assert added.task_id is not None
+    await db.approve(added.task_id, actor="human")
+
+    async def handler(task: Task, ctx: RunContext) -> Outcome:
+        await AgentChannel(db, ctx.run_id, settings, clock).add_followup("Delete the rest too")
+        return Outcome(OutcomeKind.SUCCESS)
+
+    command = replace(settings, dispatch=replace(settings.dispatch, executor="command"))
+    dispatcher, _ = make_dispatcher(handler, settings=command)
+    await dispatcher.run_once()
+    (child,) = [t for t in await db.list_tasks() if t.parent_id == added.task_id]
+    assert child.awaiting_approval
+
+
+async def test_a_repository_deleted_during_the_run_fails_the_task(
+    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings, repo: Repo
+) -> None:
+    await db.add_task(NewTask("Answer the question"))
+
+    def handler(task: Task, ctx: RunContext) -> Outcome:
+        writes("42")(task, ctx)
+        shutil.rmtree(repo.path)  # gone while the agent worked
+        return Outcome(OutcomeKind.SUCCESS, summary="wrote 42")
+
+    dispatcher, _ = make_dispatcher(handler, settings=on_repo(settings, repo))
+    task = await dispatcher.run_once()
+    assert task is not None
+    assert task.status is TaskStatus.FAILED
+    assert task.result_summary is not None
+    assert task.result_summary.startswith("the repository is gone: ")
+
+
+async def test_what_an_attempt_cut_short_left_in_its_clone_is_taken_before_the_next(
+    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings, repo: Repo
+) -> None:
+    """A dispatcher that died mid-run never took the clone's work out; the next
+    attempt takes it first, then starts from it."""
+    added = await db.add_task(NewTask("Answer the question"))
+    assert added.task_id is not None
+    made = make_clone(
+        repo.path, settings.home / "work" / str(added.task_id), task_id=added.task_id, subject="a", base=None
+    )
+    await db.set_worktree(added.task_id, made)
+    repo.commit({"answer.txt": "41\n"}, "half done", at=Path(made.path))  # then the dispatcher died
+    seen: list[str] = []
+
+    def handler(task: Task, ctx: RunContext) -> Outcome:
+        assert ctx.workdir is not None
+        seen.append((ctx.workdir / "answer.txt").read_text())
+        return writes("42")(task, ctx)  # type: ignore[return-value]
+
+    dispatcher, _ = make_dispatcher(handler, settings=on_repo(settings, repo))
+    task = await dispatcher.run_once()
+    assert task is not None
+    assert seen == ["41\n"]
+    assert task.worktree is not None
+    assert task.worktree.artifact is not None
+    assert repo.log(task.worktree.artifact)[:2] == ["answer 42", "half done"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatch.executors.codex import CodexExecutor, codex_argv, home_under_tmp, writable_dirs
+from dispatch.executors.codex import CodexExecutor, codex_argv, home_under_tmp, tmp_taken_away, writable_dirs
 from tests.dispatch.agent_support import CODEX_FAKE, agent_settings, fake_argv, make_ctx, make_task, recorded
 from vigil.config import Settings
 from vigil.errors import ConfigError
@@ -153,3 +153,9 @@ async def test_a_missing_binary_is_a_refusal_not_a_task_failure(home: Path) -> N
     outcome = await CodexExecutor(settings).run(make_task(), make_ctx(settings))
     assert outcome.kind is OutcomeKind.REFUSED
     assert "no-such-codex-here" in str(outcome.error)
+
+
+def test_tmp_is_taken_away_when_the_tasks_repository_lies_there() -> None:
+    assert tmp_taken_away(Path("/srv/agent-home"), Path("/tmp/project"), {})
+    assert not tmp_taken_away(Path("/srv/agent-home"), Path("/srv/project"), {})
+    assert not tmp_taken_away(Path("/srv/agent-home"), None, {})

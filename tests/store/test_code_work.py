@@ -18,11 +18,12 @@ OPTIONS = CodeOptions(
 WORKTREE = Worktree(
     repo="/src/app",
     git_dir="/src/app/.git",
-    admin="/src/app/.git/worktrees/1",
     path="/home/agent/work/1",
     branch="vigil/1-fix-the-parser",
     base="main",
     start="a" * 40,
+    ref="refs/vigil/tasks/1",
+    artifact="b" * 40,
 )
 
 

@@ -12,7 +12,7 @@ from rich.syntax import Syntax
 from textual.containers import VerticalScroll
 from textual.widgets import OptionList, Static
 
-from tests.code.repos import Repo
+from tests.code.repos import Repo, worked_clone
 from tests.tui.conftest import AppFactory, add, wait_for
 from tests.tui.helpers import notes, shown_ids
 from tui.app import VigilApp
@@ -25,7 +25,6 @@ from vigil.config import Settings
 from vigil.home import scratch_path
 from vigil.models import Outcome, OutcomeKind, TaskStatus
 from vigil.store import Store
-from vigil.worktrees import make_worktree
 
 LONG = "".join(f"line {n}\n" for n in range(300))
 
@@ -35,11 +34,13 @@ def repo(tmp_path: Path) -> Repo:
     return Repo.make(tmp_path / "app", {"parser.py": "one\ntwo\n", "README.md": "app\n"})
 
 
-async def awaiting_review(db: Store, settings: Settings, repo: Repo, merge: str = "squash") -> tuple[int, Worktree]:
-    """A task whose 'agent' changed two files on its branch, now awaiting review."""
+async def awaiting_review(
+    db: Store, settings: Settings, repo: Repo, merge: str = "squash", extra: dict[str, str] | None = None
+) -> tuple[int, Worktree]:
+    """A task whose 'agent' changed two files (and ``extra``), now awaiting review."""
     task_id = await add(db, "Fix the parser")
-    made = make_worktree(repo.path, scratch_path(settings.home, task_id), task_id=task_id, subject="fix", base=None)
-    repo.commit({"parser.py": "one\n2\n", "long.txt": LONG}, "fix the parser", at=Path(made.path))
+    files = {"parser.py": "one\n2\n", "long.txt": LONG, **(extra or {})}
+    made = worked_clone(repo, scratch_path(settings.home, task_id), files, task_id=task_id, message="fix the parser")
     made = replace(made, merge=merge)
     await db.set_worktree(task_id, made)
     claim = await db.claim_next(worker="d", lease_ms=60_000)
@@ -74,7 +75,8 @@ async def test_the_diff_view_lists_files_with_counts_and_shows_the_chosen_files_
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_diff(app, pilot, task_id)
         title = str(screen.query_one("#diff-title", Static).render())
-        assert f"{made.branch} against main: 2 files, +301 -1" in title
+        assert made.artifact is not None
+        assert f"{made.artifact[:12]} against main: 2 files, +301 -1" in title
         assert "awaiting review: a approves (squash)" in title
         files = screen.query_one("#diff-files", OptionList)
         rows = [str(files.get_option_at_index(i).prompt) for i in range(files.option_count)]
@@ -96,6 +98,21 @@ async def test_the_diff_view_lists_files_with_counts_and_shows_the_chosen_files_
         await wait_for(lambda: isinstance(app.screen, TaskScreen), "back on the task screen")
 
 
+async def test_files_that_configure_tools_lead_the_list_with_a_marker(
+    make_app: AppFactory, db: Store, settings: Settings, repo: Repo
+) -> None:
+    extra = {".claude/settings.json": "{}\n", ".gitattributes": "* -diff\n"}
+    task_id, _ = await awaiting_review(db, settings, repo, extra=extra)
+    app = make_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        screen = await open_diff(app, pilot, task_id)
+        files = screen.query_one("#diff-files", OptionList)
+        rows = [str(files.get_option_at_index(i).prompt) for i in range(files.option_count)]
+    assert rows[1].startswith("! +1 -0 .claude/settings.json  (Claude Code's settings")
+    assert rows[2].startswith("! +1 -0 .gitattributes  (git attributes")
+    assert rows[3:] == ["+300 -0 long.txt", "+1 -1 parser.py"]
+
+
 async def test_approve_in_the_diff_view_merges_the_branch(
     make_app: AppFactory, db: Store, settings: Settings, repo: Repo
 ) -> None:
@@ -106,7 +123,8 @@ async def test_approve_in_the_diff_view_merges_the_branch(
         await pilot.press("a")
         await wait_for(lambda: isinstance(app.screen, ConfirmDialog), "the confirmation")
         question = str(app.screen.query_one(Static).render())
-        assert f"{made.branch} is merged into main (squash)" in question
+        assert made.artifact is not None
+        assert f"{made.artifact[:12]} is merged into main (squash)" in question
         await pilot.press("y")
         await wait_for(lambda: any("merged into main (squash)" in n for n in notes(app)), "the report")
         await wait_for(lambda: screen.data is not None and screen.data.task.status is TaskStatus.COMPLETED, "reload")
@@ -116,6 +134,25 @@ async def test_approve_in_the_diff_view_merges_the_branch(
     assert (task.status, task.review) == (TaskStatus.COMPLETED, "approved")
     assert task.worktree is not None
     assert task.worktree.merged == repo.tip("main")
+
+
+async def test_approve_lands_only_the_change_shown_not_one_that_replaced_it(
+    make_app: AppFactory, db: Store, settings: Settings, repo: Repo
+) -> None:
+    task_id, made = await awaiting_review(db, settings, repo)
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_diff(app, pilot, task_id)
+        # the task's change is replaced after the diff was shown
+        other = repo.git("commit-tree", "-p", made.start, "-m", "unreviewed", f"{made.start}^{{tree}}")
+        await db.set_worktree(task_id, replace(made, artifact=other))
+        await pilot.press("a")
+        await wait_for(lambda: isinstance(app.screen, ConfirmDialog), "the confirmation")
+        await pilot.press("y")
+        await wait_for(lambda: any("not the" in n and "you reviewed" in n for n in notes(app)), "the refusal")
+    before = repo.tip("main")
+    assert repo.tip("main") == before == made.start
+    assert (await db.get_task(task_id)).awaiting_review
 
 
 async def test_request_changes_sends_the_comment_to_the_agent(

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.code.repos import Repo
+from tests.code.repos import Repo, worked_clone
 from tests.tui.test_terminal import UNSIZED, started, wait_screen
 from vigil.config import load_settings
 from vigil.home import scratch_path
 from vigil.models import NewTask, Outcome, OutcomeKind
 from vigil.store import open_store
-from vigil.worktrees import make_worktree
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -29,10 +28,8 @@ def _awaiting_review(home: Path, repo: Repo) -> int:
         try:
             added = await store.add_task(NewTask("Fix the parser"))
             assert added.task_id is not None
-            made = make_worktree(
-                repo.path, scratch_path(home, added.task_id), task_id=added.task_id, subject="fix", base=None
-            )
-            repo.commit({"parser.py": "one\nTWO\n"}, "shout two", at=Path(made.path))
+            path = scratch_path(home, added.task_id)
+            made = worked_clone(repo, path, {"parser.py": "one\nTWO\n"}, task_id=added.task_id, message="shout two")
             await store.set_worktree(added.task_id, replace(made, merge="merge"))
             claim = await store.claim_next(worker="d", lease_ms=60_000)
             assert claim is not None
