@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from vigil.clock import SystemClock
 from vigil.codework import MERGE_MODES, CodeOptions, parse_command_line
 from vigil.durations import parse_duration_ms, parse_when_ms
-from vigil.errors import InputError, SkillError, VigilError
+from vigil.errors import InputError, SkillError
 from vigil.home import check_skills_exist
 from vigil.models import (
     MAX_ID,
@@ -37,7 +37,6 @@ from vigil.task_query import TaskQuery, TaskWindow
 
 if TYPE_CHECKING:
     from vigil.config import BudgetSettings, Settings
-    from vigil.flags import Flag
     from vigil.store.tasks import Tasks
 
 
@@ -213,13 +212,14 @@ def list_tasks(tasks: Tasks, status_text: str, limit: int | None) -> tuple[TaskW
 
 def show_task(tasks: Tasks, task_id: int, as_json: bool) -> str:
     from vigil.render import dumps, event_json, note_json, run_json, task_details, task_json
+    from vigil.taskdiff import flags_of
 
     task = tasks.get_task(task_id)
     runs = tasks.list_runs(task_id)
     notes = tasks.list_notes(task_id)
     deps = tasks.dependencies(task_id)
     events = tasks.list_events(task_id)
-    flags = _flags_of(task)
+    flags = flags_of(task.worktree)
     if not as_json:
         return task_details(task, runs, notes, deps, events, flags=flags)
     return dumps(
@@ -262,19 +262,6 @@ def _own_run(task_id: int) -> int | None:
     what it was closed as; None otherwise."""
     run, task = os.environ.get("VIGIL_RUN_ID", ""), os.environ.get("VIGIL_TASK_ID", "")
     return int(run) if run.isdigit() and task == str(task_id) else None
-
-
-def _flags_of(task: Task) -> tuple[Flag, ...]:
-    """The files of the task's change a person must look at first (none when it
-    has no repository, or the repository cannot be read now)."""
-    from vigil.taskdiff import task_diff
-
-    if task.worktree is None:
-        return ()
-    try:
-        return task_diff(task.worktree, with_patch=False).flags
-    except VigilError:
-        return ()
 
 
 def diff_report(tasks: Tasks, task_id: int, *, stat: bool, as_json: bool) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from vigil import git
 from vigil.clones import adopted
 from vigil.codework import Worktree
-from vigil.errors import RepositoryError
+from vigil.errors import RepositoryError, VigilError
 from vigil.flags import Flag, flagged
 from vigil.objectview import object_view
 
@@ -73,3 +73,14 @@ def task_diff(worktree: Worktree, *, with_patch: bool = True) -> TaskDiff:
         flags = flagged(view, since, until)
         patch = git.patch(view, since, until) if with_patch else ""
     return TaskDiff(worktree, since, until, files, flags, patch)
+
+
+def flags_of(worktree: Worktree | None) -> tuple[Flag, ...]:
+    """The files of a task's change a person must look at first: none when it has
+    no repository, or the repository cannot be read now."""
+    if worktree is None:
+        return ()
+    try:
+        return task_diff(worktree, with_patch=False).flags
+    except VigilError:
+        return ()

@@ -1,6 +1,6 @@
-"""A result on a real repository branch reviewed from the chat: the card's diff
-stat and Diff button (pages, escape-free), then Approve merges the branch into
-its base as ``vigil task approve`` does."""
+"""A result on a real repository reviewed from the chat: the card's diff stat,
+its flagged files and Diff button (pages, escape-free), then Approve merges the
+change into its base as ``vigil task approve`` does."""
 
 from __future__ import annotations
 
@@ -45,10 +45,11 @@ async def test_the_diff_in_pages_then_approve_merges_the_branch(
 ) -> None:
     repo = Repo.make(tmp_path / "app", {"parser.py": f"one\ntwo {ESCAPED}\n", "README.md": "app\n"})
     async with running_bot(settings, store):
-        task_id, made = await awaiting_review(store, settings, repo)
-        repo.commit({"big.txt": "".join(f"row {n}\n" for n in range(1000))}, "a big file", at=Path(made.path))
+        big = {"big.txt": "".join(f"row {n}\n" for n in range(1000)), ".gitattributes": "* -diff\n"}
+        task_id, made = await awaiting_review(store, settings, repo, extra=big)
         review = await card(api, "Awaiting your review.")
         assert labels(review) == ["Approve", "Reject…", "Diff"]
+        assert "Flagged files: .gitattributes (" in review["text"]  # a file that configures git, first
         api.press(PERSON, review, "Diff")
         first = await card(api, f"Diff of task #{task_id}, page 1 of ")
         pages = int(first["text"].split("page 1 of ", 1)[1].split()[0])

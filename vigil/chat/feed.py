@@ -23,7 +23,9 @@ from vigil.config import Settings
 from vigil.errors import TaskNotFound, VigilError
 from vigil.gate import GateState, read_gate
 from vigil.models import Task, TaskEvent
+from vigil.printable import printable
 from vigil.store import Store
+from vigil.taskdiff import flags_of
 
 log = logging.getLogger("vigil.chat")
 
@@ -32,10 +34,9 @@ BATCH = 100  # audit rows per read
 
 
 def flagged_files(task: Task) -> tuple[str, ...]:
-    """The files a review card flags for a careful look. The one place to wire the
-    stored review artifact's flagged list (issue 32) when it lands: empty today."""
-    del task
-    return ()
+    """The files a review card flags for a careful look (``vigil.flags``), each
+    with why; the agent named them, so the card shows them through ``printable``."""
+    return tuple(printable(f"{flag.path} ({flag.why})") for flag in flags_of(task.worktree))
 
 
 class CardFeed:
@@ -109,7 +110,9 @@ class CardFeed:
         if event.to_value == "blocked" or event.kind == "created":
             if task.awaiting_review and event.kind == "status" and "review" in kinds:
                 runs = await self._store.list_runs(task.id)
-                return review_card(self._home, task, runs[-1] if runs else None, flagged_files(task), ref)
+                return review_card(
+                    self._home, task, runs[-1] if runs else None, await asyncio.to_thread(flagged_files, task), ref
+                )
             if task.awaiting_approval and "approval" in kinds:
                 return approval_card(self._home, task, ref)
             return None
