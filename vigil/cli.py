@@ -75,6 +75,11 @@ class VigilGroup(click.Group):
         try:
             code = super().main(*args, **kwargs)
         except click.UsageError as err:
+            if _asks_for_help(err):
+                # `vigil` or `vigil task` alone: the help a person was looking for,
+                # on stdout as click formats it, not an error line
+                click.echo(err.ctx.get_help())  # type: ignore[union-attr]
+                sys.exit(0)
             hint = f" (see '{err.ctx.command_path} --help')" if err.ctx is not None else ""
             fail(err.format_message() + hint, 2)
         except click.ClickException as err:
@@ -90,6 +95,15 @@ class VigilGroup(click.Group):
             fail(str(err), err.exit_code)
         except KeyboardInterrupt:
             fail("interrupted", 130)
+
+
+def _asks_for_help(err: click.UsageError) -> bool:
+    """Whether ``err`` is a group given no command (``vigil``, ``vigil --home DIR``,
+    ``vigil task``): click raises its no-arguments error, or, after options, its
+    "Missing command" usage error."""
+    if isinstance(err, click.exceptions.NoArgsIsHelpError):
+        return True
+    return err.ctx is not None and isinstance(err.ctx.command, click.Group) and err.message == "Missing command."
 
 
 def _refuse_undecodable(argv: Any) -> None:
@@ -299,7 +313,8 @@ def task_show(ctx: click.Context, task_id: int, as_json: bool) -> None:
     click.echo(with_tasks(ctx, lambda tasks, settings: show_task(tasks, task_id, as_json)))
 
 
-@task.command("prio")
+# A priority like -1 is a value to refuse as a priority, not an unknown option.
+@task.command("prio", context_settings={"ignore_unknown_options": True})
 @click.argument("task_id", type=TASK_ID)
 @click.argument("priority")
 @click.pass_context
@@ -342,8 +357,10 @@ def task_cancel(ctx: click.Context, task_id: int) -> None:
 @click.pass_context
 def task_retry(ctx: click.Context, task_id: int) -> None:
     """Put a failed or canceled task back in the queue (its history is kept)."""
+    from vigil.render import retried
+
     t = with_tasks(ctx, lambda tasks, settings: tasks.retry(task_id, actor=actor()))
-    click.echo(f"task #{t.id} pending again")
+    click.echo(f"task {retried(t)}")
 
 
 @task.command("note")
