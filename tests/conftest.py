@@ -62,7 +62,7 @@ SLOW_TIER = (
     "tests/tui/test_actions.py",
     "tests/tui/test_answers.py",
     "tests/tui/test_guardrails.py",
-    "tests/tui/test_loop_outlives_nothing.py",
+    "tests/tui/test_loop_outlives_terminal.py",
     "tests/tui/test_queue_live.py",
     "tests/tui/test_robustness.py",
     "tests/tui/test_screens.py",
