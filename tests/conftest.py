@@ -63,6 +63,7 @@ SLOW_TIER = (
     "tests/tui/test_answers.py",
     "tests/tui/test_guardrails.py",
     "tests/tui/test_loop_outlives_terminal.py",
+    "tests/tui/test_narrow_terminal.py",
     "tests/tui/test_queue_live.py",
     "tests/tui/test_robustness.py",
     "tests/tui/test_screens.py",

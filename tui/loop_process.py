@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+EXITED = "✗ background loop exited"
+
 
 class BackgroundLoop:
     def __init__(self, home: Path, logs_dir: Path) -> None:
@@ -47,13 +49,19 @@ class BackgroundLoop:
         return None if self._proc is None else self._proc.poll()
 
     def label(self) -> str:
-        """What the header says about the loop."""
+        """What the header says about the loop: while it runs, how (said after the
+        loop's state); once it exited, ``EXITED`` first, the code and the log (the
+        header puts that before anything else, so a narrow terminal shows it)."""
         if self._proc is None:
             return "separate process (not started here)"
         code = self._proc.poll()
         if code is None:
             return f"background process (pid {self._proc.pid})"
-        return f"background process exited with code {code}; see {self.log_path}"
+        try:
+            log = self.log_path.relative_to(self.home)
+        except ValueError:
+            log = self.log_path
+        return f"{EXITED} with code {code}; see {log}"
 
     def stop(self, timeout_s: float) -> str:
         """SIGTERM, wait, then SIGKILL as a last resort. Returns what happened."""
