@@ -499,16 +499,30 @@ def stats(ctx: click.Context, since: str, by: str, as_json: bool) -> None:
 
 
 @main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: ok, and each check's level, what and detail.")
 @click.pass_context
-def doctor(ctx: click.Context) -> None:
-    """Check the home, config, database, the loop's gate, versions and the agent CLI."""
+def doctor(ctx: click.Context, as_json: bool) -> None:
+    """Check the home, config (as vigil run would: the sensors too), database, the
+    loop's gate, versions and the agent CLI. Exits 1 when a check failed."""
     from dispatch.readiness import agent_findings
-    from vigil.doctor import run_checks
+    from vigil.doctor import Finding, run_checks
 
     state: CliState = ctx.find_object(CliState)  # type: ignore[assignment]
     import asyncio
 
-    ok = asyncio.run(run_checks(state.home_arg, click.echo, agent_findings))
+    def sensor_count(settings: Settings) -> int:
+        from sensors.config import load_sensor_specs
+
+        return len(load_sensor_specs(settings))
+
+    found: list[Finding] = []
+    echo = (lambda line: None) if as_json else click.echo
+    ok = asyncio.run(run_checks(state.home_arg, echo, agent_findings, sensor_count, findings=found))
+    if as_json:
+        from vigil.render import dumps
+
+        checks = [{"level": f.level, "what": f.what, "detail": f.detail} for f in found]
+        click.echo(dumps({"ok": ok, "checks": checks}))
     sys.exit(0 if ok else 1)
 
 
@@ -537,8 +551,9 @@ def restore(ctx: click.Context, backup_path: Path) -> None:
 
 @main.command()
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: path, bytes.")
 @click.pass_context
-def backup(ctx: click.Context, path: Path) -> None:
+def backup(ctx: click.Context, path: Path, as_json: bool) -> None:
     """Write a consistent copy of the database to PATH (safe while the loop runs)."""
     settings = settings_for(ctx)
     if settings.store.url is not None:
@@ -549,6 +564,11 @@ def backup(ctx: click.Context, path: Path) -> None:
     if path.exists():
         raise InputError(f"{path} already exists; choose a new file")
     with_store(ctx, lambda store, settings: store.backup(path.resolve()))
+    if as_json:
+        from vigil.render import dumps
+
+        click.echo(dumps({"path": str(path.resolve()), "bytes": path.stat().st_size}))
+        return
     click.echo(f"backup written to {path}")
 
 
@@ -712,8 +732,9 @@ def dispatch_group() -> None:
 
 
 @dispatch_group.command("once")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: ran, the task (task show's fields), why not.")
 @click.pass_context
-def dispatch_once(ctx: click.Context) -> None:
+def dispatch_once(ctx: click.Context, as_json: bool) -> None:
     """Run the next due task in the foreground. Exits 0 if a task ran, 3 if none was due
     (or the loop is paused)."""
     from vigil.daemon import configure_logging
@@ -724,6 +745,12 @@ def dispatch_once(ctx: click.Context) -> None:
     import asyncio
 
     task, closed = asyncio.run(run_next(settings))
+    if as_json:
+        from vigil.render import dumps, task_json
+
+        why = None if task is not None else closed or "no task is due"
+        click.echo(dumps({"ran": task is not None, "task": task and task_json(task), "not_claiming": why}))
+        sys.exit(0 if task is not None else 3)
     if task is None:
         click.echo(f"not claiming: {printable(closed)}" if closed else "no task is due")
         sys.exit(3)
@@ -886,8 +913,9 @@ def alerts_group() -> None:
 
 
 @alerts_group.command("test")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: ok, notify (one entry a URL), command.")
 @click.pass_context
-def alerts_test(ctx: click.Context) -> None:
+def alerts_test(ctx: click.Context, as_json: bool) -> None:
     """Send a test alert to the [alerts] command and to every [alerts] notify URL,
     and say which succeeded. Exits 1 if any failed."""
     from dispatch.alerts import alert_hook, make_event
@@ -899,16 +927,28 @@ def alerts_test(ctx: click.Context) -> None:
     _quiet_alert_log()
     event = make_event("test", "test alert from vigil alerts test", SystemClock().now_ms())
 
-    async def send(store: Store, settings: Settings) -> tuple[bool, str | None, list[str], bool]:
+    async def send(store: Store, settings: Settings) -> tuple[bool, str | None, list[dict[str, object]]]:
         hook = alert_hook(settings, store)
         results = await hook.notifiers.send({**event, "home": str(settings.home)})
-        lines = [f"notify[{r.position}] {r.service}: " + ("sent" if r.ok else f"FAILED: {r.error}") for r in results]
+        sent: list[dict[str, object]] = [
+            {"position": r.position, "service": r.service, "ok": r.ok, "error": r.error} for r in results
+        ]
         hooked = await hook.send_hook(event) if settings.alerts.command else True
-        return hooked, hook.last_error, lines, all(r.ok for r in results)
+        return hooked, hook.last_error, sent
 
-    hooked, hook_error, lines, all_sent = with_store(ctx, send)
-    for line in lines:
-        click.echo(printable(line))
+    hooked, hook_error, sent = with_store(ctx, send)
+    all_sent = all(r["ok"] for r in sent)
+    if as_json:
+        from vigil.render import dumps
+
+        program = settings.alerts.command[0] if settings.alerts.command else None
+        error = None if hooked else hook_error
+        command = None if program is None else {"program": program, "ok": hooked, "error": error}
+        click.echo(dumps({"ok": hooked and all_sent, "notify": sent, "command": command}))
+        sys.exit(0 if hooked and all_sent else 1)
+    for r in sent:
+        said = "sent" if r["ok"] else f"FAILED: {r['error']}"
+        click.echo(printable(f"notify[{r['position']}] {r['service']}: {said}"))
     if not hooked:
         fail(hook_error or "the alert hook failed", 1)
     if settings.alerts.command:
@@ -918,8 +958,9 @@ def alerts_test(ctx: click.Context) -> None:
 
 
 @alerts_group.command("check")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: the alerts sent (kind, message, …).")
 @click.pass_context
-def alerts_check(ctx: click.Context) -> None:
+def alerts_check(ctx: click.Context, as_json: bool) -> None:
     """Alert once for a stale dispatcher or overdue sensors; run it from cron every few minutes."""
     from dispatch.alerts import alert_hook
     from dispatch.watchdog import check_stale
@@ -930,5 +971,11 @@ def alerts_check(ctx: click.Context) -> None:
     def check(store: Store, settings: Settings) -> Awaitable[list[dict[str, object]]]:
         return check_stale(store, settings, alert_hook(settings, store), SystemClock().now_ms())
 
-    for event in with_store(ctx, check):
+    events = with_store(ctx, check)
+    if as_json:
+        from vigil.render import dumps
+
+        click.echo(dumps({"alerts": events}))
+        return
+    for event in events:
         click.echo(printable(f"alerted: {event['message']}"))
