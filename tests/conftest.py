@@ -38,6 +38,7 @@ SLOW_TIER = (
     "tests/agents/test_questions.py",
     "tests/reliability/",
     "tests/cli/test_questions.py",
+    "tests/cli/test_readme_tour.py",
     "tests/cli/test_task_commands.py",
     "tests/cli/test_tui_inside_run.py",
     "tests/daemon/test_commands.py",

@@ -60,6 +60,20 @@ def fail(message: str, code: int = 2) -> NoReturn:
     sys.exit(code)
 
 
+def colour_wanted() -> bool:
+    """Colour only for a person's terminal: stdout is one and NO_COLOR
+    (no-color.org) is unset or empty. Pipes, files and scripts get plain text."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def echo_verdicts(text: str) -> None:
+    """Print ``text``, its verdict words (FAIL, DIED, PAUSED …) coloured when
+    ``colour_wanted``."""
+    from vigil.render import coloured
+
+    click.echo(coloured(text) if colour_wanted() else text)
+
+
 def actor() -> str:
     """Who is asking: the agent (inside a run) or a person."""
     return "agent" if os.environ.get("VIGIL_TASK_ID") else "human"
@@ -516,7 +530,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         return len(load_sensor_specs(settings))
 
     found: list[Finding] = []
-    echo = (lambda line: None) if as_json else click.echo
+    echo = (lambda line: None) if as_json else echo_verdicts
     ok = asyncio.run(run_checks(state.home_arg, echo, agent_findings, sensor_count, findings=found))
     if as_json:
         from vigil.render import dumps
@@ -784,7 +798,10 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
         return gather_status(store, settings, SystemClock().now_ms(), lock_probe(settings))
 
     report = with_store(ctx, work)
-    click.echo(dumps(report) if as_json else render_status(report))
+    if as_json:
+        click.echo(dumps(report))
+    else:
+        echo_verdicts(render_status(report))
 
 
 @main.group("service")

@@ -9,6 +9,7 @@ stored text comes from sensors and agents, and must not drive the terminal.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 
 from vigil.clock import iso_utc
@@ -16,6 +17,23 @@ from vigil.codework import CheckResult, CodeOptions, RunChanges, Worktree
 from vigil.durations import format_duration
 from vigil.models import CostRow, Note, Run, Task, TaskEvent, TaskStatus
 from vigil.printable import SUBJECT_SHOWN_CHARS, TEXT_SHOWN_CHARS, capped, printable
+
+# Words that carry a line's verdict in `vigil status` and `vigil doctor`, and their
+# colour on a terminal (ANSI SGR): red for what is broken, yellow for what waits
+# on a person or on time, green for a check that passed.
+_VERDICTS = {
+    "FAIL": "1;31", "DIED": "1;31",
+    "PAUSED": "1;33", "GATED": "1;33", "BACKING OFF": "33", "warn": "33",
+    "ok": "32", "running": "32",
+}  # fmt: skip
+_VERDICT = re.compile(r"^(FAIL|warn|ok)\b|\b(DIED|PAUSED|GATED|BACKING OFF)\b|(?<=^loop: )running\b", re.MULTILINE)
+
+
+def coloured(text: str) -> str:
+    """``text`` with its verdict words coloured for a terminal (``FAIL``, ``DIED``,
+    ``PAUSED`` …). Call it only when colour is wanted: stdout is a terminal and
+    ``NO_COLOR`` is not set (the CLI decides)."""
+    return _VERDICT.sub(lambda m: f"\x1b[{_VERDICTS[m.group()]}m{m.group()}\x1b[0m", text)
 
 
 def task_json(task: Task) -> dict[str, object]:

@@ -182,3 +182,54 @@ def test_a_completed_task_shows_the_result_of_its_latest_run_only(home: Path, vi
     shown = json.loads(vigil("task", "show", str(task_id), "--json", check=True).stdout)
     assert (shown["status"], shown["result_summary"]) == ("completed", "nothing to report")
     assert shown["result_detail"] is None
+
+
+def _stdout_on_a_terminal(argv: list[str], env: dict[str, str]) -> str:
+    """What ``argv`` prints with its stdout on a pseudo-terminal."""
+    main_fd, terminal_fd = pty.openpty()
+    proc = subprocess.run(argv, stdout=terminal_fd, stderr=subprocess.DEVNULL, env=env, timeout=120, check=False)
+    os.close(terminal_fd)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main_fd, 65536)
+        except OSError:  # EIO: the terminal's other end is closed and drained
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(main_fd)
+    assert proc.returncode in (0, 1)
+    return b"".join(chunks).decode()
+
+
+def test_verdicts_are_coloured_on_a_terminal_only_and_never_with_no_color(home: Path, vigil: VigilRunner) -> None:
+    vigil("pause", "--reason", "maintenance", check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VIGIL_") and k != "NO_COLOR"}
+    argv = [sys.executable, "-m", "vigil", "--home", str(home), "status"]
+    on_terminal = _stdout_on_a_terminal(argv, env)
+    assert "\x1b[1;33mPAUSED\x1b[0m" in on_terminal
+    assert "\x1b[" not in _stdout_on_a_terminal(argv, {**env, "NO_COLOR": "1"})
+    piped = vigil("status", check=True).stdout
+    assert "PAUSED" in piped
+    assert "\x1b[" not in piped
+
+    config = home / "vigil.toml"
+    config.write_text(config.read_text() + '\n[[sensors]]\nuse = "inbx"\n')
+    doctor = [sys.executable, "-m", "vigil", "--home", str(home), "doctor"]
+    assert "\x1b[1;31mFAIL\x1b[0m  config" in _stdout_on_a_terminal(doctor, env)
+
+
+def test_shell_completion_as_docs_cli_md_says(vigil: VigilRunner) -> None:
+    env = {"_VIGIL_COMPLETE": "bash_complete", "COMP_WORDS": "vigil ta", "COMP_CWORD": "1"}
+    completed = subprocess.run(
+        [sys.executable, "-c", "from vigil.cli import main; main(prog_name='vigil')"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "plain,task" in completed.stdout.splitlines()
+    cli_md = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    assert "_VIGIL_COMPLETE=bash_source vigil" in cli_md
