@@ -142,7 +142,8 @@ async def gather_status(
         "questions": [
             {"id": t.id, "subject": t.subject, "question": t.question, "choices": list(t.choices)} for t in asking
         ],
-        "sensors": [_sensor_json(s) for s in await store.sensor_states()],
+        # a sensor removed from vigil.toml keeps its row in the store: not shown
+        "sensors": [_sensor_json(s) for s in await store.sensor_states() if s.name in settings.sensor_names],
         # the URL's password is masked: this output is pasted into chats and issues
         "store": {"backend": "sqlite" if settings.store.url is None else "postgresql", "at": settings.store.location},
     }

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import VigilRunner
-from vigil.models import NewTask, Outcome, OutcomeKind
+from vigil.models import NewTask, Outcome, OutcomeKind, SensorState
 from vigil.printable import SUBJECT_SHOWN_CHARS
 from vigil.store.sqlite import SqliteStore
 
@@ -233,3 +233,30 @@ def test_shell_completion_as_docs_cli_md_says(vigil: VigilRunner) -> None:
     assert "plain,task" in completed.stdout.splitlines()
     cli_md = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
     assert "_VIGIL_COMPLETE=bash_source vigil" in cli_md
+
+
+def test_a_sensor_removed_from_the_config_leaves_status_and_the_sensors_screen(home: Path, vigil: VigilRunner) -> None:
+    from tui.sensors_screen import with_configured
+    from vigil.config import load_settings
+
+    config = home / "vigil.toml"
+    before = config.read_text()
+    config.write_text(before + '\n[[sensors]]\nuse = "queue_health"\n')
+    vigil("sensors", "run", check=True)
+    assert [s["name"] for s in json.loads(vigil("status", "--json", check=True).stdout)["sensors"]] == ["queue_health"]
+
+    config.write_text(before)  # removed by a person
+    status = vigil("status", "--json", check=True)
+    assert json.loads(status.stdout)["sensors"] == []
+    assert "queue_health" not in vigil("status", check=True).stdout
+
+    async def stored() -> tuple[SensorState, ...]:
+        store = await SqliteStore.open(home / "data" / "vigil.db")
+        try:
+            return tuple(await store.sensor_states())
+        finally:
+            await store.close()
+
+    states = asyncio.run(stored())
+    assert [s.name for s in states] == ["queue_health"]  # its history is kept in the store
+    assert with_configured(states, load_settings(home).sensors) == ()
