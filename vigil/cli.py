@@ -542,8 +542,9 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
 
 @main.command()
 @click.argument("backup_path", metavar="BACKUP", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: database, backup, tasks, kept.")
 @click.pass_context
-def restore(ctx: click.Context, backup_path: Path) -> None:
+def restore(ctx: click.Context, backup_path: Path, as_json: bool) -> None:
     """Replace the database with a verified copy of BACKUP (stop every Vigil process
     of the home first); the replaced file is kept beside it."""
     from vigil.clock import SystemClock
@@ -558,6 +559,21 @@ def restore(ctx: click.Context, backup_path: Path) -> None:
         )
     with every_lane(settings, "vigil restore", "it would write on to the replaced file"):
         done = restore_file(settings.store.path, backup_path.resolve(), SystemClock().now_ms())
+    if as_json:
+        from vigil.render import dumps
+
+        kept = None if done.kept is None else str(done.kept)
+        click.echo(
+            dumps(
+                {
+                    "database": str(done.database),
+                    "backup": str(backup_path.resolve()),
+                    "tasks": done.tasks,
+                    "kept": kept,
+                }
+            )
+        )
+        return
     click.echo(f"restored {done.database} from {backup_path} ({done.tasks} task(s))")
     if done.kept is not None:
         click.echo(f"the replaced file is kept as {done.kept}")

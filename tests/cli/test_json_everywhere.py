@@ -15,7 +15,7 @@ from vigil.cli import main
 # Every command that prints data (what it found, made or did) rather than one
 # confirmation line; docs/cli.md lists each with its fields.
 PRINTS_DATA = (
-    "task add", "task list", "task show", "task diff", "events", "stats", "doctor", "backup", "store prune",
+    "task add", "task list", "task show", "task diff", "events", "stats", "doctor", "backup", "restore", "store prune",
     "sensors list", "sensors run", "sensors skips", "dispatch once", "status", "alerts test", "alerts check",
 )  # fmt: skip
 
@@ -69,12 +69,16 @@ def test_dispatch_once_json_says_what_ran(vigil: VigilRunner) -> None:
     assert (report["task"]["subject"], report["task"]["status"]) == ("dry run it", "completed")
 
 
-def test_backup_json_names_the_copy_and_its_size(vigil: VigilRunner, tmp_path: Path) -> None:
+def test_backup_and_restore_json_name_the_files(vigil: VigilRunner, tmp_path: Path, home: Path) -> None:
     vigil("task", "add", "kept", check=True)
     copy = tmp_path / "copy.db"
     report = json.loads(vigil("backup", str(copy), "--json", check=True).stdout)
     assert report == {"path": str(copy.resolve()), "bytes": copy.stat().st_size}
     assert report["bytes"] > 0
+    restored = json.loads(vigil("restore", str(copy), "--json", check=True).stdout)
+    assert set(restored) == {"database", "backup", "tasks", "kept"}
+    assert (restored["backup"], restored["tasks"]) == (str(copy.resolve()), 1)
+    assert Path(restored["kept"]).exists()
 
 
 def test_alerts_test_and_check_json(home: Path, vigil: VigilRunner, tmp_path: Path) -> None:
