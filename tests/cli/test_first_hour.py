@@ -1,6 +1,8 @@
 """What a newcomer meets in the first hour with the CLI: help without a command,
-the words after a retry, results that belong to the latest run, numbers written
-one way, and one-line answers to odd input."""
+the words after a retry, long text cut where it is shown (and kept whole where it
+is stored), results that belong to the latest run, counts and dates written one
+way, colour only on a terminal, shell completion, a removed sensor gone from
+status, and one-line answers to odd input (`task prio 2 -1`, `--in ""`)."""
 
 from __future__ import annotations
 
