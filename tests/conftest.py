@@ -39,6 +39,8 @@ SLOW_TIER = (
     "tests/reliability/",
     "tests/cli/test_questions.py",
     "tests/cli/test_readme_tour.py",
+    "tests/cli/test_first_hour.py",
+    "tests/cli/test_json_everywhere.py",
     "tests/cli/test_task_commands.py",
     "tests/cli/test_tui_inside_run.py",
     "tests/daemon/test_commands.py",
