@@ -65,6 +65,8 @@ class VigilApp(App[str]):
         Binding("z", "toggle_utc", "UTC/local", show=False, tooltip="show times in UTC, or in local time again"),
         Binding("L", "loop_gate", "Pause loop", tooltip="Pause the loop, or resume it when paused or gated"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Help: every key of this screen"),
+        # ? types into a text box: F1 is Help there too (the footer shows it then)
+        Binding("f1", "help", "Help", key_display="F1", show=False),
         Binding("q", "quit_app", "Quit", tooltip="Quit (asks first if it started the loop)"),
         Binding("ctrl+q", "quit_app", "Quit", priority=True, key_display="^q", show=False),
         Binding("ctrl+c", "quit_app", "Quit", priority=True, key_display="^c", show=False),

@@ -18,6 +18,7 @@ from textual.widgets import Static
 from tui.cells import money
 from tui.times import Times, relative
 from vigil.models import Task
+from vigil.printable import SUBJECT_SHOWN_CHARS, TEXT_SHOWN_CHARS, capped
 from vigil.states import state_of
 
 
@@ -69,7 +70,7 @@ def field_table(task: Task, now_ms: int, times: Times, depends_on: Sequence[int]
     ]
     if task.question is not None:  # the agent's latest question to a person, and the answer
         choices = f"  [{' | '.join(task.choices)}]" if task.choices else ""
-        rows.append(("question", Text(task.question + choices, style="bold magenta")))
+        rows.append(("question", Text(capped(task.question + choices, TEXT_SHOWN_CHARS), style="bold magenta")))
         rows.append(("answer", Text(task.answer if task.answer is not None else "— (waiting: w answers)")))
     for label, value in rows:
         table.add_row(label, value)
@@ -78,10 +79,10 @@ def field_table(task: Task, now_ms: int, times: Times, depends_on: Sequence[int]
 
 def task_summary(task: Task, now_ms: int, times: Times, depends_on: Sequence[int] | None = None) -> RenderableType:
     title = Text(f"#{task.id} ", style="bold")
-    title.append(task.subject, style=f"bold {state_of(task).style}".strip())
+    title.append(capped(task.subject, SUBJECT_SHOWN_CHARS), style=f"bold {state_of(task).style}".strip())
     parts: list[RenderableType] = [title, field_table(task, now_ms, times, depends_on)]
     if task.description:
-        parts += [Text("description", style="dim underline"), Text(task.description)]
+        parts += [Text("description", style="dim underline"), Text(capped(task.description, TEXT_SHOWN_CHARS))]
     if task.result_summary:
         parts += [Text("result", style="dim underline"), Text(task.result_summary)]
     return Group(*parts)

@@ -103,7 +103,7 @@ class DiffScreen(LiveScreen[DiffData | None]):
 
     def compose(self) -> ComposeResult:
         yield Banner()
-        yield TabBar("task")
+        yield TabBar("task", self.ctx.home_label)
         yield LoopLine(self.ctx)
         yield Static(id="diff-title")
         with Horizontal():

@@ -20,6 +20,7 @@ from textual.widgets import Static
 
 from tui.cells import money, spark, tokens
 from tui.loaders import QueueSnapshot
+from tui.loop_process import EXITED
 from tui.times import relative, span
 from vigil.accounts import AccountState
 from vigil.durations import format_duration
@@ -32,14 +33,30 @@ MAX_RUNNING_SHOWN = 3  # lanes: the header names this many running tasks, then c
 STATE_KEYS = {state.name: state.key for state in TASK_STATES}
 
 
-def loop_text(health: LoopHealth, next_due_at: int | None, now_ms: int, *, active: Sequence[Task] = ()) -> Text:
+def loop_text(
+    health: LoopHealth, next_due_at: int | None, now_ms: int, *, active: Sequence[Task] = (), gate: bool = True
+) -> Text:
     """One line saying what the loop is doing. Which task runs comes from ``active``
     (the tasks table, read at every change), never from the heartbeat, which is
-    written only every heartbeat and so names a finished task for up to that long."""
+    written only every heartbeat and so names a finished task for up to that long.
+    ``gate`` False leaves out a closed gate (the header gives it a line of its own)."""
     line = process_text(health, next_due_at, now_ms, active=active)
     if active and not health.dispatching:
         line.append(", still marked active: " + ", ".join(f"#{t.id}" for t in active), style="red")
-    line.append_text(gate_text(health, now_ms))
+    if gate:
+        line.append_text(gate_text(health, now_ms))
+    return line
+
+
+def labelled(line: Text, label: str) -> Text:
+    """The loop's line with how it runs (``loop: background process (pid N)``)
+    after it, dim; a background loop that exited is said first, in red, so that a
+    narrow terminal's cut never hides it. One line, cut with an ellipsis."""
+    if label.startswith(EXITED):
+        line = Text.assemble((label, "bold red"), "   ", line)
+    elif label:
+        line.append(f"   loop: {label}", style="dim")
+    line.no_wrap, line.overflow = True, "ellipsis"
     return line
 
 
@@ -159,14 +176,18 @@ def use_text(snapshot: QueueSnapshot) -> Text:
 
 class StatusHeader(Vertical):
     """Three lines: the loop's state (badges at its right end), the counts, the use;
-    a fourth, the accounts, when there are several or one is limited."""
+    one more for a closed gate (paused, gated, backing off: its reason whole, never
+    under the badges), and one for the accounts when there are several or one is
+    limited."""
 
     DEFAULT_CSS = """
     StatusHeader { height: auto; padding: 0 1; background: $panel; }
     StatusHeader Horizontal { height: 1; }
     StatusHeader #loop { width: 1fr; height: 1; overflow: hidden; }
     StatusHeader #badges { width: auto; height: 1; }
-    StatusHeader #counts, StatusHeader #spend, StatusHeader #accounts { height: 1; overflow: hidden; }
+    StatusHeader #gate, StatusHeader #counts, StatusHeader #spend, StatusHeader #accounts {
+        height: 1; overflow: hidden;
+    }
     """
 
     def __init__(self) -> None:
@@ -182,6 +203,7 @@ class StatusHeader(Vertical):
         with Horizontal():
             yield Static(id="loop")
             yield Static(id="badges")
+        yield Static(id="gate")
         yield Static(id="counts")
         yield Static(id="spend")
         yield Static(id="accounts")
@@ -203,21 +225,27 @@ class StatusHeader(Vertical):
         self._update("#badges", badges)
 
     def tick(self, now_ms: int) -> None:
+        gate = Text()
         if self.snapshot is None:
             line = Text("loading…", style="dim")
         else:
             s = self.snapshot
-            line = loop_text(s.health(now_ms), s.window.next_due_at, now_ms, active=s.window.active)
-        if self.loop_label:
-            line.append(f"   loop: {self.loop_label}", style="dim")
-        line.no_wrap, line.overflow = True, "ellipsis"
+            health = s.health(now_ms)
+            line = loop_text(health, s.window.next_due_at, now_ms, active=s.window.active, gate=False)
+            gate = gate_text(health, now_ms)
+        line = labelled(line, self.loop_label)
         self.loop_line = line
         self._update("#loop", line)
+        self._show_line("#gate", gate)
         accounts = accounts_text(self.snapshot.accounts, now_ms) if self.snapshot is not None else Text()
-        shown = self.query_one("#accounts", Static)
-        if shown.display != bool(accounts.plain):
-            shown.display = bool(accounts.plain)
-        self._update("#accounts", accounts)
+        self._show_line("#accounts", accounts)
+
+    def _show_line(self, selector: str, line: Text) -> None:
+        """A line shown only when it says something."""
+        shown = self.query_one(selector, Static)
+        if shown.display != bool(line.plain):
+            shown.display = bool(line.plain)
+        self._update(selector, line)
 
     def _update(self, selector: str, content: str | Text) -> None:
         """Repaint only on change: an unchanged header must not cost a layout pass

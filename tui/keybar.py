@@ -2,9 +2,11 @@
 
 Textual's own footer cuts keys off the right edge, Help and Quit first. This one
 fits the line to the width instead, and never cuts a word: when every key does not
-fit, the least used ones leave the footer (``FOOTER_RANK``: the last listed go
-first, then keys it does not list, the app's ``L`` among the last), and stay in
-``?`` and the palette; Help and Quit never leave. A key with several keys shows
+fit, the keys that do not apply now leave first, then the least used ones
+(``FOOTER_RANK``: the last listed go first, then keys it does not list, the app's
+``L`` among the last), and stay in ``?`` and the palette; Help and Quit never leave
+(while a text box has focus, ``?`` and ``q`` type into it: the footer then shows
+``F1 Help`` and ``^q Quit``). A key with several keys shows
 the first (``q``, not ``q/^q/^c``). A key that does not apply to the highlighted
 row is dimmed. Clicking a key presses it.
 """
@@ -40,7 +42,7 @@ def now_labels(ctx: Context) -> dict[str, str]:
 
 # Of several keys for one action, the one the footer shows, when it is one of them
 # (the task screen's q goes back, so its Quit shows ^q).
-PREFERRED_KEYS = {"quit_app": ("q", "^q")}
+PREFERRED_KEYS = {"quit_app": ("q", "^q"), "help": ("?", "F1")}
 
 
 def _shown(key: KeyInfo) -> str:
@@ -60,7 +62,10 @@ def fit(keys: Sequence[KeyInfo], width: int, labels: dict[str, str] | None = Non
     labels = labels or {}
     pinned = [k for k in keys if k.name in PINNED]
     others = [k for k in keys if k.in_footer and k.name not in PINNED]
-    drop_order = sorted(others, key=_rank, reverse=True)  # stable: the later declared first among equals
+    # keys that do not apply to the highlighted row leave first (a waiting task's
+    # footer keeps w Answer before a Approve), then by rank; stable: the later
+    # declared first among equals
+    drop_order = sorted(others, key=lambda k: (k.enabled, -_rank(k)))
     while True:
         line = _render([*others, *pinned], labels)
         if line.cell_len <= width or not drop_order:

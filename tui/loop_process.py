@@ -1,33 +1,25 @@
 """``vigil tui --with-loop``: the dispatch loop as a background child process.
 
-The loop runs as ``python -m vigil --home HOME run`` in its own session (so a
-Ctrl-C in the terminal reaches only the TUI), its output appended to
-``logs/loop.out``. Quitting the TUI stops it gracefully with SIGTERM: the loop
-finishes its shutdown (requeueing or recording the task in flight) within its
-grace period; only if it is still alive after ``stop_timeout_s`` is it killed.
-If the TUI dies instead of quitting (the terminal closed, a kill), Linux sends the
-loop SIGTERM too, so a loop the TUI started never outlives it unnoticed.
+The loop runs as ``python -m vigil --home HOME run`` in its own session, its
+output appended to ``logs/loop.out``. Quitting the TUI stops it gracefully with
+SIGTERM: the loop finishes its shutdown (requeueing or recording the task in
+flight) within its grace period; only if it is still alive after
+``stop_timeout_s`` is it killed.
+
+If the TUI goes away without quitting (the terminal closed, an ssh connection
+dropped, a kill), the loop keeps working: being in a session of its own, it gets
+neither the terminal's SIGHUP nor its Ctrl-C, and nothing ties its life to the
+TUI's. ``vigil status`` shows it; ``kill PID`` stops it gracefully.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def _end_with_parent() -> None:
-    """In the child before exec: ask Linux to send SIGTERM when the TUI dies.
-    Elsewhere (no prctl) nothing happens and quitting the TUI is the only stop."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+EXITED = "✗ background loop exited"
 
 
 class BackgroundLoop:
@@ -48,8 +40,7 @@ class BackgroundLoop:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_end_with_parent,  # noqa: PLW1509 - called before any thread starts
+                start_new_session=True,  # not the terminal's: its SIGHUP and Ctrl-C reach only the TUI
             )
         return self._proc.pid
 
@@ -58,13 +49,19 @@ class BackgroundLoop:
         return None if self._proc is None else self._proc.poll()
 
     def label(self) -> str:
-        """What the header says about the loop."""
+        """What the header says about the loop: while it runs, how (said after the
+        loop's state); once it exited, ``EXITED`` first, the code and the log (the
+        header puts that before anything else, so a narrow terminal shows it)."""
         if self._proc is None:
             return "separate process (not started here)"
         code = self._proc.poll()
         if code is None:
             return f"background process (pid {self._proc.pid})"
-        return f"background process exited with code {code}; see {self.log_path}"
+        try:
+            log = self.log_path.relative_to(self.home)
+        except ValueError:
+            log = self.log_path
+        return f"{EXITED} with code {code}; see {log}"
 
     def stop(self, timeout_s: float) -> str:
         """SIGTERM, wait, then SIGKILL as a last resort. Returns what happened."""

@@ -47,7 +47,9 @@ def window_note(snapshot: QueueSnapshot | None, flt: TaskFilter, error: str, sor
         note.append(f"  {sort_words(sort_by)} (s: next; dispatch order after cost)", style="dim")
     if not flt.is_empty and snapshot is not None:
         count = snapshot.window.total
-        note.append(f"  filter: {flt.text}  ({count:,} match, esc clears)", style="dim")
+        note.append(
+            f"  filter: {flt.text}  ({count:,} {'match' if count == 1 else 'matches'}, esc clears)", style="dim"
+        )
     return note
 
 

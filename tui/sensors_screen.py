@@ -28,20 +28,11 @@ from tui.loaders import load_sensors
 from tui.safety import guarded
 from tui.tabs import LoopLine, TabBar
 from tui.times import relative
+from vigil.config import sensor_name
 from vigil.models import SensorState
 
 STALE_GRACE_MS = 120_000
 RUN_NOW_TIMEOUT_S = 300
-
-
-def configured_name(entry: Mapping[str, Any]) -> str | None:
-    """The sensor's name as ``[[sensors]]`` gives it: ``name``, else the built-in's
-    name or the function's (the part of ``use`` after the colon)."""
-    name = entry.get("name")
-    if isinstance(name, str) and name:
-        return name
-    use = entry.get("use")
-    return use.rsplit(":", 1)[-1] if isinstance(use, str) and use else None
 
 
 def schedules(entries: tuple[Mapping[str, Any], ...]) -> dict[str, str]:
@@ -52,7 +43,7 @@ def schedules(entries: tuple[Mapping[str, Any], ...]) -> dict[str, str]:
     built-in sensors (httpx …): call it off the event loop."""
     result = {}
     for entry in entries:
-        name = configured_name(entry)
+        name = sensor_name(entry)
         if name is not None:
             if entry.get("every"):
                 result[name] = f"every {entry['every']}"
@@ -78,11 +69,14 @@ def builtin_schedule(use: object) -> str:
 
 
 def with_configured(states: tuple[SensorState, ...], entries: tuple[Mapping[str, Any], ...]) -> tuple[SensorState, ...]:
-    """The stored states plus a "never ran" row for each configured sensor without one."""
+    """The configured sensors' stored states plus a "never ran" row for each without
+    one; a sensor removed from the config (its state still stored) is left out."""
+    configured = {name for entry in entries if (name := sensor_name(entry)) is not None}
+    states = tuple(s for s in states if s.name in configured)
     known = {s.name for s in states}
     extra = []
     for entry in entries:
-        name = configured_name(entry)
+        name = sensor_name(entry)
         if name is not None and name not in known:
             known.add(name)
             extra.append(

@@ -18,6 +18,7 @@ from tui.context import Context
 from tui.times import Times, relative
 from vigil.errors import InvalidTransition, VigilError
 from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Task, TaskStatus
+from vigil.render import retried
 from vigil.store import Store
 
 if TYPE_CHECKING:
@@ -165,7 +166,7 @@ async def apply(
             done = await store.reject(task.id, reason, actor=ACTOR)
             return Report(task.id, True, f"#{done.id} rejected; {done.status}")
         done = await store.retry(task.id, actor=ACTOR)
-        return Report(task.id, True, f"#{done.id} pending again")
+        return Report(task.id, True, retried(done))
     except InvalidTransition as err:
         return Report(task.id, False, refusal(err, action))
     except VigilError as err:

@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from tui.context import Context
-from tui.header import loop_text
+from tui.header import labelled, loop_text
 
 SCREENS = (
     ("1", "queue", "Queue"),
@@ -80,7 +80,4 @@ class LoopLine(Static):
             line = Text("loading…", style="dim")
         else:
             line = loop_text(state.health(now), state.next_due_at, now, active=state.active)
-        if self.ctx.loop_label:
-            line.append(f"   loop: {self.ctx.loop_label}", style="dim")
-        line.no_wrap, line.overflow = True, "ellipsis"
-        self.update(line)
+        self.update(labelled(line, self.ctx.loop_label))

@@ -38,6 +38,7 @@ from tui.tabs import LoopLine, TabBar
 from tui.times import Times, span
 from vigil.errors import InputError, TaskNotFound
 from vigil.models import Run, Task, TaskEvent, TaskStatus
+from vigil.printable import SUBJECT_SHOWN_CHARS, TEXT_SHOWN_CHARS, capped
 from vigil.render import TIME_KINDS
 
 STEERING = {
@@ -203,11 +204,11 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
         task = detail.task
         now = self.ctx.clock.now_ms()
         title = Text(f"#{task.id} ", style="bold")
-        title.append(task.subject, style="bold")
+        title.append(capped(task.subject, SUBJECT_SHOWN_CHARS), style="bold")
         self.query_one("#title", Static).update(title)
         fields = field_table(task, now, self.ctx.times, detail.depends_on)
         self.query_one("#fields", Static).update(fields)
-        self._markdown("#description", task.description or "*(none)*")
+        self._markdown("#description", capped(task.description, TEXT_SHOWN_CHARS) or "*(none)*")
         result = "\n\n".join(part for part in (task.result_summary, task.result_detail) if part)
         self._markdown("#result", result or "*(none yet)*")
         self.query_one("#runs", Static).update(
@@ -216,7 +217,7 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
         notes = Text()
         for note in detail.notes:
             notes.append(f"{self.ctx.times.at(note.at)} {note.author}: ", style="dim")
-            notes.append(note.text + "\n")
+            notes.append(capped(note.text, TEXT_SHOWN_CHARS) + "\n")
         self.query_one("#notes", Static).update(notes or Text("none", style="dim"))
         events = Text()
         for event in detail.events:

@@ -60,6 +60,20 @@ def fail(message: str, code: int = 2) -> NoReturn:
     sys.exit(code)
 
 
+def colour_wanted() -> bool:
+    """Colour only for a person's terminal: stdout is one and NO_COLOR
+    (no-color.org) is unset or empty. Pipes, files and scripts get plain text."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def echo_verdicts(text: str) -> None:
+    """Print ``text``, its verdict words (FAIL, DIED, PAUSED …) coloured when
+    ``colour_wanted``."""
+    from vigil.render import coloured
+
+    click.echo(coloured(text) if colour_wanted() else text)
+
+
 def actor() -> str:
     """Who is asking: the agent (inside a run) or a person."""
     return "agent" if os.environ.get("VIGIL_TASK_ID") else "human"
@@ -75,6 +89,11 @@ class VigilGroup(click.Group):
         try:
             code = super().main(*args, **kwargs)
         except click.UsageError as err:
+            if _asks_for_help(err):
+                # `vigil` or `vigil task` alone: the help a person was looking for,
+                # on stdout as click formats it, not an error line
+                click.echo(err.ctx.get_help())  # type: ignore[union-attr]
+                sys.exit(0)
             hint = f" (see '{err.ctx.command_path} --help')" if err.ctx is not None else ""
             fail(err.format_message() + hint, 2)
         except click.ClickException as err:
@@ -90,6 +109,15 @@ class VigilGroup(click.Group):
             fail(str(err), err.exit_code)
         except KeyboardInterrupt:
             fail("interrupted", 130)
+
+
+def _asks_for_help(err: click.UsageError) -> bool:
+    """Whether ``err`` is a group given no command (``vigil``, ``vigil --home DIR``,
+    ``vigil task``): click raises its no-arguments error, or, after options, its
+    "Missing command" usage error."""
+    if isinstance(err, click.exceptions.NoArgsIsHelpError):
+        return True
+    return err.ctx is not None and isinstance(err.ctx.command, click.Group) and err.message == "Missing command."
 
 
 def _refuse_undecodable(argv: Any) -> None:
@@ -299,7 +327,8 @@ def task_show(ctx: click.Context, task_id: int, as_json: bool) -> None:
     click.echo(with_tasks(ctx, lambda tasks, settings: show_task(tasks, task_id, as_json)))
 
 
-@task.command("prio")
+# A priority like -1 is a value to refuse as a priority, not an unknown option.
+@task.command("prio", context_settings={"ignore_unknown_options": True})
 @click.argument("task_id", type=TASK_ID)
 @click.argument("priority")
 @click.pass_context
@@ -342,8 +371,10 @@ def task_cancel(ctx: click.Context, task_id: int) -> None:
 @click.pass_context
 def task_retry(ctx: click.Context, task_id: int) -> None:
     """Put a failed or canceled task back in the queue (its history is kept)."""
+    from vigil.render import retried
+
     t = with_tasks(ctx, lambda tasks, settings: tasks.retry(task_id, actor=actor()))
-    click.echo(f"task #{t.id} pending again")
+    click.echo(f"task {retried(t)}")
 
 
 @task.command("note")
@@ -482,23 +513,38 @@ def stats(ctx: click.Context, since: str, by: str, as_json: bool) -> None:
 
 
 @main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: ok, and each check's level, what and detail.")
 @click.pass_context
-def doctor(ctx: click.Context) -> None:
-    """Check the home, config, database, the loop's gate, versions and the agent CLI."""
+def doctor(ctx: click.Context, as_json: bool) -> None:
+    """Check the home, config (as vigil run would: the sensors too), database, the
+    loop's gate, versions and the agent CLI. Exits 1 when a check failed."""
     from dispatch.readiness import agent_findings
-    from vigil.doctor import run_checks
+    from vigil.doctor import Finding, run_checks
 
     state: CliState = ctx.find_object(CliState)  # type: ignore[assignment]
     import asyncio
 
-    ok = asyncio.run(run_checks(state.home_arg, click.echo, agent_findings))
+    def sensor_count(settings: Settings) -> int:
+        from sensors.config import load_sensor_specs
+
+        return len(load_sensor_specs(settings))
+
+    found: list[Finding] = []
+    echo = (lambda line: None) if as_json else echo_verdicts
+    ok = asyncio.run(run_checks(state.home_arg, echo, agent_findings, sensor_count, findings=found))
+    if as_json:
+        from vigil.render import dumps
+
+        checks = [{"level": f.level, "what": f.what, "detail": f.detail} for f in found]
+        click.echo(dumps({"ok": ok, "checks": checks}))
     sys.exit(0 if ok else 1)
 
 
 @main.command()
 @click.argument("backup_path", metavar="BACKUP", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: database, backup, tasks, kept.")
 @click.pass_context
-def restore(ctx: click.Context, backup_path: Path) -> None:
+def restore(ctx: click.Context, backup_path: Path, as_json: bool) -> None:
     """Replace the database with a verified copy of BACKUP (stop every Vigil process
     of the home first); the replaced file is kept beside it."""
     from vigil.clock import SystemClock
@@ -513,6 +559,21 @@ def restore(ctx: click.Context, backup_path: Path) -> None:
         )
     with every_lane(settings, "vigil restore", "it would write on to the replaced file"):
         done = restore_file(settings.store.path, backup_path.resolve(), SystemClock().now_ms())
+    if as_json:
+        from vigil.render import dumps
+
+        kept = None if done.kept is None else str(done.kept)
+        click.echo(
+            dumps(
+                {
+                    "database": str(done.database),
+                    "backup": str(backup_path.resolve()),
+                    "tasks": done.tasks,
+                    "kept": kept,
+                }
+            )
+        )
+        return
     click.echo(f"restored {done.database} from {backup_path} ({done.tasks} task(s))")
     if done.kept is not None:
         click.echo(f"the replaced file is kept as {done.kept}")
@@ -520,8 +581,9 @@ def restore(ctx: click.Context, backup_path: Path) -> None:
 
 @main.command()
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: path, bytes.")
 @click.pass_context
-def backup(ctx: click.Context, path: Path) -> None:
+def backup(ctx: click.Context, path: Path, as_json: bool) -> None:
     """Write a consistent copy of the database to PATH (safe while the loop runs)."""
     settings = settings_for(ctx)
     if settings.store.url is not None:
@@ -532,6 +594,11 @@ def backup(ctx: click.Context, path: Path) -> None:
     if path.exists():
         raise InputError(f"{path} already exists; choose a new file")
     with_store(ctx, lambda store, settings: store.backup(path.resolve()))
+    if as_json:
+        from vigil.render import dumps
+
+        click.echo(dumps({"path": str(path.resolve()), "bytes": path.stat().st_size}))
+        return
     click.echo(f"backup written to {path}")
 
 
@@ -695,8 +762,9 @@ def dispatch_group() -> None:
 
 
 @dispatch_group.command("once")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: ran, the task (task show's fields), why not.")
 @click.pass_context
-def dispatch_once(ctx: click.Context) -> None:
+def dispatch_once(ctx: click.Context, as_json: bool) -> None:
     """Run the next due task in the foreground. Exits 0 if a task ran, 3 if none was due
     (or the loop is paused)."""
     from vigil.daemon import configure_logging
@@ -707,6 +775,12 @@ def dispatch_once(ctx: click.Context) -> None:
     import asyncio
 
     task, closed = asyncio.run(run_next(settings))
+    if as_json:
+        from vigil.render import dumps, task_json
+
+        why = None if task is not None else closed or "no task is due"
+        click.echo(dumps({"ran": task is not None, "task": task and task_json(task), "not_claiming": why}))
+        sys.exit(0 if task is not None else 3)
     if task is None:
         click.echo(f"not claiming: {printable(closed)}" if closed else "no task is due")
         sys.exit(3)
@@ -740,7 +814,10 @@ def status_command(ctx: click.Context, as_json: bool) -> None:
         return gather_status(store, settings, SystemClock().now_ms(), lock_probe(settings))
 
     report = with_store(ctx, work)
-    click.echo(dumps(report) if as_json else render_status(report))
+    if as_json:
+        click.echo(dumps(report))
+    else:
+        echo_verdicts(render_status(report))
 
 
 @main.group("service")
@@ -872,8 +949,9 @@ def alerts_group() -> None:
 
 
 @alerts_group.command("test")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: ok, notify (one entry a URL), command.")
 @click.pass_context
-def alerts_test(ctx: click.Context) -> None:
+def alerts_test(ctx: click.Context, as_json: bool) -> None:
     """Send a test alert to the [alerts] command and to every [alerts] notify URL,
     and say which succeeded. Exits 1 if any failed."""
     from dispatch.alerts import alert_hook, make_event
@@ -885,16 +963,28 @@ def alerts_test(ctx: click.Context) -> None:
     _quiet_alert_log()
     event = make_event("test", "test alert from vigil alerts test", SystemClock().now_ms())
 
-    async def send(store: Store, settings: Settings) -> tuple[bool, str | None, list[str], bool]:
+    async def send(store: Store, settings: Settings) -> tuple[bool, str | None, list[dict[str, object]]]:
         hook = alert_hook(settings, store)
         results = await hook.notifiers.send({**event, "home": str(settings.home)})
-        lines = [f"notify[{r.position}] {r.service}: " + ("sent" if r.ok else f"FAILED: {r.error}") for r in results]
+        sent: list[dict[str, object]] = [
+            {"position": r.position, "service": r.service, "ok": r.ok, "error": r.error} for r in results
+        ]
         hooked = await hook.send_hook(event) if settings.alerts.command else True
-        return hooked, hook.last_error, lines, all(r.ok for r in results)
+        return hooked, hook.last_error, sent
 
-    hooked, hook_error, lines, all_sent = with_store(ctx, send)
-    for line in lines:
-        click.echo(printable(line))
+    hooked, hook_error, sent = with_store(ctx, send)
+    all_sent = all(r["ok"] for r in sent)
+    if as_json:
+        from vigil.render import dumps
+
+        program = settings.alerts.command[0] if settings.alerts.command else None
+        error = None if hooked else hook_error
+        command = None if program is None else {"program": program, "ok": hooked, "error": error}
+        click.echo(dumps({"ok": hooked and all_sent, "notify": sent, "command": command}))
+        sys.exit(0 if hooked and all_sent else 1)
+    for r in sent:
+        said = "sent" if r["ok"] else f"FAILED: {r['error']}"
+        click.echo(printable(f"notify[{r['position']}] {r['service']}: {said}"))
     if not hooked:
         fail(hook_error or "the alert hook failed", 1)
     if settings.alerts.command:
@@ -904,8 +994,9 @@ def alerts_test(ctx: click.Context) -> None:
 
 
 @alerts_group.command("check")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: the alerts sent (kind, message, …).")
 @click.pass_context
-def alerts_check(ctx: click.Context) -> None:
+def alerts_check(ctx: click.Context, as_json: bool) -> None:
     """Alert once for a stale dispatcher or overdue sensors; run it from cron every few minutes."""
     from dispatch.alerts import alert_hook
     from dispatch.watchdog import check_stale
@@ -916,7 +1007,13 @@ def alerts_check(ctx: click.Context) -> None:
     def check(store: Store, settings: Settings) -> Awaitable[list[dict[str, object]]]:
         return check_stale(store, settings, alert_hook(settings, store), SystemClock().now_ms())
 
-    for event in with_store(ctx, check):
+    events = with_store(ctx, check)
+    if as_json:
+        from vigil.render import dumps
+
+        click.echo(dumps({"alerts": events}))
+        return
+    for event in events:
         click.echo(printable(f"alerted: {event['message']}"))
 
 

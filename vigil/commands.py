@@ -141,13 +141,15 @@ def new_task_from_options(
     With ``skills_dir`` (the home's ``skills/``) each skill must exist there."""
     if not subject.strip():
         raise InputError("subject must not be empty")
-    if opts.get("at") and opts.get("in_"):
+    at, in_ = opts.get("at"), opts.get("in_")
+    if at is not None and in_ is not None:
         raise InputError("give --at or --in, not both")
     scheduled_for = None
-    if opts.get("at"):
-        scheduled_for = parse_when_ms(opts["at"], now_ms)
-    elif opts.get("in_"):
-        scheduled_for = now_ms + parse_duration_ms(opts["in_"])
+    # given but empty is refused by the parsers, not taken for "now"
+    if at is not None:
+        scheduled_for = parse_when_ms(at, now_ms)
+    elif in_ is not None:
+        scheduled_for = now_ms + parse_duration_ms(in_)
     if opts.get("dedup") and not opts.get("source_key"):
         raise InputError("--dedup needs --key")
     if opts.get("source_key") is not None and not str(opts["source_key"]).strip():
@@ -242,15 +244,15 @@ def close_task(tasks: Tasks, task_id: int, opts: Mapping[str, Any], actor: str) 
         raise InputError("--summary must not be empty")
     run_id = _own_run(task_id)
     if status != "pending":
-        if at or in_:
+        if at is not None or in_ is not None:
             raise InputError("--at and --in go with --status pending (a later retry)")
         return tasks.close_task(task_id, TaskStatus(status), summary, actor=actor, run_id=run_id)
-    if at and in_:
+    if at is not None and in_ is not None:
         raise InputError("give --at or --in, not both")
-    if not (at or in_):
+    if at is None and in_ is None:
         raise InputError("--status pending needs --in or --at (when to try again)")
     now = SystemClock().now_ms()
-    retry_at = parse_when_ms(at, now) if at else now + parse_duration_ms(in_ or "")
+    retry_at = parse_when_ms(at, now) if at is not None else now + parse_duration_ms(in_ or "")
     if retry_at < now:
         raise InputError("--at: the retry time is in the past")
     return tasks.request_retry(task_id, retry_at, summary, actor=actor, run_id=run_id)

@@ -288,6 +288,17 @@ class TelegramSettings:
     retry_ms: int = 30_000  # after Telegram was unreachable, before trying again
 
 
+def sensor_name(entry: Mapping[str, Any]) -> str | None:
+    """A sensor's name as its ``[[sensors]]`` table gives it: ``name``, else the
+    built-in's name or the function's (the part of ``use`` after the colon), as
+    ``sensors.config`` names it; None for an entry without either."""
+    name = entry.get("name")
+    if isinstance(name, str) and name:
+        return name
+    use = entry.get("use")
+    return use.rsplit(":", 1)[-1] if isinstance(use, str) and use else None
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
@@ -310,6 +321,13 @@ class Settings:
     @property
     def skills_dir(self) -> Path:
         return self.home / "skills"
+
+    @property
+    def sensor_names(self) -> frozenset[str]:
+        """The names of the sensors ``[[sensors]]`` configures (read from the raw
+        tables: nothing is imported). A sensor removed from the config keeps its row
+        in the store; status and the Sensors screen show only these."""
+        return frozenset(name for entry in self.sensors if (name := sensor_name(entry)) is not None)
 
     @property
     def logs_dir(self) -> Path:

@@ -25,7 +25,7 @@ from vigil.clock import ACCELERATED_CLOCK_ENV, AcceleratedClock, Clock, SystemCl
 from vigil.config import Settings
 from vigil.errors import DatabaseReplaced, InputError, LockHeld, OperationError
 from vigil.fate import Policy
-from vigil.logfile import PrintableFilter, private_log_handler
+from vigil.logfile import CappedFilter, PrintableFilter, private_log_handler
 from vigil.models import Task
 from vigil.redaction import RedactingFilter, Redactor
 
@@ -43,6 +43,7 @@ log = logging.getLogger("vigil.daemon")
 LOG_FILE = "vigil.log"
 LOG_MAX_BYTES = 5 * 1024 * 1024
 LOG_BACKUPS = 5
+CONSOLE_TIME = "[%Y-%m-%d %H:%M:%S]"
 QUIET_LOGGERS = ("apscheduler", "httpx", "httpcore", "asyncio")
 STALE_CHECK_MS = 60_000  # how often, in clock time, the watchdog looks for stale parts
 STALE_CHECK_MIN_S = 1.0  # ... but under an accelerated clock not more often than this (real)
@@ -71,7 +72,9 @@ def configure_logging(settings: Settings, *, console: bool = True) -> None:
         raise OperationError(f"cannot write the log {settings.logs_dir / LOG_FILE}: {err.strerror}") from None
     handlers: list[logging.Handler] = [file_handler]
     if console and sys.stderr.isatty():
-        handlers.append(RichHandler(console=Console(stderr=True), show_path=False, markup=False))
+        # the date as the log file writes it, not the locale's (%x: 12/04/26)
+        rich = RichHandler(console=Console(stderr=True), show_path=False, markup=False, log_time_format=CONSOLE_TIME)
+        handlers.append(rich)
     elif console:
         # Not a terminal (systemd's journal, a pipe): one plain line per record, unwrapped.
         plain = logging.StreamHandler(sys.stderr)
@@ -84,6 +87,7 @@ def configure_logging(settings: Settings, *, console: bool = True) -> None:
         if handler is not file_handler:  # the file handler has its own
             handler.addFilter(secrets)
             handler.addFilter(PrintableFilter())
+            handler.addFilter(CappedFilter())
         root.addHandler(handler)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -45,22 +45,32 @@ class Finding:
 
 
 AgentChecks = Callable[[Settings], Awaitable[list[Finding]]]
+# What the config says beyond its own keys, checked as `vigil run` checks it when
+# it starts (the sensors' entries); returns how many there are, raises VigilError.
+ConfigChecks = Callable[[Settings], int]
 
 
 class _Report:
-    def __init__(self, echo: Echo) -> None:
+    def __init__(self, echo: Echo, findings: list[Finding] | None = None) -> None:
         self._echo = echo
+        self._findings = findings
         self.failed = False
 
+    def _say(self, finding: Finding) -> None:
+        if self._findings is not None:
+            self._findings.append(finding)
+        shown = "FAIL" if finding.level == "fail" else finding.level
+        self._echo(f"{shown:<5} {finding.what:<10} {finding.detail}")
+
     def ok(self, what: str, detail: str) -> None:
-        self._echo(f"ok    {what:<10} {detail}")
+        self._say(Finding("ok", what, detail))
 
     def warn(self, what: str, detail: str) -> None:
-        self._echo(f"warn  {what:<10} {detail}")
+        self._say(Finding("warn", what, detail))
 
     def fail(self, what: str, detail: str) -> None:
         self.failed = True
-        self._echo(f"FAIL  {what:<10} {detail}")
+        self._say(Finding("fail", what, detail))
 
     def add(self, finding: Finding) -> None:
         {"ok": self.ok, "warn": self.warn, "fail": self.fail}[finding.level](finding.what, finding.detail)
@@ -223,11 +233,20 @@ def _guardrails(report: _Report, settings: Settings) -> None:
         report.ok("budget", f"${b.daily_usd:.2f} per 24 h ({urgent}), warnings at {warnings}")
 
 
-async def run_checks(home_arg: str | None, echo: Echo, agent_checks: AgentChecks | None = None) -> bool:
+async def run_checks(
+    home_arg: str | None,
+    echo: Echo,
+    agent_checks: AgentChecks | None = None,
+    config_checks: ConfigChecks | None = None,
+    *,
+    findings: list[Finding] | None = None,
+) -> bool:
     """Run every check, printing one line each; True when nothing failed.
     ``agent_checks`` runs the configured agent CLI for real (None: only look it
-    up on PATH)."""
-    report = _Report(echo)
+    up on PATH); ``config_checks`` checks what `vigil run` would refuse in the
+    config (the sensors: None, not checked). ``findings`` (if given) receives each
+    line as a ``Finding`` too (``vigil doctor --json``)."""
+    report = _Report(echo, findings)
     _versions(report)
     try:
         home = find_home(home_arg)
@@ -240,7 +259,13 @@ async def run_checks(home_arg: str | None, echo: Echo, agent_checks: AgentChecks
     except VigilError as err:
         report.fail("config", str(err))
         return False
-    report.ok("config", str(settings.config_path or f"no {CONFIG_NAME}: defaults"))
+    where = str(settings.config_path or f"no {CONFIG_NAME}: defaults")
+    try:
+        sensors = None if config_checks is None else config_checks(settings)
+    except VigilError as err:
+        report.fail("config", str(err))  # `vigil run` would refuse to start
+        return False
+    report.ok("config", where if sensors is None else f"{where} ({sensors} sensor{'' if sensors == 1 else 's'})")
     await _database(report, settings)
     findings = [] if agent_checks is None else await agent_checks(settings)
     if findings:

@@ -30,6 +30,7 @@ from vigil.clock import iso_utc
 from vigil.store import Store
 
 GATE_KEY = "gate"
+NO_REASON = "no reason given"  # a pause's reason when the person gave none ("paused: paused" said nothing)
 BACKOFF = "backoff"  # the kind of the gate after transient failures: "backing off after N …"
 
 
@@ -102,7 +103,7 @@ async def _set_by_person(store: Store, gate: LoopGate) -> LoopGate:
 
 async def pause(store: Store, *, reason: str, by: str, now_ms: int) -> LoopGate:
     """Pause the loop until a person resumes it; returns the gate it replaced."""
-    return await _set_by_person(store, LoopGate(GateState.PAUSED, reason.strip() or "paused", None, now_ms, by))
+    return await _set_by_person(store, LoopGate(GateState.PAUSED, reason.strip() or NO_REASON, None, now_ms, by))
 
 
 async def resume(store: Store, *, by: str, now_ms: int) -> LoopGate:

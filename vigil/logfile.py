@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from vigil.printable import printable
+from vigil.printable import LOG_LINE_SHOWN_CHARS, capped, printable
 from vigil.redaction import RedactingFilter, Redactor
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -44,6 +44,23 @@ class PrintableFilter(logging.Filter):
         shown = printable(message, keep_newlines=False)
         if shown is not message:
             record.msg, record.args = shown, None
+        return True
+
+
+class CappedFilter(logging.Filter):
+    """A handler filter that cuts each record's final message to ``limit``
+    characters with a marker (``vigil.printable.capped``): on a terminal, one
+    record holding a 100,000-character subject took minutes to print. For the
+    console only; the log file keeps the record whole."""
+
+    def __init__(self, limit: int = LOG_LINE_SHOWN_CHARS) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if len(message) > self.limit:
+            record.msg, record.args = capped(message, self.limit), None
         return True
 
 

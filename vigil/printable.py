@@ -11,7 +11,11 @@ tab, DEL, every C1 control, and the bidirectional controls (``BIDI_CONTROLS``).
 What JSON leaves raw (DEL, C1, bidirectional) is written ``\\uXXXX``, so the same
 function serves JSON output: the escape is JSON's own, the value unchanged.
 
-The store keeps the text verbatim; only what is shown changes.
+The store keeps the text verbatim; only what is shown changes. That includes its
+length: ``capped`` cuts a 100,000-character subject for a status line, the task
+screen or a console log record, with a marker saying how much was left out
+(printed whole it floods a terminal for minutes and hides every field after it);
+``--json`` gives the text whole.
 """
 
 from __future__ import annotations
@@ -45,6 +49,19 @@ def printable(text: str, *, keep_newlines: bool = True) -> str:
     ``keep_newlines`` False escapes newlines too (one log line stays one line)."""
     pattern = _UNSAFE if keep_newlines else _UNSAFE_IN_LINE
     return pattern.sub(_escape, text) if pattern.search(text) else text
+
+
+SUBJECT_SHOWN_CHARS = 500  # a subject in status lines, `task show`, the task screen
+TEXT_SHOWN_CHARS = 4_000  # a description, question, note or result shown as text
+LOG_LINE_SHOWN_CHARS = 2_000  # one console log record
+
+
+def capped(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters, else its first ``limit``
+    followed by ``… [N more characters]``."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit:,} more characters]"
 
 
 def printable_values(value: T) -> T:

@@ -9,6 +9,7 @@ stored text comes from sensors and agents, and must not drive the terminal.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 
 from vigil.clock import iso_utc
@@ -16,7 +17,24 @@ from vigil.codework import CheckResult, CodeOptions, RunChanges, Worktree
 from vigil.durations import format_duration
 from vigil.flags import Flag
 from vigil.models import CostRow, Note, Run, Task, TaskEvent, TaskStatus
-from vigil.printable import printable
+from vigil.printable import SUBJECT_SHOWN_CHARS, TEXT_SHOWN_CHARS, capped, printable
+
+# Words that carry a line's verdict in `vigil status` and `vigil doctor`, and their
+# colour on a terminal (ANSI SGR): red for what is broken, yellow for what waits
+# on a person or on time, green for a check that passed.
+_VERDICTS = {
+    "FAIL": "1;31", "DIED": "1;31",
+    "PAUSED": "1;33", "GATED": "1;33", "BACKING OFF": "33", "warn": "33",
+    "ok": "32", "running": "32",
+}  # fmt: skip
+_VERDICT = re.compile(r"^(FAIL|warn|ok)\b|\b(DIED|PAUSED|GATED|BACKING OFF)\b|(?<=^loop: )running\b", re.MULTILINE)
+
+
+def coloured(text: str) -> str:
+    """``text`` with its verdict words coloured for a terminal (``FAIL``, ``DIED``,
+    ``PAUSED`` …). Call it only when colour is wanted: stdout is a terminal and
+    ``NO_COLOR`` is not set (the CLI decides)."""
+    return _VERDICT.sub(lambda m: f"\x1b[{_VERDICTS[m.group()]}m{m.group()}\x1b[0m", text)
 
 
 def task_json(task: Task) -> dict[str, object]:
@@ -243,6 +261,15 @@ def markers(task: Task) -> str:
     return f"({', '.join(said)}) " if said else ""
 
 
+def retried(task: Task) -> str:
+    """What a retry made of ``task``: ``#7 pending again``, or, for a task that
+    needs a person's approval before it runs (a rejected approval retried), that it
+    is blocked awaiting one."""
+    if task.awaiting_approval:
+        return f"#{task.id} blocked again, awaiting approval (vigil task approve {task.id})"
+    return f"#{task.id} {task.status} again"
+
+
 def task_table(tasks: Sequence[Task], now_ms: int) -> str:
     """A plain-text table (no colour: it is also read by scripts and agents)."""
     if not tasks:
@@ -276,7 +303,7 @@ def task_details(
     fields = task_json(task)
     width = max(len(k) for k in fields)
     structured = ("result_detail", "code", "worktree")
-    lines = [f"{k:<{width}}  {v if v is not None else '-'}" for k, v in fields.items() if k not in structured]
+    lines = [f"{k:<{width}}  {_field_text(k, v)}" for k, v in fields.items() if k not in structured]
     if task.worktree is not None:
         lines += worktree_lines(task.worktree, width)
         lines += [f"{'look first' if i == 0 else '':<{width}}  ! {f.path}  ({f.why})" for i, f in enumerate(flags)]
@@ -301,7 +328,7 @@ def task_details(
             run_lines.append(f"     resumed the session of run {r.resumed_from}")
     if run_lines:
         lines += ["runs:", *run_lines]
-    note_lines = [f"  [{iso_utc(n.at)}] {n.author}: {n.text}" for n in notes]
+    note_lines = [f"  [{iso_utc(n.at)}] {n.author}: {capped(n.text, TEXT_SHOWN_CHARS)}" for n in notes]
     if note_lines:
         lines += ["notes:", *note_lines]
     event_lines = [f"  {event_line(e, with_task=False)}" for e in events]
@@ -310,6 +337,16 @@ def task_details(
     if task.result_detail:
         lines += ["result:", task.result_detail]
     return printable("\n".join(lines))
+
+
+def _field_text(name: str, value: object) -> str:
+    """A field of ``task show``'s text: ``-`` for None, long text cut with a marker
+    (the subject sooner, so that the fields after it stay in sight)."""
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return capped(value, SUBJECT_SHOWN_CHARS if name == "subject" else TEXT_SHOWN_CHARS)
+    return str(value)
 
 
 def worktree_lines(worktree: Worktree, width: int) -> list[str]:

@@ -33,7 +33,7 @@ from vigil.models import (
     SensorState,
     TaskStatus,
 )
-from vigil.printable import printable
+from vigil.printable import SUBJECT_SHOWN_CHARS, TEXT_SHOWN_CHARS, capped, printable
 from vigil.render import failing_notifiers
 from vigil.store import Store
 
@@ -151,7 +151,8 @@ async def gather_status(
         "questions": [
             {"id": t.id, "subject": t.subject, "question": t.question, "choices": list(t.choices)} for t in asking
         ],
-        "sensors": [_sensor_json(s) for s in await store.sensor_states()],
+        # a sensor removed from vigil.toml keeps its row in the store: not shown
+        "sensors": [_sensor_json(s) for s in await store.sensor_states() if s.name in settings.sensor_names],
         # the URL's password is masked: this output is pasted into chats and issues
         "store": {"backend": "sqlite" if settings.store.url is None else "postgresql", "at": settings.store.location},
     }
@@ -173,6 +174,11 @@ def _chat_json(settings: Settings, health: object) -> dict[str, object] | None:
     }
 
 
+def _count(number: object) -> str:
+    """``9,701``: counts are written with thousands separators everywhere."""
+    return f"{number:,}" if isinstance(number, int) else str(number)
+
+
 def _ago(seconds: object) -> str:
     return format_duration(int(str(seconds)) * 1000)
 
@@ -182,10 +188,10 @@ def _task_lines(d: dict[str, object]) -> list[str]:
     task = d.get("task")
     if not isinstance(task, dict):
         return []
-    subject = task["subject"] if task["subject"] is not None else "?"
+    subject = capped(str(task["subject"]), SUBJECT_SHOWN_CHARS) if task["subject"] is not None else "?"
     lines = [f"  running task #{task['id']} for {_ago(task['elapsed_s'])}: {subject}"]
     if task.get("note"):
-        lines.append(f"  agent: {task['note']}")
+        lines.append(f"  agent: {capped(str(task['note']), TEXT_SHOWN_CHARS)}")
     return lines
 
 
@@ -210,8 +216,8 @@ def render_status(status: dict[str, object]) -> str:
     rejected = status.get("rejected_inserts")
     if isinstance(rejected, dict) and rejected.get("total"):
         last = f"{rejected.get('last_source')}: {rejected.get('last_reason')}"
-        lines.append(f"flood limits: {rejected['total']} task(s) refused so far (last: {last})")
-    counts = ", ".join(f"{queue[str(s)]} {s}" for s in TaskStatus)
+        lines.append(f"flood limits: {_count(rejected['total'])} task(s) refused so far (last: {last})")
+    counts = ", ".join(f"{_count(queue[str(s)])} {s}" for s in TaskStatus)
     lines.append(f"queue: {counts}")
     if queue["next_due_in_s"] is None:
         lines.append("  nothing pending is due")
@@ -242,7 +248,7 @@ def _attention_lines(attention: object) -> list[str]:
         return []
     lines = []
     waiting = [
-        f"{attention[key]} awaiting {what} (vigil task approve/reject ID)"
+        f"{_count(attention[key])} awaiting {what} (vigil task approve/reject ID)"
         for key, what in (("awaiting_review", "review"), ("awaiting_approval", "approval"))
         if attention.get(key)
     ]
@@ -263,7 +269,8 @@ def _question_lines(questions: object) -> list[str]:
     lines = ['waiting for an answer (vigil task answer ID "…"):']
     for q in questions:
         choices = f" [{' | '.join(str(c) for c in q['choices'])}]" if q.get("choices") else ""
-        lines.append(f"  #{q['id']} {q['subject']}: {q['question']}{choices}")
+        subject, question = capped(str(q["subject"]), SUBJECT_SHOWN_CHARS), capped(str(q["question"]), TEXT_SHOWN_CHARS)
+        lines.append(f"  #{q['id']} {subject}: {question}{capped(choices, TEXT_SHOWN_CHARS)}")
     return lines
 
 

@@ -2,8 +2,8 @@
 
 The argv comes from the skill's front matter (``command: [...]``), never from task
 text, and no shell is involved: a subject such as ``$(rm -rf ~)`` reaches the
-program as data. The program runs in the working directory (the home unless
-configured otherwise) with the agent environment.
+program as data. The program runs in the task's workspace (never the home: a
+scratch folder of its own unless one is configured) with the agent environment.
 
 Exit code 0 means success and anything else failure, unless the last stdout line
 that is a JSON object says more::

@@ -146,7 +146,9 @@ async def test_sensor_health(db: SqliteStore, settings: Settings, clock: ManualC
     )
     await db.record_sensor_run("inbox", failed, [], None)
 
-    status = await gather_status(db, settings, now)
+    await db.record_sensor_run("removed", SensorRun(started_at=now, duration_ms=5, status="ok"), [], None)
+    configured = ({"name": "feeds", "use": "feed"}, {"use": "inbox"})  # "removed" is no longer in vigil.toml
+    status = await gather_status(db, replace(settings, sensors=configured), now)
 
     sensors = status["sensors"]
     assert isinstance(sensors, list)

@@ -23,9 +23,9 @@ async def test_a_missing_or_unreadable_gate_is_running(store: SqliteStore) -> No
 async def test_pause_and_resume_report_what_they_replaced(store: SqliteStore, clock: ManualClock) -> None:
     now = clock.now_ms()
     assert (await pause(store, reason="  ", by="human", now_ms=now)).state is GateState.RUNNING
-    assert (await read_gate(store)).reason == "paused"  # an empty reason still says something
+    assert (await read_gate(store)).reason == "no reason given"  # an empty reason still says something
     before = await resume(store, by="human", now_ms=now)
-    assert (before.state, before.reason, before.by) == (GateState.PAUSED, "paused", "human")
+    assert (before.state, before.reason, before.by) == (GateState.PAUSED, "no reason given", "human")
     await trip(store, reason="auth failure", until=None, by="guard", now_ms=now)
     before = await resume(store, by="human", now_ms=now)
     assert (before.state, before.reason) == (GateState.GATED, "auth failure")

@@ -51,13 +51,18 @@ AppFactory = Callable[..., VigilApp]
 @pytest.fixture
 def make_app(settings: Settings, clock: ManualClock) -> AppFactory:
     def make(
-        *, readonly: bool = False, probe_interval_s: float = PROBE_S, busy_timeout_ms: int | None = None
+        *,
+        readonly: bool = False,
+        probe_interval_s: float = PROBE_S,
+        busy_timeout_ms: int | None = None,
+        sensors: tuple[dict[str, object], ...] | None = None,
     ) -> VigilApp:
         """The app on the test home; ``busy_timeout_ms`` replaces the home's ``[store]
-        busy_timeout`` (how long its writes wait for another process's lock)."""
-        app_settings = settings
+        busy_timeout`` (how long its writes wait for another process's lock),
+        ``sensors`` its ``[[sensors]]`` tables."""
+        app_settings = settings if sensors is None else replace(settings, sensors=sensors)
         if busy_timeout_ms is not None:
-            app_settings = replace(settings, store=replace(settings.store, busy_timeout_ms=busy_timeout_ms))
+            app_settings = replace(app_settings, store=replace(settings.store, busy_timeout_ms=busy_timeout_ms))
         return VigilApp(
             app_settings,
             opener=lambda: open_store(app_settings, clock),

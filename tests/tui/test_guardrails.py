@@ -28,7 +28,9 @@ from vigil.store import Store, open_store
 
 
 def loop_line(app: VigilApp) -> str:
-    return str(queue(app).query_one("#loop").render())
+    """The header's loop line and, under it, a closed gate's line."""
+    header = queue(app)
+    return f"{header.query_one('#loop').render()}\n{header.query_one('#gate').render()}"
 
 
 def enabled_actions(app: VigilApp) -> dict[str, bool]:

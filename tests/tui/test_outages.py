@@ -38,7 +38,7 @@ async def test_the_header_says_how_long_the_loop_backs_off(make_app: AppFactory,
         reason = "backing off after 3 transient failures"
         await trip(db, reason=reason, until=now + 40_000, by="guard", now_ms=now, kind=BACKOFF)
         await wait_for(
-            lambda: "backing off after 3 transient failures, next try in 40s" in header_line(app, "#loop"), "backoff"
+            lambda: "backing off after 3 transient failures, next try in 40s" in header_line(app, "#gate"), "backoff"
         )
 
 

@@ -199,8 +199,8 @@ async def test_header_reports_dispatcher_states(make_app: AppFactory, db: Store,
     async with app.run_test(size=(120, 30)):
         await wait_for(lambda: queue(app).loads >= 1, "loaded")
 
-        def loop_line() -> str:
-            return str(queue(app).query_one("#loop").render())
+        def loop_line() -> str:  # the loop's line, and a closed gate's line under it
+            return f"{queue(app).query_one('#loop').render()}\n{queue(app).query_one('#gate').render()}"
 
         assert "not started: vigil run works through the queue" in loop_line()
         now = clock.now_ms()

@@ -142,7 +142,8 @@ async def test_sensors_screen_shows_state_highlights_stale_and_toggles(
         None,
     )
     await db.record_sensor_skip("feeds", SensorSkip("backoff", now - 1_800_000, now - 600_000, 3))
-    app = make_app()
+    await db.record_sensor_run("removed", SensorRun(now - 60_000, 1, "ok"), [], None)  # no longer configured
+    app = make_app(sensors=({"use": "inbox"}, {"name": "feeds", "use": "feed"}))
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.press("4")
         await wait_for(lambda: isinstance(app.screen, SensorsScreen) and app.screen.states, "sensors")
@@ -159,13 +160,13 @@ async def test_sensors_screen_shows_state_highlights_stale_and_toggles(
         assert grid.get_cell("feeds", "next due").plain != "disabled"
         await pilot.press("e")
         await wait_for(lambda: not screen.states[0].enabled, "feeds disabled on screen")
-        assert {s.name: s.enabled for s in await db.sensor_states()} == {"feeds": False, "inbox": True}
+        assert {s.name: s.enabled for s in await db.sensor_states()} == {"feeds": False, "inbox": True, "removed": True}
         assert grid.get_cell("feeds", "next due").plain == "disabled"  # not a time it will not run at
 
 
 async def test_sensor_run_now_reports_the_command_result(make_app: AppFactory, db: Store, clock: ManualClock) -> None:
     await db.record_sensor_run("nosuch", SensorRun(clock.now_ms(), 1, "ok"), [], None)
-    app = make_app()
+    app = make_app(sensors=({"name": "nosuch", "use": "queue_health"},))
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.press("4")
         await wait_for(lambda: isinstance(app.screen, SensorsScreen) and app.screen.states, "sensors")
@@ -252,7 +253,7 @@ async def test_readonly_hides_writes_on_history_and_sensors(
     failed = await add(db, "failed")
     await db.close_task(failed, TaskStatus.FAILED, "no", actor="agent")
     await db.record_sensor_run("inbox", SensorRun(clock.now_ms(), 1, "ok"), [], None)
-    app = make_app(readonly=True)
+    app = make_app(readonly=True, sensors=({"use": "inbox"},))
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.press("3")
         await wait_for(lambda: isinstance(app.screen, HistoryScreen) and app.screen.rows, "history")

@@ -171,6 +171,7 @@ def test_at_80x24_the_header_names_the_home_and_the_footer_keeps_whole_words(
 ) -> None:
     pane = crowded_session
     screen = wait_screen(pane, lambda s: "rows 1–100 of 10,000" in s, "the first window of 10,000 tasks")
+    screen = wait_screen(pane, lambda s: "- Lower" in s.splitlines()[-1], "the footer of the highlighted row")
     lines = screen.splitlines()
     assert lines[0].rstrip().endswith("/home")  # the home it watches, cut at the front if long
     title = pane.tmux("display-message", "-p", "-t", pane.name, "#{pane_title}").strip()
@@ -178,7 +179,8 @@ def test_at_80x24_the_header_names_the_home_and_the_footer_keeps_whole_words(
     assert lines[1].startswith(" ○ not started")
     assert "Pending 9,700" in lines[2]
     assert "Approval 200" in lines[2]
-    assert lines[-1].rstrip() == " n New  + Raise  d Defer  x Cancel  / Filter  a Approve  q Quit  ? Help"
+    # the highlighted row has priority 1 and waits for nothing: Raise and Approve do not apply to it
+    assert lines[-1].rstrip() == " n New  - Lower  d Defer  x Cancel  spc Mark  / Filter  q Quit  ? Help"
     pane.keys("Space")
     screen = wait_screen(pane, lambda s: "1 marked" in s, "the marked badge")
     assert screen.splitlines()[1].startswith(" ○ not started")  # beside the loop line, not over it

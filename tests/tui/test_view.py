@@ -389,7 +389,7 @@ async def test_a_frozen_view_and_a_paused_loop_are_named_apart(make_app: AppFact
     async with app.run_test(size=(160, 30)) as pilot:
         await wait_for(lambda: len(shown_ids(app)) == 1, "row")
         await db.set_loop_values({"gate": {"state": "paused", "reason": "upgrade", "until": None}})
-        loop = queue(app).query_one("#loop", Static)
+        loop = queue(app).query_one("#gate", Static)  # a closed gate has a line of its own
         await wait_for(lambda: "loop paused: upgrade" in plain(loop), "the loop's pause")
         await pilot.press("p")
         header = plain(loop) + plain(queue(app).query_one("#badges", Static))

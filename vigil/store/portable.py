@@ -102,7 +102,8 @@ SELECT * FROM (SELECT * FROM tasks WHERE status IN ('pending', 'blocked', 'waiti
 def settle_sql(worker_matches: str) -> str:
     """``SQL_SETTLE``: writes a task's fate (``vigil.fate.Fate``: :status, :retry_at
     NULL to keep the due time, :give_back 1 to give the attempt back, :summary and
-    :detail NULL to keep them, :review / :approval 1 to set that state pending) and
+    :detail both NULL to keep them (either given: both are this run's, so a later
+    run's summary never sits beside an earlier run's detail), :review / :approval 1 to set that state pending) and
     adds its run's costs (:cost_usd … :denials; zeros for a task put back unrun),
     releasing the claim; only while the task is active under :worker, so a claim
     that lost the task (to crash recovery, or its agent closed it) writes nothing.
@@ -117,7 +118,8 @@ UPDATE tasks SET status = :status,
        review = CASE WHEN CAST(:review AS integer) = 1 THEN 'pending' ELSE review END,
        approval = CASE WHEN CAST(:approval AS integer) = 1 THEN 'pending' ELSE approval END,
        result_summary = coalesce(CAST(:summary AS text), result_summary),
-       result_detail = coalesce(CAST(:detail AS text), result_detail),
+       result_detail = CASE WHEN CAST(:summary AS text) IS NULL AND CAST(:detail AS text) IS NULL
+                            THEN result_detail ELSE CAST(:detail AS text) END,
        cost_usd = cost_usd + :cost_usd, api_cost_usd = api_cost_usd + :api_cost_usd,
        tokens_in = tokens_in + :tokens_in, tokens_out = tokens_out + :tokens_out,
        denials = denials + :denials, model = coalesce(:model, model),
