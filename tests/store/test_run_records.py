@@ -4,8 +4,11 @@ rolls up by account."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.store.contract import NO_BACKOFF, claim, new, success
 from vigil.clock import ManualClock
+from vigil.errors import Refused
 from vigil.models import Outcome, OutcomeKind, TaskStatus
 from vigil.store import CostGroup, Store
 
@@ -39,14 +42,21 @@ async def test_a_run_the_agent_did_not_close_keeps_its_own_summary(store: Store,
     assert (two.agent_status, two.summary, two.account) == (None, "all good", "b")
 
 
-async def test_a_close_from_another_or_an_ended_run_leaves_the_runs_alone(store: Store, clock: ManualClock) -> None:
+async def test_a_close_from_another_or_an_ended_run_is_refused_and_changes_nothing(
+    store: Store, clock: ManualClock
+) -> None:
     await store.add_task(new("one"))
     first = await claim(store)
     await store.record(first, success(summary="first run"), worker="w1")
     await store.add_task(new("two"))
     other = await claim(store)
-    # the first run has ended: only the task is closed, its record stays
-    await store.close_task(other.task.id, TaskStatus.BLOCKED, "waits", actor="agent", run_id=first.run_id)
+    before = await store.get_task(other.task.id)
+    # the first run has ended, and is another task's: neither the task nor a run changes
+    with pytest.raises(Refused, match=f"run #{first.run_id} is not a run of task #{other.task.id}"):
+        await store.close_task(other.task.id, TaskStatus.BLOCKED, "waits", actor="agent", run_id=first.run_id)
+    with pytest.raises(Refused, match=f"run #{first.run_id} has ended"):
+        await store.close_task(first.task.id, TaskStatus.BLOCKED, "waits", actor="agent", run_id=first.run_id)
+    assert await store.get_task(other.task.id) == before
     (run,) = await store.list_runs(first.task.id)
     assert (run.agent_status, run.summary) == (None, "first run")
     (open_run,) = await store.list_runs(other.task.id)
