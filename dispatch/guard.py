@@ -56,6 +56,7 @@ import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from dispatch.accounts import pick
 from dispatch.alerts import AlertHook, make_event, waiting_event
@@ -113,6 +114,16 @@ class ClaimDecision:
     max_priority: int | None = None
     reason: str = ""
     until: int | None = None
+
+
+class Guardrails(Protocol):
+    """What the loop asks before and after each attempt: ``Guard``, or in tests a
+    permissive one that always lets it claim and run."""
+
+    async def may_claim(self, now_ms: int) -> ClaimDecision: ...
+    async def after_outcome(self, task: Task, outcome: Outcome) -> None: ...
+    async def deferred(self, task: Task, skills: Sequence[Skill]) -> Deferral | None: ...
+    def needs_approval(self, task: Task, skills: Sequence[Skill]) -> bool: ...
 
 
 class Guard:

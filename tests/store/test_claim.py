@@ -183,5 +183,5 @@ async def test_set_executor_records_it_on_the_run_and_the_active_task(store: Sto
     assert (await store.get_task(claimed.task.id)).executor == "command"
     (run,) = await store.list_runs(added.task_id or 0)
     assert run.executor == "command"
-    finished = await store.record(claimed, success(), worker="w1")
+    finished = (await store.record(claimed, success(), worker="w1")).task
     assert finished.executor == "command"

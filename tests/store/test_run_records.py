@@ -21,7 +21,7 @@ async def test_a_run_keeps_what_its_agent_closed_the_task_as(store: Store, clock
     await store.record(first, success(summary="I will look again later"), worker="w1")
     second = await claim(store)
     await store.close_task(second.task.id, TaskStatus.FAILED, "it never came", actor="agent", run_id=second.run_id)
-    task = await store.record(second, success(summary="Done."), worker="w1")
+    task = (await store.record(second, success(summary="Done."), worker="w1")).task
 
     one, two = await store.list_runs(task.id)
     assert (one.agent_status, one.summary) == ("pending", "the release is not out")
@@ -81,3 +81,30 @@ async def test_spend_rolls_up_by_account(store: Store, clock: ManualClock) -> No
         await store.record(c, success(cost_usd=cost, account=account), worker="w1")
     rows = {row.key: (row.runs, row.cost_usd) for row in await store.cost_rollup(since_ms=since, by=CostGroup.ACCOUNT)}
     assert rows == {"claude:b": (1, 2.0), "claude:a": (2, 1.5), "(none)": (1, 0.25)}
+
+
+async def test_record_returns_what_it_decided(store: Store, clock: ManualClock) -> None:
+    await store.add_task(new("ask, then hit the limit, then fail", max_retries=3))
+    asking = await claim(store)
+    await store.ask(asking.task.id, "which branch?", actor="agent", run_id=asking.run_id)
+    asked = await store.record(asking, success(), worker="w1")  # the CLI said success; the run asked
+    assert (asked.outcome.kind, asked.task.status, asked.attempt_given_back) == (
+        OutcomeKind.ASKED,
+        TaskStatus.WAITING,
+        True,
+    )
+    await store.answer(asking.task.id, "main", actor="human")
+    limited = await claim(store)
+    given_back = await store.record(limited, Outcome(OutcomeKind.USAGE_LIMITED), worker="w1")
+    assert (given_back.task.status, given_back.attempt_given_back) == (TaskStatus.PENDING, True)
+    failing = await claim(store)
+    counted = await store.record(failing, Outcome(OutcomeKind.TRANSIENT), worker="w1", policy=NO_BACKOFF)
+    assert (counted.outcome.kind, counted.attempt_given_back) == (OutcomeKind.TRANSIENT, False)
+    assert counted.fate is not None
+    assert counted.fate.status is TaskStatus.PENDING
+    replayed = await store.record(failing, success(), worker="w1")  # already recorded: nothing decided
+    assert (replayed.fate, replayed.task) == (None, counted.task)
+    closing = await claim(store)
+    await store.close_task(closing.task.id, TaskStatus.FAILED, "no", actor="agent", run_id=closing.run_id)
+    kept = await store.record(closing, success(), worker="w1")  # its agent decided: no fate written
+    assert (kept.fate, kept.task.status) == (None, TaskStatus.FAILED)
