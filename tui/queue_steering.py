@@ -1,52 +1,58 @@
-"""The queue's task keys (``+ - d x r a R``): on the marked tasks if any, else on the
-highlighted one, through ``tui.steering``'s conditional writes, after a
-confirmation where one is due (a bulk change, a cancel, an approval) and a
-preview of which tasks it touches and which it skips.
+"""The queue's task keys (``+ - d x r a R``) as an object its screen owns: on the
+marked tasks if any, else on the highlighted one, through ``tui.steering``'s
+conditional writes, after a confirmation where one is due (a bulk change, a
+cancel, an approval) and a preview of which tasks it touches and which it skips.
+
+The screen's ``action_*`` methods call ``QueueActions`` (so a failing one is shown,
+as every screen action is); it knows the screen only as a ``LiveScreen`` and the
+three callables it is given, never imports it back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from rich.text import Text
-from textual.dom import DOMNode
 
 from tui.cells import one_line
 from tui.dialogs import ConfirmDialog, preview
 from tui.forms import DeferChoice, DeferForm, ReasonForm
-from tui.safety import guard_handlers, guarded
+from tui.live import LiveScreen
+from tui.safety import report
 from tui.steering import Action, applies, apply_many, decision_effect, summarize
 from vigil.models import Task, TaskStatus
 
-if TYPE_CHECKING:
-    from tui.queue_screen import QueueScreen
-
 VERBS = {Action.CANCEL: "Cancel", Action.RAISE: "Raise the priority of", Action.LOWER: "Lower the priority of"}
+# Asked before a write to one task (a bulk write always asks): approval lets work run
+# that waited for a person; a cancel ends work.
+CONFIRM_ONE = frozenset({Action.CANCEL, Action.APPROVE})
 
 
-class QueueSteering:
-    """Mixed into ``QueueScreen``: its task actions."""
+class QueueActions:
+    """The queue screen's task actions. ``targets`` gives the tasks a key acts on,
+    ``marked`` whether rows are marked (a bulk action), ``written`` is called after
+    each write (marks cleared, the screen reloaded)."""
 
-    def action_raise(self) -> None:
-        _run_on_targets(_screen(self), Action.RAISE, confirm_bulk=True)
+    def __init__(
+        self,
+        screen: LiveScreen[Any],
+        targets: Callable[[], list[Task]],
+        marked: Callable[[], bool],
+        written: Callable[[], None],
+    ) -> None:
+        self._screen = screen
+        self._targets = targets
+        self._marked = marked
+        self._written = written
 
-    def action_lower(self) -> None:
-        _run_on_targets(_screen(self), Action.LOWER, confirm_bulk=True)
+    def act(self, action: Action) -> None:
+        """Raise, lower, retry, cancel or approve the targets, confirmed where due."""
+        bulk = self._marked()
+        self._confirm_then_write(action, confirm=bulk or action in CONFIRM_ONE)
 
-    def action_retry(self) -> None:
-        _run_on_targets(_screen(self), Action.RETRY, confirm_bulk=True)
-
-    def action_cancel(self) -> None:
-        _run_on_targets(_screen(self), Action.CANCEL, confirm_bulk=True, confirm_one=True)
-
-    def action_approve(self) -> None:
-        # Confirmed even for one task: approval lets work run that waited for a person.
-        _run_on_targets(_screen(self), Action.APPROVE, confirm_bulk=True, confirm_one=True)
-
-    def action_defer(self) -> None:
-        screen = _screen(self)
-        targets, _ = _split(screen, Action.DEFER)
+    def defer(self) -> None:
+        targets, _ = self._split(Action.DEFER)
         if not targets:
             return
         if len(targets) == 1:
@@ -57,13 +63,13 @@ class QueueSteering:
 
         def chosen(choice: DeferChoice | None) -> None:
             if choice is not None:
-                _confirm_then_write(screen, Action.DEFER, confirm=len(targets) > 1, choice=choice)
+                self._confirm_then_write(Action.DEFER, confirm=len(targets) > 1, choice=choice)
 
-        screen.app.push_screen(DeferForm(screen.ctx.clock, what, screen.ctx.times, due_ms=due), chosen)
+        ctx = self._screen.ctx
+        self._screen.app.push_screen(DeferForm(ctx.clock, what, ctx.times, due_ms=due), chosen)
 
-    def action_reject(self) -> None:
-        screen = _screen(self)
-        targets, skipped = _split(screen, Action.REJECT)
+    def reject(self) -> None:
+        targets, skipped = self._split(Action.REJECT)
         if not targets:
             return
         label = f"#{targets[0].id}" if len(targets) == 1 else f"{len(targets)} tasks"
@@ -71,83 +77,53 @@ class QueueSteering:
 
         def answered(reason: str | None) -> None:
             if reason:
-                _write(screen, Action.REJECT, targets, reason=reason)
+                self._write(Action.REJECT, targets, reason=reason)
 
-        form = ReasonForm(
-            title,
-            label="Reason (kept in the task's summary and audit trail)",
-            required=True,
-            details=preview(targets, skipped),
-        )
-        screen.app.push_screen(form, answered)
+        label = "Reason (kept in the task's summary and audit trail)"
+        form = ReasonForm(title, label=label, required=True, details=preview(targets, skipped))
+        self._screen.app.push_screen(form, answered)
 
+    def _split(self, action: Action) -> tuple[list[Task], list[Task]]:
+        targets = self._targets()
+        return [t for t in targets if applies(action, t)], [t for t in targets if not applies(action, t)]
 
-def _screen(mixin: QueueSteering) -> QueueScreen:
-    from tui.queue_screen import QueueScreen
+    def _confirm_then_write(self, action: Action, *, confirm: bool, choice: DeferChoice | None = None) -> None:
+        targets, skipped = self._split(action)
+        if not targets:
+            return
+        if not confirm:
+            self._write(action, targets, choice=choice)
+            return
+        words = VERBS.get(action, str(action).capitalize())
+        label = f"#{targets[0].id}" if len(targets) == 1 else f"{len(targets)} tasks"
+        question = Text(f"{words} {label}?", style="bold")
+        if action is Action.DEFER and choice is not None:
+            question = Text(f"Defer {label} {choice.label}?", style="bold")
+        if action is Action.CANCEL and any(t.status is TaskStatus.ACTIVE for t in targets):
+            question.append("\nA running task gets a cancel request; the dispatcher stops it.", style="yellow")
+        if action is Action.APPROVE:
+            question.append(f"\n{decision_effect(Action.APPROVE, targets)}", style="yellow")
 
-    assert isinstance(mixin, QueueScreen)
-    return mixin
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._write(action, targets, choice=choice)
 
+        self._screen.app.push_screen(ConfirmDialog(question, preview(targets, skipped)), answered)
 
-def _split(screen: QueueScreen, action: Action) -> tuple[list[Task], list[Task]]:
-    targets = screen.targets()
-    return [t for t in targets if applies(action, t)], [t for t in targets if not applies(action, t)]
+    def _write(
+        self, action: Action, targets: Sequence[Task], *, choice: DeferChoice | None = None, reason: str | None = None
+    ) -> None:
+        work = self._apply_write(action, list(targets), choice, reason)
+        self._screen.run_worker(work, group="write", exit_on_error=False)
 
-
-def _run_on_targets(screen: QueueScreen, action: Action, *, confirm_bulk: bool, confirm_one: bool = False) -> None:
-    bulk = bool(screen.table.marks)
-    _confirm_then_write(screen, action, confirm=(bulk and confirm_bulk) or (not bulk and confirm_one))
-
-
-def _confirm_then_write(
-    screen: QueueScreen, action: Action, *, confirm: bool, choice: DeferChoice | None = None
-) -> None:
-    targets, skipped = _split(screen, action)
-    if not targets:
-        return
-    if not confirm:
-        _write(screen, action, targets, choice=choice)
-        return
-    words = VERBS.get(action, str(action).capitalize())
-    label = f"#{targets[0].id}" if len(targets) == 1 else f"{len(targets)} tasks"
-    question = Text(f"{words} {label}?", style="bold")
-    if action is Action.DEFER and choice is not None:
-        question = Text(f"Defer {label} {choice.label}?", style="bold")
-    if action is Action.CANCEL and any(t.status is TaskStatus.ACTIVE for t in targets):
-        question.append("\nA running task gets a cancel request; the dispatcher stops it.", style="yellow")
-    if action is Action.APPROVE:
-        question.append(f"\n{decision_effect(Action.APPROVE, targets)}", style="yellow")
-
-    def answered(yes: bool | None) -> None:
-        if yes:
-            _write(screen, action, targets, choice=choice)
-
-    screen.app.push_screen(ConfirmDialog(question, preview(targets, skipped)), answered)
-
-
-def _write(
-    screen: QueueScreen,
-    action: Action,
-    targets: Sequence[Task],
-    *,
-    choice: DeferChoice | None = None,
-    reason: str | None = None,
-) -> None:
-    screen.run_worker(_apply_write(screen, action, list(targets), choice, reason), group="write", exit_on_error=False)
-
-
-@guarded("changing tasks")
-async def _apply_write(
-    screen: QueueScreen, action: Action, targets: list[Task], choice: DeferChoice | None, reason: str | None
-) -> None:
-    reports = await apply_many(screen.ctx, action, targets, choice=choice, reason=reason)
-    message, ok = summarize(reports)
-    screen.notify(message, severity="information" if ok else "warning", markup=False)
-    if screen.table.marks:
-        screen.table.clear_marks()
-        screen.show_badges()
-    screen.reload()
-
-
-# A failing key must not end the app (as LiveScreen does for a screen's own actions).
-guard_handlers(cast("type[DOMNode]", QueueSteering), ("action_",))
+    async def _apply_write(
+        self, action: Action, targets: list[Task], choice: DeferChoice | None, reason: str | None
+    ) -> None:
+        try:
+            reports = await apply_many(self._screen.ctx, action, targets, choice=choice, reason=reason)
+        except Exception as err:  # shown, as a screen's own handler's would be: never fatal
+            report(self._screen, err, "changing tasks")
+            return
+        message, ok = summarize(reports)
+        self._screen.notify(message, severity="information" if ok else "warning", markup=False)
+        self._written()

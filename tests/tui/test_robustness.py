@@ -249,10 +249,10 @@ async def test_a_failing_key_handler_is_shown_and_the_app_keeps_running(
     await add(db, "one")
     app = make_app()
 
-    def boom(screen: object, action: object) -> None:
+    def boom(actions: object, action: object) -> None:
         raise RuntimeError("handler bug")
 
-    monkeypatch.setattr(queue_steering, "_split", boom)
+    monkeypatch.setattr(queue_steering.QueueActions, "_split", boom)
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(lambda: len(shown_ids(app)) == 1, "row")
         await pilot.press("d")
