@@ -215,11 +215,12 @@ class Dispatcher:
         (``stopped`` for a stop or a full disk: not the task's doing)."""
         task = claim.task
         try:
-            executor_name, ctx, work = await self._preparer.prepare(claim, skills)
-            executor = self._executors(executor_name)
-            if executor_name != self._settings.dispatch.executor:
+            attempt = await self._preparer.prepare(claim, skills)
+            ctx, work = attempt.ctx, attempt.work
+            executor = self._executors(attempt.executor)
+            if attempt.executor != self._settings.dispatch.executor:
                 # The claim recorded the configured executor; a skill chose this one.
-                await self._store.set_executor(claim, executor_name)
+                await self._store.set_executor(claim, attempt.executor)
         except InputError as err:  # no such repository, no such base: the task's fault
             return Outcome(OutcomeKind.FAILED, summary=str(err), error=str(err))
         except (OSError, GitError) as err:  # logs/ not writable, disk full, git failed: retried
