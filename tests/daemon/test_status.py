@@ -160,6 +160,7 @@ async def test_sensor_health(db: SqliteStore, settings: Settings, clock: ManualC
     assert "3 failure(s) in a row: connection refused" in text
 
 
+@pytest.mark.slow
 def test_status_cli_json_and_text(vigil: VigilRunner, home: Path) -> None:
     vigil("task", "add", "one", check=True)
 

@@ -120,6 +120,7 @@ async def test_a_runaway_sensor_is_capped_quickly_and_the_excess_counted(
     assert saved["good"].created_last == 2
 
 
+@pytest.mark.slow
 async def test_a_hanging_sensor_does_not_delay_the_others(
     store: SqliteStore, make_spec: SpecFactory, make_runner: RunnerFactory
 ) -> None:

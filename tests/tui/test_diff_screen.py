@@ -27,6 +27,8 @@ from vigil.models import Outcome, OutcomeKind, TaskStatus
 from vigil.store import Store
 from vigil.worktrees import make_worktree
 
+pytestmark = pytest.mark.slow
+
 LONG = "".join(f"line {n}\n" for n in range(300))
 
 

@@ -19,7 +19,7 @@ from vigil.models import NewTask, Outcome, OutcomeKind
 from vigil.store import open_store
 from vigil.worktrees import make_worktree
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"), pytest.mark.slow]
 
 
 def _awaiting_review(home: Path, repo: Repo) -> int:

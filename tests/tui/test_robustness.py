@@ -23,6 +23,8 @@ from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, Task
 from vigil.store import Store
 from vigil.task_query import TaskWindow
 
+pytestmark = pytest.mark.slow
+
 HOSTILE = [
     "closing [/] tag",
     "[bold]not bold[/bold] [link=http://x]x[/link]",
