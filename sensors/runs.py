@@ -1,8 +1,8 @@
 """``SensorRuns``: running the configured sensors once, now or when due.
 
-What a scheduler tick does for one sensor (``consider``) and the two on-demand
-forms, ``run_now`` (``vigil sensors run``) and ``run_due`` (every due sensor at the
-clock's now, as a tick would). ``sensors.runner.SensorRunner`` adds the scheduler.
+What a scheduler tick does for one sensor (``consider``) and the on-demand form,
+``run_now`` (``vigil sensors run``). ``sensors.runner.SensorRunner`` adds the
+scheduler.
 Every run goes through ``sensors.execution.execute``.
 """
 
@@ -63,7 +63,8 @@ class SensorRuns:
         """When ``spec`` is next due (epoch ms), for this runner (``timing.due_at``)."""
         return due_at(spec.schedule, state, self._settings.sensor_defaults.max_backoff_ms, self._since)
 
-    def _env(self, http: HttpPool) -> RunEnv:
+    def run_env(self, http: HttpPool) -> RunEnv:
+        """What every run of these sensors shares, with ``http`` as its client."""
         return RunEnv(
             store=self._store,
             clock=self._clock,
@@ -125,21 +126,13 @@ class SensorRuns:
             chosen = [self._specs[n] for n in dict.fromkeys(names)]
         return await self._each(chosen, lambda spec, env: self._run(spec, env, states.get(spec.name)))
 
-    async def run_due(self) -> list[SensorReport]:
-        """What a scheduler tick does, for every enabled sensor at the clock's now:
-        run those that are due (their persisted last run and back-off decide), and
-        record the runs not made. Returns the reports of the runs made."""
-        chosen = [spec for spec in self._specs.values() if spec.enabled]
-        reports = await self._each(chosen, lambda spec, env: self.consider(spec, env, None))
-        return [report for report in reports if report is not None]
-
     async def _each(self, chosen: Sequence[SensorSpec], one: Callable[[SensorSpec, RunEnv], Awaitable[R]]) -> list[R]:
         """``one`` for each of ``chosen`` concurrently (at most ``RUN_NOW_CONCURRENCY``
         at a time), sharing one HTTP client."""
         own_client = self._http is None
         http = self._http or HttpPool()
         gate = asyncio.Semaphore(RUN_NOW_CONCURRENCY)
-        env = self._env(http)
+        env = self.run_env(http)
 
         async def bounded(spec: SensorSpec) -> R:
             async with gate:

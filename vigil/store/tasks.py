@@ -324,9 +324,6 @@ class Tasks:
         ASCII); a rare match over a long history reads until a page is found."""
         return self._engine.read(lambda tx: read_history(tx, text, before=before, limit=limit))
 
-    def _tasks(self, sql: str, params: dict[str, Any] | None = None) -> list[Task]:
-        return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(sql, params)])
-
     def get_task(self, task_id: int) -> Task:
         """The task; raises ``TaskNotFound``."""
         return self._engine.read(lambda tx: task_of(tx, require_task(tx, task_id)))
