@@ -17,6 +17,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/vulture
 
 # Every test: on three workers (pytest-xdist; each has its own temporary folders and
 # PostgreSQL server; a test file stays on one worker, so a module's fixtures are

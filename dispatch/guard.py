@@ -152,7 +152,7 @@ class Guard:
         self._values = values
         gate = LoopGate.from_json(values.get(GATE_KEY))
         if gate.state is GateState.GATED and gate.is_open(now_ms):
-            lifted = await lift_expired(self._store, by=ACTOR, now_ms=now_ms, raw=values.get(GATE_KEY), read=False)
+            lifted = await lift_expired(self._store, by=ACTOR, now_ms=now_ms, stored=values.get(GATE_KEY))
             if lifted is not None:
                 # said once an attempt gets through: the first one may meet the same wall
                 self._lifted = lifted

@@ -86,7 +86,7 @@ class Dispatcher:
         self._heartbeat = Heartbeat(store, clock, worker_id)
         self._note_writes: set[asyncio.Future[None]] = set()  # heartbeats carrying a live note
         self._preparer = AttemptPreparer(store, settings, clock)
-        self._held_back: ClaimDecision | None = None  # the guard's last "no", while it lasts
+        self._restriction: ClaimDecision | None = None  # the guard's last "no" or "only urgent ones", while it lasts
         self._space = SpaceWait(settings.dispatch, clock)  # after runs that found the disk full
 
     # --- control -------------------------------------------------------------------
@@ -102,11 +102,11 @@ class Dispatcher:
             self._stop_reason = reason
 
     @property
-    def held_back(self) -> ClaimDecision | None:
+    def claim_restriction(self) -> ClaimDecision | None:
         """The guard's last refusal to claim (paused, gated) or restriction (over
         budget: urgent tasks only), while it lasts; else None. Its ``until`` is when
         the idle loop asks the guard again."""
-        return self._held_back
+        return self._restriction
 
     async def mark_stopped(self) -> None:
         """Write the ``stopped`` heartbeat (a clean exit, not a death)."""
@@ -143,17 +143,17 @@ class Dispatcher:
         disk keeps the loop waiting, that wait (announced when it began)."""
         waiting = self._space.decision(self._clock.now_ms())
         if waiting is not None:
-            self._held_back = waiting
+            self._restriction = waiting
             return waiting
         decision = await self._guard.may_claim(self._clock.now_ms())
-        if not decision.may_claim and self._held_back is None:
+        if not decision.may_claim and self._restriction is None:
             log.warning("not claiming: %s", decision.reason)
-        elif decision.may_claim and decision.max_priority is None and self._held_back is not None:
+        elif decision.may_claim and decision.max_priority is None and self._restriction is not None:
             log.info("claiming again")
         # Over budget the loop is held back only in part: kept, so that with only routine
         # tasks due the idle loop sleeps until the guard's recheck instead of spinning.
         restricted = not decision.may_claim or decision.max_priority is not None
-        self._held_back = decision if restricted else None
+        self._restriction = decision if restricted else None
         return decision
 
     async def _claim(self) -> Claim | None:
@@ -367,7 +367,7 @@ class Dispatcher:
         holds the loop back, the time it lets go by itself), a wake-up, a commit by
         another process (a new task, a person resuming the loop), or ``stop``.
         Returns after at least one probe, so nothing can make the loop spin."""
-        held = self._held_back
+        held = self._restriction
         wake_at = held.until if held is not None else await self._store.next_due_at()
         version = await self._store.data_version()
         heartbeat_s = real_seconds(self._clock, self._settings.dispatch.heartbeat_ms)

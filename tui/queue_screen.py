@@ -4,7 +4,7 @@ The table is a window on the whole store: the screen's filter and sort are a
 ``TaskQuery`` the store answers (``Store.task_window``), and the table holds
 ``WINDOW_ROWS`` rows of the answer from ``window_start``, moved past its edges
 (``tui.queue_window``). The screen turns keys into store writes through the
-actions object it owns (``tui.queue_steering.QueueActions``) and shows what
+actions object it owns (``tui.task_actions.TaskActions``) and shows what
 happened; its widgets only display what they are given.
 """
 
@@ -32,12 +32,12 @@ from tui.live import Banner, LiveScreen
 from tui.loaders import QueueSnapshot, load_queue
 from tui.ordering import SortBy, clicked_sort, next_sort
 from tui.queue_notes import badges_text, empty_text, inbox_folder, window_note
-from tui.queue_steering import QueueActions
 from tui.queue_table import QueueTable
 from tui.queue_window import Landing, land, past_edge
 from tui.safety import guarded
 from tui.steering import Action, applies
 from tui.tabs import TabBar
+from tui.task_actions import TaskActions
 from vigil.errors import InputError
 from vigil.models import NewTask, Task, TaskStatus
 from vigil.states import TASK_STATES
@@ -99,7 +99,7 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
         self._detail_chosen: bool | None = None  # i shows or hides the pane; None: by width
         self._filter_error = ""  # why the text in the filter box does not parse ("" = it does)
         self._view_only = False  # the next load follows a change of the view alone (not of the data)
-        self.steering = QueueActions(self, self.targets, lambda: bool(self.table.marks), self._written)
+        self.steering = TaskActions(self, self.targets, lambda: bool(self.table.marks), self._written)
 
     def compose(self) -> ComposeResult:
         yield Banner()

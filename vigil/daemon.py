@@ -400,7 +400,7 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tu
                     task = await dispatcher.run_once(stop)
                 finally:
                     await release_lane(dispatcher, lanes)
-            held = dispatcher.held_back
+            held = dispatcher.claim_restriction
             return task, None if held is None else held.reason
         finally:
             await alerts.drain()

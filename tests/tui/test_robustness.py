@@ -246,7 +246,7 @@ async def test_detail_pane_toggles(make_app: AppFactory, db: Store) -> None:
 async def test_a_failing_key_handler_is_shown_and_the_app_keeps_running(
     make_app: AppFactory, db: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tui import queue_steering
+    from tui import task_actions
 
     await add(db, "one")
     app = make_app()
@@ -254,7 +254,7 @@ async def test_a_failing_key_handler_is_shown_and_the_app_keeps_running(
     def boom(actions: object, action: object) -> None:
         raise RuntimeError("handler bug")
 
-    monkeypatch.setattr(queue_steering.QueueActions, "_split", boom)
+    monkeypatch.setattr(task_actions.TaskActions, "_split", boom)
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(lambda: len(shown_ids(app)) == 1, "row")
         await pilot.press("d")

@@ -1,9 +1,10 @@
-"""The queue's task keys (``+ - d x r a R``) as an object its screen owns: on the
-marked tasks if any, else on the highlighted one, through ``tui.steering``'s
-conditional writes, after a confirmation where one is due (a bulk change, a
-cancel, an approval) and a preview of which tasks it touches and which it skips.
+"""The task keys (``+ - d x r a R``) as an object a screen owns: the queue's act on
+the marked tasks if any, else on the highlighted one; the task screen's on its
+task. Each goes through ``tui.steering``'s conditional writes, after a
+confirmation where one is due (a bulk change, a cancel, an approval) and a
+preview of which tasks it touches and which it skips.
 
-The screen's ``action_*`` methods call ``QueueActions`` (so a failing one is shown,
+The screen's ``action_*`` methods call ``TaskActions`` (so a failing one is shown,
 as every screen action is); it knows the screen only as a ``LiveScreen`` and the
 three callables it is given, never imports it back.
 """
@@ -29,10 +30,10 @@ VERBS = {Action.CANCEL: "Cancel", Action.RAISE: "Raise the priority of", Action.
 CONFIRM_ONE = frozenset({Action.CANCEL, Action.APPROVE})
 
 
-class QueueActions:
-    """The queue screen's task actions. ``targets`` gives the tasks a key acts on,
-    ``marked`` whether rows are marked (a bulk action), ``written`` is called after
-    each write (marks cleared, the screen reloaded)."""
+class TaskActions:
+    """A screen's task actions. ``targets`` gives the tasks a key acts on, ``marked``
+    whether rows are marked (a bulk action: always confirmed), ``written`` is called
+    after each write (marks cleared, the screen reloaded)."""
 
     def __init__(
         self,
