@@ -13,7 +13,7 @@ from typing import TypeVar
 import pytest
 
 from dispatch.standby import StandbyNotice
-from dispatch.worker import this_host
+from dispatch.worker_ids import this_host
 from tests.conftest import VigilRunner
 from vigil.accounts import limit_account
 from vigil.clock import ManualClock, iso_utc
