@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Sequence
 
 from sensors.api import HttpPool
 from sensors.execution import RunEnv, SensorReport, execute
@@ -28,7 +27,6 @@ log = logging.getLogger("vigil.sensors")
 
 RUN_NOW_CONCURRENCY = 32  # sensors run at once by run_now; they mostly wait on I/O
 DUE_TOLERANCE_MS = 50  # a tick this early still counts as due (clock rounding)
-R = TypeVar("R")
 
 
 class SensorRuns:
@@ -124,19 +122,15 @@ class SensorRuns:
             chosen = [s for s in self._specs.values() if s.enabled and _enabled(states.get(s.name))]
         else:
             chosen = [self._specs[n] for n in dict.fromkeys(names)]
-        return await self._each(chosen, lambda spec, env: self._run(spec, env, states.get(spec.name)))
-
-    async def _each(self, chosen: Sequence[SensorSpec], one: Callable[[SensorSpec, RunEnv], Awaitable[R]]) -> list[R]:
-        """``one`` for each of ``chosen`` concurrently (at most ``RUN_NOW_CONCURRENCY``
-        at a time), sharing one HTTP client."""
+        # concurrently, at most RUN_NOW_CONCURRENCY at a time, sharing one HTTP client
         own_client = self._http is None
         http = self._http or HttpPool()
         gate = asyncio.Semaphore(RUN_NOW_CONCURRENCY)
         env = self.run_env(http)
 
-        async def bounded(spec: SensorSpec) -> R:
+        async def bounded(spec: SensorSpec) -> SensorReport:
             async with gate:
-                return await one(spec, env)
+                return await self._run(spec, env, states.get(spec.name))
 
         try:
             return list(await asyncio.gather(*(bounded(spec) for spec in chosen)))

@@ -35,7 +35,7 @@ from tui.queue_notes import badges_text, empty_text, inbox_folder, window_note
 from tui.queue_table import QueueTable
 from tui.queue_window import Landing, land, past_edge
 from tui.safety import guarded
-from tui.steering import Action, applies
+from tui.steering import KEY_ACTIONS, Action, applies
 from tui.tabs import TabBar
 from tui.task_actions import TaskActions
 from vigil.errors import InputError
@@ -47,8 +47,6 @@ DETAIL_PERCENT = 40  # the pane's width (DetailPane's CSS), and at least DETAIL_
 DETAIL_MIN = 30
 DETAIL_SUBJECT_MIN = 24  # beside the pane, the table keeps at least this much subject
 WRITE_ACTIONS = frozenset({"new_task", "raise", "lower", "defer", "cancel", "retry", "approve", "reject"})
-TASK_ACTIONS = {"raise": Action.RAISE, "lower": Action.LOWER, "defer": Action.DEFER, "cancel": Action.CANCEL}
-TASK_ACTIONS |= {"retry": Action.RETRY, "approve": Action.APPROVE, "reject": Action.REJECT}
 
 
 class QueueScreen(LiveScreen[QueueSnapshot]):
@@ -286,8 +284,8 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
             return False  # hidden: a read-only TUI never writes
         if action == "new_task" and isinstance(self.focused, Input):
             return False  # n typed in the filter box is a letter
-        if action in TASK_ACTIONS:
-            return True if any(applies(TASK_ACTIONS[action], t) for t in self.targets()) else None
+        if action in KEY_ACTIONS:
+            return True if any(applies(KEY_ACTIONS[action], t) for t in self.targets()) else None
         if action in ("mark", "open"):
             return True if self.table.current is not None else None
         return True

@@ -36,6 +36,9 @@ class Action(StrEnum):
     REJECT = "reject"  # awaiting approval → canceled; awaiting review → pending again (the reason a note)
 
 
+KEY_ACTIONS = {str(action): action for action in Action}  # a screen's action name (its key's) → the write
+
+
 PAST = {
     Action.RAISE: "raised",
     Action.LOWER: "lowered",

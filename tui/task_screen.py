@@ -33,7 +33,7 @@ from tui.keys import ANSWER, APPROVE, CANCEL, DEFER, DIFF, LOWER, RAISE, REJECT,
 from tui.live import Banner, LiveScreen
 from tui.loaders import TaskDetail, load_task
 from tui.safety import guarded
-from tui.steering import Action, applies
+from tui.steering import KEY_ACTIONS, Action, applies
 from tui.tabs import LoopLine, TabBar
 from tui.task_actions import TaskActions
 from tui.times import Times, span
@@ -41,15 +41,6 @@ from vigil.errors import InputError, TaskNotFound
 from vigil.models import Run, Task, TaskEvent, TaskStatus
 from vigil.render import TIME_KINDS
 
-STEERING = {
-    "raise": Action.RAISE,
-    "lower": Action.LOWER,
-    "defer": Action.DEFER,
-    "cancel": Action.CANCEL,
-    "retry": Action.RETRY,
-    "approve": Action.APPROVE,
-    "reject": Action.REJECT,
-}
 HUMAN = "human"  # who writes from the dashboard
 
 
@@ -280,7 +271,7 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "diff":  # a task with a branch (docs/coding.md)
             return True if self.detail is not None and self.detail.task.worktree is not None else None
-        if action not in STEERING and action not in PERSON_ONLY:
+        if action not in KEY_ACTIONS and action not in PERSON_ONLY:
             return True
         if self.ctx.readonly:
             return False
@@ -289,7 +280,7 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
             return None
         if action in PERSON_ONLY:
             return True if PERSON_ONLY[action](task) else None
-        return True if applies(STEERING[action], task) else None
+        return True if applies(KEY_ACTIONS[action], task) else None
 
     def action_answer(self) -> None:
         if self.detail is None or self.detail.task.status is not TaskStatus.WAITING:
