@@ -403,3 +403,20 @@ async def test_changes_to_a_missing_task_raise_task_not_found(store: Store, chan
     with pytest.raises(TaskNotFound):
         await store.add_note(404, "hello", author="human")
     assert await all_tasks(store) == []
+
+
+async def test_a_priority_step_starts_from_the_stored_priority(store: Store) -> None:
+    """Two people press + on the same view of a task at priority 5: it moves twice,
+    the step read and written in one transaction; at the end of the range it stays."""
+    added = await store.add_task(new("step me", priority=5))
+    assert added.task_id is not None
+    task_id = added.task_id
+    assert (await store.shift_priority(task_id, -1, actor="human"))[0] == 5
+    was, done = await store.shift_priority(task_id, -1, actor="human")
+    assert (was, done.priority) == (4, 3)
+    await store.set_priority(task_id, 1, actor="human")
+    assert await store.shift_priority(task_id, -1, actor="human") == (1, await store.get_task(task_id))
+    c = await claim(store)
+    with pytest.raises(InvalidTransition, match="is active, cannot change its priority"):
+        await store.shift_priority(c.task.id, 1, actor="human")
+    assert (await store.get_task(task_id)).priority == 1

@@ -497,6 +497,26 @@ class Tasks:
         sql = self._engine.q.SQL_SET_PRIORITY
         return self._change(task_id, "change its priority", sql, priority=priority, actor=actor)
 
+    def shift_priority(self, task_id: int, by: int, *, actor: str) -> tuple[int, Task]:
+        """Move a pending, blocked or waiting task's priority ``by`` steps (negative:
+        more urgent) from its stored one, kept within the range, in one transaction
+        (two people pressing + at once move it twice). Returns the priority it had and
+        the task (unchanged at the end of the range). Raises ``InvalidTransition``."""
+        values = {"id": task_id, "now": self._clock.now_ms(), "actor": actor}
+
+        def body(tx: Tx) -> tuple[int, Task]:
+            task = task_of(tx, require_task(tx, task_id, lock=True))
+            if task.status not in (TaskStatus.PENDING, TaskStatus.BLOCKED, TaskStatus.WAITING):  # SQL_SET_PRIORITY's
+                raise InvalidTransition(task_id, task.status, "change its priority")
+            wanted = min(MAX_PRIORITY, max(MIN_PRIORITY, task.priority + by))
+            if wanted == task.priority:
+                return task.priority, task
+            row = tx.one(tx.q.SQL_SET_PRIORITY, {**values, "priority": wanted})
+            assert row is not None  # the row is locked and its status allows it
+            return task.priority, task_of(tx, row)
+
+        return self._engine.write(body)
+
     def defer(self, task_id: int, until_ms: int, *, actor: str) -> Task:
         """Set ``scheduled_for`` of a pending or blocked task."""
         check_time_ms(until_ms, "the new due time")
