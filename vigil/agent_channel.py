@@ -33,7 +33,7 @@ from vigil.durations import parse_duration_ms
 from vigil.errors import InputError, Refused, TaskNotFound
 from vigil.home import check_skills_exist, scratch_path
 from vigil.lineage import parent_chain
-from vigil.models import MAX_PRIORITY, MIN_PRIORITY, NewTask, Run, Task, TaskStatus, skill_name_problem
+from vigil.models import NewTask, Run, Task, TaskStatus, skill_name_problem
 from vigil.store import Store
 
 ACTOR = "agent"
@@ -150,11 +150,8 @@ class AgentChannel:
         skills: Sequence[str] = (),
         task_id: int | None = None,
     ) -> str:
-        """A new task that follows up this one, in the same workspace."""
-        if not subject.strip():
-            raise InputError("subject must not be empty")
-        if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
-            raise InputError(f"priority must be {MIN_PRIORITY}-{MAX_PRIORITY}, not {priority}")
+        """A new task that follows up this one, in the same workspace (its subject
+        and priority are checked by the store, as every new task's)."""
         for name in skills:
             problem = skill_name_problem(name)
             if problem is not None:
