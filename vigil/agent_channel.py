@@ -18,8 +18,8 @@ message starts with ``refused:``, which the executors record on the run as a
 denial. The first ``close`` of a run decides: a later one is refused with what was
 decided. Each write checks its run again in the writing transaction (the store's
 ``require_open_run``), so a dispatcher recording the run between this channel's
-read and its write cannot be overtaken. Arguments are data: text is stored verbatim (backticks, ``$VAR``, quotes,
-newlines), never parsed by a shell.
+read and its write cannot be overtaken. Arguments are data: text is stored
+verbatim (backticks, ``$VAR``, quotes, newlines), never parsed by a shell.
 """
 
 from __future__ import annotations
