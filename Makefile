@@ -17,6 +17,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/vulture
 
 # Every test: on three workers (pytest-xdist; each has its own temporary folders and
 # PostgreSQL server; a test file stays on one worker, so a module's fixtures are
@@ -29,13 +30,16 @@ lint: $(STAMP)
 # run starts even when the first failed (one failure must not hide the tests that
 # run alone), and `make test` fails at the end if either did. Last, one block counts
 # the tests both runs skipped, by reason (tests/skips.py), so a green run that left
-# something out says so. The real agent CLIs are installed first (agent-clis).
+# something out says so. Every test's duration in the last run is kept, slowest
+# first, in $(DURATIONS) (tests/durations.py), the run before in
+# $(DURATIONS).previous: compare the two to see a test grown slow. The real agent CLIs are installed first (agent-clis).
 PYTEST_PARALLEL ?= -n 3 --dist loadfile --no-loadscope-reorder
+DURATIONS := .test-durations
 
 test: lint bytecode agent-clis
-	skips=$$(mktemp) || exit 1; status=0; \
-	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not alone" --durations=20 --skip-report=$$skips || status=1; \
-	$(BIN)/pytest -n 2 --dist loadfile -m alone --durations=5 --skip-report=$$skips || status=1; \
+	skips=$$(mktemp) || exit 1; status=0; [ ! -f $(DURATIONS) ] || mv -f $(DURATIONS) $(DURATIONS).previous; \
+	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not alone" --durations=20 --skip-report=$$skips --durations-file=$(DURATIONS) || status=1; \
+	$(BIN)/pytest -n 2 --dist loadfile -m alone --durations=5 --skip-report=$$skips --durations-file=$(DURATIONS) || status=1; \
 	echo; $(BIN)/python -m tests.skips $$skips || status=1; \
 	rm -f $$skips; exit $$status
 
@@ -46,7 +50,7 @@ test: lint bytecode agent-clis
 bytecode: $(STAMP)
 	$(BIN)/python -m compileall -q vigil dispatch sensors tui tests bench
 
-# The inner loop: lint, then the fast tier (the slow tier is listed in tests/conftest.py).
+# The inner loop: lint, then the fast tier (each test module declares its tier: tests/test_tiers.py).
 check: lint bytecode
 	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not slow" --durations=10
 

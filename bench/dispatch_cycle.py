@@ -55,7 +55,7 @@ from bench.harness import (
 from bench.peers import huey_consumer
 from dispatch.alerts import AlertHook
 from dispatch.executors.fake import FakeExecutor
-from dispatch.guard import Guard
+from dispatch.guard import ClaimDecision, Guard, Guardrails
 from dispatch.loop import Dispatcher
 from vigil.clock import SystemClock
 from vigil.config import Settings, load_settings
@@ -257,6 +257,22 @@ def raw_hop_contender(runner: asyncio.Runner, store: SqliteStore) -> Contender:
     return Contender(name, durability, lambda n: runner.run(chain(n)))
 
 
+class _Unguarded:
+    """The loop alone: a guard that lets everything through and reads nothing."""
+
+    async def may_claim(self, now_ms: int) -> ClaimDecision:
+        return ClaimDecision(True)
+
+    async def after_outcome(self, task: object, outcome: object) -> None:
+        return None
+
+    async def deferred(self, task: object, skills: object) -> None:
+        return None
+
+    def needs_approval(self, task: object, skills: object) -> bool:
+        return False
+
+
 def dispatcher_contender(
     name: str, runner: asyncio.Runner, store: SqliteStore, settings: Settings, *, guarded: bool
 ) -> tuple[Contender, AlertHook]:
@@ -264,7 +280,7 @@ def dispatcher_contender(
     is from one executor start to the next (the last: to the loop's return)."""
     clock = SystemClock()
     alerts = AlertHook(settings.alerts, settings.home)
-    guard = Guard(store, settings, clock, alerts) if guarded else None
+    guard: Guardrails = Guard(store, settings, clock, alerts) if guarded else _Unguarded()
 
     async def cycle(n: int) -> list[float]:
         await store.add_tasks([NewTask(f"task {i}") for i in range(n)], actor="bench")

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dispatch.accounts import account_env, pick, soonest
@@ -39,11 +39,11 @@ from dispatch.resumption import resume_after_failure, resume_for
 from dispatch.skills import Skill, load_skills
 from dispatch.workspace import code_of, is_agents_followup, make_workspace, workspace_of
 from dispatch.worktree import CodeWork, prepare_worktree, start_of
-from vigil.accounts import read_limits
+from vigil.accounts import AccountLimit, read_limits
 from vigil.budget import budget_use
 from vigil.clock import Clock, SystemClock
 from vigil.codework import CodeOptions
-from vigil.config import AGENT_EXECUTORS, EXECUTORS, STORE_URL_ENV, Settings
+from vigil.config import AGENT_EXECUTORS, STORE_URL_ENV, Settings
 from vigil.lineage import parent_chain
 from vigil.models import Claim, Outcome, Task
 from vigil.redaction import Redactor
@@ -66,6 +66,60 @@ def transcript_path(settings: Settings, task_id: int, attempt: int) -> Path:
 
 
 AGENT_CLIS = ("claude", "codex")  # the executors that get Vigil's MCP server
+DRY_RUN = "dry-run"  # builds and stores the prompt; starts no process
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorChoice:
+    """Which executor runs an attempt, and how. ``model`` None: the CLI's own
+    default; ``account`` None: the CLI's environment as it is (or no CLI);
+    ``timeout_ms`` the attempt's own; ``command`` a ``command`` skill's argv (None:
+    the configured one's)."""
+
+    executor: str
+    model: str | None
+    account: str | None
+    timeout_ms: int
+    command: tuple[str, ...] | None
+
+    @property
+    def starts_process(self) -> bool:
+        """False for dry-run: no workspace, worktree or checks to prepare."""
+        return self.executor != DRY_RUN
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """A prepared attempt: the executor's name, its run's context and its code work."""
+
+    executor: str
+    ctx: RunContext
+    work: CodeWork
+
+
+def choose_executor(
+    task: Task, skills: Sequence[Skill], settings: Settings, limits: Mapping[str, AccountLimit], now_ms: int
+) -> ExecutorChoice:
+    """The executor, model, account, timeout and command of ``task``'s attempt with
+    its ``skills``, under the accounts' usage ``limits`` at ``now_ms``: the first
+    skill that names one wins, else the configuration; a model set on the task wins
+    over both. When every account of the chosen agent CLI is limited, a fallback
+    executor (``[dispatch] fallback``, unless a skill forbids it) runs it with its
+    own default model; with none free either, the account whose limit ends first."""
+    executor = next((s.executor for s in skills if s.executor), None) or settings.dispatch.executor
+    default_models = {"claude": settings.claude.model, "codex": settings.codex.model}
+    # The task's own model (vigil task add --model) wins: it was chosen for this task.
+    model = task.model or next((s.model for s in skills if s.model), None) or default_models.get(executor)
+    where = pick(settings, executor, limits, now_ms, may_fall_back=all(s.fallback for s in skills))
+    if where.executor != executor:
+        # every account of its own is limited: a model named for it means nothing here
+        executor, model = where.executor, default_models.get(where.executor)
+    account = where.account
+    if account is None and where.free_at is not None:
+        account = soonest(settings, executor, limits)
+    timeout_ms = next((s.timeout_ms for s in skills if s.timeout_ms), None) or settings.dispatch.timeout_ms
+    command = next((s.command for s in skills if s.command), None)
+    return ExecutorChoice(executor, model, account, timeout_ms, command)
 
 
 def mcp_command(settings: Settings, run_id: int) -> tuple[str, ...]:
@@ -89,9 +143,10 @@ class AttemptPreparer:
         self._identity_path = settings.home / settings.dispatch.identity
         self._runs_dir = transcripts_dir(settings)
         self._runs_dir_made = False
-        # Read once: the environment as the dispatcher started (per executor, as
-        # each gets its own CLI's variables).
-        self._envs = {name: base_env(settings, executor=name) for name in EXECUTORS}
+        # Read once: the environment as the dispatcher started (an agent CLI's with
+        # its own CLI's variables; every other executor's and the checks' plain).
+        self._plain_env = base_env(settings)
+        self._envs = {name: base_env(settings, executor=name) for name in AGENT_EXECUTORS}
         # each account's: its folder or its key in the CLI's own variables
         self._account_envs = {
             (name, account.name): account_env(self._envs[name], name, account, os.environ)
@@ -99,7 +154,7 @@ class AttemptPreparer:
             for account in (settings.claude if name == "claude" else settings.codex).accounts
         }
         # the agent can only print the secrets it was given
-        envs = [*self._envs.values(), *self._account_envs.values()]
+        envs = [self._plain_env, *self._envs.values(), *self._account_envs.values()]
         every = {k: v for env in envs for k, v in env.items()}
         self._redactor = Redactor.from_env(every, settings.dispatch.pass_env)
 
@@ -114,8 +169,8 @@ class AttemptPreparer:
         except UnicodeDecodeError as err:
             raise OSError(f"{self._identity_path} is not UTF-8 text (byte {err.start})") from None
 
-    async def prepare(self, claim: Claim, skills: list[Skill]) -> tuple[str, RunContext, CodeWork]:
-        """The executor name, context and code work for ``claim``'s attempt with the
+    async def prepare(self, claim: Claim, skills: list[Skill]) -> Attempt:
+        """The executor, context and code work for ``claim``'s attempt with the
         task's ``skills`` (loaded by the caller).
 
         Raises ``RepositoryError`` (``InputError``) for a repository or base that
@@ -126,33 +181,20 @@ class AttemptPreparer:
         """
         settings, store = self._settings, self._store
         task = claim.task
-        executor = next((s.executor for s in skills if s.executor), None) or settings.dispatch.executor
-        default_model = {"claude": settings.claude.model, "codex": settings.codex.model}.get(executor)
-        # The task's own model (vigil task add --model) wins: it was chosen for this task.
-        model = task.model or next((s.model for s in skills if s.model), None) or default_model
-        limits = read_limits(await store.loop_values()) if executor in AGENT_EXECUTORS else {}
-        where = pick(settings, executor, limits, self._clock.now_ms(), may_fall_back=all(s.fallback for s in skills))
-        if where.executor != executor:
-            # every account of its own is limited: a model named for it means nothing here
-            executor = where.executor
-            model = {"claude": settings.claude.model, "codex": settings.codex.model}.get(executor)
-        account = where.account
-        if account is None and where.free_at is not None:
-            account = soonest(settings, executor, limits)
-        timeout_ms = next((s.timeout_ms for s in skills if s.timeout_ms), None) or settings.dispatch.timeout_ms
-        command = next((s.command for s in skills if s.command), None)
+        limits = read_limits(await store.loop_values())
+        choice = choose_executor(task, skills, settings, limits, self._clock.now_ms())
         parents = await parent_chain(store, task)
         code = code_of(task, skills, settings, self._gates(task, parents))
         workspace = workspace_of(task, skills, settings, parents)
         worktree = task.worktree
-        if executor != "dry-run":  # it starts no process: no folder to leave behind
+        if choice.starts_process:  # dry-run starts none: no folder to leave behind
             make_workspace(workspace)
             worktree = await prepare_worktree(store, task, workspace, code)
         previous_runs = [r for r in await store.list_runs(task.id) if r.id != claim.run_id]
         checks, review = code.checks or (), bool(code.review)
-        cli = {"claude": settings.claude, "codex": settings.codex}.get(executor)
+        cli = {"claude": settings.claude, "codex": settings.codex}.get(choice.executor)
         after_failure = resume_after_failure(cli, skills)
-        resume = resume_for(task, previous_runs, executor, workspace.path, after_failure=after_failure)
+        resume = resume_for(task, previous_runs, choice.executor, workspace.path, after_failure=after_failure)
         prompt = build_prompt(
             task,
             skills,
@@ -179,38 +221,39 @@ class AttemptPreparer:
 
         # the clone's own git folder, which Codex keeps read-only in a workspace
         writable = () if worktree is None else (Path(worktree.path) / ".git",)
+        agent_cli = choice.executor in AGENT_CLIS
         ctx = RunContext(
             home=settings.home,
             run_id=run_id,
             attempt=claim.attempt,
             prompt=prompt,
-            timeout_s=timeout_ms / 1000,
+            timeout_s=choice.timeout_ms / 1000,
             transcript_path=self._runs_dir / transcript_name(task.id, claim.attempt),
-            env=with_run_ids(self._env(executor, account), task.id, run_id),
-            model=model,
-            command=command,
+            env=with_run_ids(self._env(choice.executor, choice.account), task.id, run_id),
+            model=choice.model,
+            command=choice.command,
             on_process_start=on_process_start,
             redactor=self._redactor,
             workdir=workspace.path,
-            mcp_command=mcp_command(settings, run_id) if executor in AGENT_CLIS else (),
+            mcp_command=mcp_command(settings, run_id) if agent_cli else (),
             meter=Meter(settings.prices, await self._spend_limit(task, skills)),
             stall_timeout_s=settings.dispatch.stall_timeout_ms / 1000 or None,
-            account=account,
+            account=choice.account,
             writable_dirs=writable,
             repo=None if worktree is None else Path(worktree.repo),
-            resume=resume if executor in AGENT_CLIS else None,
+            resume=resume if agent_cli else None,
         )
         check_env = self._check_env(task.id, run_id)
         work = CodeWork(
             task_id=task.id,
             attempt=claim.attempt,
             worktree=worktree,
-            before=start_of(worktree) if executor != "dry-run" else None,
-            checks=checks if executor != "dry-run" else (),
+            before=start_of(worktree) if choice.starts_process else None,
+            checks=checks if choice.starts_process else (),
             review=review,
             cwd=workspace.path,
             env=check_env,
-            timeout_s=timeout_ms / 1000,
+            timeout_s=choice.timeout_ms / 1000,
             on_start=on_process_start,
             sandbox=(
                 check_sandbox(check_env, writable, network=settings.checks.network)
@@ -219,7 +262,7 @@ class AttemptPreparer:
             ),
             store=store,
         )
-        return executor, ctx, work
+        return Attempt(choice.executor, ctx, work)
 
     def _gates(self, task: Task, parents: Sequence[Task]) -> CodeOptions | None:
         """The gates an agent's follow-up inherits: its parent's code options as
@@ -239,7 +282,7 @@ class AttemptPreparer:
         account's, else the CLI's own variables as they are)."""
         if account is not None and (executor, account) in self._account_envs:
             return self._account_envs[(executor, account)]
-        return self._envs.get(executor, self._envs["dry-run"])
+        return self._envs.get(executor, self._plain_env)
 
     async def _spend_limit(self, task: Task, skills: Sequence[Skill]) -> SpendLimit | None:
         """The most this run may spend: what is left of the task's own
@@ -263,7 +306,7 @@ class AttemptPreparer:
     def _check_env(self, task_id: int, run_id: int) -> dict[str, str]:
         """The checks' environment: the agent's rules (the same few variables, the
         run's ids) without any agent CLI's own (its key) or the store's URL."""
-        env = {k: v for k, v in self._envs["dry-run"].items() if k != STORE_URL_ENV}
+        env = {k: v for k, v in self._plain_env.items() if k != STORE_URL_ENV}
         return with_run_ids(env, task_id, run_id)
 
 

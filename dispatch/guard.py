@@ -56,6 +56,7 @@ import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from dispatch.accounts import pick
 from dispatch.alerts import AlertHook, make_event, waiting_event
@@ -122,6 +123,16 @@ class ClaimDecision:
     until: int | None = None
 
 
+class Guardrails(Protocol):
+    """What the loop asks before and after each attempt: ``Guard``, or in tests a
+    permissive one that always lets it claim and run."""
+
+    async def may_claim(self, now_ms: int) -> ClaimDecision: ...
+    async def after_outcome(self, task: Task, outcome: Outcome) -> None: ...
+    async def deferred(self, task: Task, skills: Sequence[Skill]) -> Deferral | None: ...
+    def needs_approval(self, task: Task, skills: Sequence[Skill]) -> bool: ...
+
+
 class Guard:
     """Guardrails around one dispatcher. All state lives in the store (``loop_state``),
     so a restarted dispatcher, the CLI and the TUI all see the same gate."""
@@ -148,7 +159,7 @@ class Guard:
         self._values = values
         gate = LoopGate.from_json(values.get(GATE_KEY))
         if gate.state is GateState.GATED and gate.is_open(now_ms):
-            lifted = await lift_expired(self._store, by=ACTOR, now_ms=now_ms, raw=values.get(GATE_KEY), read=False)
+            lifted = await lift_expired(self._store, by=ACTOR, now_ms=now_ms, stored=values.get(GATE_KEY))
             if lifted is not None:
                 # said once an attempt gets through: the first one may meet the same wall
                 self._lifted = lifted

@@ -11,7 +11,7 @@ import logging
 import os
 import time
 
-from dispatch.worker import this_host
+from dispatch.worker_ids import this_host
 from vigil.clock import Clock
 from vigil.errors import VigilError
 from vigil.models import HEARTBEAT_KEY, Claim, DispatcherHeartbeat

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from dispatch.worker import this_host
+from dispatch.worker_ids import this_host
 from vigil.clock import Clock, iso_utc
 from vigil.errors import OperationError
 

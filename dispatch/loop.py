@@ -28,7 +28,7 @@ from dataclasses import replace
 
 from dispatch.attempt import AttemptPreparer, settled
 from dispatch.executors import Executor, ProgressNoted, RunContext
-from dispatch.guard import ClaimDecision, Guard
+from dispatch.guard import ClaimDecision, Guardrails
 from dispatch.heartbeat import Heartbeat
 from dispatch.skills import Skill, load_skills
 from dispatch.space import OutOfSpace, SpaceWait, out_of_space
@@ -55,8 +55,8 @@ CANCELLED_EXECUTOR = Outcome(OutcomeKind.INTERRUPTED, summary="interrupted", err
 class Dispatcher:
     """Runs due tasks one at a time. Not thread-safe; one per process and lock.
 
-    ``guard`` (optional) is asked before each claim (paused, gated, over budget) and
-    told each outcome; a task whose skill requires approval is held for a person.
+    ``guard`` is asked before each claim (paused, gated, over budget) and before
+    each run (a skill that requires approval, a deferral), and told each outcome.
     """
 
     def __init__(
@@ -67,7 +67,7 @@ class Dispatcher:
         clock: Clock,
         worker_id: str,
         *,
-        guard: Guard | None = None,
+        guard: Guardrails,
         rng: random.Random | None = None,
         poll_s: float = POLL_S,
     ) -> None:
@@ -86,7 +86,7 @@ class Dispatcher:
         self._heartbeat = Heartbeat(store, clock, worker_id)
         self._note_writes: set[asyncio.Future[None]] = set()  # heartbeats carrying a live note
         self._preparer = AttemptPreparer(store, settings, clock)
-        self._held_back: ClaimDecision | None = None  # the guard's last "no", while it lasts
+        self._restriction: ClaimDecision | None = None  # the guard's last "no" or "only urgent ones", while it lasts
         self._space = SpaceWait(settings.dispatch, clock)  # after runs that found the disk full
 
     # --- control -------------------------------------------------------------------
@@ -102,11 +102,11 @@ class Dispatcher:
             self._stop_reason = reason
 
     @property
-    def held_back(self) -> ClaimDecision | None:
+    def claim_restriction(self) -> ClaimDecision | None:
         """The guard's last refusal to claim (paused, gated) or restriction (over
         budget: urgent tasks only), while it lasts; else None. Its ``until`` is when
         the idle loop asks the guard again."""
-        return self._held_back
+        return self._restriction
 
     async def mark_stopped(self) -> None:
         """Write the ``stopped`` heartbeat (a clean exit, not a death)."""
@@ -138,36 +138,33 @@ class Dispatcher:
         claim = await self._claim()
         return None if claim is None else await self._attempt(claim)
 
-    async def _may_claim(self) -> ClaimDecision | None:
-        """The guard's answer (None without a guard); logs when claiming stops or
-        starts again. While a full disk keeps the loop waiting, that wait (announced
-        when it began)."""
+    async def _may_claim(self) -> ClaimDecision:
+        """The guard's answer; logs when claiming stops or starts again. While a full
+        disk keeps the loop waiting, that wait (announced when it began)."""
         waiting = self._space.decision(self._clock.now_ms())
         if waiting is not None:
-            self._held_back = waiting
+            self._restriction = waiting
             return waiting
-        if self._guard is None:
-            return None
         decision = await self._guard.may_claim(self._clock.now_ms())
-        if not decision.may_claim and self._held_back is None:
+        if not decision.may_claim and self._restriction is None:
             log.warning("not claiming: %s", decision.reason)
-        elif decision.may_claim and decision.max_priority is None and self._held_back is not None:
+        elif decision.may_claim and decision.max_priority is None and self._restriction is not None:
             log.info("claiming again")
         # Over budget the loop is held back only in part: kept, so that with only routine
         # tasks due the idle loop sleeps until the guard's recheck instead of spinning.
         restricted = not decision.may_claim or decision.max_priority is not None
-        self._held_back = decision if restricted else None
+        self._restriction = decision if restricted else None
         return decision
 
     async def _claim(self) -> Claim | None:
         decision = await self._may_claim()
-        if decision is not None and not decision.may_claim:
+        if not decision.may_claim:
             return None
         return await self._store.claim_next(
             worker=self.worker_id,
             lease_ms=self._settings.dispatch.lease_ms,
             executor=self._settings.dispatch.executor,
-            max_priority=None if decision is None else decision.max_priority,
+            max_priority=decision.max_priority,
         )
 
     async def _attempt(self, claim: Claim) -> Task:
@@ -178,11 +175,11 @@ class Dispatcher:
             skills = load_skills(self._settings.skills_dir, task.skills)
         except InputError as err:  # an unknown skill, a bad skill file: the task's fault
             return await self._record(claim, Outcome(OutcomeKind.FAILED, summary=str(err), error=str(err)))
-        if self._guard is not None and self._guard.needs_approval(task, skills):
+        if self._guard.needs_approval(task, skills):
             held = await self._store.put_back(claim, worker=self.worker_id, until=None)
             log.info("task #%d waits for a person's approval (vigil task approve %d)", task.id, task.id)
             return held
-        later = None if self._guard is None else await self._guard.deferred(task, skills)
+        later = await self._guard.deferred(task, skills)
         if later is not None:
             deferred = await self._store.put_back(claim, worker=self.worker_id, until=later.until)
             log.info("task #%d waits: %s", task.id, later.why)
@@ -194,27 +191,23 @@ class Dispatcher:
 
     async def _record(self, claim: Claim, outcome: Outcome) -> Task:
         """Record the attempt (its fate decided by the store, ``vigil.fate``), say what
-        became of the task, and tell the guard."""
+        became of the task, and tell the guard what the store recorded."""
         recorded = await self._store.record(claim, outcome, worker=self.worker_id, policy=self._policy)
-        if recorded.status is TaskStatus.WAITING:
-            # its agent asked a person (``vigil.fate.recorded_as``): whatever the CLI
-            # reported, the run was recorded as asked, and the guard counts it so
-            outcome = replace(outcome, kind=OutcomeKind.ASKED)
-        log.info("task #%d %s (%s)%s%s", recorded.id, recorded.status, outcome.kind, _denied(outcome), _brief(outcome))
-        if recorded.status is TaskStatus.PENDING and recorded.claimed_by is None:
-            given_back = recorded.attempt_count < claim.task.attempt_count
-            wait_s = max(recorded.scheduled_for - self._clock.now_ms(), 0) / 1000
-            log.info("task #%d: retry in %.0fs%s", recorded.id, wait_s, " (attempt not counted)" if given_back else "")
-        elif recorded.status is TaskStatus.WAITING:
-            log.info('task #%d waits for a person\'s answer (vigil task answer %d "…")', recorded.id, recorded.id)
-        elif recorded.awaiting_review:
-            log.info("task #%d waits for a person's review (vigil task approve/reject %d)", recorded.id, recorded.id)
-        if self._guard is not None:
-            try:
-                await self._guard.after_outcome(recorded, outcome)
-            except VigilError as err:
-                log.error("guard could not record task #%d's outcome: %s", recorded.id, err)
-        return recorded
+        task, outcome = recorded.task, recorded.outcome
+        log.info("task #%d %s (%s)%s%s", task.id, task.status, outcome.kind, _denied(outcome), _brief(outcome))
+        if task.status is TaskStatus.PENDING and task.claimed_by is None:
+            wait_s = max(task.scheduled_for - self._clock.now_ms(), 0) / 1000
+            counted = " (attempt not counted)" if recorded.attempt_given_back else ""
+            log.info("task #%d: retry in %.0fs%s", task.id, wait_s, counted)
+        elif task.status is TaskStatus.WAITING:
+            log.info('task #%d waits for a person\'s answer (vigil task answer %d "…")', task.id, task.id)
+        elif task.awaiting_review:
+            log.info("task #%d waits for a person's review (vigil task approve/reject %d)", task.id, task.id)
+        try:
+            await self._guard.after_outcome(task, outcome)
+        except VigilError as err:
+            log.error("guard could not record task #%d's outcome: %s", task.id, err)
+        return task
 
     async def _prepare_and_run(self, claim: Claim, skills: list[Skill]) -> Outcome:
         """Prepare the attempt and run it, the agent and then its code work (the
@@ -222,11 +215,12 @@ class Dispatcher:
         (``stopped`` for a stop or a full disk: not the task's doing)."""
         task = claim.task
         try:
-            executor_name, ctx, work = await self._preparer.prepare(claim, skills)
-            executor = self._executors(executor_name)
-            if executor_name != self._settings.dispatch.executor:
+            attempt = await self._preparer.prepare(claim, skills)
+            ctx, work = attempt.ctx, attempt.work
+            executor = self._executors(attempt.executor)
+            if attempt.executor != self._settings.dispatch.executor:
                 # The claim recorded the configured executor; a skill chose this one.
-                await self._store.set_executor(claim, executor_name)
+                await self._store.set_executor(claim, attempt.executor)
         except InputError as err:  # no such repository, no such base: the task's fault
             return Outcome(OutcomeKind.FAILED, summary=str(err), error=str(err))
         except (OSError, GitError) as err:  # logs/ not writable, disk full, git failed: retried
@@ -374,7 +368,7 @@ class Dispatcher:
         holds the loop back, the time it lets go by itself), a wake-up, a commit by
         another process (a new task, a person resuming the loop), or ``stop``.
         Returns after at least one probe, so nothing can make the loop spin."""
-        held = self._held_back
+        held = self._restriction
         wake_at = held.until if held is not None else await self._store.next_due_at()
         version = await self._store.data_version()
         heartbeat_s = real_seconds(self._clock, self._settings.dispatch.heartbeat_ms)

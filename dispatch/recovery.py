@@ -6,7 +6,7 @@ dispatcher restarts. Several dispatchers may recover at once: ``Store.recover`` 
 idempotent and settles a task only while the dead run's worker still holds it.
 
 Which open runs are orphans, by the worker id ``<host>:<pid>:<random>`` they were
-claimed under (``dispatch.worker``):
+claimed under (``dispatch.worker_ids``):
 
 - runs of this machine: when the dispatcher's pid is gone, at once; when it is
   alive, only once the task's lease has expired (a live dispatcher renews it with
@@ -42,7 +42,7 @@ import logging
 from collections.abc import Callable
 
 from dispatch.process import end_process_group, group_alive, pid_alive, same_process
-from dispatch.worker import parse_worker_id
+from dispatch.worker_ids import parse_worker_id
 from vigil.clock import Clock
 from vigil.errors import TaskNotFound, VigilError
 from vigil.fate import Policy

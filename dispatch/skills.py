@@ -45,11 +45,9 @@ from vigil.codework import CODE_KEYS, CodeOptions, options_from
 from vigil.config import EXECUTORS
 from vigil.durations import parse_duration_ms
 from vigil.errors import InputError, SkillError
-from vigil.home import skill_names
-from vigil.models import SKILL_NAME, model_name_problem, skill_name_problem
+from vigil.models import model_name_problem, skill_name_problem
 
 SKILL_FILE = "SKILL.md"
-NAME = SKILL_NAME
 KNOWN_KEYS = frozenset(
     {
         "name",
@@ -237,8 +235,3 @@ def load_skills(skills_dir: Path, names: Iterable[str]) -> list[Skill]:
         seen.add(name)
         skills.append(load_skill(skills_dir, name))
     return skills
-
-
-def list_skills(skills_dir: Path) -> list[str]:
-    """Names of the folders in ``skills_dir`` that hold a SKILL.md, sorted."""
-    return skill_names(skills_dir)

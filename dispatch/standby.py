@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from dispatch.lanes import LaneLock
 from dispatch.loop import Dispatcher
-from dispatch.worker import this_host
+from dispatch.worker_ids import this_host
 from vigil.clock import Clock, real_seconds
 from vigil.errors import OperationError, VigilError
 from vigil.liveness import STANDBY_KEY, StandbyProcess, with_standby

@@ -110,7 +110,7 @@ class SensorContext:
     max_tasks: int
     peers: tuple[str, ...] = ()
     warnings: list[str] = field(default_factory=list)
-    _after_commit: list[Callable[[], None]] = field(default_factory=list)
+    steps_after_commit: list[Callable[[], None]] = field(default_factory=list)  # after_commit's, in order
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -126,7 +126,7 @@ class SensorContext:
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once this run's tasks and state are committed (e.g. move a
         processed file). Not called when the run fails or its tasks are not stored."""
-        self._after_commit.append(callback)
+        self.steps_after_commit.append(callback)
 
 
 SensorFunc = Callable[[SensorContext], Awaitable[Any]]

@@ -179,6 +179,24 @@ def _convert(spec: SensorSpec, index: int, item: Any) -> NewTask:
     )
 
 
+@dataclass(frozen=True)
+class SensorResult:
+    """What one call of a sensor came to, before it is recorded. ``status``: ``ok``,
+    ``error`` or ``timeout``; ``tasks`` checked and capped (none unless ok),
+    ``dropped`` past the cap; ``state`` to keep (None: unchanged); ``error`` the
+    failure, or an ok run's warnings; ``after_commit`` the steps the sensor asked
+    for once its tasks are stored. ``started_at`` epoch ms."""
+
+    status: str
+    tasks: tuple[NewTask, ...]
+    dropped: int
+    state: dict[str, Any] | None
+    error: str | None
+    after_commit: tuple[Callable[[], None], ...]
+    started_at: int
+    duration_ms: int
+
+
 async def execute(
     spec: SensorSpec, env: RunEnv, prev: SensorState | None, *, next_fire_at: int | None = None
 ) -> SensorReport:
@@ -186,6 +204,12 @@ async def execute(
     next (epoch ms), the next due time of a successful run; None: computed from this
     run. Never raises for anything the sensor does; raises only ``CancelledError``
     (shutdown)."""
+    return await _record(spec, env, prev, await run_sensor(spec, env, prev), next_fire_at)
+
+
+async def run_sensor(spec: SensorSpec, env: RunEnv, prev: SensorState | None) -> SensorResult:
+    """Call ``spec``'s sensor under its timeout and check what it returned (its
+    state as ``prev`` left it). Never raises for anything the sensor does."""
     logger = logging.getLogger(f"vigil.sensors.{spec.name}")
     started = env.clock.now_ms()
     t0 = time.perf_counter()
@@ -230,20 +254,9 @@ async def execute(
         ctx.warn(f"returned {total} tasks; kept the first {len(tasks)} (max_tasks_per_run), dropped {dropped}")
     if status == "ok" and ctx.warnings:
         error = "; ".join(ctx.warnings)
-    return await _record(
-        spec=spec,
-        env=env,
-        prev=prev,
-        next_fire_at=next_fire_at,
-        ctx=ctx,
-        started=started,
-        t0=t0,
-        tasks=tasks,
-        dropped=dropped,
-        state=state,
-        status=status,
-        error=error,
-    )
+    duration_ms = int((time.perf_counter() - t0) * 1000)
+    steps = tuple(ctx.steps_after_commit)
+    return SensorResult(status, tuple(tasks), dropped, state, error, steps, started, duration_ms)
 
 
 def _json_copy(state: object) -> dict[str, Any]:
@@ -263,28 +276,19 @@ def _describe(err: BaseException) -> str:
 
 
 async def _record(
-    *,
-    spec: SensorSpec,
-    env: RunEnv,
-    prev: SensorState | None,
-    next_fire_at: int | None,
-    ctx: SensorContext,
-    started: int,
-    t0: float,
-    tasks: list[NewTask],
-    dropped: int,
-    state: dict[str, Any] | None,
-    status: str,
-    error: str | None,
+    spec: SensorSpec, env: RunEnv, prev: SensorState | None, result: SensorResult, next_fire_at: int | None
 ) -> SensorReport:
+    """Store ``result``'s tasks and the run in one transaction; then, for an ok run
+    whose tasks were all stored, its after-commit steps."""
+    started, duration_ms, status = result.started_at, result.duration_ms, result.status
     failures = 0 if status == "ok" else (prev.consecutive_failures if prev else 0) + 1
     due = next_due(spec.schedule, started, failures, env.max_backoff_ms, started)
     if failures == 0 and next_fire_at is not None:
         due = next_fire_at
-    duration_ms = int((time.perf_counter() - t0) * 1000)
-    run = SensorRun(started, duration_ms, status, error and one_line(error), due, failures, dropped)
+    error = result.error and one_line(result.error)
+    run = SensorRun(started, duration_ms, status, error, due, failures, result.dropped)
     try:
-        batch = await env.store.record_sensor_run(spec.name, run, tasks, state)
+        batch = await env.store.record_sensor_run(spec.name, run, list(result.tasks), result.state)
     except Exception as err:  # the store refused: record the failure without the tasks
         log.warning("sensor %s: storing its run failed: %s", spec.name, _describe(err))
         failures = (prev.consecutive_failures if prev else 0) + 1
@@ -301,10 +305,10 @@ async def _record(
         # after-commit steps (an inbox file stays put) rather than act on a lost task.
         log.warning("sensor %s: %d task(s) refused by a flood limit", spec.name, batch.rejected)
     elif status == "ok":
-        _after_commit(spec.name, ctx._after_commit)
+        _after_commit(spec.name, result.after_commit)
     created, ignored = batch.created_ids, batch.ignored
     return SensorReport(
-        spec.name, status, created, ignored, dropped, run.error, started, duration_ms, due, batch.rejected
+        spec.name, status, created, ignored, result.dropped, error, started, duration_ms, due, batch.rejected
     )
 
 

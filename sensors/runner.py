@@ -355,7 +355,7 @@ class SensorRunner(SensorRuns):
             self._inflight.add(task)
         try:
             if self._http is not None:
-                await self.consider(self._specs[name], self._env(self._http), self._next_fire(name))
+                await self.consider(self._specs[name], self.run_env(self._http), self._next_fire(name))
         except asyncio.CancelledError:
             return  # stop() asked; the job ends quietly instead of logging a traceback
         except Exception:

@@ -1,8 +1,8 @@
 """``SensorRuns``: running the configured sensors once, now or when due.
 
-What a scheduler tick does for one sensor (``consider``) and the two on-demand
-forms, ``run_now`` (``vigil sensors run``) and ``run_due`` (every due sensor at the
-clock's now, as a tick would). ``sensors.runner.SensorRunner`` adds the scheduler.
+What a scheduler tick does for one sensor (``consider``) and the on-demand form,
+``run_now`` (``vigil sensors run``). ``sensors.runner.SensorRunner`` adds the
+scheduler.
 Every run goes through ``sensors.execution.execute``.
 """
 
@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Sequence
 
 from sensors.api import HttpPool
 from sensors.execution import RunEnv, SensorReport, execute
@@ -28,7 +27,6 @@ log = logging.getLogger("vigil.sensors")
 
 RUN_NOW_CONCURRENCY = 32  # sensors run at once by run_now; they mostly wait on I/O
 DUE_TOLERANCE_MS = 50  # a tick this early still counts as due (clock rounding)
-R = TypeVar("R")
 
 
 class SensorRuns:
@@ -63,7 +61,8 @@ class SensorRuns:
         """When ``spec`` is next due (epoch ms), for this runner (``timing.due_at``)."""
         return due_at(spec.schedule, state, self._settings.sensor_defaults.max_backoff_ms, self._since)
 
-    def _env(self, http: HttpPool) -> RunEnv:
+    def run_env(self, http: HttpPool) -> RunEnv:
+        """What every run of these sensors shares, with ``http`` as its client."""
         return RunEnv(
             store=self._store,
             clock=self._clock,
@@ -123,27 +122,15 @@ class SensorRuns:
             chosen = [s for s in self._specs.values() if s.enabled and _enabled(states.get(s.name))]
         else:
             chosen = [self._specs[n] for n in dict.fromkeys(names)]
-        return await self._each(chosen, lambda spec, env: self._run(spec, env, states.get(spec.name)))
-
-    async def run_due(self) -> list[SensorReport]:
-        """What a scheduler tick does, for every enabled sensor at the clock's now:
-        run those that are due (their persisted last run and back-off decide), and
-        record the runs not made. Returns the reports of the runs made."""
-        chosen = [spec for spec in self._specs.values() if spec.enabled]
-        reports = await self._each(chosen, lambda spec, env: self.consider(spec, env, None))
-        return [report for report in reports if report is not None]
-
-    async def _each(self, chosen: Sequence[SensorSpec], one: Callable[[SensorSpec, RunEnv], Awaitable[R]]) -> list[R]:
-        """``one`` for each of ``chosen`` concurrently (at most ``RUN_NOW_CONCURRENCY``
-        at a time), sharing one HTTP client."""
+        # concurrently, at most RUN_NOW_CONCURRENCY at a time, sharing one HTTP client
         own_client = self._http is None
         http = self._http or HttpPool()
         gate = asyncio.Semaphore(RUN_NOW_CONCURRENCY)
-        env = self._env(http)
+        env = self.run_env(http)
 
-        async def bounded(spec: SensorSpec) -> R:
+        async def bounded(spec: SensorSpec) -> SensorReport:
             async with gate:
-                return await one(spec, env)
+                return await self._run(spec, env, states.get(spec.name))
 
         try:
             return list(await asyncio.gather(*(bounded(spec) for spec in chosen)))

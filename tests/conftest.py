@@ -20,74 +20,11 @@ from vigil.store.sqlite import SqliteStore
 
 REPO = Path(__file__).resolve().parent.parent
 
-# The slow tier, which `make check` (the inner loop) leaves out and `make test`
-# runs: tests marked slow, tests on PostgreSQL (they need the server), and the
-# tests under these folders, modules and test names, which each run real
-# processes, a terminal or a Textual app, or search widely, for a second or more.
-SLOW_TIER = (
-    "tests/agents/test_claude_e2e.py",
-    "tests/agents/test_code_e2e.py",
-    "tests/agents/test_claude_doctor.py",
-    "tests/agents/test_codex_e2e.py",
-    "tests/agents/test_codex_doctor.py",
-    "tests/agents/test_codex_progress.py",
-    "tests/agents/test_limits_claude.py",
-    "tests/agents/test_limits_codex.py",
-    "tests/agents/test_outages_claude.py",
-    "tests/agents/test_wall.py",
-    "tests/agents/test_repo_wall.py",
-    "tests/code/test_approval.py",
-    "tests/agents/test_questions.py",
-    "tests/reliability/",
-    "tests/cli/test_questions.py",
-    "tests/cli/test_readme_tour.py",
-    "tests/cli/test_first_hour.py",
-    "tests/cli/test_json_everywhere.py",
-    "tests/cli/test_task_commands.py",
-    "tests/cli/test_tui_inside_run.py",
-    "tests/daemon/test_commands.py",
-    "tests/daemon/test_lanes_sqlite.py",
-    "tests/daemon/test_retention.py::test_vigil_run_prunes_at_start_and_logs_it",
-    "tests/daemon/test_run.py",
-    "tests/daemon/test_status.py::test_status_cli_json_and_text",
-    "tests/daemon/test_wal.py",
-    "tests/dispatch/test_agent_acceptance.py",
-    "tests/dispatch/test_loop_accelerated.py",
-    "tests/dispatch/test_process_groups.py",
-    "tests/guard/test_flood_race.py",
-    "tests/guard/test_notify.py::test_alerts_test_says_which_urls_succeeded_and_status_and_doctor_report_the_failing_one",
-    "tests/sensors/test_cli.py",
-    "tests/sensors/test_faults.py::test_a_hanging_sensor_does_not_delay_the_others",
-    "tests/sensors/test_race.py",
-    "tests/sensors/test_timing.py::test_cron_agrees_with_a_brute_force_search",
-    "tests/store/test_claim.py::test_claim_order_equals_sorting_the_due_tasks",
-    "tests/store/test_model.py",
-    "tests/store/test_postgres_migrate.py",
-    "tests/store/test_sqlite_processes.py",
-    "tests/tui/test_actions.py",
-    "tests/tui/test_answers.py",
-    "tests/tui/test_guardrails.py",
-    "tests/tui/test_loop_outlives_terminal.py",
-    "tests/tui/test_narrow_terminal.py",
-    "tests/tui/test_queue_live.py",
-    "tests/tui/test_robustness.py",
-    "tests/tui/test_screens.py",
-    "tests/tui/test_snapshots.py",
-    "tests/tui/test_terminal.py",
-    "tests/tui/test_diff_terminal.py",
-    "tests/tui/test_diff_screen.py",
-    "tests/test_skips.py::test_two_runs_one_on_workers_are_summed_up_by_reason",
-)
-
-
-# Tests that judge throughput against a clock (a simulated day at 1,440 times real
-# speed, a soak's task count): beside other work they would measure that work.
-# `make test` runs them after the rest, side by side (the `alone` marker).
-ALONE = (
-    "tests/reliability/test_dst.py",
-    "tests/reliability/test_soak.py",
-    "tests/reliability/test_week.py",
-)
+# Each test module declares its tier: ``pytestmark = pytest.mark.slow`` (or the mark
+# on a test) for the slow tier, which `make check` leaves out and `make test` runs,
+# and ``pytest.mark.alone`` besides for the tests `make test` runs after the rest
+# (see docs/testing.md); tests/test_tiers.py checks the rules. Tests on PostgreSQL
+# are slow wherever they are (they need the server): marked here.
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -96,10 +33,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         on_postgres = "postgres_server" in getattr(item, "fixturenames", ()) or (
             callspec is not None and callspec.params.get("backend") == "postgres"
         )
-        if on_postgres or item.nodeid.startswith(SLOW_TIER):
+        if on_postgres:
             item.add_marker(pytest.mark.slow)
-        if item.nodeid.startswith(ALONE):
-            item.add_marker(pytest.mark.alone)
     if hasattr(config, "workerinput"):
         # On pytest-xdist's workers, the slow tier first: the long files start early,
         # and the short ones fill the gaps at the end (their order is kept).

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 from tests.skips import summary
 
@@ -58,6 +60,7 @@ def pytest_run(folder: Path, report: Path, *args: str) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_two_runs_one_on_workers_are_summed_up_by_reason(tmp_path: Path) -> None:
     folder = tmp_path / "project"
     folder.mkdir()

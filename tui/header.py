@@ -30,7 +30,6 @@ from vigil.models import Task
 from vigil.states import TASK_STATES
 
 MAX_RUNNING_SHOWN = 3  # lanes: the header names this many running tasks, then counts
-STATE_KEYS = {state.name: state.key for state in TASK_STATES}
 
 
 def loop_text(

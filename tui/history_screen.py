@@ -29,8 +29,9 @@ from tui.live import Banner, LiveScreen
 from tui.loaders import HISTORY_PAGE, load_history_page
 from tui.queue_table import JumpTable
 from tui.safety import guarded
-from tui.steering import Action, applies, apply_many, summarize
+from tui.steering import Action, applies
 from tui.tabs import LoopLine, TabBar
+from tui.task_actions import TaskActions
 from tui.times import relative
 from vigil.models import Task, TaskStatus
 from vigil.states import state_of
@@ -81,6 +82,7 @@ class HistoryScreen(LiveScreen[tuple[Task, ...]]):
         self.rows: list[Task] = []
         self.exhausted = False
         self._layout: list[tuple[str, str, int]] = []
+        self.steering = TaskActions(self, self._highlighted, lambda: False, self._retried)
 
     def compose(self) -> ComposeResult:
         yield Banner()
@@ -216,16 +218,14 @@ class HistoryScreen(LiveScreen[tuple[Task, ...]]):
     def _selected(self) -> None:
         self.action_open()
 
-    def action_retry(self) -> None:
-        current = self.current
-        if current is not None and applies(Action.RETRY, current):
-            self.run_worker(self._retry(current), group="write", exit_on_error=False)
+    def _highlighted(self) -> list[Task]:
+        return [] if self.current is None else [self.current]
 
-    @guarded("retrying")
-    async def _retry(self, task: Task) -> None:
-        message, ok = summarize(await apply_many(self.ctx, Action.RETRY, [task]))
-        self.notify(message, severity="information" if ok else "warning", markup=False)
-        self.rows = []
+    def action_retry(self) -> None:
+        self.steering.act(Action.RETRY)
+
+    def _retried(self) -> None:
+        self.rows = []  # the retried task leaves the history: read it again from the top
         self.reload()
 
 

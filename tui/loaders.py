@@ -54,7 +54,6 @@ class QueueSnapshot:
     snapshot); ``loop_values`` the loop's state as read, whose one truth
     (``health``) depends on the time it is judged at: a heartbeat ages."""
 
-    taken_at: int
     window: TaskWindow
     loop_values: Mapping[str, object]
     heartbeat_ms: int
@@ -109,7 +108,7 @@ async def load_queue(
     )
     window = printable_values(window)
     if view_of is not None:
-        return replace(view_of, taken_at=now_ms, window=window, query=query)
+        return replace(view_of, window=window, query=query)
     loop_values = await store.loop_values()
     hours = await store.cost_rollup(since_ms=now_ms - now_ms % HOUR_MS - 23 * HOUR_MS, by=CostGroup.HOUR)
     by_hour = {row.key: row for row in hours}
@@ -122,7 +121,6 @@ async def load_queue(
     today = start_of_day(now_ms) if today_ms is None else today_ms
     today_rows = await store.cost_rollup(since_ms=today, by=CostGroup.DAY)
     return QueueSnapshot(
-        taken_at=now_ms,
         window=window,
         loop_values=printable_values(loop_values),
         heartbeat_ms=heartbeat_ms,

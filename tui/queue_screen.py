@@ -3,9 +3,9 @@
 The table is a window on the whole store: the screen's filter and sort are a
 ``TaskQuery`` the store answers (``Store.task_window``), and the table holds
 ``WINDOW_ROWS`` rows of the answer from ``window_start``, moved past its edges
-(``tui.queue_window``). The screen turns keys into store writes
-(``tui.queue_steering``) and shows what happened; its widgets only display what
-they are given.
+(``tui.queue_window``). The screen turns keys into store writes through the
+actions object it owns (``tui.task_actions.TaskActions``) and shows what
+happened; its widgets only display what they are given.
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ from tui.live import Banner, LiveScreen
 from tui.loaders import QueueSnapshot, load_queue
 from tui.ordering import SortBy, clicked_sort, next_sort
 from tui.queue_notes import badges_text, empty_text, inbox_folder, window_note
-from tui.queue_steering import QueueSteering
 from tui.queue_table import QueueTable
 from tui.queue_window import Landing, land, past_edge
 from tui.safety import guarded
-from tui.steering import Action, applies
+from tui.steering import KEY_ACTIONS, Action, applies
 from tui.tabs import TabBar
+from tui.task_actions import TaskActions
 from vigil.errors import InputError
 from vigil.models import NewTask, Task, TaskStatus
 from vigil.states import TASK_STATES
@@ -47,11 +47,9 @@ DETAIL_PERCENT = 40  # the pane's width (DetailPane's CSS), and at least DETAIL_
 DETAIL_MIN = 30
 DETAIL_SUBJECT_MIN = 24  # beside the pane, the table keeps at least this much subject
 WRITE_ACTIONS = frozenset({"new_task", "raise", "lower", "defer", "cancel", "retry", "approve", "reject"})
-TASK_ACTIONS = {"raise": Action.RAISE, "lower": Action.LOWER, "defer": Action.DEFER, "cancel": Action.CANCEL}
-TASK_ACTIONS |= {"retry": Action.RETRY, "approve": Action.APPROVE, "reject": Action.REJECT}
 
 
-class QueueScreen(QueueSteering, LiveScreen[QueueSnapshot]):
+class QueueScreen(LiveScreen[QueueSnapshot]):
     TITLE = "Queue"
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -99,6 +97,7 @@ class QueueScreen(QueueSteering, LiveScreen[QueueSnapshot]):
         self._detail_chosen: bool | None = None  # i shows or hides the pane; None: by width
         self._filter_error = ""  # why the text in the filter box does not parse ("" = it does)
         self._view_only = False  # the next load follows a change of the view alone (not of the data)
+        self.steering = TaskActions(self, self.targets, lambda: bool(self.table.marks), self._written)
 
     def compose(self) -> ComposeResult:
         yield Banner()
@@ -285,13 +284,41 @@ class QueueScreen(QueueSteering, LiveScreen[QueueSnapshot]):
             return False  # hidden: a read-only TUI never writes
         if action == "new_task" and isinstance(self.focused, Input):
             return False  # n typed in the filter box is a letter
-        if action in TASK_ACTIONS:
-            return True if any(applies(TASK_ACTIONS[action], t) for t in self.targets()) else None
+        if action in KEY_ACTIONS:
+            return True if any(applies(KEY_ACTIONS[action], t) for t in self.targets()) else None
         if action in ("mark", "open"):
             return True if self.table.current is not None else None
         return True
 
     # --- actions ----------------------------------------------------------------------
+    def action_raise(self) -> None:
+        self.steering.act(Action.RAISE)
+
+    def action_lower(self) -> None:
+        self.steering.act(Action.LOWER)
+
+    def action_retry(self) -> None:
+        self.steering.act(Action.RETRY)
+
+    def action_cancel(self) -> None:
+        self.steering.act(Action.CANCEL)
+
+    def action_approve(self) -> None:
+        self.steering.act(Action.APPROVE)
+
+    def action_defer(self) -> None:
+        self.steering.defer()
+
+    def action_reject(self) -> None:
+        self.steering.reject()
+
+    def _written(self) -> None:
+        """After a write from a task key: marks cleared, the queue read again."""
+        if self.table.marks:
+            self.table.clear_marks()
+            self.show_badges()
+        self.reload()
+
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.display = True

@@ -37,6 +37,9 @@ class Action(StrEnum):
     REJECT = "reject"  # awaiting approval → canceled; awaiting review → pending again (the reason a note)
 
 
+KEY_ACTIONS = {str(action): action for action in Action}  # a screen's action name (its key's) → the write
+
+
 PAST = {
     Action.RAISE: "raised",
     Action.LOWER: "lowered",
@@ -140,14 +143,12 @@ async def apply(
     writes times. Never raises ``VigilError``: failures become a report."""
     try:
         if action is Action.RAISE or action is Action.LOWER:
-            task = await store.get_task(task.id)  # a step starts from the stored priority
-            step = -1 if action is Action.RAISE else 1
-            wanted = min(MAX_PRIORITY, max(MIN_PRIORITY, task.priority + step))
-            if wanted == task.priority:
+            # a step from the stored priority, in the store's transaction
+            was, done = await store.shift_priority(task.id, -1 if action is Action.RAISE else 1, actor=ACTOR)
+            if done.priority == was:
                 limit = "most" if action is Action.RAISE else "least"
                 return Report(task.id, False, f"#{task.id} is already at the {limit} urgent priority")
-            done = await store.set_priority(task.id, wanted, actor=ACTOR)
-            return Report(task.id, True, f"#{done.id} priority {task.priority} → {done.priority}")
+            return Report(task.id, True, f"#{done.id} priority {was} → {done.priority}")
         if action is Action.DEFER:
             if choice is None:
                 raise ValueError("defer needs a choice")

@@ -25,31 +25,23 @@ from tui.answer_dialog import AnswerDialog
 from tui.cells import money, one_line
 from tui.context import Context
 from tui.detail import field_table
-from tui.dialogs import ConfirmDialog, preview
+from tui.dialogs import preview
 from tui.diff_screen import DiffScreen
-from tui.forms import DeferChoice, DeferForm, ReasonForm
+from tui.forms import ReasonForm
 from tui.keybar import KeyBar
 from tui.keys import ANSWER, APPROVE, CANCEL, DEFER, DIFF, LOWER, RAISE, REJECT, RETRY, UNBLOCK
 from tui.live import Banner, LiveScreen
 from tui.loaders import TaskDetail, load_task
 from tui.safety import guarded
-from tui.steering import Action, applies, apply_many, decision_effect, summarize
+from tui.steering import KEY_ACTIONS, Action, applies
 from tui.tabs import LoopLine, TabBar
+from tui.task_actions import TaskActions
 from tui.times import Times, span
 from vigil.errors import InputError, TaskNotFound
 from vigil.models import Run, Task, TaskEvent, TaskStatus
 from vigil.printable import SUBJECT_SHOWN_CHARS, TEXT_SHOWN_CHARS, capped
 from vigil.render import TIME_KINDS
 
-STEERING = {
-    "raise": Action.RAISE,
-    "lower": Action.LOWER,
-    "defer": Action.DEFER,
-    "cancel": Action.CANCEL,
-    "retry": Action.RETRY,
-    "approve": Action.APPROVE,
-    "reject": Action.REJECT,
-}
 HUMAN = "human"  # who writes from the dashboard
 
 
@@ -135,6 +127,7 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
         super().__init__(ctx, name="task")
         self.task_id = task_id
         self.detail: TaskDetail | None = None
+        self.steering = TaskActions(self, self._open_task, lambda: False, self.reload)
         self._tail_key: tuple[str, int] | None = None
         self._shown: dict[str, str] = {}  # Markdown text shown, by selector
 
@@ -279,7 +272,7 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "diff":  # a task with a branch (docs/coding.md)
             return True if self.detail is not None and self.detail.task.worktree is not None else None
-        if action not in STEERING and action not in PERSON_ONLY:
+        if action not in KEY_ACTIONS and action not in PERSON_ONLY:
             return True
         if self.ctx.readonly:
             return False
@@ -288,7 +281,7 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
             return None
         if action in PERSON_ONLY:
             return True if PERSON_ONLY[action](task) else None
-        return True if applies(STEERING[action], task) else None
+        return True if applies(KEY_ACTIONS[action], task) else None
 
     def action_answer(self) -> None:
         if self.detail is None or self.detail.task.status is not TaskStatus.WAITING:
@@ -334,74 +327,27 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
             self.notify(f"#{task.id} unblocked; due now", markup=False)
         self.reload()
 
+    def _open_task(self) -> list[Task]:
+        """What the task keys act on: the task, once loaded."""
+        return [] if self.detail is None else [self.detail.task]
+
     def action_raise(self) -> None:
-        self._write(Action.RAISE)
+        self.steering.act(Action.RAISE)
 
     def action_lower(self) -> None:
-        self._write(Action.LOWER)
+        self.steering.act(Action.LOWER)
 
     def action_retry(self) -> None:
-        self._write(Action.RETRY)
+        self.steering.act(Action.RETRY)
 
     def action_cancel(self) -> None:
-        if self.detail is None:
-            return
-        task = self.detail.task
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._write(Action.CANCEL)
-
-        question = Text(f"Cancel #{task.id}?", style="bold")
-        self.app.push_screen(ConfirmDialog(question, preview([task], [])), answered)
-
-    def action_defer(self) -> None:
-        if self.detail is None:
-            return
-        task = self.detail.task
-
-        def chosen(choice: DeferChoice | None) -> None:
-            if choice is not None:
-                self._write(Action.DEFER, choice)
-
-        what = Text(f"#{task.id} {one_line(task.subject, 50)}")
-        self.app.push_screen(DeferForm(self.ctx.clock, what, self.ctx.times, due_ms=task.scheduled_for), chosen)
+        self.steering.act(Action.CANCEL)
 
     def action_approve(self) -> None:
-        if self.detail is None:
-            return
-        task = self.detail.task
+        self.steering.act(Action.APPROVE)
 
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._write(Action.APPROVE)
-
-        question = Text(f"Approve #{task.id}?", style="bold")
-        question.append(f"\n{decision_effect(Action.APPROVE, [task])}", style="yellow")
-        self.app.push_screen(ConfirmDialog(question, preview([task], [])), answered)
+    def action_defer(self) -> None:
+        self.steering.defer()
 
     def action_reject(self) -> None:
-        if self.detail is None:
-            return
-        task = self.detail.task
-
-        def answered(reason: str | None) -> None:
-            if reason:
-                self._write(Action.REJECT, reason=reason)
-
-        title = Text(f"Reject #{task.id}? {decision_effect(Action.REJECT, [task])}", style="bold")
-        label = "Reason (kept in the task's summary and audit trail)"
-        self.app.push_screen(ReasonForm(title, label=label, required=True, details=preview([task], [])), answered)
-
-    def _write(self, action: Action, choice: DeferChoice | None = None, *, reason: str | None = None) -> None:
-        if self.detail is not None and applies(action, self.detail.task):
-            task = self.detail.task
-            work = self._apply_write(action, task, choice, reason)
-            self.run_worker(work, group="write", exit_on_error=False)
-
-    @guarded("changing the task")
-    async def _apply_write(self, action: Action, task: Task, choice: DeferChoice | None, reason: str | None) -> None:
-        reports = await apply_many(self.ctx, action, [task], choice=choice, reason=reason)
-        message, ok = summarize(reports)
-        self.notify(message, severity="information" if ok else "warning", markup=False)
-        self.reload()
+        self.steering.reject()

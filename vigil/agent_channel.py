@@ -15,8 +15,11 @@ There is nothing here that approves, rejects, pauses, resumes, changes a budget 
 the configuration: person-only actions do not exist for an agent. A call that names
 another task, or comes after the run ended, is refused and changes nothing; its
 message starts with ``refused:``, which the executors record on the run as a
-denial. Arguments are data: text is stored verbatim (backticks, ``$VAR``, quotes,
-newlines), never parsed by a shell.
+denial. The first ``close`` of a run decides: a later one is refused with what was
+decided. Each write checks its run again in the writing transaction (the store's
+``require_open_run``), so a dispatcher recording the run between this channel's
+read and its write cannot be overtaken. Arguments are data: text is stored
+verbatim (backticks, ``$VAR``, quotes, newlines), never parsed by a shell.
 """
 
 from __future__ import annotations
@@ -27,22 +30,14 @@ from dataclasses import dataclass
 from vigil.clock import Clock, iso_utc
 from vigil.config import Settings
 from vigil.durations import parse_duration_ms
-from vigil.errors import InputError, TaskNotFound, VigilError
+from vigil.errors import InputError, Refused, TaskNotFound
 from vigil.home import check_skills_exist, scratch_path
 from vigil.lineage import parent_chain
-from vigil.models import MAX_PRIORITY, MIN_PRIORITY, NewTask, Run, Task, TaskStatus, skill_name_problem
+from vigil.models import NewTask, Run, Task, TaskStatus, skill_name_problem
 from vigil.store import Store
 
-REFUSED = "refused:"  # how every refusal's message starts (the executors look for it)
 ACTOR = "agent"
 CLOSE_STATUSES = ("completed", "failed", "blocked", "pending")
-
-
-class Refused(VigilError):
-    """The agent asked for something outside its own run's task."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(f"{REFUSED} {why}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +104,7 @@ class AgentChannel:
 
     async def note(self, text: str, task_id: int | None = None) -> str:
         task = (await self.bind(task_id)).task
-        await self._store.add_note(task.id, text, author=ACTOR)
+        await self._store.add_note(task.id, text, author=ACTOR, run_id=self._run_id)
         return f"noted on task #{task.id}"
 
     async def close(self, status: str, summary: str, retry_in: str | None = None, task_id: int | None = None) -> str:
@@ -125,7 +120,7 @@ class AgentChannel:
         task = bound.task
         if status == "completed" and bound.run.gated:
             # checks or a person decide this task's result: the agent's word is a note
-            await self._store.add_note(task.id, f"done: {summary}", author=ACTOR)
+            await self._store.add_note(task.id, f"done: {summary}", author=ACTOR, run_id=self._run_id)
             return (
                 f"noted; task #{task.id} is not closed by you: when your run ends, Vigil runs its checks "
                 "and a person may review it. End your run now."
@@ -141,7 +136,7 @@ class AgentChannel:
         """Ask a person ``question`` (``choices``: the answers offered; none: a free
         answer). The task waits for the answer once this run ends."""
         task = (await self.bind(task_id)).task
-        await self._store.ask(task.id, question, choices, actor=ACTOR)
+        await self._store.ask(task.id, question, choices, actor=ACTOR, run_id=self._run_id)
         return (
             f"asked on task #{task.id}; a person will answer. End your turn now without closing the task: "
             "the answer comes back to you as your next message (or in the prompt of a new run)"
@@ -155,11 +150,8 @@ class AgentChannel:
         skills: Sequence[str] = (),
         task_id: int | None = None,
     ) -> str:
-        """A new task that follows up this one, in the same workspace."""
-        if not subject.strip():
-            raise InputError("subject must not be empty")
-        if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
-            raise InputError(f"priority must be {MIN_PRIORITY}-{MAX_PRIORITY}, not {priority}")
+        """A new task that follows up this one, in the same workspace (its subject
+        and priority are checked by the store, as every new task's)."""
         for name in skills:
             problem = skill_name_problem(name)
             if problem is not None:
@@ -178,7 +170,7 @@ class AgentChannel:
             # a task a person had to approve cannot spawn one that skips that
             requires_approval=parent.approval is not None,
         )
-        added = await self._store.add_task(new, actor=ACTOR)
+        added = await self._store.add_task(new, actor=ACTOR, run_id=self._run_id)
         return f"created task #{added.task_id} (a follow-up of task #{parent.id})"
 
     def _inherited_workdir(self, bound: Bound) -> str | None:

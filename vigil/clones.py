@@ -170,7 +170,7 @@ def discard(path: Path) -> None:
         aside.unlink()
         return
 
-    def writable_again(function: object, name: str, _: object) -> None:
+    def writable_again(_function: object, name: str, _: object) -> None:
         os.chmod(os.path.dirname(name), 0o700)  # a folder the agent made read-only
         if os.path.isdir(name) and not os.path.islink(name):
             os.chmod(name, 0o700)

@@ -169,7 +169,7 @@ def lock_probe(settings: Settings) -> LockProbe | None:
     """What this machine's dispatcher lanes' locks say, for ``vigil status``; None on
     PostgreSQL, whose lanes other machines hold (the heartbeat tells there)."""
     from dispatch.lanes import lanes_held
-    from dispatch.worker import this_host
+    from dispatch.worker_ids import this_host
     from vigil.status import LockProbe
 
     if settings.store.url is not None:
@@ -232,7 +232,7 @@ class _Sensors:
 async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
     """Run sensors and the dispatcher until a signal; returns the exit code (0)."""
     from dispatch.standby import StandbyNotice, release_lane, wait_for_lane
-    from dispatch.worker import new_worker_id
+    from dispatch.worker_ids import new_worker_id
     from vigil.store import open_store
 
     clock = clock or _daemon_clock()
@@ -392,7 +392,7 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tu
     """
     from dispatch.recovery import recover_orphans
     from dispatch.standby import release_lane
-    from dispatch.worker import new_worker_id
+    from dispatch.worker_ids import new_worker_id
     from vigil.store import open_store
 
     clock = clock or _daemon_clock()
@@ -415,7 +415,7 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tu
                     task = await dispatcher.run_once(stop)
                 finally:
                     await release_lane(dispatcher, lanes)
-            held = dispatcher.held_back
+            held = dispatcher.claim_restriction
             return task, None if held is None else held.reason
         finally:
             await alerts.drain()

@@ -18,6 +18,7 @@ The tree::
         │   ├── StoreBusy          still locked after the busy timeout and retries
         │   └── DatabaseReplaced   the file was replaced or removed while this process had it open
         ├── FloodLimited           a flood limit ([limits]) refused a new task
+        ├── Refused                a write on behalf of a run that is not open, or not its task's
         ├── GitError               git failed on a repository that is usable
         └── LockHeld               another process holds the dispatcher lock
 
@@ -117,6 +118,19 @@ class DatabaseReplaced(StoreError):
 class FloodLimited(OperationError):
     """A flood limit refused to add a task; the message names the limit. The refusal
     is counted (loop state ``rejected_inserts``); nothing was added."""
+
+
+class Refused(OperationError):
+    """A write made on behalf of a run (the agent's close, note, ask, follow-up) that
+    the run may not make: it has ended, it is another task's, or (a close) it closed
+    its task already. Nothing changed. The message starts with ``refused:`` (``REFUSED``),
+    which the executors look for to count a denial."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"{REFUSED} {why}")
+
+
+REFUSED = "refused:"
 
 
 class GitError(OperationError):

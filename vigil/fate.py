@@ -104,6 +104,22 @@ class Fate:
 
 
 @dataclass(frozen=True)
+class Recorded:
+    """What recording an attempt came to (``Store.record``): ``task`` as it now is;
+    ``outcome`` as recorded (``asked`` when its agent asked a person: ``recorded_as``);
+    ``fate`` the fate written, None when none was (its agent had closed the task, or
+    the run was recorded already)."""
+
+    task: Task
+    outcome: Outcome
+    fate: Fate | None
+
+    @property
+    def attempt_given_back(self) -> bool:
+        return self.fate is not None and not self.fate.count_attempt
+
+
+@dataclass(frozen=True)
 class Policy:
     """The settings a fate depends on, and the random source of the backoff's jitter."""
 

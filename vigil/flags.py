@@ -30,7 +30,6 @@ GIT_FILES = {
     ".gitmodules": "submodules",
     ".git": "a git folder or file",
 }
-REPO_SHAPE = ("HEAD", "config")  # with objects/ or refs/: a git folder under another name
 GITLINK, SYMLINK, EXECUTABLE = "160000", "120000", "100755"
 
 

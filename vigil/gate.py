@@ -136,13 +136,12 @@ async def trip(
             return gate
 
 
-async def lift_expired(store: Store, *, by: str, now_ms: int, raw: object = None, read: bool = True) -> LoopGate | None:
+async def lift_expired(store: Store, *, by: str, now_ms: int, stored: object = None) -> LoopGate | None:
     """Open a gate whose ``until`` has passed; returns the gate it lifted, or None
     when there was none. Conditional: a change made meanwhile (a person paused)
-    is never overwritten. ``read`` False uses ``raw``, the stored value the caller
-    just read, instead of reading it again."""
-    if read:
-        raw = (await store.loop_values()).get(GATE_KEY)
+    is never overwritten. ``stored``: the gate's value as the caller just read it
+    from the loop state (None: read it here)."""
+    raw = (await store.loop_values()).get(GATE_KEY) if stored is None else stored
     gate = LoopGate.from_json(raw)
     if gate.state is not GateState.GATED or gate.until is None or gate.until > now_ms:
         return None

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vigil.models import FINISHED_STATUSES, ApprovalState, Task, TaskStatus
+from vigil.models import ApprovalState, Task, TaskStatus
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,6 @@ TASK_STATES: tuple[TaskState, ...] = (
 )  # fmt: skip
 STATES_BY_NAME = {state.name: state for state in TASK_STATES}
 OPEN_STATES = tuple(s for s in TASK_STATES if s.status.is_open and not s.narrows)
-FINISHED_STATES = tuple(s for s in TASK_STATES if s.status in FINISHED_STATUSES)
 
 
 def state_of(task: Task) -> TaskState:

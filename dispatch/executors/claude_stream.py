@@ -86,7 +86,6 @@ class ClaudeStream:
     auth_retry: dict[str, Any] | None = None  # the first api_retry that says the key is refused
     started: bool = False  # the init line came
     answered: int = 0  # assistant lines so far
-    noise_lines: int = 0
     unknown_types: set[str] = field(default_factory=set)
     tool_calls: dict[str, tuple[str, Any]] = field(default_factory=dict)  # tool_use id → (name, input)
     refusals: list[str] = field(default_factory=list)  # seen in tool results, one line each
@@ -103,10 +102,8 @@ class ClaudeStream:
         try:
             line = json.loads(text)
         except ValueError:
-            self.noise_lines += 1
-            return
+            return  # noise: not JSON
         if not isinstance(line, dict):
-            self.noise_lines += 1
             return
         kind = line.get("type")
         if isinstance(line.get("session_id"), str):

@@ -121,7 +121,6 @@ class CodexStream:
     failure: str | None = None  # what ended the run badly; None while nothing did
     events: int = 0  # JSON events read: 0 means Codex stopped before it began
     retries: int = 0  # "Reconnecting..." notices seen
-    noise_lines: int = 0
     refusals: list[str] = field(default_factory=list)  # Vigil's tools refusing a call, one line each
     _retrying: bool = False
 
@@ -129,10 +128,8 @@ class CodexStream:
         try:
             event = json.loads(raw.decode("utf-8", errors="replace"))
         except ValueError:
-            self.noise_lines += 1
-            return
+            return  # noise: not JSON
         if not isinstance(event, dict):
-            self.noise_lines += 1
             return
         self.events += 1
         kind = event.get("type")

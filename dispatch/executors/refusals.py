@@ -3,7 +3,7 @@
 Three kinds of refusal reach Vigil besides a CLI's own permission denials:
 
 * Vigil's MCP tools refused the call (another task, a run that ended): the tool's
-  error text holds ``refused:`` (``vigil.agent_channel.REFUSED``);
+  error text holds ``refused:`` (``vigil.errors.REFUSED``);
 * the model called a Vigil tool that does not exist (``mcp__vigil__set_priority``);
 * the OS sandbox stopped a command: a write outside the workspace fails with
   ``Read-only file system`` (bubblewrap's read-only mounts; ``vigil`` itself says
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from vigil.agent_channel import REFUSED
+from vigil.errors import REFUSED
 
 VIGIL_TOOL_PREFIX = "mcp__vigil__"  # Claude Code's name for a tool of the server named vigil
 SANDBOX_REFUSAL = re.compile(

@@ -10,7 +10,7 @@ import pytest
 from tests.agents.clis import needs_bwrap, needs_claude
 from tests.agents.homes import ClaudeHome
 
-pytestmark = needs_claude
+pytestmark = [needs_claude, pytest.mark.slow]
 
 NO_SERVER = "http://127.0.0.1:9"  # doctor never calls the model
 

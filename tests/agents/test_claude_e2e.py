@@ -23,7 +23,7 @@ from tests.agents.clis import needs_claude
 from tests.agents.homes import ClaudeHome
 from tests.agents.model_server import Cut, Slow, Text, ToolCall, Usage, rate_limited, server_error, unauthorized
 
-pytestmark = needs_claude
+pytestmark = [needs_claude, pytest.mark.slow]
 
 
 def test_the_agent_notes_and_closes_its_task_through_vigils_tools(tmp_path: Path) -> None:

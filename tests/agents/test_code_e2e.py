@@ -36,6 +36,8 @@ from tests.agents.homes import ClaudeHome
 from tests.agents.model_server import Reply, Script, Text, ToolCall
 from tests.code.repos import Repo
 
+pytestmark = pytest.mark.slow
+
 # passes when answer.txt says 42, and prints what it found either way
 CHECK = (
     f"{sys.executable} -c \"import sys; t = open('answer.txt').read().strip(); print('found', t); sys.exit(t != '42')\""

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.agents.clis import PINNED, needs_codex
 from tests.agents.codex_home import CodexHome
 from tests.agents.openai_api import PROVIDER
 
-pytestmark = needs_codex
+pytestmark = [needs_codex, pytest.mark.slow]
 
 
 def lines(output: str, what: str) -> list[str]:

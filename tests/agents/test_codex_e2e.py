@@ -17,7 +17,7 @@ from tests.agents.codex_home import PRICES, TEST_KEY, CodexHome
 from tests.agents.model_server import Cut, Reply, Slow, Text, Usage
 from tests.agents.openai_api import openai_server, server_error, shell, unauthorized, usage_limit, vigil_tool
 
-pytestmark = needs_codex
+pytestmark = [needs_codex, pytest.mark.slow]
 
 
 def test_a_plain_answer_is_a_success_with_its_tokens_and_computed_cost(tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from dispatch.executors import RunContext
 from dispatch.executors.codex import CodexExecutor
 from tests.agents.clis import codex_path, needs_codex
@@ -16,7 +18,7 @@ from tests.dispatch.agent_support import Started, agent_settings, make_task
 from vigil.home import init_home
 from vigil.models import OutcomeKind
 
-pytestmark = needs_codex
+pytestmark = [needs_codex, pytest.mark.slow]
 
 
 async def test_a_retry_shows_while_it_happens_and_is_no_error_once_the_run_succeeds(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from tests.agents.model_server import Text, rate_limited
 from tests.agents.openai_api import codex_config, openai_server
 from tests.agents.outages import alerts_toml, epoch_ms, recorded, subscription_login
 
-pytestmark = needs_claude
+pytestmark = [needs_claude, pytest.mark.slow]
 
 MIN_GATE = "1s"  # the gates' floor here: short, so that a test waits seconds, not half a minute
 

@@ -24,7 +24,7 @@ from tests.agents.model_server import Silent, Text, Usage
 from tests.agents.openai_api import bad_request, openai_server, rate_limited, shell, usage_limit
 from tests.agents.outages import alerts_toml, epoch_ms, recorded
 
-pytestmark = needs_codex
+pytestmark = [needs_codex, pytest.mark.slow]
 
 MINUTE_MS = 60_000
 

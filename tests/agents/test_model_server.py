@@ -7,11 +7,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.agents.anthropic_api import anthropic_server
 from tests.agents.clis import claude_env, claude_path, needs_claude
 from tests.agents.model_server import Text, ToolCall, Usage, overloaded
 
-pytestmark = needs_claude
+pytestmark = [needs_claude, pytest.mark.slow]
 
 
 def run_claude(url: str, tmp_path: Path, *args: str) -> tuple[int, list[dict[str, Any]]]:

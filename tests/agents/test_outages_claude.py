@@ -20,7 +20,7 @@ from tests.agents.homes import ClaudeHome
 from tests.agents.model_server import Burst, Silent, Slow, Text, Usage, bad_request, overloaded
 from tests.agents.outages import alerts_toml, recorded
 
-pytestmark = needs_claude
+pytestmark = [needs_claude, pytest.mark.slow]
 
 BURST_S = 30
 

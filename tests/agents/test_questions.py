@@ -29,6 +29,8 @@ from tests.agents.model_server import Text
 from tests.agents.test_wall import Agent, claude_agent, codex_agent
 from tests.http_sink import http_sink
 
+pytestmark = pytest.mark.slow
+
 QUESTION = "Deploy to staging or to prod?"
 
 

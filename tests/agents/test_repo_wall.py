@@ -26,6 +26,8 @@ from tests.agents.model_server import Reply, Text, ToolCall
 from tests.agents.test_code_e2e import CODERS, Coder, MakeCoder
 from tests.code.repos import Repo
 
+pytestmark = pytest.mark.slow
+
 # passes when answer.txt says 42
 CHECK = f"{sys.executable} -c \"import sys; sys.exit(open('answer.txt').read().strip() != '42')\""
 

@@ -28,6 +28,8 @@ from tests.agents.codex_home import CodexHome
 from tests.agents.homes import ClaudeHome
 from tests.agents.model_server import Reply, Script, Text, ToolCall
 
+pytestmark = pytest.mark.slow
+
 CALC = "def add(a, b):\n    return a - b\n"
 TEST_CALC = (
     "import unittest\n\nfrom calc import add\n\n\n"

@@ -23,6 +23,8 @@ from vigil.models import NewTask, Outcome, OutcomeKind, SensorState
 from vigil.printable import SUBJECT_SHOWN_CHARS
 from vigil.store.sqlite import SqliteStore
 
+pytestmark = pytest.mark.slow
+
 
 def add(vigil: VigilRunner, *args: str) -> int:
     return int(json.loads(vigil("task", "add", *args, "--json", check=True).stdout)["id"])

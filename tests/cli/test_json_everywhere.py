@@ -8,9 +8,12 @@ import sys
 from pathlib import Path
 
 import click
+import pytest
 
 from tests.conftest import VigilRunner
 from vigil.cli import main
+
+pytestmark = pytest.mark.slow
 
 # Every command that prints data (what it found, made or did) rather than one
 # confirmation line; docs/cli.md lists each with its fields.

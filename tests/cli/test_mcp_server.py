@@ -213,7 +213,9 @@ async def test_ask_stores_the_question_and_the_run_ends_as_asked(home: Path) -> 
             empty = await call(client, "ask", question="  ")
             shown = await call(client, "show")
         task = await store.get_task(task_id)
-        recorded = await store.record(claim, Outcome(OutcomeKind.SUCCESS, session_id="s-1"), worker="dispatcher-1")
+        recorded = (
+            await store.record(claim, Outcome(OutcomeKind.SUCCESS, session_id="s-1"), worker="dispatcher-1")
+        ).task
         (run,) = await store.list_runs(task_id)
     finally:
         await store.close()

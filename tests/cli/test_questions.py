@@ -8,9 +8,13 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import VigilRunner
 from vigil.models import Claim, NewTask, Outcome, OutcomeKind, TaskStatus
 from vigil.store.sqlite import SqliteStore
+
+pytestmark = pytest.mark.slow
 
 
 def _waiting_task(home: Path) -> int:

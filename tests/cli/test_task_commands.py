@@ -8,10 +8,14 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import VigilRunner
 from vigil.config import load_settings
 from vigil.models import Outcome, OutcomeKind
 from vigil.store.sqlite import SqliteStore
+
+pytestmark = pytest.mark.slow
 
 
 def add(vigil: VigilRunner, *args: str) -> int:

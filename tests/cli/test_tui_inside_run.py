@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import VigilRunner
+
+pytestmark = pytest.mark.slow
 
 
 def test_tui_that_can_write_is_refused_inside_a_task_run(vigil: VigilRunner) -> None:

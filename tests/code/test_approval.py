@@ -24,6 +24,8 @@ from vigil.home import scratch_path
 from vigil.models import NewTask, Outcome, OutcomeKind
 from vigil.store.sqlite import SqliteStore
 
+pytestmark = pytest.mark.slow
+
 REAL_GIT = shutil.which("git") or "git"
 # Runs the real git, then, at the call the counter file names, kills the process
 # that started it (vigil task approve) with SIGKILL: a crash right after that step.

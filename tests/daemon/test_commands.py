@@ -7,8 +7,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import VigilRunner
 from tests.daemon.conftest import Markers, RunningVigil, add_sleeper, dispatcher_state, task_json, wait_until
+
+pytestmark = pytest.mark.slow
 
 
 def test_dispatch_once_with_nothing_due_exits_3(vigil: VigilRunner) -> None:

@@ -10,11 +10,15 @@ import socket
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from dispatch.lanes import FileLanes
 from tests.conftest import VigilRunner
 from tests.daemon.conftest import clean_env, dispatcher_state, pid_alive, status_json, task_json, wait_until
 from tests.daemon.lanes_support import Records, start_run, write_lane_home
 from vigil.clock import ManualClock
+
+pytestmark = pytest.mark.slow
 
 CONFIG = """\
 [dispatch]

@@ -200,6 +200,7 @@ def test_a_transcript_path_leading_out_of_the_folder_is_left_alone(tmp_path: Pat
     assert folder.is_dir()
 
 
+@pytest.mark.slow
 def test_vigil_run_prunes_at_start_and_logs_it(
     home: Path, configure: Callable[..., None], start_vigil: Callable[[], RunningVigil]
 ) -> None:

@@ -7,6 +7,8 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import VigilRunner
 from tests.daemon.conftest import (
     Markers,
@@ -17,6 +19,8 @@ from tests.daemon.conftest import (
     task_json,
     wait_until,
 )
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_task_added_while_idle_starts_without_waiting_for_a_sensor(

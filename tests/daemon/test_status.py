@@ -13,7 +13,7 @@ from typing import TypeVar
 import pytest
 
 from dispatch.standby import StandbyNotice
-from dispatch.worker import this_host
+from dispatch.worker_ids import this_host
 from tests.conftest import VigilRunner
 from vigil.accounts import limit_account
 from vigil.clock import ManualClock, iso_utc
@@ -162,6 +162,7 @@ async def test_sensor_health(db: SqliteStore, settings: Settings, clock: ManualC
     assert "3 failure(s) in a row: connection refused" in text
 
 
+@pytest.mark.slow
 def test_status_cli_json_and_text(vigil: VigilRunner, home: Path) -> None:
     vigil("task", "add", "one", check=True)
 

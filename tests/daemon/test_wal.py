@@ -20,6 +20,8 @@ from vigil.clock import ManualClock
 from vigil.models import NewTask
 from vigil.store.sqlite import SqliteStore
 
+pytestmark = pytest.mark.slow
+
 
 async def test_a_reader_pinning_an_old_snapshot_is_warned_about(
     tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch

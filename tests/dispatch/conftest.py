@@ -14,6 +14,7 @@ import pytest
 from dispatch.executors import RunContext
 from dispatch.executors.fake import FakeExecutor, Handler
 from dispatch.loop import Dispatcher
+from tests.dispatch.permissive import Permissive
 from vigil.clock import ManualClock
 from vigil.config import Settings, load_settings
 from vigil.models import Outcome, OutcomeKind, Task
@@ -63,7 +64,8 @@ MakeDispatcher = Callable[..., tuple[Dispatcher, FakeExecutor]]
 @pytest.fixture
 def make_dispatcher(db: SqliteStore, settings: Settings, clock: ManualClock) -> MakeDispatcher:
     """``make_dispatcher(handler)`` → a dispatcher whose every executor is a
-    ``FakeExecutor(handler)``; ``names`` collects the executor names asked for."""
+    ``FakeExecutor(handler)``, guarded by ``Permissive`` unless ``guard=`` says
+    otherwise; ``names`` collects the executor names asked for."""
 
     def make(handler: Handler, *, names: list[str] | None = None, **kwargs: object) -> tuple[Dispatcher, FakeExecutor]:
         fake = FakeExecutor(handler)
@@ -74,6 +76,7 @@ def make_dispatcher(db: SqliteStore, settings: Settings, clock: ManualClock) -> 
             return fake
 
         s = kwargs.pop("settings", settings)
+        kwargs.setdefault("guard", Permissive())
         dispatcher = Dispatcher(db, s, factory, clock, WORKER, rng=random.Random(7), **kwargs)  # type: ignore[arg-type]
         return dispatcher, fake
 

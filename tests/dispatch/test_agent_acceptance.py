@@ -9,8 +9,12 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import VigilRunner
 from tests.dispatch.agent_support import CLAUDE_FAKE, REPO, recorded
+
+pytestmark = pytest.mark.slow
 
 
 def use_fake_claude(home: Path, *options: str, extra: str = "") -> None:

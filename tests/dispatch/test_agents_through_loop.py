@@ -14,6 +14,7 @@ from dispatch.executors import build_executor
 from dispatch.loop import Dispatcher
 from tests.dispatch.agent_support import CLAUDE_FAKE, CODEX_FAKE, PRICES, fake_argv
 from tests.dispatch.conftest import WORKER
+from tests.dispatch.permissive import Permissive
 from vigil.clock import ManualClock
 from vigil.config import AgentCliSettings, Price, Settings
 from vigil.models import NewTask, Task, TaskStatus
@@ -37,7 +38,13 @@ async def run_scenario(
     added = await db.add_task(NewTask(f"scenario {scenario}"))
     assert added.task_id is not None
     dispatcher = Dispatcher(
-        db, settings, lambda name: build_executor(name, settings, grace_s=0.5), clock, WORKER, rng=random.Random(1)
+        db,
+        settings,
+        lambda name: build_executor(name, settings, grace_s=0.5),
+        clock,
+        WORKER,
+        guard=Permissive(),
+        rng=random.Random(1),
     )
     task = await dispatcher.run_once()
     assert task is not None

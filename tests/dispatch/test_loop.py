@@ -16,6 +16,7 @@ from dispatch.executors.dryrun import DryRunExecutor
 from dispatch.executors.fake import Handler
 from dispatch.loop import Dispatcher
 from tests.dispatch.conftest import WORKER, MakeDispatcher, write_skill
+from tests.dispatch.permissive import Permissive
 from vigil.clock import ManualClock
 from vigil.config import Settings
 from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, NewTask, Outcome, OutcomeKind, Task, TaskStatus
@@ -474,7 +475,7 @@ async def test_a_transcripts_folder_removed_between_tasks_is_made_again(
 ) -> None:
     """The dispatcher makes logs/runs once; the executor that writes a transcript
     makes it again when someone removed it meanwhile."""
-    dispatcher = Dispatcher(db, settings, lambda name: DryRunExecutor(), clock, WORKER)
+    dispatcher = Dispatcher(db, settings, lambda name: DryRunExecutor(), clock, WORKER, guard=Permissive())
     await db.add_task(NewTask("first"))
     first = await dispatcher.run_once()
     runs = settings.logs_dir / "runs"

@@ -16,6 +16,8 @@ from vigil.config import Settings
 from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, NewTask, Outcome, OutcomeKind, Task
 from vigil.store.sqlite import SqliteStore
 
+pytestmark = pytest.mark.slow
+
 FACTOR = 100
 SAFETY_S = 30.0
 HEARTBEAT_MS = 10_000  # 0.1 s real

@@ -81,7 +81,7 @@ async def test_a_pause_from_another_process_during_a_task_stops_the_next_claim(
     loop_task = asyncio.create_task(dispatcher.run_forever(stop))
     try:
         async with asyncio.timeout(SAFETY_S):
-            while dispatcher.held_back is None:  # the loop saw the pause and idles
+            while dispatcher.claim_restriction is None:  # the loop saw the pause and idles
                 await asyncio.sleep(0.01)
     finally:
         stop.set()

@@ -18,6 +18,7 @@ from dispatch.executors.fake import FakeExecutor
 from dispatch.guard import Guard
 from dispatch.loop import Dispatcher
 from tests.dispatch.conftest import WORKER, MakeDispatcher, succeeds_setting, write_skill
+from tests.dispatch.permissive import Permissive
 from vigil.clock import ManualClock
 from vigil.config import Settings
 from vigil.gate import pause, read_gate, resume
@@ -73,7 +74,9 @@ async def test_back_to_back_tasks_are_each_claimed_then_recorded_once(
         return Outcome(OutcomeKind.FAILED, error="no") if task.subject == "fails" else Outcome(OutcomeKind.SUCCESS)
 
     counting = CountingStore(db)
-    dispatcher = Dispatcher(cast(Store, counting), settings, lambda name: FakeExecutor(handler), clock, WORKER)
+    dispatcher = Dispatcher(
+        cast(Store, counting), settings, lambda name: FakeExecutor(handler), clock, WORKER, guard=Permissive()
+    )
 
     await run_until_idle(dispatcher, done)
 

@@ -14,7 +14,7 @@ import pytest
 
 from dispatch.process import group_alive, pid_alive, process_start_time
 from dispatch.recovery import recover_orphans
-from dispatch.worker import this_host
+from dispatch.worker_ids import this_host
 from vigil.clock import ManualClock
 from vigil.config import DispatchSettings
 from vigil.fate import Policy

@@ -35,6 +35,8 @@ from tests.dispatch.agent_support import (
 )
 from vigil.models import OutcomeKind
 
+pytestmark = pytest.mark.slow
+
 IGNORE_TERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from dispatch.process import group_alive, process_start_time
 from dispatch.recovery import recover_orphans, recovery_interval_s
-from dispatch.worker import HOST_ENV, new_worker_id, parse_worker_id, this_host
+from dispatch.worker_ids import HOST_ENV, new_worker_id, parse_worker_id, this_host
 from vigil.clock import ManualClock
 from vigil.models import NewTask, TaskStatus
 from vigil.store.sqlite import SqliteStore

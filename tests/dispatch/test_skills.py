@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from dispatch.skills import Skill, list_skills, load_skill, load_skills
+from dispatch.skills import Skill, load_skill, load_skills
 from tests.dispatch.agent_support import REPO
 from vigil.config import Settings
 from vigil.errors import InputError, SkillError
+from vigil.home import skill_names
 from vigil.models import Task
 
 
@@ -119,7 +120,7 @@ def test_load_skills_keeps_order_drops_repeats_and_stops_at_the_first_bad_one(tm
 
 
 def test_the_shipped_example_skills_load() -> None:
-    names = list_skills(REPO / "skills")
+    names = skill_names(REPO / "skills")
     assert {"triage-inbox", "summarise-feed-entry", "disk-check"} <= set(names)
     for skill in load_skills(REPO / "skills", names):
         assert skill.description

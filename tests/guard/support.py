@@ -34,7 +34,7 @@ async def spend(store: Store, usd: float, *, priority: int = 5) -> Task:
     await store.add_task(NewTask(f"costs {usd}", priority=priority))
     claim = await store.claim_next(worker="w", lease_ms=60_000)
     assert claim is not None
-    return await store.record(claim, Outcome(OutcomeKind.SUCCESS, cost_usd=usd), worker="w")
+    return (await store.record(claim, Outcome(OutcomeKind.SUCCESS, cost_usd=usd), worker="w")).task
 
 
 async def a_task(store: Store, subject: str = "work") -> Task:

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.guard import workers
 from tests.processes import PROCESSES
 from vigil.clock import ManualClock
 from vigil.config import LimitsSettings
 from vigil.models import NewTask
 from vigil.store.sqlite import SqliteStore
+
+pytestmark = pytest.mark.slow
 
 JOIN_TIMEOUT_S = 90  # a safety net against a hung child, not a measurement
 

@@ -62,7 +62,7 @@ async def test_lifting_an_expired_gate_never_overwrites_a_change_made_meanwhile(
     assert await lift_expired(store, by="guard", now_ms=now + HOUR - 1) is None  # not yet
     stale = (await store.loop_values())[GATE_KEY]
     await pause(store, reason="a person stepped in", by="human", now_ms=now)
-    lifted = await lift_expired(store, by="guard", now_ms=now + HOUR, raw=stale, read=False)
+    lifted = await lift_expired(store, by="guard", now_ms=now + HOUR, stored=stale)
     assert lifted is None
     assert (await read_gate(store)).state is GateState.PAUSED
 

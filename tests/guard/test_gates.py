@@ -197,7 +197,7 @@ async def test_a_task_failed_for_good_is_alerted(
     claim = await store.claim_next(worker="w", lease_ms=60_000)
     assert claim is not None
     outcome = Outcome(OutcomeKind.FAILED, error="exit 1")
-    finished = await store.record(claim, outcome, worker="w")
+    finished = (await store.record(claim, outcome, worker="w")).task
     await guard.after_outcome(finished, outcome)
     await hook.drain()
     [event] = recorded(events)

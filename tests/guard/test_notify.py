@@ -73,6 +73,7 @@ def test_a_failing_service_is_recorded_and_the_others_still_get_the_alert(tmp_pa
     assert health["1"]["error"] is None
 
 
+@pytest.mark.slow
 def test_alerts_test_says_which_urls_succeeded_and_status_and_doctor_report_the_failing_one(
     home: Path, vigil: VigilRunner
 ) -> None:

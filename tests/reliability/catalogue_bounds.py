@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.reliability.catalogue import Case
 from tests.reliability.catalogue_inputs import CASES as FIRST_CASES
-from tests.reliability.catalogue_inputs import config, line, sensor
+from tests.reliability.catalogue_inputs import INIT, RESULT, agent, config, line, sensor
 
 BIG = "99999999999999999999"  # beyond a 64-bit integer
 FAR = 86_399_999_913_600_000  # epoch ms of year 2739933: what `--in 999999999d` stored before the bound
@@ -322,6 +322,42 @@ STORED_TEXT = [
     ),
 ]
 
+# The agent closes its task three times in one run through `vigil task close` (as
+# pending with a retry, then blocked, then completed): the first close decides, the
+# later ones are refused with what was decided, and the run's record keeps it.
+CLOSING_AGENT = """\
+import os, subprocess, sys
+from pathlib import Path
+sys.stdin.buffer.read()
+for args in (
+    ["--status", "pending", "--in", "1h", "--summary", "first close: the release is not out"],
+    ["--status", "blocked", "--summary", "second close: blocked"],
+    ["--status", "completed", "--summary", "third close: done"],
+):
+    subprocess.run([sys.executable, "-m", "vigil", "task", "close", os.environ["VIGIL_TASK_ID"], *args], check=False)
+sys.stdout.buffer.write((Path(__file__).parent / "agent.out").read_bytes())
+"""
+
+
+def closes_three_times(home: Path) -> None:
+    store_sql("UPDATE tasks SET max_retries = 3 WHERE id = 4")(home)  # a retry left: pending stays pending
+    agent(line(INIT) + line(RESULT))(home)
+    (home / "agent.py").write_text(CLOSING_AGENT, encoding="utf-8")
+
+
+AGENT_CLOSES = [
+    Case(
+        "agent output",
+        "closes its task 3 times in one run (pending, blocked, completed)",
+        ("dispatch", "once"),
+        0,
+        "first close: the release is not out",
+        closes_three_times,
+        kind="run",
+        status="pending",
+    ),
+]
+
 FILES = [
     Case(
         "database",
@@ -334,5 +370,5 @@ FILES = [
     ),
 ]
 
-MORE_CASES: list[Case] = [*NUMBERS, *TIMES, *SMALLER, *SETTINGS, *SENSOR_LINES, *STORED_TEXT, *FILES]
+MORE_CASES: list[Case] = [*NUMBERS, *TIMES, *SMALLER, *SETTINGS, *SENSOR_LINES, *STORED_TEXT, *FILES, *AGENT_CLOSES]
 CASES: list[Case] = [*FIRST_CASES, *MORE_CASES]

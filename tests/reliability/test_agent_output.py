@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from dispatch.executors.claude_stream import ClaudeStream, classify
 from vigil.models import OutcomeKind
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_result_line_without_subtype_is_a_clear_failure() -> None:

@@ -13,6 +13,8 @@ from tests.reliability.catalogue import DOC, Case, current_doc_section, doc_sect
 from tests.reliability.catalogue_bounds import CASES
 from vigil.home import init_home
 
+pytestmark = pytest.mark.slow
+
 AREAS = {"CLI", "vigil.toml", "sensor", "agent output", "skill", "database", "stored text"}
 
 

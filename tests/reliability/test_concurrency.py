@@ -10,6 +10,8 @@ import pytest
 
 from tests.reliability.concurrency import run_load
 
+pytestmark = pytest.mark.slow
+
 # The daemon empties the log past vigil.wal.WAL_LIMIT_BYTES (8 MiB), looking once a
 # second; twice that leaves room for a loaded machine. Before that fix the log grew
 # about 1 MiB a second under this load (58.9 MiB in 60 s); tests/daemon/test_wal.py

@@ -10,6 +10,8 @@ import pytest
 
 from tests.reliability.crash import POINTS, run_point
 
+pytestmark = pytest.mark.slow
+
 ROUNDS = 2
 
 

@@ -25,7 +25,7 @@ import pytest
 
 from tests.reliability.support import WAIT_S, run_vigil, wait_until
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small filesystem needs root")
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small filesystem needs root"), pytest.mark.slow]
 CONFIG = """\
 [dispatch]
 executor = "dry-run"

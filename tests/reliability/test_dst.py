@@ -11,6 +11,8 @@ import pytest
 
 from tests.reliability.dst import STOP_WITHIN_S, ZONES, run_year
 
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
+
 
 @pytest.mark.timeout(300)
 def test_every_cron_sensor_runs_once_per_wall_time_through_a_year_of_changes(tmp_path: Path) -> None:

@@ -18,6 +18,8 @@ import pytest
 from tests.reliability.support import run_vigil
 from vigil.home import init_home
 
+pytestmark = pytest.mark.slow
+
 WAIT_S = 60.0  # safety net only
 
 

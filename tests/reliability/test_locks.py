@@ -12,7 +12,11 @@ import signal
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.reliability.support import WAIT_S, database, run_vigil, running, wait_until
+
+pytestmark = pytest.mark.slow
 
 CONFIG = """\
 [store]

@@ -7,6 +7,8 @@ import hashlib
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.tui.conftest import wait_for
 from tui import tui_settings
 from tui.app import VigilApp
@@ -14,6 +16,8 @@ from vigil.clock import ManualClock, SystemClock
 from vigil.config import load_settings
 from vigil.models import NewTask, TaskStatus
 from vigil.store import open_store
+
+pytestmark = pytest.mark.slow
 
 WRITE_KEYS = (
     "n",

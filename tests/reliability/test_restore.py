@@ -15,6 +15,8 @@ import pytest
 
 from tests.reliability.support import WAIT_S, database, run_vigil, running, wait_until
 
+pytestmark = pytest.mark.slow
+
 CONFIG = """\
 [dispatch]
 executor = "dry-run"

@@ -17,6 +17,8 @@ from dispatch.environment import BASE_NAMES, NETWORK_VARIABLES
 from tests.reliability.support import read_record, run_vigil, write_probe_skill
 from vigil.redaction import MASK, RedactingFilter, Redactor, looks_secret
 
+pytestmark = pytest.mark.slow
+
 PASSED = "sk-passed-to-the-agent-0123456789"  # named in pass_env
 DAEMON_ONLY = "hunter2-daemon-only-password"  # secret-looking name, not passed
 PLAIN = "plain-value-not-secret"

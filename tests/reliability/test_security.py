@@ -24,6 +24,8 @@ from vigil.models import NewTask
 from vigil.store import open_store
 from vigil.store.sqlite import SqliteStore
 
+pytestmark = pytest.mark.slow
+
 PACKAGES = ("vigil", "dispatch", "sensors", "tui")
 METACHARS = "; touch {c}1 && $(touch {c}2) `touch {c}3` | touch {c}4 > {c}5 ' \" \\ $HOME *"
 

@@ -10,6 +10,8 @@ import pytest
 
 from tests.reliability.soak import soak
 
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
+
 FD_SLACK = 2  # descriptors the baseline may gain (a log rotation, a lazily opened file)
 
 

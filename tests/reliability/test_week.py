@@ -16,6 +16,8 @@ from tests.reliability.week_observer import HOUR_MS, open_since
 from vigil.gate import GateState, LoopGate
 from vigil.home import init_home
 
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
+
 # Finished tasks are kept 4 simulated hours (the shortest retention allowed is 1h), so
 # the database has most of the day to show its plateau; what they leave behind is
 # kept 6 hours (costs) and 2 hours (keys), so that it plateaus inside the day too.

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from sensors.api import SensorFunc, meta_of
+from sensors.api import HttpPool, SensorFunc, meta_of
+from sensors.execution import SensorReport
 from sensors.runner import SensorRunner, parse_schedule
 from sensors.spec import CatchUp, SensorSpec
 from vigil.clock import ManualClock
@@ -82,3 +83,11 @@ def make_runner(store: SqliteStore, settings: Settings, clock: ManualClock) -> R
         return SensorRunner(store, settings, clock, specs, on_created=on_created)
 
     return make
+
+
+async def tick(runner: SensorRunner) -> list[SensorReport]:
+    """What the scheduler's jobs do at the clock's now (``SensorRunner._tick``), for
+    each enabled sensor in turn; the reports of the runs made."""
+    env = runner.run_env(HttpPool())
+    reports = [await runner.consider(spec, env, None) for spec in runner.specs if spec.enabled]
+    return [report for report in reports if report is not None]

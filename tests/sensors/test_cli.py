@@ -8,7 +8,11 @@ import re
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO, VigilRunner
+
+pytestmark = pytest.mark.slow
 
 DOC = REPO / "docs" / "sensors.md"
 EXAMPLE = re.compile(r"<!-- example: (?P<path>\S+) -->\n```\w*\n(?P<body>.*?)```", re.DOTALL)

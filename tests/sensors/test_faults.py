@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from sensors.api import FoundTask, SensorContext
+from sensors.api import FoundTask, HttpPool, SensorContext
+from sensors.execution import RunEnv, execute, run_sensor
 from sensors.runner import SensorRunner
 from tests.sensors.conftest import RunnerFactory, SpecFactory, make_skills
 from vigil.clock import ManualClock
@@ -119,6 +120,7 @@ async def test_a_runaway_sensor_is_capped_quickly_and_the_excess_counted(
     assert saved["good"].created_last == 2
 
 
+@pytest.mark.slow
 async def test_a_hanging_sensor_does_not_delay_the_others(
     store: SqliteStore, make_spec: SpecFactory, make_runner: RunnerFactory
 ) -> None:
@@ -237,3 +239,25 @@ async def test_a_flood_limit_refusal_is_counted_and_skips_after_commit_steps(
         assert state.rejected_last == 1
     finally:
         await store.close()
+
+
+async def test_a_sensors_run_is_a_value_and_stores_nothing_until_recorded(
+    store: SqliteStore, settings: Settings, clock: ManualClock, make_spec: SpecFactory
+) -> None:
+    done: list[str] = []
+
+    async def commits(ctx: SensorContext) -> list[FoundTask]:
+        ctx.state["cursor"] = 7
+        ctx.after_commit(lambda: done.append("moved"))
+        return [FoundTask(key="k", subject="s")]
+
+    spec = make_spec(commits)
+    env = RunEnv(store, clock, HttpPool(), settings.home, max_backoff_ms=60_000, peers=("commits",))
+    result = await run_sensor(spec, env, None)
+    assert (result.status, [t.subject for t in result.tasks], result.state) == ("ok", ["s"], {"cursor": 7})
+    assert (len(result.after_commit), done) == (1, [])  # asked for, not run
+    assert await store.list_tasks() == []
+    assert await store.sensor_state("commits") is None
+
+    report = await execute(spec, env, None)
+    assert (report.status, report.created, done) == ("ok", 1, ["moved"])

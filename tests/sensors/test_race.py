@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.sensors.racers import run_racers
 from vigil.models import TaskStatus
 from vigil.store.sqlite import SqliteStore
+
+pytestmark = pytest.mark.slow
 
 SENSOR = """
 import time

@@ -11,7 +11,7 @@ import pytest
 from sensors.api import FoundTask, SensorContext
 from sensors.runner import SensorRunner
 from sensors.runs import DUE_TOLERANCE_MS
-from tests.sensors.conftest import RunnerFactory, SpecFactory
+from tests.sensors.conftest import RunnerFactory, SpecFactory, tick
 from vigil.clock import AcceleratedClock, ManualClock, SystemClock
 from vigil.config import Settings
 from vigil.errors import InputError
@@ -43,18 +43,18 @@ async def test_sensors_run_when_due_by_the_injected_clock(
     clock: ManualClock, make_spec: SpecFactory, make_runner: RunnerFactory
 ) -> None:
     runner = make_runner(make_spec(minutely, "fast", every="1m"), make_spec(minutely, "slow", every="10m"))
-    await runner.run_due()
+    await tick(runner)
     assert sorted(runs) == ["fast", "slow"]  # never ran: both due
     runs.clear()
     clock.advance(30_000)
-    await runner.run_due()
+    await tick(runner)
     assert runs == []
     clock.advance(30_000)
-    await runner.run_due()
+    await tick(runner)
     assert runs == ["fast"]
     runs.clear()
     clock.advance(9 * MIN)
-    await runner.run_due()
+    await tick(runner)
     assert sorted(runs) == ["fast", "slow"]
 
 
@@ -62,11 +62,11 @@ async def test_a_restart_does_not_fire_every_sensor_at_once(
     store: SqliteStore, settings: Settings, clock: ManualClock, make_spec: SpecFactory
 ) -> None:
     specs = [make_spec(minutely, "a", every="1m"), make_spec(minutely, "b", every="1h")]
-    await SensorRunner(store, settings, clock, specs).run_due()
+    await tick(SensorRunner(store, settings, clock, specs))
     runs.clear()
     clock.advance(2 * MIN)
     restarted = SensorRunner(store, settings, clock, specs)  # a new process, same database
-    await restarted.run_due()
+    await tick(restarted)
     assert runs == ["a"]
     b = next(s for s in await store.sensor_states() if s.name == "b")
     assert b.last_run_at is not None
@@ -80,7 +80,7 @@ async def test_a_failing_sensor_backs_off_visibly_and_recovers(
     runner = SensorRunner(store, settings, clock, [spec])
     intervals = []
     for _ in range(4):
-        await runner.run_due()
+        await tick(runner)
         state = (await store.sensor_states())[0]
         intervals.append((state.next_due_at or 0) - (state.last_run_at or 0))
         clock.set(state.next_due_at or 0)
@@ -89,10 +89,10 @@ async def test_a_failing_sensor_backs_off_visibly_and_recovers(
     assert state.last_status == "error"
 
     clock.advance(-DUE_TOLERANCE_MS - 1)
-    assert await runner.run_due() == []  # not due early
+    assert await tick(runner) == []  # not due early
     clock.advance(DUE_TOLERANCE_MS + 1)
     healthy = SensorRunner(store, settings, clock, [make_spec(failing, "flaky", every="1m", options={"fail": False})])
-    await healthy.run_due()
+    await tick(healthy)
     state = (await store.sensor_states())[0]
     assert (state.consecutive_failures, state.last_status) == (0, "ok")
     assert state.next_due_at == (state.last_run_at or 0) + MIN
@@ -108,7 +108,7 @@ async def test_the_backoff_is_capped_by_max_backoff(
     )
     runner = SensorRunner(store, settings, clock, [make_spec(failing, "flaky", every="1m")])
     for _ in range(6):
-        await runner.run_due()
+        await tick(runner)
         clock.advance(60 * MIN)
     state = (await store.sensor_states())[0]
     assert (state.next_due_at or 0) - (state.last_run_at or 0) == 5 * MIN
@@ -119,7 +119,7 @@ async def test_disabled_sensors_do_not_run_on_schedule_but_run_when_named(
 ) -> None:
     runner = make_runner(make_spec(minutely, "a"), make_spec(minutely, "b"), make_spec(minutely, "off", enabled=False))
     await store.set_sensor_enabled("b", False)
-    await runner.run_due()
+    await tick(runner)
     assert runs == ["a"]
     runs.clear()
     assert [r.name for r in await runner.run_now()] == ["a"]

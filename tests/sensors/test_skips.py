@@ -8,7 +8,7 @@ import asyncio
 
 from sensors.api import FoundTask, SensorContext
 from sensors.runner import SensorRunner
-from tests.sensors.conftest import RunnerFactory, SpecFactory
+from tests.sensors.conftest import RunnerFactory, SpecFactory, tick
 from vigil.clock import ManualClock, SystemClock
 from vigil.config import Settings
 from vigil.models import SensorRun, SensorSkip, SensorState
@@ -39,14 +39,14 @@ async def test_runs_missed_while_down_are_recorded_and_the_latest_is_made(
     runs.clear()
     runner = make_runner(make_spec(counting, "minutely", every="1m"))
     start = clock.now_ms()
-    await runner.run_due()
+    await tick(runner)
     clock.advance(10 * MIN)  # nine runs fell due while no process ran it
-    await runner.run_due()
+    await tick(runner)
     assert runs == [start, start + 10 * MIN]
     state = await _state(store, "minutely")
     assert state.skips == (SensorSkip("downtime", start + MIN, start + 9 * MIN, 9),)
     clock.advance(MIN)
-    await runner.run_due()
+    await tick(runner)
     assert (await _state(store, "minutely")).skips == state.skips  # on time again: nothing more
 
 
@@ -58,7 +58,7 @@ async def test_each_tick_of_a_disabled_sensor_is_a_skipped_run(
     await store.set_sensor_enabled("paused", False)
     start = clock.now_ms()  # 00:00, an occurrence
     for _ in range(3):
-        await runner.run_due()
+        await tick(runner)
         clock.advance(5 * MIN)
     assert runs == []
     assert (await _state(store, "paused")).skips == (SensorSkip("disabled", start, start + 10 * MIN, 3),)
@@ -70,16 +70,16 @@ async def test_a_failure_records_the_runs_its_backoff_skips(
     runs.clear()
     runner = make_runner(make_spec(counting, "flaky", every="1m", options={"fail": True}))
     start = clock.now_ms()
-    await runner.run_due()  # fails: the next run waits 2 minutes, one run is skipped
+    await tick(runner)  # fails: the next run waits 2 minutes, one run is skipped
     clock.advance(2 * MIN)
-    await runner.run_due()  # fails again: 4 minutes, three runs skipped
+    await tick(runner)  # fails again: 4 minutes, three runs skipped
     state = await _state(store, "flaky")
     assert state.skips == (
         SensorSkip("backoff", start + MIN, start + MIN, 1),
         SensorSkip("backoff", start + 3 * MIN, start + 5 * MIN, 3),
     )
     clock.advance(MIN)
-    assert await runner.run_due() == []  # backing off: not a new skip, it was recorded above
+    assert await tick(runner) == []  # backing off: not a new skip, it was recorded above
     assert (await _state(store, "flaky")).skips == state.skips
 
 

@@ -163,6 +163,7 @@ field_part = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     minute=st.one_of(field_part, st.integers(0, 59).map(str)),

@@ -134,7 +134,7 @@ async def test_the_dispatcher_s_own_retry_keeps_the_approval(store: Store, clock
     await store.approve(task_id, actor="human")
     got = await claim(store)
     transient = Outcome(OutcomeKind.TRANSIENT, error="overloaded")
-    again = await store.record(got, transient, worker="w1", policy=NO_BACKOFF)
+    again = (await store.record(got, transient, worker="w1", policy=NO_BACKOFF)).task
     assert (again.status, again.approval) == (TaskStatus.PENDING, ApprovalState.APPROVED)
     assert (await claim(store)).task.id == task_id
 

@@ -6,6 +6,7 @@ import asyncio
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -130,6 +131,7 @@ async def test_next_due_at_is_the_earliest_claimable_time(store: Store, clock: M
 _tasks = st.lists(st.tuples(st.integers(1, 9), st.integers(-5, 3)), max_size=25)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(specs=_tasks)
 def test_claim_order_equals_sorting_the_due_tasks(
@@ -183,5 +185,5 @@ async def test_set_executor_records_it_on_the_run_and_the_active_task(store: Sto
     assert (await store.get_task(claimed.task.id)).executor == "command"
     (run,) = await store.list_runs(added.task_id or 0)
     assert run.executor == "command"
-    finished = await store.record(claimed, success(), worker="w1")
+    finished = (await store.record(claimed, success(), worker="w1")).task
     assert finished.executor == "command"

@@ -36,6 +36,8 @@ from vigil.models import (
 )
 from vigil.store import Store
 
+pytestmark = pytest.mark.slow
+
 T = TypeVar("T")
 KEYS = st.sampled_from([None, "a", "b", "c"])
 EVER_KEYS = st.sampled_from(["x", "y"])  # dedup scope "ever": a key is used once, forever

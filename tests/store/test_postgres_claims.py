@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from tests.store.contract import new, success
+from tests.store.plans import postgres_plan
 from vigil.clock import ManualClock
 from vigil.models import Claim, NewTask, TaskStatus
 from vigil.store.postgres import PostgresStore
@@ -114,10 +115,10 @@ async def test_the_claim_seeks_the_claim_index_and_sorts_nothing(
         due = await store.add_task(NewTask("due, not urgent", priority=7))
         params = {"now": now, "worker": "w", "lease_until": now + 1000, "executor": None, "max_priority": 9}
 
-        plan = await store.explain(SQL_CLAIM, params)
-        due_plan = await store.explain(SQL_NEXT_DUE_AT, {})
+        plan = await postgres_plan(store, SQL_CLAIM, params)
+        due_plan = await postgres_plan(store, SQL_NEXT_DUE_AT, {})
         open_statuses = (TaskStatus.PENDING, TaskStatus.ACTIVE, TaskStatus.BLOCKED)
-        list_plan = await store.explain(list_tasks_sql(open_statuses), {"before_id": 2**62, "limit": 50})
+        list_plan = await postgres_plan(store, list_tasks_sql(open_statuses), {"before_id": 2**62, "limit": 50})
 
         text = "\n".join(plan)
         assert "Index Scan using ix_tasks_claim" in text, text

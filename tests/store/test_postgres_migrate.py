@@ -27,6 +27,8 @@ from vigil.models import (
 )
 from vigil.store.sqlite import SqliteStore
 
+pytestmark = pytest.mark.slow
+
 HOUR_MS = 3_600_000
 SECRET = "migrate-pw"
 

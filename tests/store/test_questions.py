@@ -19,7 +19,7 @@ async def _waiting(store: Store, subject: str = "deploy", **fields: object) -> i
     asked = await store.ask(c.task.id, "staging or prod?", ["staging", "prod"], actor="agent")
     assert (asked.status, asked.question, asked.choices) == (TaskStatus.ACTIVE, "staging or prod?", ("staging", "prod"))
     assert asked.asked_run == c.run_id
-    recorded = await store.record(c, success(session_id="sess-1", cost_usd=0.25), worker="w1")
+    recorded = (await store.record(c, success(session_id="sess-1", cost_usd=0.25), worker="w1")).task
     assert recorded.status is TaskStatus.WAITING
     return c.task.id
 
@@ -46,7 +46,7 @@ async def test_an_answer_makes_the_task_due_at_once_with_one_event_and_a_note(st
     assert [(n.author, n.text) for n in await store.list_notes(task_id)] == [("human", "answer: staging")]
     again = await claim(store, "w2")
     assert (again.task.id, again.task.attempt_count, again.attempt) == (task_id, 1, 2)
-    done = await store.record(again, success(), worker="w2")
+    done = (await store.record(again, success(), worker="w2")).task
     assert (done.status, done.attempt_count) == (TaskStatus.COMPLETED, 1)  # the cycle used one attempt
 
 
@@ -79,7 +79,7 @@ async def test_a_cancel_wins_over_a_question(store: Store) -> None:
     await store.ask(c.task.id, "which one?", actor="agent")
     await store.cancel(c.task.id, actor="human")
     canceled = Outcome(OutcomeKind.CANCELED, summary="canceled while running")
-    done = await store.record(c, canceled, worker="w1")
+    done = (await store.record(c, canceled, worker="w1")).task
     assert done.status is TaskStatus.CANCELED
     (run,) = await store.list_runs(c.task.id)
     assert run.outcome == "canceled"
@@ -90,7 +90,7 @@ async def test_a_run_that_asked_and_then_closed_its_task_keeps_the_agents_status
     c = await claim(store)
     await store.ask(c.task.id, "which one?", actor="agent")
     await store.close_task(c.task.id, TaskStatus.COMPLETED, "found out myself", actor="agent")
-    done = await store.record(c, success(), worker="w1")
+    done = (await store.record(c, success(), worker="w1")).task
     assert done.status is TaskStatus.COMPLETED
     (run,) = await store.list_runs(c.task.id)
     assert run.outcome == "success"

@@ -21,7 +21,7 @@ async def test_a_running_task_goes_back_to_pending_at_its_time(store: Store, clo
     assert await store.claim_next(worker="w2", lease_ms=60_000) is None  # not due yet
 
     # The dispatcher then records the run: the status the agent chose is kept.
-    done = await store.record(c, success(cost_usd=0.5), worker="w1")
+    done = (await store.record(c, success(cost_usd=0.5), worker="w1")).task
     assert (done.status, done.claimed_by, done.cost_usd) == (TaskStatus.PENDING, None, 0.5)
     events = [(e.actor, e.from_value, e.to_value) for e in await store.list_events(c.task.id) if e.kind == "status"]
     assert events == [("dispatcher", "pending", "active"), ("agent", "active", "pending")]

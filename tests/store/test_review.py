@@ -24,7 +24,7 @@ DENIED = Outcome(
 async def _held(store: Store) -> int:
     added = await store.add_task(new("clean up"))
     assert added.task_id is not None
-    held = await store.record(await claim(store), DENIED, worker="w1")
+    held = (await store.record(await claim(store), DENIED, worker="w1")).task
     assert held.id == added.task_id
     return held.id
 
@@ -75,7 +75,7 @@ async def test_a_cancel_requested_meanwhile_wins_over_the_review(store: Store) -
     assert added.task_id is not None
     claimed = await claim(store)
     await store.cancel(added.task_id, actor="human")  # active: a request
-    held = await store.record(claimed, DENIED, worker="w1")
+    held = (await store.record(claimed, DENIED, worker="w1")).task
     assert (held.status, held.review) == (TaskStatus.CANCELED, None)
     await assert_counts_match(store)
 
@@ -85,7 +85,7 @@ async def test_the_agents_own_close_stands(store: Store) -> None:
     assert added.task_id is not None
     claimed = await claim(store)
     await store.close_task(added.task_id, TaskStatus.COMPLETED, "done, some refusals were expected", actor="agent")
-    held = await store.record(claimed, DENIED, worker="w1")
+    held = (await store.record(claimed, DENIED, worker="w1")).task
     assert (held.status, held.review, held.result_summary) == (
         TaskStatus.COMPLETED,
         None,

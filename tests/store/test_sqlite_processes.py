@@ -26,6 +26,8 @@ from vigil.models import DedupScope, TaskStatus
 from vigil.store import sqlite_db
 from vigil.store.sqlite import SqliteStore
 
+pytestmark = pytest.mark.slow
+
 JOIN_TIMEOUT_S = 90  # a safety net against a hung child, not a measurement
 
 Report = TypeVar("Report")

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.store.contract import new
+from tests.store.plans import sqlite_plan
 from vigil.clock import MS_PER_DAY, ManualClock
 from vigil.models import TaskStatus
 from vigil.store import CostGroup
@@ -169,7 +170,7 @@ def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object] | Sequence[o
 
 async def _assert_no_full_scan(store: SqliteStore, now: int) -> None:
     for name, (sql, params) in _queries(now).items():
-        plan = await store.explain(sql, params)
+        plan = await sqlite_plan(store, sql, params)
         scans = [step for step in plan if FULL_SCAN.match(step)]
         assert not scans, f"{name} scans a whole table: {plan}"
         if name in ("claim_next", "next_due_at"):

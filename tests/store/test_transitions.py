@@ -42,7 +42,7 @@ async def test_finish_records_the_run_costs_and_status(store: Store, clock: Manu
         session_id="s-1",
         transcript_path="logs/1.jsonl",
     )
-    task = await store.record(c, outcome, worker="w1")
+    task = (await store.record(c, outcome, worker="w1")).task
     assert task == await store.get_task(task_id)
     assert (task.status, task.result_summary, task.result_detail) == (TaskStatus.COMPLETED, "done", "all of it")
     assert (task.cost_usd, task.api_cost_usd, task.tokens_in, task.tokens_out) == (0.25, 0.3, 1200, 340)
@@ -59,7 +59,7 @@ async def test_finish_failed_keeps_the_error_on_the_run(store: Store) -> None:
     task_id = await add(store)
     c = await claim(store)
     failed = Outcome(OutcomeKind.FAILED, summary="could not", error="exit 3", exit_code=3, cost_usd=0.1)
-    task = await store.record(c, failed, worker="w1")
+    task = (await store.record(c, failed, worker="w1")).task
     assert (task.status, task.result_summary, task.cost_usd) == (TaskStatus.FAILED, "could not", 0.1)
     [run] = await store.list_runs(task_id)
     assert (run.outcome, run.error, run.exit_code) == ("failed", "exit 3", 3)
@@ -72,7 +72,7 @@ async def test_costs_add_up_over_attempts(store: Store, clock: ManualClock) -> N
     await store.record(c1, transient, worker="w1", policy=NO_BACKOFF)
     c2 = await claim(store)
     assert c2.attempt == 2
-    task = await store.record(c2, success(cost_usd=0.25, tokens_in=5, tokens_out=2), worker="w1")
+    task = (await store.record(c2, success(cost_usd=0.25, tokens_in=5, tokens_out=2), worker="w1")).task
     assert (task.cost_usd, task.tokens_in, task.tokens_out, task.attempt_count) == (0.75, 15, 3, 2)
     assert [(r.attempt, r.outcome) for r in await store.list_runs(task_id)] == [(1, "transient"), (2, "success")]
 
@@ -86,7 +86,7 @@ async def test_a_usage_limit_gives_the_attempt_back_and_the_task_is_due_at_once(
     c = await claim(store)
     retry_at = clock.now_ms() + 90_000
     outcome = Outcome(OutcomeKind.USAGE_LIMITED, summary="limit", error="429", retry_at=retry_at)
-    task = await store.record(c, outcome, worker="w1")
+    task = (await store.record(c, outcome, worker="w1")).task
     attempts_after = 0
     assert (task.status, task.scheduled_for, task.attempt_count) == (TaskStatus.PENDING, clock.now_ms(), attempts_after)
     assert (task.claimed_by, task.lease_until) == (None, None)
@@ -113,7 +113,7 @@ async def test_cancel_active_sets_the_flag_and_keeps_the_status(store: Store) ->
     assert trail(await store.list_events(task_id))[-1] == ("human", "cancel_requested", None, "active")
     assert await store.renew_lease(task_id, worker="w1", lease_until=123) is True
     # The dispatcher honours the flag; the status changes only then.
-    done = await store.record(c, Outcome(OutcomeKind.CANCELED), worker="w1")
+    done = (await store.record(c, Outcome(OutcomeKind.CANCELED), worker="w1")).task
     assert done.status is TaskStatus.CANCELED
     await assert_counts_match(store)
 
@@ -129,7 +129,7 @@ async def test_a_cancel_requested_while_it_ran_wins_over_a_requeue(
     c = await claim(store)
     await store.cancel(task_id, actor="human")
     outcome = Outcome(kind, error="overloaded")
-    task = await store.record(c, outcome, worker="w1", policy=NO_BACKOFF)
+    task = (await store.record(c, outcome, worker="w1", policy=NO_BACKOFF)).task
     assert (task.status, task.completed_at, task.claimed_by) == (TaskStatus.CANCELED, clock.now_ms(), None)
     assert trail(await store.list_events(task_id))[-1] == ("dispatcher", "status", "active", "canceled")
     [run] = await store.list_runs(task_id)
@@ -145,13 +145,13 @@ async def test_a_replayed_finish_changes_nothing(store: Store) -> None:
     """A claim whose run is already recorded adds no cost and no status twice."""
     task_id = await add(store)
     c = await claim(store)
-    done = await store.record(c, success(summary="first", cost_usd=0.5, tokens_in=10), worker="w1")
+    done = (await store.record(c, success(summary="first", cost_usd=0.5, tokens_in=10), worker="w1")).task
     runs = await store.list_runs(task_id)
     events = await store.list_events(task_id)
-    again = await store.record(c, success(summary="again", cost_usd=0.5, tokens_in=10), worker="w1")
+    again = (await store.record(c, success(summary="again", cost_usd=0.5, tokens_in=10), worker="w1")).task
     assert again == done == await store.get_task(task_id)
     transient = Outcome(OutcomeKind.TRANSIENT, cost_usd=1.0)
-    after = await store.record(c, transient, worker="w1")
+    after = (await store.record(c, transient, worker="w1")).task
     assert after == done
     assert await store.list_runs(task_id) == runs
     assert await store.list_events(task_id) == events
@@ -165,10 +165,10 @@ async def test_a_stale_claim_cannot_finish_the_next_attempt(store: Store, clock:
     transient = Outcome(OutcomeKind.TRANSIENT, error="overloaded", cost_usd=0.25)
     await store.record(first, transient, worker="w1", policy=NO_BACKOFF)
     second = await claim(store)
-    late = await store.record(first, success(summary="late", cost_usd=0.25), worker="w1")
+    late = (await store.record(first, success(summary="late", cost_usd=0.25), worker="w1")).task
     assert (late.status, late.claimed_by, late.cost_usd) == (TaskStatus.ACTIVE, "w1", 0.25)
     assert [(r.attempt, r.outcome) for r in await store.list_runs(task_id)] == [(1, "transient"), (2, None)]
-    done = await store.record(second, success(summary="real", cost_usd=0.5), worker="w1")
+    done = (await store.record(second, success(summary="real", cost_usd=0.5), worker="w1")).task
     assert (done.status, done.result_summary, done.cost_usd) == (TaskStatus.COMPLETED, "real", 0.75)
 
 
@@ -292,7 +292,7 @@ async def test_closing_an_active_task_keeps_the_claim_so_finish_keeps_its_status
     closed = await store.close_task(task_id, TaskStatus.COMPLETED, "I did it", actor="agent")
     assert (closed.status, closed.claimed_by) == (TaskStatus.COMPLETED, "w1")
     # The dispatcher then records the run with whatever it concluded.
-    task = await store.record(c, success(summary="exit 0", cost_usd=0.2), worker="w1")
+    task = (await store.record(c, success(summary="exit 0", cost_usd=0.2), worker="w1")).task
     assert (task.status, task.result_summary, task.cost_usd) == (TaskStatus.COMPLETED, "I did it", 0.2)
     assert (task.claimed_by, task.lease_until) == (None, None)
     [run] = await store.list_runs(task_id)
@@ -305,7 +305,7 @@ async def test_requeue_of_a_task_the_agent_closed_keeps_its_status(store: Store,
     task_id = await add(store)
     c = await claim(store)
     await store.close_task(task_id, TaskStatus.BLOCKED, "waiting on a person", actor="agent")
-    task = await store.record(c, Outcome(OutcomeKind.TRANSIENT), worker="w1")
+    task = (await store.record(c, Outcome(OutcomeKind.TRANSIENT), worker="w1")).task
     assert (task.status, task.claimed_by) == (TaskStatus.BLOCKED, None)
     await assert_counts_match(store)
 
@@ -403,3 +403,20 @@ async def test_changes_to_a_missing_task_raise_task_not_found(store: Store, chan
     with pytest.raises(TaskNotFound):
         await store.add_note(404, "hello", author="human")
     assert await all_tasks(store) == []
+
+
+async def test_a_priority_step_starts_from_the_stored_priority(store: Store) -> None:
+    """Two people press + on the same view of a task at priority 5: it moves twice,
+    the step read and written in one transaction; at the end of the range it stays."""
+    added = await store.add_task(new("step me", priority=5))
+    assert added.task_id is not None
+    task_id = added.task_id
+    assert (await store.shift_priority(task_id, -1, actor="human"))[0] == 5
+    was, done = await store.shift_priority(task_id, -1, actor="human")
+    assert (was, done.priority) == (4, 3)
+    await store.set_priority(task_id, 1, actor="human")
+    assert await store.shift_priority(task_id, -1, actor="human") == (1, await store.get_task(task_id))
+    c = await claim(store)
+    with pytest.raises(InvalidTransition, match="is active, cannot change its priority"):
+        await store.shift_priority(c.task.id, 1, actor="human")
+    assert (await store.get_task(task_id)).priority == 1

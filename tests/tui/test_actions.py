@@ -3,6 +3,7 @@ conflicts where another process changes the task between highlight and keypress.
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import Input
 
 from tests.tui.conftest import AppFactory, add, wait_for
@@ -14,6 +15,8 @@ from vigil.clock import ManualClock
 from vigil.config import Settings
 from vigil.models import TaskStatus
 from vigil.store import Store
+
+pytestmark = pytest.mark.slow
 
 
 async def test_plus_makes_more_urgent_and_minus_less(make_app: AppFactory, db: Store) -> None:

@@ -4,6 +4,7 @@ waiting tasks by their count in the header; on real SQLite, driven with Pilot.""
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import Static
 
 from tests.tui.conftest import AppFactory, add, wait_for
@@ -15,6 +16,8 @@ from tui.header import counts_markup
 from tui.task_screen import TaskScreen
 from vigil.models import Outcome, OutcomeKind, TaskStatus
 from vigil.store import Store
+
+pytestmark = pytest.mark.slow
 
 
 async def _waiting(db: Store, subject: str = "Deploy the release") -> int:

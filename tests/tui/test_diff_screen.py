@@ -26,6 +26,8 @@ from vigil.home import scratch_path
 from vigil.models import Outcome, OutcomeKind, TaskStatus
 from vigil.store import Store
 
+pytestmark = pytest.mark.slow
+
 LONG = "".join(f"line {n}\n" for n in range(300))
 
 

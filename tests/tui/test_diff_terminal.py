@@ -18,7 +18,7 @@ from vigil.home import scratch_path
 from vigil.models import NewTask, Outcome, OutcomeKind
 from vigil.store import open_store
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"), pytest.mark.slow]
 
 
 def _awaiting_review(home: Path, repo: Repo) -> int:

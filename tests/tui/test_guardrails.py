@@ -9,6 +9,7 @@ import asyncio
 import io
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 from textual.widgets import Static
 
@@ -25,6 +26,8 @@ from vigil.config import load_settings
 from vigil.gate import GateState, read_gate, trip
 from vigil.models import ApprovalState, Outcome, OutcomeKind, TaskStatus
 from vigil.store import Store, open_store
+
+pytestmark = pytest.mark.slow
 
 
 def loop_line(app: VigilApp) -> str:

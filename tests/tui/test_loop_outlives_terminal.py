@@ -19,6 +19,8 @@ import pytest
 from tests.conftest import VigilRunner
 from tests.tui.test_terminal import UNSIZED, started, wait_screen
 
+pytestmark = pytest.mark.slow  # tmux, a real loop and its processes
+
 WAIT_S = 60.0  # safety net only
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.million import build
+from tests.store.plans import sqlite_plan
 from tests.tui.conftest import wait_for
 from tests.tui.helpers import notes, queue, shown_ids, table
 from tui.app import VigilApp
@@ -89,16 +90,16 @@ async def test_every_tui_query_is_bounded(big_settings: Settings) -> None:
             queries[f"window: {name}"] = (rows, {**where_params, **page})
         by_age = queries.pop("window: every task by age")
         # the rowid order, walked down and stopped by LIMIT (SQLite calls that walk SCAN too)
-        assert await store.explain(*by_age) == ["SCAN tasks"]
+        assert await sqlite_plan(store, *by_age) == ["SCAN tasks"]
         for name, (sql, params) in queries.items():
-            plan = await store.explain(sql, params)
+            plan = await sqlite_plan(store, sql, params)
             assert full_scans(plan) == [], f"{name} scans a table: {plan}"
             if name in WALKED_IN_ORDER:  # a page of a million rows: an index walk that stops, no sort
                 assert not any("TEMP B-TREE" in line for line in plan), (name, plan)
-        search_plan = await store.explain(search, search_params)
+        search_plan = await sqlite_plan(store, search, search_params)
         assert any("PRIMARY KEY" in line for line in search_plan)  # walks ids downwards, stops at LIMIT
         for name in ("history page", "recently finished", "window: completed", "window: finished"):
-            assert "USING INDEX ix_tasks_finished" in " ".join(await store.explain(*queries[name])), name
+            assert "USING INDEX ix_tasks_finished" in " ".join(await sqlite_plan(store, *queries[name])), name
     finally:
         await store.close()
 

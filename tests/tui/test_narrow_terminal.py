@@ -19,7 +19,7 @@ from tests.tui.test_terminal import UNSIZED, Pane, started, wait_screen
 from vigil.models import NewTask, Outcome, OutcomeKind
 from vigil.store.sqlite import SqliteStore
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"), pytest.mark.slow]
 
 
 @contextmanager

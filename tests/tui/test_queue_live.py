@@ -22,6 +22,8 @@ from vigil.models import TaskStatus
 from vigil.store import Store
 from vigil.task_query import TaskQuery
 
+pytestmark = pytest.mark.slow
+
 
 async def vigil_subprocess(home: Path, *args: str) -> str:
     """Run the real CLI in another process (without blocking the app's loop)."""

@@ -23,6 +23,8 @@ from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, Task
 from vigil.store import Store
 from vigil.task_query import TaskWindow
 
+pytestmark = pytest.mark.slow
+
 HOSTILE = [
     "closing [/] tag",
     "[bold]not bold[/bold] [link=http://x]x[/link]",
@@ -244,15 +246,15 @@ async def test_detail_pane_toggles(make_app: AppFactory, db: Store) -> None:
 async def test_a_failing_key_handler_is_shown_and_the_app_keeps_running(
     make_app: AppFactory, db: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tui import queue_steering
+    from tui import task_actions
 
     await add(db, "one")
     app = make_app()
 
-    def boom(screen: object, action: object) -> None:
+    def boom(actions: object, action: object) -> None:
         raise RuntimeError("handler bug")
 
-    monkeypatch.setattr(queue_steering, "_split", boom)
+    monkeypatch.setattr(task_actions.TaskActions, "_split", boom)
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(lambda: len(shown_ids(app)) == 1, "row")
         await pilot.press("d")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 from rich.text import Text
 from textual.dom import DOMNode
@@ -24,6 +25,8 @@ from vigil.clock import ManualClock, SystemClock
 from vigil.config import load_settings
 from vigil.models import NewTask, Outcome, OutcomeKind, SensorRun, SensorSkip, TaskStatus
 from vigil.store import Store, open_store
+
+pytestmark = pytest.mark.slow
 
 
 def rendered(screen: DOMNode, selector: str) -> str:

@@ -23,6 +23,8 @@ from vigil.config import Settings, load_settings
 from vigil.models import HEARTBEAT_KEY, DispatcherHeartbeat, NewTask, Outcome, OutcomeKind, TaskStatus
 from vigil.store import open_store
 
+pytestmark = pytest.mark.slow
+
 FROZEN_MS = 1_767_225_600_000 + 9 * 3_600_000  # 2026-01-01T09:00Z
 Compare = Callable[..., bool]
 

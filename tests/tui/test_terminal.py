@@ -25,7 +25,7 @@ from tests.conftest import VigilRunner
 from tests.tui.crowd import crowd
 from vigil.config import load_settings
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"), pytest.mark.slow]
 WAIT_S = 30.0  # safety net only
 # A tmux server passes its own environment to new windows; COLUMNS and LINES there
 # (from whoever started the server) would override the window's size for the TUI.

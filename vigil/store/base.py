@@ -54,6 +54,7 @@ class Store(AsyncRetention):
     cost_rollup = on_tasks(Tasks.cost_rollup)
     cancel = on_tasks(Tasks.cancel)
     set_priority = on_tasks(Tasks.set_priority)
+    shift_priority = on_tasks(Tasks.shift_priority)
     defer = on_tasks(Tasks.defer)
     defer_by = on_tasks(Tasks.defer_by)
     retry = on_tasks(Tasks.retry)

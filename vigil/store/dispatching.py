@@ -21,7 +21,7 @@ from typing import Any
 from vigil.clock import Clock
 from vigil.codework import Worktree
 from vigil.errors import InputError, InvalidTransition, TaskNotFound
-from vigil.fate import Fate, Policy, after_attempt, put_back, recorded_as
+from vigil.fate import Fate, Policy, Recorded, after_attempt, put_back, recorded_as
 from vigil.faults import crash_point
 from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Claim, Outcome, Run, Task, TaskStatus
 from vigil.store.rows import row_to_run, run_record_values
@@ -41,16 +41,17 @@ NO_COSTS = {
 
 def _settle(
     tx: Tx, task_id: int, worker: str | None, decide: Callable[[Task], Fate], *, values: dict[str, Any], now: int
-) -> Task:
+) -> tuple[Task, Fate | None]:
     """Decide and write the fate of claimed task ``task_id``; ``values`` hold the
-    run's costs (``run_record_values``, or ``NO_COSTS``). Returns the task as it now is."""
+    run's costs (``run_record_values``, or ``NO_COSTS``). Returns the task as it now
+    is and the fate written (None: the task was no longer the claimant's to settle)."""
     task = task_of(tx, require_task(tx, task_id, lock=True))
     if task.status is not TaskStatus.ACTIVE or task.claimed_by != worker:
         # its agent closed it during the run (or another claim holds it): keep its status
         tx.run(tx.q.SQL_ADD_COSTS, {**values, "task_id": task_id, "now": now})
         if worker is not None:
             tx.run(tx.q.SQL_RELEASE_CLOSED, {"task_id": task_id, "worker": worker})
-        return task_of(tx, require_task(tx, task_id))
+        return task_of(tx, require_task(tx, task_id)), None
     fate = decide(task)
     params = {
         **values,
@@ -67,7 +68,7 @@ def _settle(
     row = tx.one(tx.q.SQL_SETTLE, params)
     assert row is not None  # the row is locked, active and ours
     crash_point("during-finish")
-    return task_of(tx, row)
+    return task_of(tx, row), fate
 
 
 class Dispatching:
@@ -166,23 +167,25 @@ class Dispatching:
 
         return self._engine.write(body)
 
-    def record(self, claim: Claim, outcome: Outcome, *, worker: str, policy: Policy | None = None) -> Task:
+    def record(self, claim: Claim, outcome: Outcome, *, worker: str, policy: Policy | None = None) -> Recorded:
         """Record ``outcome`` on the claim's run and settle its task as ``vigil.fate``
         decides under ``policy`` (None: the default settings), adding the run's costs,
-        in one transaction. A task its agent closed during the run keeps its status.
-        A claim whose run is already recorded changes nothing (a replay never counts
-        costs twice); the task is returned as it is."""
+        in one transaction; returns what that came to (the task, the outcome as
+        recorded, the fate written). A task its agent closed during the run keeps its
+        status. A claim whose run is already recorded changes nothing (a replay never
+        counts costs twice); the task is returned as it is, with no fate."""
         now = self._clock.now_ms()
         rules = policy or Policy()
 
-        def body(tx: Tx) -> Task:
+        def body(tx: Tx) -> Recorded:
             task = task_of(tx, require_task(tx, claim.task.id, lock=True))
             recorded = recorded_as(task, claim.run_id, outcome)
             values = run_record_values(claim, recorded, now)
             if tx.run(tx.q.SQL_RECORD_RUN, values) == 0:
-                return task
+                return Recorded(task, recorded, None)
             decide: Callable[[Task], Fate] = lambda t: after_attempt(t, recorded, rules, now)  # noqa: E731
-            return _settle(tx, claim.task.id, worker, decide, values=values, now=now)
+            settled, fate = _settle(tx, claim.task.id, worker, decide, values=values, now=now)
+            return Recorded(settled, recorded, fate)
 
         return self._engine.write(body)
 
@@ -201,7 +204,9 @@ class Dispatching:
             stale = tx.one(tx.q.SQL_CLAIM_RUN_OPEN, params) is None
             if stale or task.status is not TaskStatus.ACTIVE or task.claimed_by != worker:
                 raise InvalidTransition(task.id, task.status, action)
-            settled = _settle(tx, task.id, worker, lambda t: put_back(t, until=until), values=dict(NO_COSTS), now=now)
+            settled, _ = _settle(
+                tx, task.id, worker, lambda t: put_back(t, until=until), values=dict(NO_COSTS), now=now
+            )
             tx.run(tx.q.SQL_DROP_OPEN_RUN, params)
             return settled
 
@@ -246,6 +251,6 @@ class Dispatching:
             values = run_record_values(Claim(task=task, run_id=run_id, attempt=run["attempt"]), recorded, now)
             tx.run(tx.q.SQL_RECORD_RUN, values)
             decide: Callable[[Task], Fate] = lambda t: after_attempt(t, recorded, rules, now)  # noqa: E731
-            return _settle(tx, task.id, run["claimed_by"], decide, values=values, now=now)
+            return _settle(tx, task.id, run["claimed_by"], decide, values=values, now=now)[0]
 
         return self._engine.write(body)

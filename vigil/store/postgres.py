@@ -19,7 +19,7 @@ Differences from SQLite that callers may notice:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -105,8 +105,3 @@ class PostgresStore(Store):
 
     async def checkpoint(self, *, truncate: bool = False) -> tuple[int, int]:
         return 0, 0
-
-    async def explain(self, sql: str, params: Mapping[str, object]) -> list[str]:
-        """The query plan of ``sql`` (``EXPLAIN`` text lines; for tests and ``vigil doctor``)."""
-        rows = await self._db.read(lambda conn: conn.execute("EXPLAIN " + sql, dict(params)).fetchall())
-        return [str(r["QUERY PLAN"]) for r in rows]

@@ -11,7 +11,7 @@ events, status counts and dependency counters come from triggers
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -120,8 +120,3 @@ class SqliteStore(Store):
     async def integrity_check(self) -> str:
         """``ok``, or SQLite's first complaint."""
         return str(await self._db.read(lambda conn: conn.execute("PRAGMA quick_check").fetchone()[0]))
-
-    async def explain(self, sql: str, params: Mapping[str, object] | Sequence[object]) -> list[str]:
-        """The query plan of ``sql`` (for tests and ``vigil doctor``)."""
-        rows = await self._db.read(lambda conn: conn.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall())
-        return [str(r["detail"]) for r in rows]

@@ -19,7 +19,7 @@ from vigil.clock import Clock
 from vigil.codework import Worktree
 from vigil.config import LimitsSettings
 from vigil.durations import check_time_ms
-from vigil.errors import DuplicateOpenTask, FloodLimited, InputError, InvalidTransition, TaskNotFound
+from vigil.errors import DuplicateOpenTask, FloodLimited, InputError, InvalidTransition, Refused, TaskNotFound
 from vigil.fate import after_request
 from vigil.faults import crash_point
 from vigil.models import (
@@ -66,6 +66,23 @@ def require_task(tx: Tx, task_id: int, *, lock: bool = False) -> Row:
     if row is None:
         raise TaskNotFound(task_id)
     return row
+
+
+def require_open_run(tx: Tx, run_id: int, task_id: int, *, closing: bool = False) -> None:
+    """Refuse (``Refused``) a write made on behalf of run ``run_id`` unless, read in
+    the writing transaction, the run is open and is task ``task_id``'s, and, when
+    ``closing``, has not closed its task yet (the first close of a run decides). The
+    task's row is locked first: a dispatcher recording the run waits for this write,
+    or this write sees it recorded."""
+    require_task(tx, task_id, lock=True)
+    run = tx.one(tx.q.SQL_GET_RUN, {"id": run_id})
+    if run is None or run["task_id"] != task_id:
+        raise Refused(f"run #{run_id} is not a run of task #{task_id}")
+    if run["finished_at"] is not None:
+        raise Refused(f"run #{run_id} has ended; its agent can no longer change task #{task_id}")
+    if closing and run["agent_status"] is not None:
+        decided = f"{run['agent_status']}: {run['summary']}"
+        raise Refused(f"run #{run_id} already closed task #{task_id} as {decided}; the first close decides")
 
 
 def check_new_task(new: NewTask) -> None:
@@ -207,12 +224,13 @@ class Tasks:
         return self._agent_secrets.text(text)
 
     # --- adding -------------------------------------------------------------------
-    def add_task(self, new: NewTask, *, actor: str = "human") -> AddResult:
+    def add_task(self, new: NewTask, *, actor: str = "human", run_id: int | None = None) -> AddResult:
         """Add one task, or report the task that already holds its source key.
 
         Dedup is decided by the database in the same statement as the insert.
         Raises ``TaskNotFound`` for a missing parent or dependency, ``InputError``
-        for a dependency on itself.
+        for a dependency on itself; with ``run_id`` (a follow-up its agent adds),
+        ``Refused`` unless that run is open and of the new task's parent.
         """
         now = self._clock.now_ms()
         if actor == AGENT_ACTOR:
@@ -221,6 +239,8 @@ class Tasks:
             )
 
         def body(tx: Tx) -> AddResult | Refusal:
+            if run_id is not None:  # a follow-up: its parent is the run's task
+                require_open_run(tx, run_id, new.parent_id or 0)
             flood = None if self._limits is None else FloodGate(self._limits, now)
             task_id = insert_task(tx, new, now, actor, self._default_max_retries, flood=flood)
             if isinstance(task_id, Refusal):
@@ -303,9 +323,6 @@ class Tasks:
         description, source or result summary contains it (case-insensitive for
         ASCII); a rare match over a long history reads until a page is found."""
         return self._engine.read(lambda tx: read_history(tx, text, before=before, limit=limit))
-
-    def _tasks(self, sql: str, params: dict[str, Any] | None = None) -> list[Task]:
-        return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(sql, params)])
 
     def get_task(self, task_id: int) -> Task:
         """The task; raises ``TaskNotFound``."""
@@ -449,13 +466,15 @@ class Tasks:
         ]
 
     # --- changing -----------------------------------------------------------------
-    def _change(self, task_id: int, action: str, sql: str, **params: Any) -> Task:
+    def _change(self, task_id: int, action: str, sql: str, run_id: int | None = None, **params: Any) -> Task:
         """Run one conditional ``UPDATE … WHERE id AND status IN (allowed) RETURNING *``;
         if no row matched, raise ``InvalidTransition`` naming the status that refused
-        it (or ``TaskNotFound``)."""
+        it (or ``TaskNotFound``). With ``run_id``, first ``require_open_run``."""
         values = {**params, "id": task_id, "now": self._clock.now_ms()}
 
         def body(tx: Tx) -> Task:
+            if run_id is not None:
+                require_open_run(tx, run_id, task_id)
             row = tx.one(sql, values)
             if row is None:
                 raise _refused(tx, task_id, action)
@@ -477,6 +496,26 @@ class Tasks:
             raise InputError(f"priority must be {MIN_PRIORITY}-{MAX_PRIORITY}, not {priority}")
         sql = self._engine.q.SQL_SET_PRIORITY
         return self._change(task_id, "change its priority", sql, priority=priority, actor=actor)
+
+    def shift_priority(self, task_id: int, by: int, *, actor: str) -> tuple[int, Task]:
+        """Move a pending, blocked or waiting task's priority ``by`` steps (negative:
+        more urgent) from its stored one, kept within the range, in one transaction
+        (two people pressing + at once move it twice). Returns the priority it had and
+        the task (unchanged at the end of the range). Raises ``InvalidTransition``."""
+        values = {"id": task_id, "now": self._clock.now_ms(), "actor": actor}
+
+        def body(tx: Tx) -> tuple[int, Task]:
+            task = task_of(tx, require_task(tx, task_id, lock=True))
+            if task.status not in (TaskStatus.PENDING, TaskStatus.BLOCKED, TaskStatus.WAITING):  # SQL_SET_PRIORITY's
+                raise InvalidTransition(task_id, task.status, "change its priority")
+            wanted = min(MAX_PRIORITY, max(MIN_PRIORITY, task.priority + by))
+            if wanted == task.priority:
+                return task.priority, task
+            row = tx.one(tx.q.SQL_SET_PRIORITY, {**values, "priority": wanted})
+            assert row is not None  # the row is locked and its status allows it
+            return task.priority, task_of(tx, row)
+
+        return self._engine.write(body)
 
     def defer(self, task_id: int, until_ms: int, *, actor: str) -> Task:
         """Set ``scheduled_for`` of a pending or blocked task."""
@@ -504,7 +543,8 @@ class Tasks:
         agent closing its own task). An active task keeps its claim so the
         dispatcher still records the run; its status is then kept. With ``run_id``
         (the run the agent closes it from, while open) that run keeps what the agent
-        said: the status and the summary, in the same transaction."""
+        said: the status and the summary, in the same transaction, and the call is
+        ``Refused`` unless that run is open and has not closed the task already."""
         if status not in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.BLOCKED):
             raise InputError(f"a task can be closed as completed, failed or blocked, not {status}")
         values = {
@@ -517,6 +557,8 @@ class Tasks:
         }
 
         def body(tx: Tx) -> Task:
+            if run_id is not None:
+                require_open_run(tx, run_id, task_id, closing=True)
             row = tx.one(tx.q.SQL_CLOSE_TASK, values)
             if row is None:
                 raise _refused(tx, task_id, f"close it as {status}")
@@ -534,7 +576,8 @@ class Tasks:
         no retry left (``attempt_count > max_retries``) it fails for good instead,
         its summary "gave up after N attempts: …" (``vigil.fate.after_request``). The
         claim stays so the dispatcher still records the run; the status is then kept.
-        With ``run_id`` that run keeps the request as what its agent said. One
+        With ``run_id`` that run keeps the request as what its agent said (``Refused``
+        unless the run is open and has not closed the task already). One
         transaction, audited as a ``status`` event. Raises ``InvalidTransition`` for
         a task that is not active or whose cancel was requested, ``TaskNotFound``."""
         check_time_ms(retry_at, "the retry time")
@@ -542,6 +585,8 @@ class Tasks:
         now = self._clock.now_ms()
 
         def body(tx: Tx) -> Task:
+            if run_id is not None:
+                require_open_run(tx, run_id, task_id, closing=True)
             task = task_of(tx, require_task(tx, task_id, lock=True))
             if task.status is not TaskStatus.ACTIVE or task.cancel_requested:
                 status = "active with a cancel requested" if task.cancel_requested else str(task.status)
@@ -557,13 +602,16 @@ class Tasks:
 
         return self._engine.write(body)
 
-    def ask(self, task_id: int, question: str, choices: Sequence[str] = (), *, actor: str) -> Task:
+    def ask(
+        self, task_id: int, question: str, choices: Sequence[str] = (), *, actor: str, run_id: int | None = None
+    ) -> Task:
         """The running task's agent asks a person ``question``, offering ``choices``
         (none: a free answer): stored on the task with the run that asked, any
         earlier answer cleared. The task stays active; when that run is recorded it
         becomes ``waiting``, the run ``asked`` (``vigil.fate``). One transaction.
         Raises ``InputError`` for an empty question or choice, ``InvalidTransition``
-        for a task that is not running or whose cancel was requested."""
+        for a task that is not running or whose cancel was requested, and with
+        ``run_id`` (the asking run) ``Refused`` unless that run is open."""
         question = question.strip()
         if not question:
             raise InputError("a question must not be empty")
@@ -575,7 +623,8 @@ class Tasks:
             "choices": choices_to_text(self._masked(choice, actor) for choice in listed),
             "actor": actor,
         }
-        return self._change(task_id, "ask a question (only a running task can)", self._engine.q.SQL_ASK, **values)
+        action = "ask a question (only a running task can)"
+        return self._change(task_id, action, self._engine.q.SQL_ASK, run_id, **values)
 
     def answer(self, task_id: int, text: str, *, actor: str) -> Task:
         """A person answers the question of a ``waiting`` task: the answer is stored
@@ -621,14 +670,18 @@ class Tasks:
 
         return self._engine.write(body)
 
-    def add_note(self, task_id: int, text: str, *, author: str) -> Note:
-        """Attach a progress note to any task."""
+    def add_note(self, task_id: int, text: str, *, author: str, run_id: int | None = None) -> Note:
+        """Attach a progress note to any task; with ``run_id`` (the run whose agent
+        writes it), ``Refused`` unless that run is open and of this task."""
         if not text.strip():
             raise InputError("note text must not be empty")
         params = {"id": task_id, "now": self._clock.now_ms(), "author": author, "text": self._masked(text, author)}
 
         def body(tx: Tx) -> Note:
-            require_task(tx, task_id)
+            if run_id is None:
+                require_task(tx, task_id)
+            else:
+                require_open_run(tx, run_id, task_id)
             row = tx.one(tx.q.SQL_ADD_NOTE, params)
             assert row is not None
             return row_to_note(row)
