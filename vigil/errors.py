@@ -19,6 +19,7 @@ The tree::
         │   └── DatabaseReplaced   the file was replaced or removed while this process had it open
         ├── FloodLimited           a flood limit ([limits]) refused a new task
         ├── GitError               git failed on a repository that is usable
+        ├── GitHubError            GitHub cannot be reached, refused, or there is no token
         └── LockHeld               another process holds the dispatcher lock
 
 Driver errors (``sqlite3.*``) are translated into these once, in ``vigil.store``.
@@ -117,6 +118,10 @@ class DatabaseReplaced(StoreError):
 class FloodLimited(OperationError):
     """A flood limit refused to add a task; the message names the limit. The refusal
     is counted (loop state ``rejected_inserts``); nothing was added."""
+
+
+class GitHubError(OperationError):
+    """GitHub could not be used: no token, refused, unreachable, or an unexpected answer."""
 
 
 class GitError(OperationError):
