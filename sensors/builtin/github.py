@@ -34,6 +34,7 @@ from sensors.api import FoundTask, SensorContext, sensor
 from sensors.options import OptionReader
 from vigil.errors import GitHubError, InputError
 from vigil.github import ASSOCIATIONS, DEFAULT_API_URL, DEFAULT_TOKEN_ENV, Repo, client, quoted, token
+from vigil.models import GitHubLink
 
 if TYPE_CHECKING:
     from githubkit_schemas.latest.models import Issue
@@ -167,6 +168,7 @@ def _task(opts: GitHubOptions, issue: Issue) -> FoundTask:
         key=f"{opts.repo}#{issue.number}",
         subject=" ".join(issue.title.split())[:MAX_SUBJECT_CHARS] or f"{opts.repo}#{issue.number}",
         description=description,
+        github=GitHubLink(repo=str(opts.repo), issue=issue.number, issue_url=issue.html_url),
     )
 
 

@@ -16,6 +16,7 @@ from sensors.execution import SensorReport
 from tests.github_server import GitHubServer, github_server
 from tests.sensors.conftest import RunnerFactory, SpecFactory
 from vigil.clock import ManualClock
+from vigil.models import GitHubLink
 from vigil.store.sqlite import SqliteStore
 
 TOKEN = "ghp_scripted0123456789secret"
@@ -52,6 +53,7 @@ async def test_labelled_open_issues_become_tasks_once(
     assert "https://github.com/octo/demo/issues/1" in fix.description
     assert "> It crashes on empty input." in fix.description
     assert "@alice (owner)" in fix.description
+    assert fix.github == GitHubLink("octo/demo", issue=1, issue_url="https://github.com/octo/demo/issues/1")
     (listed,) = hub.requests
     assert listed.query["labels"] == ["vigil"]
     assert listed.query["state"] == ["open"]
