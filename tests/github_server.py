@@ -12,21 +12,29 @@ List answers carry an ``ETag`` (a hash of the body) and honour ``If-None-Match``
 with a 304, as GitHub does. ``rate_limit_next(reset_at_s)`` makes the next request
 answer GitHub's primary rate-limit 403 (``x-ratelimit-remaining: 0`` and
 ``x-ratelimit-reset``).
+
+Pull requests: ``GET …/pulls`` (by ``head`` and ``state``) and ``POST …/pulls``,
+whose body is validated against githubkit's model of what the endpoint accepts.
+The remote is a real bare repository (``remote``): a pull request can be opened
+only from a branch that exists there, and one already open from the same branch
+is refused with GitHub's 422, as GitHub does.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from githubkit_schemas.latest.models import Issue
+from githubkit_schemas.latest.models import Issue, PullRequest, PullRequestSimple, ReposOwnerRepoPullsPostBody
 from pydantic import TypeAdapter
 
 STAMP = "2026-01-02T03:04:05Z"
@@ -34,7 +42,9 @@ ISSUE_LIST_PARAMS = frozenset(
     {"milestone", "state", "assignee", "type", "creator", "mentioned", "labels", "sort", "direction", "since"}
     | {"per_page", "page"}
 )
+PULL_LIST_PARAMS = frozenset({"state", "head", "base", "sort", "direction", "per_page", "page"})
 _ISSUES = TypeAdapter(list[Issue])
+_PULLS = TypeAdapter(list[PullRequestSimple])
 
 
 def user_json(login: str, user_id: int = 1) -> dict[str, Any]:
@@ -75,6 +85,7 @@ class Seen:
     path: str
     query: dict[str, list[str]]
     headers: dict[str, str]
+    body: Any = None  # the parsed JSON body, if any
 
 
 @dataclass
@@ -85,7 +96,9 @@ class GitHubServer:
     name: str
     token: str
     port: int = 0
+    remote: Path | None = None  # the bare repository that pushes reach
     issues: dict[int, dict[str, Any]] = field(default_factory=dict)
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     requests: list[Seen] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     _rate_limit_reset_s: int | None = None
@@ -191,11 +204,150 @@ class GitHubServer:
             issues_path = f"/repos/{self.owner}/{self.name}/issues"
             if seen.method == "GET" and seen.path == issues_path:
                 return self._list_issues(seen)
+            pulls_path = f"/repos/{self.owner}/{self.name}/pulls"
+            if seen.method == "GET" and seen.path == pulls_path:
+                return self._list_pulls(seen)
+            if seen.method == "POST" and seen.path == pulls_path:
+                return self._create_pull(seen)
             return self._problem(404, "Not Found", f"no scripted endpoint for {seen.method} {seen.path}")
 
     def _problem(self, status: int, message: str, problem: str) -> tuple[int, dict[str, str], Any]:
         self.problems.append(problem)
         return status, {}, {"message": message}
+
+    def _list_pulls(self, seen: Seen) -> tuple[int, dict[str, str], Any]:
+        unknown = set(seen.query) - PULL_LIST_PARAMS
+        if unknown:
+            return self._problem(400, "Bad request", f"list pulls does not take {sorted(unknown)}")
+        query = {key: values[-1] for key, values in seen.query.items()}
+        state, head = query.get("state", "open"), query.get("head")
+        found = [
+            pull
+            for pull in self.pulls.values()
+            if (state == "all" or pull["state"] == state)
+            and (head is None or head == f"{self.owner}:{pull['head']['ref']}")
+        ]
+        _PULLS.validate_python(found)
+        return 200, {}, found
+
+    def _create_pull(self, seen: Seen) -> tuple[int, dict[str, str], Any]:
+        try:
+            asked = ReposOwnerRepoPullsPostBody.model_validate(seen.body)
+        except ValueError as err:
+            return self._problem(422, "Validation Failed", f"create pull request: {err}")
+        head, base = str(asked.head), str(asked.base)
+        sha = self._remote_commit(head)
+        if sha is None:
+            return 422, {}, {"message": "Validation Failed", "errors": [{"field": "head", "code": "invalid"}]}
+        if any(p["head"]["ref"] == head and p["state"] == "open" for p in self.pulls.values()):
+            message = f"A pull request already exists for {self.owner}:{head}."
+            return 422, {}, {"message": "Validation Failed", "errors": [{"code": "custom", "message": message}]}
+        number = 100 + len(self.pulls) + len(self.issues)
+        body = asked.body if isinstance(asked.body, str) else None
+        pull = self.pull_json(number, str(asked.title), body, head, sha, base)
+        self.pulls[number] = pull
+        return 201, {}, pull
+
+    def _remote_commit(self, branch: str) -> str | None:
+        if self.remote is None:
+            return None
+        done = subprocess.run(
+            ["git", "--git-dir", str(self.remote), "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    def repo_json(self) -> dict[str, Any]:
+        """The repository (``Repository``) as the API serves it inside a pull request."""
+        from githubkit_schemas.latest.models import Repository
+
+        urls = {
+            name: f"{self.repo_api}/{name.removesuffix('_url')}"
+            for name, spec in Repository.model_fields.items()
+            if spec.is_required() and name.endswith("url")
+        }
+        counts = ("forks", "forks_count", "stargazers_count", "watchers_count", "size", "open_issues_count")
+        return {
+            **urls,
+            **dict.fromkeys((*counts, "open_issues", "watchers"), 0),
+            "id": 42,
+            "node_id": "R_42",
+            "name": self.name,
+            "full_name": f"{self.owner}/{self.name}",
+            "license": None,
+            "owner": user_json(self.owner, 2),
+            "description": None,
+            "fork": False,
+            "homepage": None,
+            "language": None,
+            "default_branch": "main",
+            "has_pages": False,
+            "disabled": False,
+            "mirror_url": None,
+            "pushed_at": STAMP,
+            "created_at": STAMP,
+            "updated_at": STAMP,
+        }
+
+    def pull_json(self, number: int, title: str, body: str | None, head: str, sha: str, base: str) -> dict[str, Any]:
+        """A pull request (``PullRequest``) as the API serves it; validated here."""
+        api = f"{self.repo_api}/pulls/{number}"
+        html = f"https://github.com/{self.owner}/{self.name}/pull/{number}"
+        owner = user_json(self.owner, 2)
+
+        def end(ref: str, commit: str) -> dict[str, Any]:
+            return {"label": f"{self.owner}:{ref}", "ref": ref, "repo": self.repo_json(), "sha": commit, "user": owner}
+
+        links = {
+            name: {"href": f"{api}/{name}"}
+            for name in ("comments", "commits", "statuses", "review_comments", "review_comment")
+        }
+        pull: dict[str, Any] = {
+            "url": api,
+            "id": 5000 + number,
+            "node_id": f"PR_{number}",
+            "html_url": html,
+            "diff_url": f"{html}.diff",
+            "patch_url": f"{html}.patch",
+            "issue_url": f"{self.repo_api}/issues/{number}",
+            "commits_url": f"{api}/commits",
+            "review_comments_url": f"{api}/comments",
+            "review_comment_url": f"{self.repo_api}/pulls/comments{{/number}}",
+            "comments_url": f"{self.repo_api}/issues/{number}/comments",
+            "statuses_url": f"{self.repo_api}/statuses/{sha}",
+            "number": number,
+            "state": "open",
+            "locked": False,
+            "title": title,
+            "user": user_json("vigil-operator", 3),
+            "body": body,
+            "labels": [],
+            "milestone": None,
+            "created_at": STAMP,
+            "updated_at": STAMP,
+            "closed_at": None,
+            "merged_at": None,
+            "head": end(head, sha),
+            "base": end(base, sha),
+            "_links": {**links, "self": {"href": api}, "html": {"href": html}, "issue": {"href": api}},
+            "author_association": "OWNER",
+            "auto_merge": None,
+            "merged": False,
+            "mergeable": True,
+            "mergeable_state": "clean",
+            "merged_by": None,
+            "comments": 0,
+            "review_comments": 0,
+            "maintainer_can_modify": False,
+            "commits": 1,
+            "additions": 1,
+            "deletions": 1,
+            "changed_files": 1,
+        }
+        PullRequest.model_validate(pull)
+        return pull
 
     def _list_issues(self, seen: Seen) -> tuple[int, dict[str, str], Any]:
         unknown = set(seen.query) - ISSUE_LIST_PARAMS
@@ -222,9 +374,11 @@ class GitHubServer:
 
 
 @contextmanager
-def github_server(owner: str = "octo", name: str = "demo", token: str = "ghp_scripted") -> Iterator[GitHubServer]:
+def github_server(
+    owner: str = "octo", name: str = "demo", token: str = "ghp_scripted", remote: Path | None = None
+) -> Iterator[GitHubServer]:
     """A running scripted API on 127.0.0.1, stopped on exit."""
-    server_state = GitHubServer(owner, name, token)
+    server_state = GitHubServer(owner, name, token, remote=remote)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -232,9 +386,14 @@ def github_server(owner: str = "octo", name: str = "demo", token: str = "ghp_scr
         def _serve(self) -> None:
             url = urlsplit(self.path)
             length = int(self.headers.get("content-length") or 0)
-            if length:
-                self.rfile.read(length)
-            seen = Seen(self.command, url.path, parse_qs(url.query), {k.lower(): v for k, v in self.headers.items()})
+            raw = self.rfile.read(length) if length else b""
+            seen = Seen(
+                self.command,
+                url.path,
+                parse_qs(url.query),
+                {k.lower(): v for k, v in self.headers.items()},
+                json.loads(raw) if raw else None,
+            )
             status, headers, body = server_state.answer(seen)
             data = b"" if body is None else json.dumps(body).encode()
             self.send_response(status)

@@ -821,7 +821,9 @@ def task_approve(ctx: click.Context, task_id: int, commit: str | None) -> None:
     from vigil.review import approve
 
     _person_only("approve a task")
-    done = with_store(ctx, lambda store, settings: approve(store, task_id, actor=actor(), commit=commit))
+    done = with_store(
+        ctx, lambda store, settings: approve(store, task_id, actor=actor(), commit=commit, github=settings.github)
+    )
     click.echo(done.describe())
     if done.conflict is not None:
         ctx.exit(1)
