@@ -161,3 +161,22 @@ def test_a_push_the_remote_refuses_is_an_error_and_nothing_is_opened(
     assert hub.requests == []
     shown = json.loads(vigil("task", "show", str(task_id), "--json", check=True).stdout)
     assert shown["review"] == "pending"
+
+
+def test_task_open_prints_the_pull_request_else_the_issue(
+    vigil: VigilRunner, home: Path, repo: Repo, hub: GitHubServer
+) -> None:
+    task_id, _, _ = awaiting_review(home, repo)
+    assert vigil("task", "open", str(task_id), check=True).stdout.strip() == ISSUE.issue_url
+    vigil("task", "approve", str(task_id), env=ENV, check=True)
+    (number,) = hub.pulls
+    assert (
+        vigil("task", "open", str(task_id), check=True).stdout.strip() == f"https://github.com/octo/demo/pull/{number}"
+    )
+    plain = vigil("task", "add", "typed by hand", check=True)
+    assert plain.returncode == 0
+    missing = vigil("task", "open", "2")
+    assert (missing.returncode, missing.stderr.strip()) == (
+        1,
+        "vigil: error: task #2 has no pull request or GitHub issue",
+    )
