@@ -128,11 +128,11 @@ async def _open_issues(
             opts.repo.owner,
             opts.repo.name,
             state="open",
-            labels=",".join(opts.labels),
             sort="updated",
             direction="desc",
             per_page=PER_PAGE,
             page=page,
+            **({"labels": ",".join(opts.labels)} if opts.labels else {}),
             **({"assignee": opts.assignee} if opts.assignee else {}),
             headers=headers,
         )
