@@ -180,3 +180,19 @@ def test_task_open_prints_the_pull_request_else_the_issue(
         1,
         "vigil: error: task #2 has no pull request or GitHub issue",
     )
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ('[github]\napi_url = "ftp://example.com"\n', "[github] api_url: expected an http:// or https:// URL"),
+        ('[github]\nremote = ""\n', "[github] remote: expected"),
+        ('[github]\nrepo = "octo/demo"\n', "[github] unknown key 'repo'"),
+    ],
+)
+def test_a_bad_github_section_is_named(vigil_in_process: VigilRunner, home: Path, toml: str, message: str) -> None:
+    (home / "vigil.toml").write_text((home / "vigil.toml").read_text() + "\n" + toml)
+    proc = vigil_in_process("task", "list")
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
