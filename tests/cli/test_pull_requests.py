@@ -19,6 +19,7 @@ import pytest
 from tests.code.repos import Repo, worked_clone
 from tests.conftest import VigilRunner
 from tests.github_server import GitHubServer, github_server
+from vigil.codework import CheckResult
 from vigil.config import load_settings
 from vigil.home import scratch_path
 from vigil.models import GitHubLink, NewTask, Outcome, OutcomeKind
@@ -63,7 +64,12 @@ def awaiting_review(home: Path, repo: Repo) -> tuple[int, str, str]:
             await store.set_worktree(added.task_id, replace(made, merge="pull_request"))
             claim = await store.claim_next(worker="d", lease_ms=60_000)
             assert claim is not None
-            outcome = Outcome(OutcomeKind.SUCCESS, summary="The parser no longer crashes on empty input.", review=True)
+            outcome = Outcome(
+                OutcomeKind.SUCCESS,
+                summary="The parser no longer crashes on empty input.",
+                review=True,
+                checks=(CheckResult(("pytest", "-q"), 0, "3 passed"),),
+            )
             await store.record(claim, outcome, worker="d")
             assert made.artifact is not None
             return added.task_id, made.artifact, made.branch
@@ -97,6 +103,7 @@ def test_approval_pushes_the_reviewed_commit_and_opens_a_pull_request_that_close
     pull = hub.pulls[number]
     assert (pull["title"], pull["head"]["ref"], pull["base"]["ref"]) == ("Fix the parser", branch, "main")
     assert pull["body"].startswith("The parser no longer crashes on empty input.")
+    assert "Checks that passed:\n- `pytest -q`" in pull["body"]
     assert "Closes #7" in pull["body"]
 
     task = json.loads(vigil("task", "show", str(task_id), "--json", check=True).stdout)
