@@ -18,7 +18,7 @@ import httpx
 
 from sensors.timing import Schedule, parse_every
 from vigil.clock import Clock
-from vigil.models import DedupScope, SensorState, Task, TaskStatus
+from vigil.models import DedupScope, GitHubLink, SensorState, Task, TaskStatus
 
 META_ATTR = "__vigil_sensor__"
 
@@ -33,6 +33,7 @@ class FoundTask:
     duplicates. ``priority``/``skills`` None mean the sensor entry's defaults
     (``priority`` and ``skills`` in vigil.toml, else 5 and none). ``scheduled_for`` is
     epoch ms (None: now). ``dedup`` ``open``: one open task per key; ``ever``: once.
+    ``github``: the GitHub issue it came from, kept on the task.
     """
 
     key: str
@@ -42,6 +43,7 @@ class FoundTask:
     skills: tuple[str, ...] | None = None
     scheduled_for: int | None = None
     dedup: DedupScope = DedupScope.OPEN
+    github: GitHubLink | None = None
 
 
 class HttpPool:

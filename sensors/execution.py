@@ -31,6 +31,7 @@ from vigil.models import (
     MAX_PRIORITY,
     MIN_PRIORITY,
     DedupScope,
+    GitHubLink,
     NewTask,
     SensorRun,
     SensorState,
@@ -176,6 +177,7 @@ def _convert(spec: SensorSpec, index: int, item: Any) -> NewTask:
         source_key=spec.source_key(item.key),
         dedup=dedup,
         scheduled_for=when,
+        github=item.github if isinstance(item.github, GitHubLink) else None,
     )
 
 

@@ -85,6 +85,15 @@ class OptionReader:
             raise ValueError(f"{key}: expected a list of variable names")
         return tuple(value)
 
+    def strings(self, key: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """A list of non-empty strings (``default`` when absent)."""
+        value = self._get(key, False)
+        if value is None:
+            return default
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise ValueError(f"{key}: expected a list of non-empty strings, got {value!r}")
+        return tuple(value)
+
     def str_map(self, key: str) -> dict[str, str]:
         value = self._get(key, False)
         if value is None:

@@ -68,6 +68,10 @@ def field_table(task: Task, now_ms: int, times: Times, depends_on: Sequence[int]
         ("executor", Text(task.executor or "—")),
         ("claimed by", Text(task.claimed_by or "—")),
     ]
+    if task.github is not None and task.github.issue_text is not None:
+        rows.append(("issue", Text(task.github.issue_text)))
+    if task.github is not None and task.github.pull_text is not None:
+        rows.append(("pull request", Text(task.github.pull_text)))
     if task.question is not None:  # the agent's latest question to a person, and the answer
         choices = f"  [{' | '.join(task.choices)}]" if task.choices else ""
         rows.append(("question", Text(capped(task.question + choices, TEXT_SHOWN_CHARS), style="bold magenta")))

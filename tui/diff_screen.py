@@ -235,7 +235,7 @@ class DiffScreen(LiveScreen[DiffData | None]):
     async def _approve(self, task: Task, shown: str | None) -> None:
         """Approve exactly the change shown (``shown``: None for a task without one)."""
         async with self.ctx.writes:
-            done = await approve(self.ctx.store, task.id, actor=ACTOR, commit=shown)
+            done = await approve(self.ctx.store, task.id, actor=ACTOR, commit=shown, github=self.ctx.settings.github)
         self.notify(done.describe(), severity="warning" if done.conflict else "information", markup=False)
         self.reload()
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from vigil.errors import InputError, VigilError
+from vigil.errors import InputError, OperationError, VigilError
 from vigil.models import MAX_ID, MAX_RETRIES
 from vigil.printable import printable
 
@@ -898,7 +898,9 @@ def task_approve(ctx: click.Context, task_id: int, commit: str | None) -> None:
     from vigil.review import approve
 
     _person_only("approve a task")
-    done = with_store(ctx, lambda store, settings: approve(store, task_id, actor=actor(), commit=commit))
+    done = with_store(
+        ctx, lambda store, settings: approve(store, task_id, actor=actor(), commit=commit, github=settings.github)
+    )
     click.echo(done.describe())
     if done.conflict is not None:
         ctx.exit(1)
@@ -934,6 +936,23 @@ def task_diff(ctx: click.Context, task_id: int, stat: bool, as_json: bool) -> No
     from vigil.commands import diff_report
 
     click.echo(with_tasks(ctx, lambda tasks, settings: diff_report(tasks, task_id, stat=stat, as_json=as_json)))
+
+
+@task.command("open")
+@click.argument("task_id", type=int)
+@click.option("--browse", is_flag=True, help="Open it in the web browser instead of printing it.")
+@click.pass_context
+def task_open(ctx: click.Context, task_id: int, browse: bool) -> None:
+    """Print the web address of a task's pull request (else of its GitHub issue).
+    Exits 1 when the task has neither."""
+    link = with_tasks(ctx, lambda tasks, settings: tasks.get_task(task_id)).github
+    url = None if link is None else link.pull_url or link.issue_url
+    if url is None:
+        raise OperationError(f"task #{task_id} has no pull request or GitHub issue")
+    if browse:
+        click.launch(url)
+    else:
+        click.echo(url)
 
 
 def _quiet_alert_log() -> None:

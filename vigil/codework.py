@@ -29,7 +29,8 @@ from vigil.durations import parse_duration_ms
 from vigil.errors import InputError
 
 WORKSPACE_KINDS = ("worktree",)
-MERGE_MODES = ("ff", "merge", "squash", "branch")
+PULL_REQUEST = "pull_request"  # push the branch and open a pull request on GitHub (vigil.pull_requests)
+MERGE_MODES = ("ff", "merge", "squash", "branch", PULL_REQUEST)
 DEFAULT_MERGE = "branch"  # an approval leaves the branch for a person (a pull request) unless told
 OUTPUT_TAIL_CHARS = 4000  # of a check's output, kept on the run
 

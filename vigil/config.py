@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from vigil.codework import CODE_KEYS, CodeOptions, options_from
 from vigil.durations import MAX_DURATION_DAYS, parse_duration_ms
 from vigil.errors import ConfigError, InputError
+from vigil.github import DEFAULT_API_URL, DEFAULT_TOKEN_ENV
 from vigil.models import MAX_RETRIES, model_name_problem
 from vigil.store_url import check_store_url, mask_password
 
@@ -300,6 +301,18 @@ def sensor_name(entry: Mapping[str, Any]) -> str | None:
 
 
 @dataclass(frozen=True)
+class GitHubSettings:
+    """How approved work reaches GitHub as a pull request (``[github]``; docs/github.md).
+    ``remote``: the git remote of the task's repository that branches are pushed to,
+    with the operator's own git credentials. ``api_url``/``token_env``: as the
+    github sensor's keys."""
+
+    remote: str = "origin"
+    api_url: str = DEFAULT_API_URL
+    token_env: str = DEFAULT_TOKEN_ENV
+
+
+@dataclass(frozen=True)
 class Settings:
     home: Path
     config_path: Path | None
@@ -317,6 +330,7 @@ class Settings:
     tui: TuiSettings = field(default_factory=TuiSettings)
     checks: ChecksSettings = field(default_factory=ChecksSettings)
     telegram: TelegramSettings | None = None  # [chat.telegram]; None: no chat bot
+    github: GitHubSettings = field(default_factory=GitHubSettings)
 
     @property
     def skills_dir(self) -> Path:
@@ -766,13 +780,28 @@ def _code(section: _Section, home: Path) -> CodeOptions:
     return options
 
 
+def _github(data: Mapping[str, Any], source: Path | None) -> GitHubSettings:
+    section = _Section(_table(data, "github", source), "github", source)
+    defaults = GitHubSettings()
+    api_url = section.str_("api_url", defaults.api_url).rstrip("/")
+    if not api_url.startswith(("http://", "https://")):
+        raise section._fail("api_url", "an http:// or https:// URL")
+    settings = GitHubSettings(
+        remote=section.str_("remote", defaults.remote),
+        api_url=api_url,
+        token_env=section.str_("token_env", defaults.token_env),
+    )
+    section.done()
+    return settings
+
+
 def settings_from_mapping(
     data: Mapping[str, Any], home: Path, source: Path | None, env: Mapping[str, str] | None = None
 ) -> Settings:
     """Build ``Settings`` from parsed TOML and ``env`` (None: the process environment,
     read for ``VIGIL_STORE_URL``); raises ``ConfigError``."""
     known = {"store", "dispatch", "executors", "prices", "sensor_defaults", "sensors", "budget", "alerts"}
-    known |= {"limits", "retention", "tui", "checks", "chat"}
+    known |= {"limits", "retention", "tui", "checks", "chat", "github"}
     for key in data:
         if key not in known:
             raise ConfigError(f"{source}: unknown section or key {key!r}")
@@ -852,6 +881,7 @@ def settings_from_mapping(
         tui=_tui(data, source),
         checks=_checks(data, source),
         telegram=_telegram(data, source, dispatch.pass_env),
+        github=_github(data, source),
     )
 
 

@@ -20,6 +20,7 @@ The tree::
         ├── FloodLimited           a flood limit ([limits]) refused a new task
         ├── Refused                a write on behalf of a run that is not open, or not its task's
         ├── GitError               git failed on a repository that is usable
+        ├── GitHubError            GitHub cannot be reached, refused, or there is no token
         └── LockHeld               another process holds the dispatcher lock
 
 Driver errors (``sqlite3.*``) are translated into these once, in ``vigil.store``.
@@ -131,6 +132,10 @@ class Refused(OperationError):
 
 
 REFUSED = "refused:"
+
+
+class GitHubError(OperationError):
+    """GitHub could not be used: no token, refused, unreachable, or an unexpected answer."""
 
 
 class GitError(OperationError):

@@ -6,8 +6,9 @@ Rows become frozen dataclasses. Times are epoch milliseconds (UTC); ``None`` mea
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 
 from vigil.codework import CheckResult, CodeOptions, RunChanges, Worktree
@@ -122,6 +123,43 @@ class OutcomeKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class GitHubLink:
+    """Where a task meets GitHub (``tasks.github``): the repository (``owner/name``),
+    the issue it came from and the pull request its work became; None where there
+    is none (yet). ``branch`` is the pull request's head branch."""
+
+    repo: str
+    issue: int | None = None
+    issue_url: str | None = None
+    pull: int | None = None
+    pull_url: str | None = None
+    branch: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({k: v for k, v in asdict(self).items() if v is not None})
+
+    @property
+    def issue_text(self) -> str | None:
+        """``owner/name#7 https://…`` for people; None without an issue."""
+        return None if self.issue is None else f"{self.repo}#{self.issue} {self.issue_url or ''}".rstrip()
+
+    @property
+    def pull_text(self) -> str | None:
+        """``owner/name#12 https://… (branch vigil/3-fix)`` for people; None without a pull request."""
+        if self.pull is None:
+            return None
+        branch = f" (branch {self.branch})" if self.branch else ""
+        return f"{self.repo}#{self.pull} {self.pull_url or ''}".rstrip() + branch
+
+    @classmethod
+    def from_json(cls, text: str | None) -> GitHubLink | None:
+        if text is None:
+            return None
+        value = json.loads(text)
+        return cls(**{f.name: value.get(f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True, slots=True)
 class NewTask:
     """A task to be added. ``scheduled_for`` None means "now"; ``max_retries`` None
     means the configured default; ``skills`` keep their order, a repeat dropped;
@@ -145,6 +183,7 @@ class NewTask:
     # the task's own code options (repository, base, checks, review, merge); None: its
     # skills' and the configuration's (a follow-up without its own gets its parent's)
     code: CodeOptions | None = None
+    github: GitHubLink | None = None  # the GitHub issue it came from
 
     def __post_init__(self) -> None:
         # A skill named twice would load twice into the prompt and count each run
@@ -195,6 +234,7 @@ class Task:
     choices: tuple[str, ...] = ()  # the answers the agent offered with it (may be empty)
     answer: str | None = None  # the person's answer to ``question``; None while it waits
     asked_run: int | None = None  # the run whose agent asked ``question``
+    github: GitHubLink | None = None  # its GitHub issue and pull request; None: none
 
     @property
     def awaiting_approval(self) -> bool:

@@ -78,6 +78,7 @@ def task_json(task: Task) -> dict[str, object]:
         "question": task.question,
         "choices": list(task.choices),
         "answer": task.answer,
+        "github": None if task.github is None else json.loads(task.github.to_json()),
     }
 
 
@@ -302,11 +303,17 @@ def task_details(
     """``vigil task show``; ``flags``: the files of its change to look at first."""
     fields = task_json(task)
     width = max(len(k) for k in fields)
-    structured = ("result_detail", "code", "worktree")
+    structured = ("result_detail", "code", "worktree", "github")
     lines = [f"{k:<{width}}  {_field_text(k, v)}" for k, v in fields.items() if k not in structured]
     if task.worktree is not None:
         lines += worktree_lines(task.worktree, width)
         lines += [f"{'look first' if i == 0 else '':<{width}}  ! {f.path}  ({f.why})" for i, f in enumerate(flags)]
+    if task.github is not None:
+        lines += [
+            f"{label:<{width}}  {text}"
+            for label, text in (("issue", task.github.issue_text), ("pull_request", task.github.pull_text))
+            if text is not None
+        ]
     if deps:
         lines.append(f"{'depends_on':<{width}}  {', '.join(f'#{d}' for d in deps)}")
     run_lines = []

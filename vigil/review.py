@@ -26,10 +26,12 @@ from dataclasses import dataclass, replace
 
 from vigil import git
 from vigil.clones import adopted, in_repo
-from vigil.codework import DEFAULT_MERGE, Worktree
+from vigil.codework import DEFAULT_MERGE, PULL_REQUEST, Worktree
+from vigil.config import GitHubSettings
 from vigil.errors import GitError, InputError, InvalidTransition
 from vigil.merging import Conflict, Landing, Merged, Unchanged, checkout_problem, land, landed, plan
 from vigil.models import Task
+from vigil.pull_requests import Published, publish
 from vigil.store import Store
 from vigil.taskdiff import reviewed_commit
 
@@ -44,10 +46,14 @@ class Approval:
     merged: Merged | None = None
     conflict: Conflict | None = None
     unchanged: Unchanged | None = None
+    published: Published | None = None
 
     def describe(self) -> str:
         """One line for people: what became of the task and its change."""
         task = self.task
+        if self.published is not None:
+            how = "opened" if self.published.opened else "already open, reused"
+            return f"task #{task.id} approved; completed; pull request {self.published.link.pull_url} ({how})"
         if self.conflict is not None:
             return f"task #{task.id} not merged, sent back to its agent: {self.conflict.what}"
         if self.unchanged is not None:
@@ -73,11 +79,14 @@ def merge_message(task: Task) -> str:
     return f"{task.subject}\n\nVigil task #{task.id}, branch {branch}"
 
 
-async def approve(store: Store, task_id: int, *, actor: str, commit: str | None = None) -> Approval:
+async def approve(
+    store: Store, task_id: int, *, actor: str, commit: str | None = None, github: GitHubSettings | None = None
+) -> Approval:
     """Approve the task: one awaiting approval becomes pending; one awaiting review
     is completed, after its artifact (if it has one not yet merged) is landed.
     ``commit``: the artifact the person reviewed (a prefix of at least 7 hex
-    digits will do). Raises ``InvalidTransition`` for a task awaiting neither,
+    digits will do). ``github``: where a ``pull_request`` merge goes (None: the
+    defaults of ``[github]``). Raises ``InvalidTransition`` for a task awaiting neither,
     ``InputError`` when ``commit`` is not the task's artifact, ``GitError`` when the
     merge cannot be tried (the base's checkout has local changes …): then nothing
     changed and the task still awaits review."""
@@ -96,6 +105,10 @@ async def approve(store: Store, task_id: int, *, actor: str, commit: str | None 
             f"look at it again (vigil task diff {task_id}), then approve that"
         )
     mode = worktree.merge or DEFAULT_MERGE
+    if mode == PULL_REQUEST:
+        return await _approve_as_pull_request(
+            store, task, worktree, artifact, actor=actor, settings=github or GitHubSettings()
+        )
     result = await asyncio.to_thread(_resume_or_plan, worktree, artifact, mode, merge_message(task))
     if isinstance(result, Conflict):
         back = await store.reject(task_id, f"merge conflict: {result.what}", actor=actor)
@@ -112,6 +125,24 @@ async def approve(store: Store, task_id: int, *, actor: str, commit: str | None 
         result = await asyncio.to_thread(land, worktree, result)
     merged = replace(worktree, merge=result.mode, merged=result.commit, merged_from=result.since, merging=None)
     return Approval(await store.approve(task_id, actor=actor, merged=merged), merged=result)
+
+
+async def _approve_as_pull_request(
+    store: Store, task: Task, worktree: Worktree, artifact: str, *, actor: str, settings: GitHubSettings
+) -> Approval:
+    """Push the artifact and open (or reuse) its pull request, then complete the task
+    with the pull request on it. Raises ``GitError``/``GitHubError`` with nothing
+    recorded: the task still awaits review and approving again is safe."""
+    planned = await asyncio.to_thread(plan, worktree, artifact, "branch", merge_message(task))
+    if isinstance(planned, Unchanged):
+        return Approval(await store.approve(task.id, actor=actor), unchanged=planned)
+    runs = await store.list_runs(task.id)
+    checks = runs[-1].checks if runs else ()
+    published = await publish(task, worktree, artifact, checks, settings)
+    await store.set_github(task.id, published.link)
+    since = planned.since if isinstance(planned, Landing) else worktree.start
+    merged = replace(worktree, merge=PULL_REQUEST, merged=artifact, merged_from=since, merging=None)
+    return Approval(await store.approve(task.id, actor=actor, merged=merged), published=published)
 
 
 def _names(given: str, commit: str) -> bool:

@@ -12,10 +12,20 @@ from sensors.api import SensorFunc
 from sensors.builtin.command import command
 from sensors.builtin.feed import feed
 from sensors.builtin.git import git
+from sensors.builtin.github import github
 from sensors.builtin.http import http
 from sensors.builtin.inbox import inbox
 from sensors.builtin.queue_health import queue_health
 from sensors.builtin.recurring import schedule
 
-BUILTIN_SENSORS: tuple[SensorFunc, ...] = (schedule, inbox, http, feed, git, command, queue_health)
+BUILTIN_SENSORS: tuple[SensorFunc, ...] = (
+    schedule,
+    inbox,
+    http,
+    feed,
+    git,
+    github,
+    command,
+    queue_health,
+)
 BUILTINS: Mapping[str, SensorFunc] = {func.__name__: func for func in BUILTIN_SENSORS}

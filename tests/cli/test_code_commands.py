@@ -139,4 +139,7 @@ def test_code_keys_in_vigil_toml_and_a_skill(vigil_in_process: VigilRunner, home
     config.write_text(config.read_text().replace('merge = "ff"', 'merge = "rebase"'))
     proc = vigil_in_process("task", "list")
     assert proc.returncode == 2
-    assert "[dispatch] merge: expected one of 'ff', 'merge', 'squash', 'branch', got 'rebase'" in proc.stderr
+    assert (
+        "[dispatch] merge: expected one of 'ff', 'merge', 'squash', 'branch', 'pull_request', got 'rebase'"
+        in proc.stderr
+    )

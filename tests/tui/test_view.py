@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from tui.task_screen import TaskScreen
 from vigil.clock import ManualClock
 from vigil.config import Settings, load_settings, settings_from_mapping
 from vigil.errors import ConfigError
-from vigil.models import NewTask, Outcome, OutcomeKind, TaskStatus
+from vigil.models import GitHubLink, NewTask, Outcome, OutcomeKind, TaskStatus
 from vigil.store import Store, open_store
 from vigil.task_query import Sort
 
@@ -396,3 +397,15 @@ async def test_a_frozen_view_and_a_paused_loop_are_named_apart(make_app: AppFact
         assert "FROZEN" in header
         assert "PAUSED" not in header  # the view is frozen; only the loop is paused
         await wait_for(lambda: "L Resume loop" in str(queue(app).query_one(KeyBar).render()), "L in the footer")
+
+
+async def test_the_pane_names_the_github_issue_and_pull_request(make_app: AppFactory, db: Store) -> None:
+    link = GitHubLink("octo/demo", issue=7, issue_url="https://github.com/octo/demo/issues/7")
+    task_id = await add(db, "Fix the parser", github=link)
+    await db.set_github(task_id, replace(link, pull=12, pull_url="https://github.com/octo/demo/pull/12"))
+    app = make_app()
+    async with app.run_test(size=(160, 30)):
+        await wait_for(lambda: shown_ids(app) == [task_id], "rows")
+        body = queue(app).query_one(DetailPane).query_one(Static)
+        await wait_for(lambda: "octo/demo#7 https://github.com/octo/demo/issues/7" in plain(body), "the issue")
+        assert "octo/demo#12 https://github.com/octo/demo/pull/12" in plain(body)

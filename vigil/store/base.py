@@ -71,6 +71,7 @@ class Store(AsyncRetention):
     claim_next = on_dispatching(Dispatching.claim_next)
     set_run_process = on_dispatching(Dispatching.set_run_process)
     set_worktree = on_dispatching(Dispatching.set_worktree)
+    set_github = on_dispatching(Dispatching.set_github)
     set_executor = on_dispatching(Dispatching.set_executor)
     renew_lease = on_dispatching(Dispatching.renew_lease)
     record = on_dispatching(Dispatching.record)

@@ -23,7 +23,7 @@ from vigil.codework import Worktree
 from vigil.errors import InputError, InvalidTransition, TaskNotFound
 from vigil.fate import Fate, Policy, Recorded, after_attempt, put_back, recorded_as
 from vigil.faults import crash_point
-from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Claim, Outcome, Run, Task, TaskStatus
+from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Claim, GitHubLink, Outcome, Run, Task, TaskStatus
 from vigil.store.rows import row_to_run, run_record_values
 from vigil.store.tasks import require_task, task_of
 from vigil.store.transaction import Engine, Tx
@@ -136,6 +136,19 @@ class Dispatching:
 
         def body(tx: Tx) -> Task:
             row = tx.one(tx.q.SQL_SET_WORKTREE, params)
+            if row is None:
+                raise TaskNotFound(task_id)
+            return task_of(tx, row)
+
+        return self._engine.write(body)
+
+    def set_github(self, task_id: int, link: GitHubLink) -> Task:
+        """Record where the task meets GitHub (its issue, its pull request); returns
+        the task. Raises ``TaskNotFound``."""
+        params = {"id": task_id, "github": link.to_json()}
+
+        def body(tx: Tx) -> Task:
+            row = tx.one(tx.q.SQL_SET_GITHUB, params)
             if row is None:
                 raise TaskNotFound(task_id)
             return task_of(tx, row)

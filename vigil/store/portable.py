@@ -25,7 +25,7 @@ def dialect(sql: str) -> str:
 _ADD_TASK_COLUMNS = """
 INSERT INTO tasks (subject, description, skills, priority, source, source_key, dedup,
                    parent_id, scheduled_for, created_at, updated_at, updated_by, max_retries,
-                   status, approval, model, workdir, max_cost_usd, code)"""
+                   status, approval, model, workdir, max_cost_usd, code, github)"""
 
 
 def add_task_sql(values: str) -> tuple[str, str]:
@@ -76,6 +76,7 @@ WHERE id = :id
 
 # The worktree Vigil made (or made again) for a task, before its agent starts.
 SQL_SET_WORKTREE = "UPDATE tasks SET worktree = :worktree WHERE id = :id RETURNING *"
+SQL_SET_GITHUB = "UPDATE tasks SET github = :github WHERE id = :id RETURNING *"
 
 # The executor a skill chose, on the run and on the task while it is still active.
 SQL_SET_RUN_EXECUTOR = "UPDATE runs SET executor = :executor WHERE id = :run_id"

@@ -55,6 +55,7 @@ from vigil.store.portable import (
     SQL_REQUEST_RETRY,
     SQL_RETRY,
     SQL_SENSOR_STATE,
+    SQL_SET_GITHUB,
     SQL_SET_LOOP_VALUE,
     SQL_SET_PRIORITY,
     SQL_SET_RUN_EXECUTOR,
@@ -94,7 +95,7 @@ _ADD_TASK_VALUES = """:subject::text, :description::text, :skills::jsonb, :prior
        CASE WHEN :approval::bool THEN 'pending' END, :model::text,
        coalesce(:workdir::text, (SELECT p.workdir FROM tasks AS p WHERE p.id = :parent_id::bigint)),
        :max_cost_usd::double precision,
-       coalesce(:code::text, (SELECT p.code FROM tasks AS p WHERE p.id = :parent_id::bigint))"""
+       coalesce(:code::text, (SELECT p.code FROM tasks AS p WHERE p.id = :parent_id::bigint)), :github::text"""
 SQL_ADD_TASK, SQL_ADD_TASK_EVER = (dialect(sql) for sql in add_task_sql(_ADD_TASK_VALUES))
 
 

@@ -503,7 +503,12 @@ V12 = [
     "CREATE INDEX ix_tasks_finished ON tasks (completed_at, id) WHERE completed_at IS NOT NULL",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12]
+# V13: where a task meets GitHub, as SQLite's V11 (JSON as text).
+V13 = [
+    "ALTER TABLE tasks ADD COLUMN github text",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # After copying rows with their own ids: the identity columns continue past them.

@@ -11,7 +11,19 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from vigil.codework import CodeOptions, Worktree, changes_from_text, changes_to_text, checks_from_text, checks_to_text
-from vigil.models import Claim, DedupScope, Note, Outcome, Run, SensorSkip, SensorState, Task, TaskEvent, TaskStatus
+from vigil.models import (
+    Claim,
+    DedupScope,
+    GitHubLink,
+    Note,
+    Outcome,
+    Run,
+    SensorSkip,
+    SensorState,
+    Task,
+    TaskEvent,
+    TaskStatus,
+)
 
 
 class Row(Protocol):
@@ -63,6 +75,7 @@ def task_from_row(row: Row, skills: Iterable[str]) -> Task:
         choices=choices_from_text(row["choices"]),
         answer=row["answer"],
         asked_run=row["asked_run"],
+        github=GitHubLink.from_json(row["github"]),
     )
 
 

@@ -54,6 +54,7 @@ from vigil.store.portable import (
     SQL_REQUEST_RETRY,
     SQL_RETRY,
     SQL_SENSOR_STATE,
+    SQL_SET_GITHUB,
     SQL_SET_LOOP_VALUE,
     SQL_SET_PRIORITY,
     SQL_SET_RUN_EXECUTOR,
@@ -87,7 +88,7 @@ _ADD_TASK_VALUES = """:subject, :description, :skills, :priority, :source, :sour
        :scheduled_for, :now, :now, :actor, :max_retries,
        CASE WHEN :approval THEN 'blocked' ELSE 'pending' END, CASE WHEN :approval THEN 'pending' END,
        :model, coalesce(:workdir, (SELECT p.workdir FROM tasks AS p WHERE p.id = :parent_id)), :max_cost_usd,
-       coalesce(:code, (SELECT p.code FROM tasks AS p WHERE p.id = :parent_id))"""
+       coalesce(:code, (SELECT p.code FROM tasks AS p WHERE p.id = :parent_id)), :github"""
 SQL_ADD_TASK, SQL_ADD_TASK_EVER = add_task_sql(_ADD_TASK_VALUES)
 
 

@@ -466,7 +466,13 @@ V10 = [
     "CREATE INDEX ix_tasks_finished ON tasks (completed_at, id) WHERE completed_at IS NOT NULL",
 ]
 
-MIGRATIONS: list[Sequence[str | Migration]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10]
+# V11: where a task meets GitHub (``tasks.github``: a JSON object, ``GitHubLink``;
+# NULL: nowhere): the issue it came from, the pull request its work became.
+V11 = [
+    "ALTER TABLE tasks ADD COLUMN github TEXT CHECK (github IS NULL OR json_valid(github))",
+]
+
+MIGRATIONS: list[Sequence[str | Migration]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

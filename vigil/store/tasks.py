@@ -133,6 +133,7 @@ def insert_task(
         "workdir": new.workdir,
         "max_cost_usd": new.max_cost_usd,
         "code": None if new.code is None else new.code.to_json(),
+        "github": None if new.github is None else new.github.to_json(),
     }
     sql = tx.q.SQL_ADD_TASK if new.dedup is DedupScope.OPEN else tx.q.SQL_ADD_TASK_EVER
     refusal = None if flood is None else flood.check(tx, new)

@@ -92,6 +92,7 @@ class Queries(Protocol):
     SQL_APPROVE_REVIEW: str
     SQL_ADD_EVENT: str
     SQL_SET_WORKTREE: str
+    SQL_SET_GITHUB: str
     SQL_ASK: str
     SQL_ANSWER: str
     SQL_UNBLOCK: str
