@@ -45,7 +45,9 @@ put back unrun: its sensor is over its daily budget     pending                 
 
 A task its agent closed itself during the run (completed, failed, blocked, or
 pending at its own request) keeps that status: the store sees it is no longer
-active and only records the run. An interrupted run backs off like a transient
+active and only records the run. One exception: a close as completed in a run
+recorded ``sandbox_failed`` is void (the agent's commands never ran), and the task
+is settled by the table like any attempt that failed so. An interrupted run backs off like a transient
 failure, on purpose: a task that keeps killing its dispatcher (or the machine)
 must not come back at once, and it fails once its attempts run out. A stop by the
 operator is not the task's doing: its attempt is given back and it is due at once.

@@ -109,3 +109,34 @@ async def test_a_write_for_another_tasks_run_is_refused(store: Store) -> None:
         await store.add_task(new("child", parent_id=other.task_id), actor="agent", run_id=c.run_id)
     assert await store.list_notes(other.task_id) == []
     assert len(await store.list_tasks()) == 2
+
+
+async def test_a_close_as_completed_in_a_run_whose_sandbox_failed_is_void(
+    store: Store, clock: ManualClock, home: Path
+) -> None:
+    await store.add_task(new("fix the parser", max_retries=2))
+    c = await claim(store)
+    channel = AgentChannel(store, c.run_id, load_settings(home), clock)
+    await channel.close("completed", "all done")  # every command it ran had failed to start
+    assert (await store.get_task(c.task.id)).status is TaskStatus.COMPLETED
+    broken = Outcome(OutcomeKind.SANDBOX_FAILED, summary="bwrap: setting up uid map: Permission denied")
+    recorded = await store.record(c, broken, worker="w1")
+    task = await store.get_task(c.task.id)
+    # settled as the failed attempt it was: pending again after a backoff, attempt counted
+    assert (task.status, task.attempt_count, task.completed_at) == (TaskStatus.PENDING, 1, None)
+    assert task.claimed_by is None
+    assert recorded.fate is not None
+    assert recorded.fate.status is TaskStatus.PENDING
+    (run,) = await store.list_runs(c.task.id)
+    assert (run.outcome, run.agent_status) == (OutcomeKind.SANDBOX_FAILED, "completed")
+
+
+async def test_a_close_as_completed_in_a_run_that_failed_otherwise_stands(
+    store: Store, clock: ManualClock, home: Path
+) -> None:
+    await store.add_task(new("fix the parser", max_retries=2))
+    c = await claim(store)
+    channel = AgentChannel(store, c.run_id, load_settings(home), clock)
+    await channel.close("completed", "all done")
+    await store.record(c, TIMED_OUT, worker="w1")
+    assert (await store.get_task(c.task.id)).status is TaskStatus.COMPLETED

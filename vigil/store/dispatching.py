@@ -23,7 +23,7 @@ from vigil.codework import Worktree
 from vigil.errors import InputError, InvalidTransition, TaskNotFound
 from vigil.fate import Fate, Policy, Recorded, after_attempt, put_back, recorded_as
 from vigil.faults import crash_point
-from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Claim, GitHubLink, Outcome, Run, Task, TaskStatus
+from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Claim, GitHubLink, Outcome, OutcomeKind, Run, Task, TaskStatus
 from vigil.store.rows import row_to_run, run_record_values
 from vigil.store.tasks import require_task, task_of
 from vigil.store.transaction import Engine, Tx
@@ -185,8 +185,10 @@ class Dispatching:
         decides under ``policy`` (None: the default settings), adding the run's costs,
         in one transaction; returns what that came to (the task, the outcome as
         recorded, the fate written). A task its agent closed during the run keeps its
-        status. A claim whose run is already recorded changes nothing (a replay never
-        counts costs twice); the task is returned as it is, with no fate."""
+        status, but for a close as completed in a run whose sandbox failed
+        (``sandbox_failed``): that close is void, and the task is settled as the
+        attempt's outcome says. A claim whose run is already recorded changes nothing
+        (a replay never counts costs twice); the task is returned as it is, with no fate."""
         now = self._clock.now_ms()
         rules = policy or Policy()
 
@@ -194,8 +196,13 @@ class Dispatching:
             task = task_of(tx, require_task(tx, claim.task.id, lock=True))
             recorded = recorded_as(task, claim.run_id, outcome)
             values = run_record_values(claim, recorded, now)
+            run = tx.one(tx.q.SQL_GET_RUN, {"id": claim.run_id})
+            closed_by_agent = None if run is None else run["agent_status"]
             if tx.run(tx.q.SQL_RECORD_RUN, values) == 0:
                 return Recorded(task, recorded, None)
+            if recorded.kind is OutcomeKind.SANDBOX_FAILED and closed_by_agent == "completed":
+                # whatever its agent said, its commands never ran: the close is void
+                tx.run(tx.q.SQL_REOPEN_AGENT_CLOSED, {"task_id": task.id, "worker": worker, "now": now})
             decide: Callable[[Task], Fate] = lambda t: after_attempt(t, recorded, rules, now)  # noqa: E731
             settled, fate = _settle(tx, claim.task.id, worker, decide, values=values, now=now)
             return Recorded(settled, recorded, fate)

@@ -273,6 +273,14 @@ SQL_RELEASE_CLOSED = """
 UPDATE tasks SET claimed_by = NULL, lease_until = NULL WHERE id = :task_id AND claimed_by = :worker
 """
 
+# A task its agent closed as completed during a run whose sandbox could not start
+# its commands: the close is void (its work was not done), so the task is active
+# under its claim again, to be settled like any failed attempt (``vigil.fate``).
+SQL_REOPEN_AGENT_CLOSED = """
+UPDATE tasks SET status = 'active', completed_at = NULL, updated_at = :now, updated_by = 'dispatcher'
+WHERE id = :task_id AND status = 'completed' AND claimed_by = :worker
+"""
+
 SQL_APPROVE = """
 UPDATE tasks SET status = 'pending', approval = 'approved', updated_at = :now, updated_by = :actor
 WHERE id = :id AND status = 'blocked' AND approval = 'pending'

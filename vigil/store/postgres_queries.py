@@ -52,6 +52,7 @@ from vigil.store.portable import (
     SQL_REJECT_REVIEW,
     SQL_RELEASE_CLOSED,
     SQL_RENEW_LEASE,
+    SQL_REOPEN_AGENT_CLOSED,
     SQL_REQUEST_RETRY,
     SQL_RETRY,
     SQL_SENSOR_STATE,

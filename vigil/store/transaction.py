@@ -103,6 +103,7 @@ class Queries(Protocol):
     SQL_RECORD_RUN: str
     SQL_ADD_COSTS: str
     SQL_RELEASE_CLOSED: str
+    SQL_REOPEN_AGENT_CLOSED: str
     SQL_DROP_OPEN_RUN: str
     SQL_SPEND_SINCE: str
     SQL_ORIGIN_OF: str
