@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vigil.caps import DESCRIPTION_CHARS, SUBJECT_CHARS, SUMMARY_CHARS, refuse_over
 from vigil.clock import SystemClock
 from vigil.codework import MERGE_MODES, CodeOptions, parse_command_line
 from vigil.durations import parse_duration_ms, parse_when_ms
@@ -141,6 +142,8 @@ def new_task_from_options(
     With ``skills_dir`` (the home's ``skills/``) each skill must exist there."""
     if not subject.strip():
         raise InputError("subject must not be empty")
+    refuse_over(subject, SUBJECT_CHARS, "the subject")
+    refuse_over(opts.get("description") or "", DESCRIPTION_CHARS, "the description")
     if opts.get("at") and opts.get("in_"):
         raise InputError("give --at or --in, not both")
     scheduled_for = None
@@ -237,6 +240,7 @@ def close_task(tasks: Tasks, task_id: int, opts: Mapping[str, Any], actor: str) 
     status, summary, at, in_ = opts["status"], opts["summary"], opts.get("at"), opts.get("in_")
     if not summary.strip():
         raise InputError("--summary must not be empty")
+    refuse_over(summary, SUMMARY_CHARS, "--summary")
     run_id = _own_run(task_id)
     if status != "pending":
         if at or in_:

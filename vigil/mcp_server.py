@@ -6,7 +6,8 @@ change). The CLI starts it outside its sandbox, so it can write the store, and
 offers its tools to the model: ``show``, ``note``, ``close``, ``ask`` and ``add_followup``,
 each the operation of the same name in ``vigil.agent_channel``, bound to that run.
 An operation that fails returns the error to the model as the tool's result (a
-refusal's text starts with ``refused:``); nothing is stored for it.
+refusal's text starts with ``refused:``); nothing is stored for it. Text past its
+cap (``vigil.caps``) is cut with a marker, not refused: the run goes on.
 
 Built on the official ``mcp`` SDK (``MCPServer``), imported only here: the rest of
 Vigil never pays for it.
@@ -21,6 +22,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, cast
 
 from vigil.agent_channel import AgentChannel
+from vigil.caps import ANSWER_CHARS, DESCRIPTION_CHARS, NOTE_CHARS, SUBJECT_CHARS, SUMMARY_CHARS, cut
 from vigil.clock import SystemClock
 from vigil.config import Settings
 from vigil.errors import VigilError
@@ -111,7 +113,7 @@ def build_server(channel: AgentChannel) -> MCPServer:
     @server.tool()
     async def note(text: str, task_id: int | None = None) -> str:
         """Record progress on your task: what you did, what you found. Stored as written."""
-        return await answer("note", channel.note(text, task_id))
+        return await answer("note", channel.note(cut(text, NOTE_CHARS), task_id))
 
     @server.tool()
     async def close(status: str, summary: str, retry_in: str | None = None, task_id: int | None = None) -> str:
@@ -119,7 +121,7 @@ def build_server(channel: AgentChannel) -> MCPServer:
         "failed" (cannot be done), "blocked" (needs a person or another task first;
         say why), or "pending" with retry_in such as "1h" (cannot be done yet, try
         again later)."""
-        return await answer("close", channel.close(status, summary, retry_in, task_id))
+        return await answer("close", channel.close(status, cut(summary, SUMMARY_CHARS), retry_in, task_id))
 
     @server.tool()
     async def ask(question: str, choices: list[str] | None = None, task_id: int | None = None) -> str:
@@ -127,7 +129,9 @@ def build_server(channel: AgentChannel) -> MCPServer:
         staging or to prod?"), with the answers to choose from if there are any.
         Then end your turn without closing the task: the person's answer comes back
         as your next message."""
-        return await answer("ask", channel.ask(question, choices or (), task_id))
+        return await answer(
+            "ask", channel.ask(cut(question, ANSWER_CHARS), [cut(c, SUBJECT_CHARS) for c in choices or ()], task_id)
+        )
 
     @server.tool()
     async def add_followup(
@@ -139,6 +143,11 @@ def build_server(channel: AgentChannel) -> MCPServer:
     ) -> str:
         """Add follow-up work as a new task (priority 1 is the most urgent, 9 the
         least; skills by name). It runs later, in the same workspace as this task."""
-        return await answer("add_followup", channel.add_followup(subject, description, priority, skills or (), task_id))
+        return await answer(
+            "add_followup",
+            channel.add_followup(
+                cut(subject, SUBJECT_CHARS), cut(description, DESCRIPTION_CHARS), priority, skills or (), task_id
+            ),
+        )
 
     return server

@@ -51,4 +51,28 @@ BULK = [
     ),
 ]
 
-CASES: list[Case] = [*BULK]
+
+def _over(title: str, command: tuple[str, ...], message: str) -> Case:
+    return Case("CLI", title, command, 2, message)
+
+
+# A person's text past its cap (vigil.caps) is refused naming the cap; before, a
+# 100 MB note was stored (and held about 1 GB in the MCP server).
+CAPS = [
+    _over("subject past 500 characters", ("task", "add", "s" * 501), "the subject is 501 characters; at most 500"),
+    _over(
+        "description past 100,000 characters",
+        ("task", "add", "x", "--description", "d" * 100_001),
+        "the description is 100,001 characters; at most 100,000",
+    ),
+    _over("note past 65,536 characters", ("task", "note", "1", "n" * 65_537), "at most 65,536 are stored"),
+    _over(
+        "summary past 4,000 characters",
+        ("task", "close", "1", "--status", "completed", "--summary", "s" * 4_001),
+        "--summary is 4,001 characters; at most 4,000",
+    ),
+    _over("answer past 10,000 characters", ("task", "answer", "1", "a" * 10_001), "at most 10,000 are stored"),
+    _bulk("subject past 500 characters", {"subject": "s" * 501}, "line 1: the subject is 501 characters; at most 500"),
+]
+
+CASES: list[Case] = [*BULK, *CAPS]

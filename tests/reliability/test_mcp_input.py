@@ -1,7 +1,8 @@
 """Messages from the agent that the MCP SDK would drop unanswered (issue 38's fault
 hunt): each gets an answer and a line in ``logs/mcp.log``, and the server goes on
-answering. The real ``vigil mcp`` runs in a subprocess; the test writes JSON-RPC
-lines to its stdin as an agent CLI would, since the SDK's client cannot send them."""
+answering. Texts past their caps are cut with a marker. The real ``vigil mcp`` runs
+in a subprocess; the first test writes JSON-RPC lines to its stdin as an agent CLI
+would, since the SDK's client cannot send them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from typing import IO, Any
 
 import pytest
 
+from tests.cli.test_mcp_server import agent_client, call, claimed
+from vigil.caps import DESCRIPTION_CHARS, NOTE_CHARS, SUBJECT_CHARS, SUMMARY_CHARS
 from vigil.mcp_transport import MAX_LINE_BYTES
 from vigil.models import NewTask
 from vigil.store.sqlite import SqliteStore
@@ -96,3 +99,31 @@ async def test_a_tool_call_the_sdk_cannot_read_is_answered_and_logged(home: Path
     assert f"WARNING run {run_id}: refused a message (tools/call, id 2): " in log
     assert reason in log
     assert f"INFO run {run_id}: note: noted on task #1" in log
+
+
+@pytest.mark.timeout(120)
+async def test_what_the_agent_sends_past_a_cap_is_cut_with_a_marker(home: Path) -> None:
+    """Before, a 100 MB note was stored whole; now each text is cut at its cap
+    (vigil.caps) and says so, and the run goes on."""
+    store, claim, _ = await claimed(home)
+    long_note = "n" * (NOTE_CHARS + 5_000)
+    try:
+        async with agent_client(home, claim.run_id) as client:
+            noted = await call(client, "note", text=long_note)
+            added = await call(client, "add_followup", subject="s" * 10_000, description="d" * 200_000)
+            closed = await call(client, "close", status="failed", summary="f" * 50_000)
+        (note,) = await store.list_notes(claim.task.id)
+        (followup,) = [t for t in await store.list_tasks() if t.parent_id == claim.task.id]
+        task = await store.get_task(claim.task.id)
+    finally:
+        await store.close()
+    assert (noted[0], added[0], closed[0]) == (False, False, False)
+    assert len(note.text) == NOTE_CHARS
+    assert note.text.startswith("nnnn")
+    assert note.text.endswith("… [cut by Vigil: 5,000 more characters]")
+    assert len(followup.subject) == SUBJECT_CHARS
+    assert followup.subject.endswith("[cut by Vigil: 9,500 more characters]")
+    assert len(followup.description) == DESCRIPTION_CHARS
+    assert task.result_summary is not None
+    assert len(task.result_summary) == SUMMARY_CHARS
+    assert task.result_summary.endswith("[cut by Vigil: 46,000 more characters]")
