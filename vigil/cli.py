@@ -584,8 +584,8 @@ def store_migrate(ctx: click.Context, target: str) -> None:
     """Copy this home's SQLite store into an empty PostgreSQL database and verify it.
 
     Refused while a dispatcher runs; while it copies, every dispatcher lane and the
-    SQLite file's write lock are held, so nothing can change behind it. The SQLite
-    file is not changed."""
+    SQLite file's write lock are held, so nothing can change behind it. Then the SQLite
+    file is marked moved: every Vigil process refuses it from then on."""
     from vigil.daemon import every_lane
     from vigil.store.transfer import migrate_home, progress_line, summary
     from vigil.store_url import check_store_url, mask_password
