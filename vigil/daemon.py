@@ -283,7 +283,7 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
         log.info("stopped")
         return 0
     finally:
-        await alerts.drain()  # alerts already sent out; each is bounded by its timeout
+        await alerts.drain(stopping=True)  # a stop never waits on a notification service
         if lanes.lane is not None and not lost:  # stopped while dispatching: the last one out says so
             await release_lane(dispatcher, lanes)
         await lanes.release()
@@ -403,7 +403,7 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tu
             held = dispatcher.held_back
             return task, None if held is None else held.reason
         finally:
-            await alerts.drain()
+            await alerts.drain(stopping=True)
             await store.close()
     finally:
         await lanes.release()
