@@ -87,6 +87,7 @@ def test_the_wheel_in_a_fresh_environment_runs_the_tour(installed: Path, tmp_pat
         assert "Traceback" not in done.stderr
         return done.stdout
 
+    assert vigil("--version") == "vigil, version 0.1.0\n"  # read from the distribution's metadata
     vigil("init", str(home))
     with (home / "vigil.toml").open("a", encoding="utf-8") as config:
         config.write('\n[[sensors]]\nuse = "inbox"\nevery = "1h"\nsettle = "0s"\n')

@@ -9,6 +9,7 @@ Rendering and the budget are imported inside the commands that use them: every
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -95,6 +96,17 @@ def _model(value: object) -> str | None:
     if model_name_problem(text) is not None:
         raise InputError(f"--model: expected a model name such as claude-sonnet-4-5, got {value!r}")
     return text
+
+
+def _max_cost(value: object) -> float | None:
+    """``--max-cost``: a finite number of USD, 0 or more; None: not set. (1e309 is
+    infinity, which JSON cannot hold, and NaN compares as no cap at all.)"""
+    if value is None:
+        return None
+    cost = float(str(value))
+    if not math.isfinite(cost) or cost < 0:
+        raise InputError(f"--max-cost: expected a number of USD, 0 or more, got {value!r}")
+    return cost
 
 
 def _workdir(value: object) -> str | None:
@@ -187,7 +199,7 @@ def new_task_from_options(
         requires_approval=bool(opts.get("requires_approval")),
         model=_model(opts.get("model")),
         workdir=_workdir(opts.get("workdir")),
-        max_cost_usd=opts.get("max_cost_usd"),
+        max_cost_usd=_max_cost(opts.get("max_cost_usd")),
         code=_code(opts),
     )
 

@@ -75,4 +75,9 @@ CAPS = [
     _bulk("subject past 500 characters", {"subject": "s" * 501}, "line 1: the subject is 501 characters; at most 500"),
 ]
 
-CASES: list[Case] = [*BULK, *CAPS]
+SMALLER = [
+    _over("--max-cost 1e309 (infinity)", ("task", "add", "x", "--max-cost", "1e309"), "--max-cost: expected a number"),
+    _over("--max-cost nan", ("task", "add", "x", "--max-cost", "nan"), "--max-cost: expected a number of USD"),
+]
+
+CASES: list[Case] = [*BULK, *CAPS, *SMALLER]
