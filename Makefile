@@ -10,6 +10,8 @@ $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	@# the distribution was named vigil before it was vigil-agent-loop: drop the old one
+	$(BIN)/pip uninstall --quiet --yes vigil 2>/dev/null || true
 	touch $(STAMP)
 
 lint: $(STAMP)

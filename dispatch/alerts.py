@@ -78,6 +78,9 @@ def make_event(kind: str, message: str, now_ms: int, **fields: object) -> dict[s
     return {"event": kind, "at": now_ms, "at_iso": iso_utc(now_ms), "message": message, **fields}
 
 
+DRAIN_AT_STOP_S = 3.0  # how long a stopping process waits for alerts still being sent
+
+
 class AlertHook:
     """Sends events to the configured command. With no command, events are only logged.
 
@@ -113,13 +116,26 @@ class AlertHook:
 
     async def _after(self, previous: asyncio.Task[None] | None, event: Mapping[str, object]) -> None:
         if previous is not None:
-            await asyncio.wait({previous})
+            try:
+                await asyncio.wait({previous})
+            except asyncio.CancelledError:
+                previous.cancel()  # given up on (drain): the earlier ones too
+                raise
         await self.send(event)
 
-    async def drain(self) -> None:
-        """Wait until every queued event was sent (each send is bounded by the timeout)."""
+    async def drain(self, *, stopping: bool = False) -> None:
+        """Wait until every queued event was sent (each send is bounded by the
+        timeout); ``stopping``: at most ``DRAIN_AT_STOP_S`` in all, then give up on
+        what is left (logged): a stop must not wait on a notification service."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DRAIN_AT_STOP_S if stopping else None
         while self._tail is not None and not self._tail.done():
-            await asyncio.wait({self._tail})
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                log.warning("stopping without the alerts still being sent (over %g s)", DRAIN_AT_STOP_S)
+                self._tail.cancel()  # and through it, each queued before it (see _after)
+                return
+            await asyncio.wait({self._tail}, timeout=left)
 
     async def send(self, event: Mapping[str, object]) -> bool:
         """Run the hook with ``event`` and send it to the notification services of

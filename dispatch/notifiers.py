@@ -3,22 +3,28 @@
 Each URL (``ntfy://…``, ``tgram://…``, ``mailto://…``, ``json://…``: any service
 apprise knows) gets the alerts of its kinds (``vigil.config.NOTIFY_KINDS``; by
 default waiting, failed, gated and over budget), as a title (the event's message)
-and a body that says what happened and how to answer or act. Each URL is sent to on
-its own, in a worker thread, bounded by ``[alerts] timeout``: a service that is
-down, refuses or hangs is logged and never raised, so the loop goes on.
+and a body that says what happened and how to answer or act. The URLs of one event
+are sent to at once, each by a child process of its own, all within one deadline,
+``[alerts] timeout``: a service that is down, refuses or hangs is logged and never
+raised, so the loop goes on. A child still sending at the deadline, or when the
+daemon stops (``AlertHook.drain``), is killed: a service that accepts and never
+answers, or trickles a byte every few seconds (which resets every socket timeout),
+cannot hold the process.
 
 With a store, the outcome per URL is kept in ``loop_state`` (``NOTIFY_KEY``: the
 URL's position, its scheme, when it last succeeded and failed, the last error), so
 ``vigil status`` and ``vigil doctor`` can say that a service is failing. A URL is
 never shown whole: its user, password or token may be in it.
 
-apprise is imported on the first send only: a home without ``notify`` never loads it.
+apprise is imported by the child only: the daemon never loads it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -77,6 +83,36 @@ def _send_one(url: str, title: str, body: str) -> str | None:
     return None if sent else "the service did not accept it (see the log)"
 
 
+async def _send_in_child(url: str, title: str, body: str, timeout_s: float) -> str | None:
+    """``_send_one`` in a child process (``python -m dispatch.notifiers``), killed at
+    ``timeout_s`` or when the caller gives up (cancellation); None when it went, else
+    why not. A child, not a thread: apprise sends from threads of its own pool, which
+    the interpreter joins at exit however long a service holds them."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "dispatch.notifiers",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,  # a stop signal to the daemon's group is the daemon's to handle
+    )
+    request = json.dumps({"url": url, "title": title, "body": body}).encode()  # on stdin: no URL in ps
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(request), timeout_s)
+    except TimeoutError:
+        return f"no answer within {timeout_s:g} s"
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    if proc.returncode != 0:
+        last = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
+        return f"the sender failed: {last[0]}"
+    answer = json.loads(out)
+    return None if answer is None else str(answer)
+
+
 class Notifiers:
     """The configured notification services; ``send`` never raises."""
 
@@ -86,22 +122,19 @@ class Notifiers:
         self._store = store
 
     async def send(self, event: Mapping[str, object]) -> list[Sent]:
-        """Send ``event`` to every URL that wants its kind, one after another; how
-        each went (recorded in the store, when there is one)."""
+        """Send ``event`` to every URL that wants its kind, all at once, within one
+        deadline (the timeout) in all; how each went (recorded in the store, when
+        there is one)."""
         kind = str(event.get("event"))
         title = f"vigil: {event.get('message', kind)}"[:250]
         body = body_of(event)
+        wanted = [(position, t.url) for position, t in enumerate(self.targets) if t.wants(kind)]
+        if not wanted:
+            return []
+        errors = await asyncio.gather(*(_send_in_child(url, title, body, self._timeout_s) for _, url in wanted))
         results = []
-        for position, target in enumerate(self.targets):
-            if not target.wants(kind):
-                continue
-            try:
-                error = await asyncio.wait_for(asyncio.to_thread(_send_one, target.url, title, body), self._timeout_s)
-            except TimeoutError:
-                error = f"no answer within {self._timeout_s:g} s"
-            except Exception as err:
-                error = f"{type(err).__name__}: {err}"
-            sent = Sent(position, service_name(target.url), error is None, error)
+        for (position, url), error in zip(wanted, errors, strict=True):
+            sent = Sent(position, service_name(url), error is None, error)
             if error is not None:
                 log.error("alert %s to notify[%d] (%s) failed: %s", kind, position, sent.service, error)
             results.append(sent)
@@ -128,3 +161,14 @@ class Notifiers:
             await self._store.set_loop_values({NOTIFY_KEY: health})
         except Exception as err:
             log.warning("could not record the notifiers' health: %s", err)
+
+
+def _child_main() -> None:
+    """``python -m dispatch.notifiers``: one send, the request on stdin (JSON: url,
+    title, body), the outcome on stdout (null, or why it did not go)."""
+    request = json.loads(sys.stdin.buffer.read())
+    sys.stdout.write(json.dumps(_send_one(request["url"], request["title"], request["body"])))
+
+
+if __name__ == "__main__":
+    _child_main()

@@ -113,6 +113,11 @@ async def recover_orphans(
                 log.error("run %d: process group %d did not end; recovering the task anyway", run.id, run.pgid)
         outcome = Outcome(OutcomeKind.INTERRUPTED, summary=f"interrupted: {reason}", error=reason)
         settled = await store.recover(run.id, outcome, policy=policy)
+        # The run may have ended by itself between the read above and the recovery
+        # (its dispatcher recorded it: the recovery then changes nothing); only a run
+        # this recovery recorded is news.
+        if (recorded := await store.get_run(run.id)) is None or recorded.error != reason:
+            continue
         log.warning("task #%d recovered after %s: now %s", settled.id, reason, settled.status)
         recovered.append(settled)
     return recovered

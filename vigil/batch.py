@@ -8,17 +8,16 @@ of ids), ``scheduled_for`` (ISO 8601 or a duration from now, as ``--at`` takes),
 The fields a task only gets once stored (``id``, ``status``, ``created_at`` …)
 are ignored, so a task's JSON can be fed back; any other field is a mistake.
 
-Every line is checked exactly as ``vigil task add`` checks its options before
-anything is written. A line that is not JSON, or not a valid task, refuses the
-whole batch (``BadLines``: nothing is added, every bad line is named), unless
+Every field is checked for its JSON type (``FIELDS``), then the line exactly as
+``vigil task add`` checks its options, before anything is written. A line that is
+not JSON, or not a valid task, refuses the whole batch (``BadLines``: nothing is added, every bad line is named), unless
 ``skip_bad``: then it is reported as refused and the others are added. Dedup keys
 work as for one task, within the batch too; a flood limit refuses one line.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from vigil.clock import SystemClock
 from vigil.commands import new_task_from_options
 from vigil.errors import InputError
-from vigil.models import NewTask
+from vigil.json_input import load_object, lone_surrogate_in
+from vigil.models import MAX_ID, MAX_PRIORITY, MAX_RETRIES, MIN_PRIORITY, NewTask
 
 if TYPE_CHECKING:
     from vigil.store.tasks import Tasks
@@ -40,22 +40,6 @@ STORED_ONLY = frozenset(
         "runs", "notes", "events",
     }
 )  # fmt: skip
-# A field of the line → the ``vigil task add`` option it stands for.
-OPTIONS = {
-    "description": "description",
-    "priority": "priority",
-    "skills": "skills",
-    "source": "source",
-    "source_key": "source_key",
-    "dedup": "dedup",
-    "parent_id": "parent",
-    "depends_on": "depends_on",
-    "scheduled_for": "at",
-    "max_retries": "max_retries",
-    "model": "model",
-    "workdir": "workdir",
-    "requires_approval": "requires_approval",
-}
 MAX_NAMED = 20  # bad lines named in the error
 
 
@@ -78,41 +62,94 @@ class LineReport:
         return {"line": self.line, "result": self.result, "id": self.task_id, "reason": self.reason}
 
 
+def _kind(value: object) -> str:
+    """The JSON name of ``value``'s type, for an error message."""
+    if isinstance(value, bool):
+        return "true/false"
+    return {str: "text", int: "a number", float: "a number", list: "a list", dict: "an object"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _text(field: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise InputError(f"{field} must be text, got {_kind(value)}")
+    return value
+
+
+def _integer(field: str, value: object, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InputError(f"{field} must be an integer, got {_kind(value)}")
+    if not low <= value <= high:
+        raise InputError(f"{field} must be an integer from {low} to {high}, got {value}")
+    return value
+
+
+def _ids(field: str, value: object) -> str:
+    if not isinstance(value, list):
+        raise InputError(f"{field} must be a list of task ids, got {_kind(value)}")
+    return ",".join(str(_integer(f"each of {field}", v, 1, MAX_ID)) for v in value)
+
+
+def _names(field: str, value: object) -> str:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{field} must be a list of texts, got {_kind(value)}")
+    return ",".join(value)
+
+
+def _flag(field: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(f"{field} must be true or false, got {_kind(value)}")
+    return value
+
+
+def _dedup(field: str, value: object) -> str:
+    if value not in ("open", "ever"):
+        raise InputError(f"{field} must be 'open' or 'ever', got {value!r}")
+    return str(value)
+
+
+# A field of the line → the ``vigil task add`` option it stands for, and how its
+# JSON value becomes that option's value (raising ``InputError`` naming the field).
+FIELDS: dict[str, tuple[str, Callable[[str, object], object]]] = {
+    "description": ("description", _text),
+    "priority": ("priority", lambda f, v: str(_integer(f, v, MIN_PRIORITY, MAX_PRIORITY))),
+    "skills": ("skills", _names),
+    "source": ("source", _text),
+    "source_key": ("source_key", _text),
+    "dedup": ("dedup", _dedup),
+    "parent_id": ("parent", lambda f, v: _integer(f, v, 1, MAX_ID)),
+    "depends_on": ("depends_on", _ids),
+    "scheduled_for": ("at", _text),  # ISO 8601 or a duration from now, as --at takes
+    "max_retries": ("max_retries", lambda f, v: _integer(f, v, 0, MAX_RETRIES)),
+    "model": ("model", _text),
+    "workdir": ("workdir", _text),
+    "requires_approval": ("requires_approval", _flag),
+}
+
+
 def _options(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A line's fields as ``vigil task add`` options; raises ``InputError``."""
-    unknown = sorted(set(record) - OPTIONS.keys() - STORED_ONLY - {"subject"})
+    """A line's fields as ``vigil task add`` options, each checked for its type;
+    raises ``InputError`` naming the field."""
+    unknown = sorted(set(record) - FIELDS.keys() - STORED_ONLY - {"subject"})
     if unknown:
         raise InputError(f"unknown field {unknown[0]!r}")
     opts: dict[str, Any] = {}
-    for field, option in OPTIONS.items():
+    for field, (option, convert) in FIELDS.items():
         value = record.get(field)
-        if value is None:
-            continue
-        if field in ("skills", "depends_on"):
-            if not isinstance(value, list) or not all(isinstance(v, str | int) for v in value):
-                raise InputError(f"{field} must be a list")
-            value = ",".join(str(v) for v in value)
-        elif field == "requires_approval" and not isinstance(value, bool):
-            raise InputError("requires_approval must be true or false")
-        elif field in ("parent_id", "max_retries") and (not isinstance(value, int) or isinstance(value, bool)):
-            raise InputError(f"{field} must be an integer")
-        elif field == "max_retries" and value < 0:
-            raise InputError("max_retries must be 0 or more")
-        opts[option] = str(value) if field == "priority" else value
+        if value is not None:
+            opts[option] = convert(field, value)
     return opts
 
 
 def parse_line(text: str, now_ms: int, skills_dir: Path | None) -> NewTask:
     """One JSON line → the task it describes; raises ``InputError`` saying why not."""
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"not JSON: {err}") from None
-    if not isinstance(record, dict):
-        raise InputError("not a JSON object")
+    record = load_object(text)
     subject = record.get("subject")
     if not isinstance(subject, str):
         raise InputError("subject (text) is required")
+    if lone_surrogate_in(record):
+        raise InputError("a text holds a lone surrogate escape (such as \\ud800): not UTF-8")
     return new_task_from_options(subject, _options(record), now_ms, skills_dir)
 
 

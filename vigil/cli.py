@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from vigil.distribution import DISTRIBUTION
 from vigil.errors import InputError, OperationError, VigilError
 from vigil.models import MAX_ID, MAX_RETRIES
 from vigil.printable import printable
@@ -85,6 +87,7 @@ class VigilGroup(click.Group):
 
     def main(self, *args: Any, **kwargs: Any) -> NoReturn:
         _refuse_undecodable(kwargs.get("args", args[0] if args else None))
+        _refuse_unreadable_clock()
         kwargs["standalone_mode"] = False  # errors come back here instead of click's three lines
         try:
             code = super().main(*args, **kwargs)
@@ -131,6 +134,16 @@ def _refuse_undecodable(argv: Any) -> None:
             fail(f"argument {number} ({raw[:40].decode('ascii', 'backslashreplace')}) is not valid UTF-8 text")
 
 
+def _refuse_unreadable_clock() -> None:
+    """Exit 1 when the system clock reads past what Python can hold (2262-04-11, the
+    limit of 64-bit nanoseconds): every ``time.time()`` then raises, logging's first."""
+    try:
+        time.time()
+        time.monotonic()
+    except OverflowError:
+        fail("the system clock reads a time past 2262-04-11, which Python cannot represent; set it right", 1)
+
+
 def settings_for(ctx: click.Context) -> Settings:
     """Find the home and load its settings."""
     from vigil.config import load_settings
@@ -170,7 +183,7 @@ def with_tasks(ctx: click.Context, work: Callable[[Tasks, Settings], T]) -> T:
 
 @click.group(cls=VigilGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--home", metavar="DIR", help="Home folder (default: $VIGIL_HOME, else the nearest vigil.toml upwards).")
-@click.version_option(package_name="vigil")
+@click.version_option(package_name=DISTRIBUTION)
 @click.pass_context
 def main(ctx: click.Context, home: str | None) -> None:
     """Vigil keeps an autonomous agent working 24/7 from one SQLite file."""
@@ -651,8 +664,8 @@ def store_migrate(ctx: click.Context, target: str) -> None:
     """Copy this home's SQLite store into an empty PostgreSQL database and verify it.
 
     Refused while a dispatcher runs; while it copies, every dispatcher lane and the
-    SQLite file's write lock are held, so nothing can change behind it. The SQLite
-    file is not changed."""
+    SQLite file's write lock are held, so nothing can change behind it. Then the SQLite
+    file is marked moved: every Vigil process refuses it from then on."""
     from vigil.daemon import every_lane
     from vigil.store.transfer import migrate_home, progress_line, summary
     from vigil.store_url import check_store_url, mask_password

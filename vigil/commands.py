@@ -9,11 +9,13 @@ Rendering and the budget are imported inside the commands that use them: every
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vigil.caps import DESCRIPTION_CHARS, SUBJECT_CHARS, SUMMARY_CHARS, refuse_over
 from vigil.clock import SystemClock
 from vigil.codework import MERGE_MODES, CodeOptions, parse_command_line
 from vigil.durations import parse_duration_ms, parse_when_ms
@@ -96,6 +98,17 @@ def _model(value: object) -> str | None:
     return text
 
 
+def _max_cost(value: object) -> float | None:
+    """``--max-cost``: a finite number of USD, 0 or more; None: not set. (1e309 is
+    infinity, which JSON cannot hold, and NaN compares as no cap at all.)"""
+    if value is None:
+        return None
+    cost = float(str(value))
+    if not math.isfinite(cost) or cost < 0:
+        raise InputError(f"--max-cost: expected a number of USD, 0 or more, got {value!r}")
+    return cost
+
+
 def _workdir(value: object) -> str | None:
     """``--workdir``: an existing folder, made absolute; None: not set. Refused now
     if missing: the person sees it, not a failed run later."""
@@ -141,6 +154,8 @@ def new_task_from_options(
     With ``skills_dir`` (the home's ``skills/``) each skill must exist there."""
     if not subject.strip():
         raise InputError("subject must not be empty")
+    refuse_over(subject, SUBJECT_CHARS, "the subject")
+    refuse_over(opts.get("description") or "", DESCRIPTION_CHARS, "the description")
     at, in_ = opts.get("at"), opts.get("in_")
     if at is not None and in_ is not None:
         raise InputError("give --at or --in, not both")
@@ -186,7 +201,7 @@ def new_task_from_options(
         requires_approval=bool(opts.get("requires_approval")),
         model=_model(opts.get("model")),
         workdir=_workdir(opts.get("workdir")),
-        max_cost_usd=opts.get("max_cost_usd"),
+        max_cost_usd=_max_cost(opts.get("max_cost_usd")),
         code=_code(opts),
     )
 
@@ -242,6 +257,7 @@ def close_task(tasks: Tasks, task_id: int, opts: Mapping[str, Any], actor: str) 
     status, summary, at, in_ = opts["status"], opts["summary"], opts.get("at"), opts.get("in_")
     if not summary.strip():
         raise InputError("--summary must not be empty")
+    refuse_over(summary, SUMMARY_CHARS, "--summary")
     run_id = _own_run(task_id)
     if status != "pending":
         if at is not None or in_ is not None:

@@ -289,7 +289,7 @@ async def serve(settings: Settings, *, clock: Clock | None = None) -> int:
         log.info("stopped")
         return 0
     finally:
-        await alerts.drain()  # alerts already sent out; each is bounded by its timeout
+        await alerts.drain(stopping=True)  # a stop never waits on a notification service
         if lanes.lane is not None and not lost:  # stopped while dispatching: the last one out says so
             await release_lane(dispatcher, lanes)
         await lanes.release()
@@ -418,7 +418,7 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tu
             held = dispatcher.claim_restriction
             return task, None if held is None else held.reason
         finally:
-            await alerts.drain()
+            await alerts.drain(stopping=True)
             await store.close()
     finally:
         await lanes.release()

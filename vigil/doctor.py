@@ -24,6 +24,7 @@ from typing import Literal
 
 from vigil.clock import SystemClock
 from vigil.config import CONFIG_NAME, Settings, load_settings
+from vigil.distribution import DISTRIBUTION
 from vigil.errors import VigilError
 from vigil.home import find_home
 from vigil.liveness import LoopCondition, LoopHealth, loop_health
@@ -78,7 +79,7 @@ class _Report:
 
 def _versions(report: _Report) -> None:
     parts = [f"python {sys.version.split()[0]}", f"sqlite {sqlite3.sqlite_version}"]
-    for package in ("vigil", "textual", "apscheduler"):
+    for package in (DISTRIBUTION, "textual", "apscheduler"):
         try:
             parts.append(f"{package} {metadata.version(package)}")
         except metadata.PackageNotFoundError:

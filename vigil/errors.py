@@ -116,6 +116,12 @@ class DatabaseReplaced(StoreError):
     one's write-ahead log. The process must stop and start again on the new file."""
 
 
+class StoreMoved(DatabaseReplaced):
+    """The SQLite file was moved into PostgreSQL by ``vigil store migrate``: nothing
+    may read or write it any more (it is kept as a backup of that moment); the home's
+    processes must use the database it moved to."""
+
+
 class FloodLimited(OperationError):
     """A flood limit refused to add a task; the message names the limit. The refusal
     is counted (loop state ``rejected_inserts``); nothing was added."""

@@ -153,7 +153,7 @@ def test_without_psycopg_postgres_says_what_to_install(vigil: VigilRunner, tmp_p
     line = _one_line_error(vigil("task", "list", env={**env, "VIGIL_STORE_URL": url}), code=1)
     assert line == (
         "vigil: error: postgresql://vigil:***@127.0.0.1:1/vigil needs PostgreSQL support, "
-        "which is not installed: pip install 'vigil[postgres]'"
+        "which is not installed: pip install 'vigil-agent-loop[postgres]'"
     )
 
 

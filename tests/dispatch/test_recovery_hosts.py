@@ -4,11 +4,13 @@ other machines' runs are recovered only after their lease, and worker ids parse.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +18,7 @@ from dispatch.process import group_alive, process_start_time
 from dispatch.recovery import recover_orphans, recovery_interval_s
 from dispatch.worker_ids import HOST_ENV, new_worker_id, parse_worker_id, this_host
 from vigil.clock import ManualClock
-from vigil.models import NewTask, TaskStatus
+from vigil.models import Claim, NewTask, Outcome, OutcomeKind, Task, TaskStatus
 from vigil.store.sqlite import SqliteStore
 
 LEASE_MS = 60_000
@@ -149,3 +151,38 @@ def test_recovery_runs_a_few_times_per_lease() -> None:
     assert recovery_interval_s(120_000) == 30.0
     assert recovery_interval_s(20_000) == 5.0
     assert recovery_interval_s(1_000) == 1.0
+
+
+class FinishesMeanwhile(SqliteStore):
+    """The real store, whose run ends by itself (its dispatcher records it) just
+    after recovery read the open runs: the interleaving the fault hunt caught."""
+
+    finish: tuple[Claim, str] | None = None
+
+    async def get_task(self, task_id: int) -> Task:
+        if self.finish is not None:
+            claim, worker = self.finish
+            self.finish = None
+            await self.record(claim, Outcome(OutcomeKind.SUCCESS, summary="done"), worker=worker)
+        return await super().get_task(task_id)
+
+
+async def test_a_run_that_ended_normally_meanwhile_is_not_reported_recovered(
+    tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await FinishesMeanwhile.open(tmp_path / "vigil.db", clock=clock)
+    assert isinstance(store, FinishesMeanwhile)
+    try:
+        sibling = f"{this_host()}:{os.getpid()}:sib001"
+        await store.add_task(NewTask("ends by itself"))
+        claim = await store.claim_next(worker=sibling, lease_ms=LEASE_MS)
+        assert claim is not None
+        clock.advance(LEASE_MS + 1)  # its lease looks expired to the recovery
+        store.finish = (claim, sibling)
+        with caplog.at_level(logging.WARNING, logger="vigil.dispatch"):
+            assert await recover_orphans(store, clock) == []
+        task = await store.get_task(claim.task.id)
+    finally:
+        await store.close()
+    assert task.status is TaskStatus.COMPLETED
+    assert "recovered after" not in caplog.text

@@ -41,6 +41,9 @@ cat >/dev/null  # the prompt
 
 run=${VIGIL_RUN_ID:-0}
 h=$(( run * 7919 % 1000 ))
+# The first usage limit would be run 158's: run 3 draws one, so that a day on a
+# loaded machine, which makes fewer runs, sees every outcome too.
+[ "$run" = 3 ] && h=202
 session="5e55${run}-0000-4000-8000-000000000000"
 tokens_in=$(( 1000 + h ))
 tokens_out=$(( 100 + h % 97 ))

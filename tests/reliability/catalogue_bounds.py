@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.reliability.catalogue import Case
+from tests.reliability.catalogue_faults import CASES as ROUND_THREE
 from tests.reliability.catalogue_inputs import CASES as FIRST_CASES
 from tests.reliability.catalogue_inputs import INIT, RESULT, agent, config, line, sensor
 
@@ -371,4 +372,4 @@ FILES = [
 ]
 
 MORE_CASES: list[Case] = [*NUMBERS, *TIMES, *SMALLER, *SETTINGS, *SENSOR_LINES, *STORED_TEXT, *FILES, *AGENT_CLOSES]
-CASES: list[Case] = [*FIRST_CASES, *MORE_CASES]
+CASES: list[Case] = [*FIRST_CASES, *MORE_CASES, *ROUND_THREE]

@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vigil.models import HEARTBEAT_KEY
+
 FAKE = Path(__file__).resolve().parent.parent / "fakes" / "claude_fake.py"
 MIXED = """\
 import os, random, sys
@@ -147,8 +149,20 @@ def write_home(home: Path, *, sensors: int, every: str) -> None:
     (home / "vigil.toml").write_text(config, encoding="utf-8")
 
 
-def soak(home: Path, *, seconds: float, sensors: int, every: str, sample_s: float) -> SoakReport:
-    """Run the soak on ``home`` (initialised; its vigil.toml is replaced)."""
+def soak(
+    home: Path,
+    *,
+    seconds: float,
+    sensors: int,
+    every: str,
+    sample_s: float,
+    min_finished: int = 0,
+    max_seconds: float | None = None,
+) -> SoakReport:
+    """Run the soak on ``home`` (initialised; its vigil.toml is replaced) for
+    ``seconds``, and past them, up to ``max_seconds``, until ``min_finished`` tasks
+    have finished: a loaded machine runs fewer a second, and the samples mean
+    something only once the loop has done that much work."""
     write_home(home, sensors=sensors, every=every)
     db = home / "data" / "vigil.db"
     report = SoakReport()
@@ -164,11 +178,21 @@ def soak(home: Path, *, seconds: float, sensors: int, every: str, sample_s: floa
     started = time.monotonic()
     seen: set[int] = set()
     try:
-        while time.monotonic() - started < seconds and proc.poll() is None:
+
+        def going() -> bool:
+            elapsed = time.monotonic() - started
+            if elapsed < seconds:
+                return True
+            done = report.samples[-1].finished_tasks if report.samples else 0
+            return done < min_finished and elapsed < (max_seconds or seconds)
+
+        while going() and proc.poll() is None:
             time.sleep(sample_s)
             children = _descendants(proc.pid)
             seen.update(children)
             counts: tuple[int, int, float] = (0, 0, 0.0)
+            if not _dispatching(db):
+                continue  # still starting (seconds on a loaded machine): no baseline yet
             if db.exists():
                 conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
                 try:
@@ -206,6 +230,19 @@ def soak(home: Path, *, seconds: float, sensors: int, every: str, sample_s: floa
     finally:
         conn.close()
     return report
+
+
+def _dispatching(db: Path) -> bool:
+    """Whether the daemon is up: its dispatcher wrote a heartbeat."""
+    if not db.exists():
+        return False
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT 1 FROM loop_state WHERE key = ?", (HEARTBEAT_KEY,)).fetchone() is not None
+    except sqlite3.OperationalError:
+        return False  # the schema is not there yet
+    finally:
+        conn.close()
 
 
 def _alive(pid: int) -> bool:

@@ -121,9 +121,14 @@ def test_a_dispatcher_started_during_the_copy_stands_by_and_writers_wait(home: P
                 assert migrate.poll() is None
                 blocker.commit()  # lets the copy go on
                 assert migrate.wait(timeout=WAIT_S) == 0
-                daemon.send_signal(signal.SIGTERM)
-                assert daemon.wait(timeout=WAIT_S) == 0
+                # the lanes are free: it takes one, finds the file moved, and stops
+                # instead of running the old file's tasks (issue 38)
+                assert daemon.wait(timeout=WAIT_S) == 1
+                last = daemon.stderr.read().strip().splitlines()[-1]
+                assert "was moved to postgresql://" in last
+                assert "Traceback" not in last
             out, err = migrate.communicate(timeout=WAIT_S)
     assert "verified" in out, err
+    assert statuses(database(home)) == ["pending"] * 5  # the old file ran nothing
     moved = json.loads(run_vigil(home, "task", "list", "--json", env={"VIGIL_STORE_URL": postgres_url}).stdout)["tasks"]
     assert [(t["subject"], t["status"]) for t in moved] == [(f"task {n}", "pending") for n in range(5)]

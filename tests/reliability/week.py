@@ -115,10 +115,12 @@ class Sample:
     transcript_bytes: int
     open_tasks: int
     finished_tasks: int  # still in the database
+    oldest_kept_h: float  # simulated hours since the oldest of them finished (0: none kept)
     pruned_tasks: int  # created but no longer in the database
     archive_rows: int  # what pruned tasks leave behind (Counts)
     retired_keys: int
     archive_bytes: int
+    oldest_leftover_h: float  # simulated hours since the oldest archive row's span ended or key retired
     rollup_usd: float
     ledger_low_usd: float  # the ledger just before the roll-up was read ...
     ledger_high_usd: float  # ... and just after
@@ -131,6 +133,7 @@ class WeekReport:
     problems: list[str] = field(default_factory=list)  # invariant breaches seen while running
     polls: int = 0
     idle_polls: int = 0  # polls that found the loop idle with its gate open
+    ended_as: set[str] = field(default_factory=set)  # failed, canceled: seen at some poll (Observer)
     cancels_sent: list[int] = field(default_factory=list)
     exit_code: int | None = None
     left_active: int = 0
@@ -297,6 +300,10 @@ def run_week(home: Path, plan: WeekPlan, *, progress: bool = False) -> WeekRepor
                     cancels.append(_cancel(home, env, task_id))
             if clock.now_ms() >= next_sample:
                 next_sample += plan.sample_ms
+                if not observer.dispatcher_seen:
+                    # still starting (a loaded machine takes seconds, simulated hours):
+                    # its descriptors and memory are no baseline for the day
+                    continue
                 report.samples.append(_sample(plan, home, proc.pid, observer, clock, ledger, started, seen))
                 if progress:
                     _print_progress(report.samples[-1])
@@ -307,6 +314,7 @@ def run_week(home: Path, plan: WeekPlan, *, progress: bool = False) -> WeekRepor
         for cancel in cancels:
             cancel.wait(timeout=120)
     report.polls, report.idle_polls, report.problems = observer.polls, observer.idle_polls, observer.problems
+    report.ended_as = observer.ended_as
     time.sleep(0.5)
     report.leftover_processes = [pid for pid, start in seen.items() if _alive(pid) and start_time(pid) == start]
     _finish(report, home, db, ledger, cost_window(plan, clock.now_ms()))
@@ -345,14 +353,22 @@ def _sample(
         transcript_bytes=size,
         open_tasks=counts.open,
         finished_tasks=counts.finished,
+        oldest_kept_h=_age_h(clock.now_ms(), counts.oldest_finished_at),
         pruned_tasks=counts.pruned,
         archive_rows=counts.archive_rows,
         retired_keys=counts.retired_keys,
         archive_bytes=counts.archive_bytes,
+        oldest_leftover_h=_age_h(clock.now_ms(), counts.oldest_archive_end, counts.oldest_retired_at),
         rollup_usd=usd,
         ledger_low_usd=low,
         ledger_high_usd=high,
     )
+
+
+def _age_h(now_ms: int, *times_ms: int | None) -> float:
+    """Simulated hours since the earliest of ``times_ms`` (0: none)."""
+    known = [t for t in times_ms if t is not None]
+    return round((now_ms - min(known)) / HOUR_MS, 2) if known else 0.0
 
 
 def _finish(report: WeekReport, home: Path, db: Path, ledger: Path, since_ms: int) -> None:

@@ -31,6 +31,10 @@ class Observer:
         self.polls = 0
         self.idle_polls = 0  # polls that found the loop idle with its gate open
         self.problems: list[str] = []  # invariant breaches, one line each
+        # failed and canceled, once a poll saw a task so: retention prunes them
+        # within hours, so the statuses left at the end say nothing of the day
+        self.ended_as: set[str] = set()
+        self.dispatcher_seen = False  # a heartbeat was read: the daemon is up, its files open
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=30, isolation_level=None)
@@ -58,10 +62,12 @@ class Observer:
                 "  WHERE d.task_id = t.id AND x.status NOT IN ('completed', 'failed', 'canceled'))"
                 " ORDER BY scheduled_for LIMIT 1"
             ).fetchone()
+            ended = conn.execute("SELECT DISTINCT status FROM tasks WHERE status IN ('failed', 'canceled')").fetchall()
             conn.execute("COMMIT")
         finally:
             conn.close()
         self.polls += 1
+        self.ended_as.update(str(row["status"]) for row in ended)
         sim_h = (self.clock.now_ms() - self.clock.anchor_ms) / HOUR_MS
         if len(active) > 1:
             self.problems.append(f"{sim_h:.1f} h: {len(active)} tasks active at once")
@@ -70,6 +76,7 @@ class Observer:
                 self.problems.append(f"{sim_h:.1f} h: task #{row['task_id']} active without an open run")
         beat = DispatcherHeartbeat.from_json(values.get(HEARTBEAT_KEY))
         gate = LoopGate.from_json(values.get(GATE_KEY))
+        self.dispatcher_seen = self.dispatcher_seen or beat is not None
         if beat is not None and beat.state == "idle" and open_since(gate, beat.heartbeat_at - self.STUCK_SLACK_MS):
             self.idle_polls += 1
             if first_due is not None and first_due["scheduled_for"] <= beat.heartbeat_at - self.STUCK_SLACK_MS:
@@ -90,12 +97,17 @@ class Observer:
                 return Counts()
             row = conn.execute(
                 "SELECT SUM(status IN ('pending', 'active', 'blocked')), SUM(status IN"
-                " ('completed', 'failed', 'canceled')), COALESCE(MAX(id), 0) - COUNT(*) FROM tasks"
+                " ('completed', 'failed', 'canceled')), COALESCE(MAX(id), 0) - COUNT(*),"
+                " MIN(CASE WHEN status IN ('completed', 'failed', 'canceled') THEN completed_at END) FROM tasks"
             ).fetchone()
-            counts = Counts(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
+            counts = Counts(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0), oldest_finished_at=row[3])
             if _has_table(conn, "cost_archive"):
-                counts.archive_rows = conn.execute("SELECT COUNT(*) FROM cost_archive").fetchone()[0]
-                counts.retired_keys = conn.execute("SELECT COUNT(*) FROM retired_keys").fetchone()[0]
+                counts.archive_rows, counts.oldest_archive_end = conn.execute(
+                    "SELECT COUNT(*), MIN(start_ms + span_ms) FROM cost_archive"
+                ).fetchone()
+                counts.retired_keys, counts.oldest_retired_at = conn.execute(
+                    "SELECT COUNT(*), MIN(retired_at) FROM retired_keys"
+                ).fetchone()
                 with contextlib.suppress(sqlite3.OperationalError):  # an SQLite built without dbstat
                     counts.archive_bytes = conn.execute(
                         "SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name IN ('cost_archive', 'retired_keys')"
@@ -122,6 +134,9 @@ class Counts:
     archive_rows: int = 0  # cost_archive: the spend of pruned tasks, by hour and group
     retired_keys: int = 0  # the source keys of pruned tasks
     archive_bytes: int = 0  # the pages of both
+    oldest_finished_at: int | None = None  # epoch ms (simulated) the oldest finished task still kept ended
+    oldest_archive_end: int | None = None  # epoch ms the span of the oldest cost_archive row ends
+    oldest_retired_at: int | None = None  # epoch ms the oldest retired key was retired
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:

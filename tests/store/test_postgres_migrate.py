@@ -13,8 +13,10 @@ import pytest
 
 from dispatch.lock import DispatcherLock, lock_path_for
 from tests.conftest import VigilRunner
+from tests.reliability.support import run_vigil
 from vigil.clock import ManualClock, SystemClock
 from vigil.config import load_settings
+from vigil.home import init_home
 from vigil.models import (
     HEARTBEAT_KEY,
     DedupScope,
@@ -145,6 +147,11 @@ async def test_a_home_in_every_state_moves_over_and_reports_the_same(
     sqlite_tasks = _listed(vigil("task", "list", "--status", ALL_STATUSES, "--limit", "100", "--json"))
     assert isinstance(sqlite_tasks, list)
     assert {t["status"] for t in sqlite_tasks} == {str(s) for s in TaskStatus}
+    # read before the move: the moved file refuses every reader afterwards
+    on_sqlite = {args: vigil(*args, check=True).stdout for args in STATS}
+    shown_names = ("completed", "retried", "active", "dependent", "awaiting approval", "canceled")
+    shown = {name: _json(vigil("task", "show", str(ids[name]), "--json")) for name in shown_names}
+    status_sqlite = _json(vigil("status", "--json"))
 
     # the server trusts local logins, so a password in the URL is accepted and must not show
     proc = vigil("store", "migrate", "--to", _with_password(postgres_url), check=True)
@@ -159,20 +166,16 @@ async def test_a_home_in_every_state_moves_over_and_reports_the_same(
 
     pg = _pg(postgres_url)
     for args in STATS:
-        on_sqlite, on_pg = vigil(*args, check=True).stdout, vigil(*args, env=pg, check=True).stdout
-        assert on_pg == on_sqlite, args
+        assert vigil(*args, env=pg, check=True).stdout == on_sqlite[args], args
     assert "no runs" not in vigil("stats", env=pg, check=True).stdout
 
     # every task with every field, ids and statuses included
     assert _listed(vigil("task", "list", "--status", ALL_STATUSES, "--limit", "100", "--json", env=pg)) == sqlite_tasks
     # runs, notes, events (with their ids) and dependencies of the tasks that have them
-    for name in ("completed", "retried", "active", "dependent", "awaiting approval", "canceled"):
-        task_id = str(ids[name])
-        assert _json(vigil("task", "show", task_id, "--json", env=pg)) == _json(
-            vigil("task", "show", task_id, "--json")
-        )
+    for name in shown_names:
+        assert _json(vigil("task", "show", str(ids[name]), "--json", env=pg)) == shown[name]
     # the trigger-kept status counts, the sensors and the loop state
-    status_sqlite, status_pg = _json(vigil("status", "--json")), _json(vigil("status", "--json", env=pg))
+    status_pg = _json(vigil("status", "--json", env=pg))
     assert isinstance(status_sqlite, dict)
     assert isinstance(status_pg, dict)
     for key in ("queue", "sensors", "gate", "budget"):
@@ -190,9 +193,13 @@ async def test_a_home_in_every_state_moves_over_and_reports_the_same(
     assert isinstance(added, dict)
     assert added["id"] == max(t["id"] for t in sqlite_tasks) + 1
 
-    # a second migrate into the now non-empty target is refused and changes nothing
+    # a second migrate into the now non-empty target (of another home: this one's file
+    # is marked moved) is refused and changes nothing
     before = _listed(vigil("task", "list", "--status", ALL_STATUSES, "--limit", "100", "--json", env=pg))
-    again = vigil("store", "migrate", "--to", postgres_url)
+    other = home.parent / "other-home"
+    init_home(other)
+    assert run_vigil(other, "task", "add", "another home's task").returncode == 0
+    again = run_vigil(other, "store", "migrate", "--to", postgres_url)
     assert again.returncode == 2, again.stderr
     assert again.stderr.count("\n") == 1
     assert "Traceback" not in again.stderr
@@ -200,8 +207,10 @@ async def test_a_home_in_every_state_moves_over_and_reports_the_same(
     assert "nothing was copied" in again.stderr
     assert again.stdout == ""  # no "copying" line for a copy that never started
     assert _listed(vigil("task", "list", "--status", ALL_STATUSES, "--limit", "100", "--json", env=pg)) == before
-    # and the SQLite side is as it was
-    assert _listed(vigil("task", "list", "--status", ALL_STATUSES, "--limit", "100", "--json")) == sqlite_tasks
+    # and the other home's SQLite file is as it was: one task, not marked moved
+    kept = _listed(run_vigil(other, "task", "list", "--json"))
+    assert isinstance(kept, list)
+    assert len(kept) == 1
 
 
 def test_a_home_without_a_database_has_nothing_to_migrate(vigil: VigilRunner, postgres_url: str) -> None:
@@ -271,12 +280,13 @@ async def test_tables_longer_than_one_batch_arrive_whole(vigil: VigilRunner, hom
         # follow-ups in the second batch whose parents are in the first
         parents = first.created_ids[:5]
         await store.add_tasks([NewTask(f"child of {p}", parent_id=p) for p in parents], actor="test")
+    pg = _pg(postgres_url)
+    args = ("task", "list", "--status", "pending", "--limit", str(n + 5), "--json")
+    on_sqlite = _json(vigil(*args))  # before the move: the moved file refuses every reader
     proc = vigil("store", "migrate", "--to", postgres_url, check=True)
     assert f"  tasks          {n + 5:>10,} rows" in proc.stdout
     assert f"  task_events    {n + 5:>10,} rows" in proc.stdout
-    pg = _pg(postgres_url)
-    args = ("task", "list", "--status", "pending", "--limit", str(n + 5), "--json")
-    assert _json(vigil(*args, env=pg)) == _json(vigil(*args))
+    assert _json(vigil(*args, env=pg)) == on_sqlite
 
 
 @pytest.mark.parametrize("held", [True, False])

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from vigil.clock import Clock
 from vigil.config import Settings
+from vigil.distribution import POSTGRES_EXTRA
 from vigil.errors import StoreError
 
 if TYPE_CHECKING:
@@ -92,7 +93,8 @@ async def _open_postgres(settings: Settings, clock: Clock | None) -> PostgresSto
         if (err.name or "").split(".")[0] not in ("psycopg", "psycopg_pool"):
             raise
         raise StoreError(
-            f"{settings.store.location} needs PostgreSQL support, which is not installed: pip install 'vigil[postgres]'"
+            f"{settings.store.location} needs PostgreSQL support, which is not installed: "
+            f"pip install '{POSTGRES_EXTRA}'"
         ) from None
     return await PostgresStore.open(
         url,

@@ -38,10 +38,12 @@ from vigil.errors import (
     InputError,
     StoreBusy,
     StoreError,
+    StoreMoved,
 )
 from vigil.store import sqlite_queries
 from vigil.store.sqlite_backup import write_backup
 from vigil.store.sqlite_errors import is_busy, translate
+from vigil.store.sqlite_schema import refuse_if_moved
 from vigil.store.transaction import Params, Queries, Tx
 
 if TYPE_CHECKING:
@@ -150,6 +152,7 @@ class Connection:
         self.path = path
         self.identity = identity  # the file opened; None: not known (not checked)
         self._log_released = False  # the log was emptied after the file was replaced
+        self._moved: str | None = None  # why: the file was moved into PostgreSQL (seen by a transaction)
 
     @classmethod
     def open(
@@ -219,6 +222,8 @@ class Connection:
         """Why this connection must not go on, or None: the path no longer names the
         file it has open (removed, or replaced by a restore), or (``with_log``) the
         write-ahead log was deleted under it. One or two ``stat`` calls."""
+        if self._moved is not None:
+            return self._moved
         if self.identity is None:
             return None
         now = file_identity(self.path)
@@ -239,6 +244,8 @@ class Connection:
         """Raise ``DatabaseReplaced`` when the path no longer names the file this
         connection has open: nothing more may be written to it. Run in the
         connection's thread."""
+        if self._moved is not None:
+            raise StoreMoved(self._moved)
         problem = self.file_problem()
         if problem is not None:
             self._let_go_of_log()
@@ -268,10 +275,20 @@ class Connection:
 
     def _retrying(self, fn: Callable[[sqlite3.Connection], T], *, transactional: bool) -> T:
         body = _in_transaction if transactional else _plain
+
+        def unless_moved(conn: sqlite3.Connection) -> T:
+            # Every read and write, not only the opening: a process that opened the
+            # file before `vigil store migrate` marked it must not go on using it.
+            refuse_if_moved(conn, self.path)
+            return fn(conn)
+
         self.check_file()
         for attempt in range(BUSY_RETRIES + 1):
             try:
-                return body(self._sqlite, fn)
+                return body(self._sqlite, unless_moved)
+            except StoreMoved as moved:
+                self._moved = str(moved)  # file_problem() says it too: the daemon's watcher stops
+                raise
             except sqlite3.OperationalError as err:
                 if not is_busy(err) or attempt == BUSY_RETRIES:
                     raise translate(err, self.path) from None

@@ -23,8 +23,9 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 
-from vigil.errors import NotADatabase, SchemaTooNew
+from vigil.errors import NotADatabase, SchemaTooNew, StoreMoved
 from vigil.faults import crash_point
 
 _OPEN = "('pending','active','blocked')"
@@ -480,9 +481,54 @@ def user_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
+# ``PRAGMA user_version`` of a file ``vigil store migrate`` moved into PostgreSQL:
+# beyond any schema number, so that a Vigil from before this mark refuses the file as
+# too new, and this one refuses every read and write of it (``refuse_if_moved``).
+MOVED_VERSION = 2_000_000_000
+MOVED_TABLE = "store_moved"  # where it went and when (written with the mark, outside the schema)
+
+
+def mark_moved(conn: sqlite3.Connection, location: str, now_ms: int) -> None:
+    """Mark the file moved to ``location`` (a URL, password masked), inside the
+    caller's write transaction: once committed, nothing opens it again."""
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {MOVED_TABLE} (location TEXT NOT NULL, moved_at INTEGER NOT NULL)")
+    conn.execute(f"INSERT INTO {MOVED_TABLE} (location, moved_at) VALUES (?, ?)", (location, now_ms))
+    conn.execute(f"PRAGMA user_version = {MOVED_VERSION}")
+
+
+def moved_problem(conn: sqlite3.Connection, path: object) -> str:
+    """What to tell a process that found the file moved."""
+    try:
+        row = conn.execute(f"SELECT location, moved_at FROM {MOVED_TABLE} ORDER BY moved_at DESC LIMIT 1").fetchone()
+    except sqlite3.Error:
+        row = None
+    where, when = ("PostgreSQL", "") if row is None else (str(row[0]), f" on {_utc(row[1])}")
+    return (
+        f"{path} was moved to {where} by vigil store migrate{when} and is kept only as a backup; "
+        "point this home at that database ([store] url in vigil.toml, or VIGIL_STORE_URL) and start again"
+    )
+
+
+def _utc(ms: object) -> str:
+    try:
+        return datetime.fromtimestamp(int(str(ms)) / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    except (ValueError, OverflowError, OSError):
+        return "an unknown date"
+
+
+def refuse_if_moved(conn: sqlite3.Connection, path: object) -> None:
+    """Raise ``StoreMoved`` when the file was moved into PostgreSQL: checked at the
+    start of every read and write (one pragma, a few microseconds)."""
+    if user_version(conn) == MOVED_VERSION:
+        raise StoreMoved(moved_problem(conn, path))
+
+
 def check_not_newer(conn: sqlite3.Connection, path: object) -> int:
-    """The file's schema version; raises ``SchemaTooNew`` if we cannot read it."""
+    """The file's schema version; raises ``SchemaTooNew`` if we cannot read it, and
+    ``StoreMoved`` for a file moved into PostgreSQL."""
     version = user_version(conn)
+    if version == MOVED_VERSION:
+        raise StoreMoved(moved_problem(conn, path))
     if version > SCHEMA_VERSION:
         raise SchemaTooNew(
             f"{path} has schema version {version}, newer than this Vigil's {SCHEMA_VERSION}; "

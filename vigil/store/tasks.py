@@ -15,6 +15,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from vigil.caps import ANSWER_CHARS, NOTE_CHARS, refuse_over
 from vigil.clock import Clock
 from vigil.codework import Worktree
 from vigil.config import LimitsSettings
@@ -636,6 +637,7 @@ class Tasks:
         text = text.strip()
         if not text:
             raise InputError("an answer must not be empty")
+        refuse_over(text, ANSWER_CHARS, "the answer")
         values = {"id": task_id, "now": self._clock.now_ms(), "actor": actor, "answer": text}
 
         def body(tx: Tx) -> Task:
@@ -673,9 +675,12 @@ class Tasks:
 
     def add_note(self, task_id: int, text: str, *, author: str, run_id: int | None = None) -> Note:
         """Attach a progress note to any task; with ``run_id`` (the run whose agent
-        writes it), ``Refused`` unless that run is open and of this task."""
+        writes it), ``Refused`` unless that run is open and of this task. Raises
+        ``InputError`` for an empty note or one past ``vigil.caps.NOTE_CHARS`` (the
+        agent's are cut before)."""
         if not text.strip():
             raise InputError("note text must not be empty")
+        refuse_over(text, NOTE_CHARS, "the note")
         params = {"id": task_id, "now": self._clock.now_ms(), "author": author, "text": self._masked(text, author)}
 
         def body(tx: Tx) -> Note:

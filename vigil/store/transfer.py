@@ -17,7 +17,12 @@ The steps, in order:
    the snapshot's (rows per table, money and tokens, tasks per status); commit only
    when they match.
 
-The SQLite file is never changed by the copy: it stays as it was, a backup of the
+6. in the SQLite transaction held since step 2, mark the file moved (``PRAGMA
+   user_version`` beyond any schema, and where it went): from then on every Vigil
+   process refuses to read or write it, one that had it open included, and says
+   where the home's store went; a Vigil from before the mark refuses it as too new.
+
+The copy does not change the SQLite file's data: it stays as it was, a backup of the
 moment of the move (docs/scaling.md).
 """
 
@@ -30,10 +35,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from vigil.clock import SystemClock
 from vigil.config import Settings
 from vigil.errors import StoreBusy, StoreError
 from vigil.store.opening import open_store
 from vigil.store.sqlite_export import SqliteExport, TableTotals
+from vigil.store.sqlite_schema import mark_moved
+from vigil.store_url import mask_password
 
 # (table, rows copied so far, rows to copy): called after each batch and once per table.
 Progress = Callable[[str, int, int], None]
@@ -64,12 +72,16 @@ async def migrate_home(settings: Settings, target_url: str, progress: Progress) 
     await (await open_store(sqlite_settings)).close()  # brings an older file to this schema
     target_settings = replace(settings, store=replace(settings.store, url=target_url))
     await (await open_store(target_settings)).close()  # creates the schema when missing
-    with _writers_held_off(source, settings.store.busy_timeout_ms):
-        return await _copy_all(source, target_url, progress)
+    with _writers_held_off(source, settings.store.busy_timeout_ms) as held:
+        copies = await _copy_all(source, target_url, progress)
+        # Still under the write lock the copy held: no write slips in between.
+        mark_moved(held, mask_password(target_url), SystemClock().now_ms())
+        held.execute("COMMIT")
+    return copies
 
 
 @contextlib.contextmanager
-def _writers_held_off(path: Path, busy_timeout_ms: int) -> Iterator[None]:
+def _writers_held_off(path: Path, busy_timeout_ms: int) -> Iterator[sqlite3.Connection]:
     """Hold SQLite's write lock on ``path`` for the block (waiting up to the busy
     timeout for a writer to finish). This is the one place a transaction stays open
     across awaits, on purpose: it is what keeps the file still while it is copied."""
@@ -79,7 +91,7 @@ def _writers_held_off(path: Path, busy_timeout_ms: int) -> Iterator[None]:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as err:
             raise StoreBusy(f"{path} stayed locked by another writer ({err}); try again") from None
-        yield
+        yield conn
     finally:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
@@ -149,7 +161,7 @@ def summary(copies: list[TableCopy], location: str) -> str:
     spent = f", ${runs.sums.get('cost_usd', 0.0):.4f} over {runs.rows} runs" if runs is not None else ""
     return f"""\
 verified: row counts and cost totals match on both sides ({sum(c.totals.rows for c in copies):,} rows{spent})
-the SQLite file was not changed; keep it as a backup of this moment.
+the SQLite file is marked moved: no Vigil process reads or writes it now; keep it as a backup of this moment.
 next: point every Vigil process of this home at the database, in vigil.toml:
   [store]
   url = "{location}"
