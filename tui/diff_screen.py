@@ -42,7 +42,6 @@ from vigil.models import Task
 from vigil.review import approve, request_changes
 from vigil.worktrees import BranchDiff, branch_diff
 
-ACTOR = "human"
 ALL_FILES = "*"  # the file list's first row: the whole diff
 
 
@@ -223,13 +222,13 @@ class DiffScreen(LiveScreen[DiffData | None]):
     @guarded("approving the task")
     async def _approve(self, task: Task) -> None:
         async with self.ctx.writes:
-            done = await approve(self.ctx.store, task.id, actor=ACTOR)
+            done = await approve(self.ctx.store, task.id, actor=self.ctx.actor)
         self.notify(done.describe(), severity="warning" if done.conflict else "information", markup=False)
         self.reload()
 
     @guarded("requesting changes")
     async def _request_changes(self, task: Task, comment: str) -> None:
         async with self.ctx.writes:
-            back = await request_changes(self.ctx.store, task.id, comment, actor=ACTOR)
+            back = await request_changes(self.ctx.store, task.id, comment, actor=self.ctx.actor)
         self.notify(f"#{back.id}: changes requested; back to its agent", markup=False)
         self.reload()

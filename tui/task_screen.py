@@ -49,7 +49,6 @@ STEERING = {
     "approve": Action.APPROVE,
     "reject": Action.REJECT,
 }
-HUMAN = "human"  # who writes from the dashboard
 
 
 def can_unblock(task: Task) -> bool:
@@ -303,7 +302,7 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
     @guarded("answering the task")
     async def _answer(self, task: Task, answer: str) -> None:
         try:
-            await self.ctx.store.answer(task.id, answer, actor=HUMAN)
+            await self.ctx.store.answer(task.id, answer, actor=self.ctx.actor)
         except InputError as err:
             self.notify(str(err), severity="warning", markup=False)
         else:
@@ -326,7 +325,7 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
     @guarded("unblocking the task")
     async def _unblock(self, task: Task, note: str | None) -> None:
         try:
-            await self.ctx.store.unblock(task.id, note, actor=HUMAN)
+            await self.ctx.store.unblock(task.id, note, actor=self.ctx.actor)
         except InputError as err:
             self.notify(str(err), severity="warning", markup=False)
         else:

@@ -262,6 +262,26 @@ class TuiSettings:
     timezone: str | None = None
 
 
+SERVE_PORT = 8377
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """The dashboard served to a browser (``[serve]``, ``vigil tui --serve``).
+
+    ``host``/``port``: where it listens unless the command line says otherwise; a
+    ``host`` that is not loopback is refused unless given as ``--host`` (docs/tui.md).
+    ``public_url``: the address people open it at (behind a proxy or a tunnel), no
+    trailing slash; None: none is known, and notifications carry no link.
+    ``link_token``: notification links carry the token (whoever reads the
+    notification can then open the dashboard); off by default."""
+
+    host: str = "127.0.0.1"
+    port: int = SERVE_PORT
+    public_url: str | None = None
+    link_token: bool = False
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
@@ -278,6 +298,7 @@ class Settings:
     limits: LimitsSettings = field(default_factory=LimitsSettings)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     tui: TuiSettings = field(default_factory=TuiSettings)
+    serve: ServeSettings = field(default_factory=ServeSettings)
 
     @property
     def skills_dir(self) -> Path:
@@ -644,6 +665,35 @@ def _tui(data: Mapping[str, Any], source: Path | None) -> TuiSettings:
     return TuiSettings(timezone=zone)
 
 
+PUBLIC_URL_EXPECTED = "an http:// or https:// address without a query (https://host or https://host/path)"
+
+
+def is_public_url(url: str) -> bool:
+    """Whether ``url`` (its trailing slash removed) can be where browsers open the
+    dashboard: http or https, a host, no query or fragment."""
+    scheme, _, rest = url.partition("://")
+    return scheme in ("http", "https") and bool(rest) and not rest.startswith("/") and not set("?# ") & set(rest)
+
+
+def _serve(data: Mapping[str, Any], source: Path | None) -> ServeSettings:
+    section = _Section(_table(data, "serve", source), "serve", source)
+    defaults = ServeSettings()
+    host = section.str_("host", defaults.host)
+    public_url = section.opt_str("public_url")
+    if public_url is not None:
+        public_url = public_url.rstrip("/")
+        if not is_public_url(public_url):
+            raise section._fail("public_url", PUBLIC_URL_EXPECTED)
+    settings = ServeSettings(
+        host=host,
+        port=section.int_("port", defaults.port, minimum=1, maximum=65535),
+        public_url=public_url,
+        link_token=section.bool_("link_token", defaults.link_token),
+    )
+    section.done()
+    return settings
+
+
 def _store_url(section: _Section, source: Path | None, env: Mapping[str, str]) -> str | None:
     """``VIGIL_STORE_URL`` if set (it wins: the password can stay out of the file),
     else ``[store] url``; None means the SQLite file."""
@@ -685,7 +735,7 @@ def settings_from_mapping(
     """Build ``Settings`` from parsed TOML and ``env`` (None: the process environment,
     read for ``VIGIL_STORE_URL``); raises ``ConfigError``."""
     known = {"store", "dispatch", "executors", "prices", "sensor_defaults", "sensors", "budget", "alerts"}
-    known |= {"limits", "retention", "tui"}
+    known |= {"limits", "retention", "tui", "serve"}
     for key in data:
         if key not in known:
             raise ConfigError(f"{source}: unknown section or key {key!r}")
@@ -763,6 +813,7 @@ def settings_from_mapping(
         limits=_limits(data, source),
         retention=_retention(data, source),
         tui=_tui(data, source),
+        serve=_serve(data, source),
     )
 
 
