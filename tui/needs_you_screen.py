@@ -206,14 +206,20 @@ class NeedsYouScreen(LiveScreen[NeedsYou]):
         if shown == self._shown:
             return  # the same cards: leave focus and scrolling alone
         self._shown = shown
+        self.run_worker(self._show_cards(data.tasks, shown), group="needs-cards", exclusive=True)
+
+    async def _show_cards(self, tasks: tuple[Task, ...], shown: list[tuple[int, Text, tuple[str, ...]]]) -> None:
+        """Replace the cards (the old ones are gone before the new ones, which reuse
+        their ids, are mounted)."""
         listing = self.query_one("#needs-list", VerticalScroll)
-        listing.remove_children()
-        if not data.tasks:
+        await listing.remove_children()
+        if not tasks:
             empty = Text("No task waits for you: no question, review, approval or failure.")
-            listing.mount(Static(empty, id="needs-empty"))
+            await listing.mount(Static(empty, id="needs-empty"))
             return
-        cards = (TaskCard(task, text, actions) for task, (_, text, actions) in zip(data.tasks, shown, strict=True))
-        listing.mount_all(cards)
+        await listing.mount_all(
+            TaskCard(task, text, actions) for task, (_, text, actions) in zip(tasks, shown, strict=True)
+        )
 
     def task_of(self, task_id: int) -> Task | None:
         return next((t for t in self.tasks if t.id == task_id), None)

@@ -1,0 +1,134 @@
+"""``vigil tui --serve``'s options, its token and ``[serve]``: bad input is one line
+and exit 2, the token file is 0600 and rotates, and a non-loopback address is
+served only when the command line names it. (Serving itself is driven by a real
+browser in tests/tui/test_served.py.)"""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import VigilRunner
+from vigil.config import load_settings
+from vigil.dashboard_access import dashboard_url, read_token, token_matches, token_path
+from vigil.errors import ConfigError, HomeError
+
+
+def _configure(home: Path, toml: str) -> None:
+    config = home / "vigil.toml"
+    config.write_text(config.read_text() + "\n" + toml)
+
+
+def test_print_url_makes_the_token_once_0600_and_rotate_token_replaces_it(
+    home: Path, vigil_in_process: VigilRunner
+) -> None:
+    first = vigil_in_process("tui", "--serve", "--print-url")
+    assert first.returncode == 0, first.stderr
+    token = read_token(home)
+    assert token is not None
+    assert len(token) >= 40
+    assert first.stdout.strip() == f"http://127.0.0.1:8377/?token={token}"
+    assert stat.S_IMODE(token_path(home).stat().st_mode) == 0o600
+    again = vigil_in_process("tui", "--serve", "--print-url", "--port", "9000")
+    assert again.stdout.strip() == f"http://127.0.0.1:9000/?token={token}"  # the same token
+    rotated = vigil_in_process("tui", "--serve", "--print-url", "--rotate-token")
+    assert rotated.returncode == 0, rotated.stderr
+    new = read_token(home)
+    assert new is not None
+    assert new != token
+    assert rotated.stdout.splitlines() == [
+        f"a new token is in {token_path(home)}: links and logins made before no longer work",
+        f"http://127.0.0.1:8377/?token={new}",
+    ]
+    assert stat.S_IMODE(token_path(home).stat().st_mode) == 0o600
+    assert not [p for p in token_path(home).parent.iterdir() if p.name.startswith(".serve.token")]
+
+
+def test_print_url_uses_the_public_url(home: Path, vigil_in_process: VigilRunner) -> None:
+    _configure(home, '[serve]\npublic_url = "https://agent.tailnet.ts.net/"')
+    printed = vigil_in_process("tui", "--serve", "--print-url")
+    assert printed.stdout.strip() == f"https://agent.tailnet.ts.net/?token={read_token(home)}"
+    given = vigil_in_process("tui", "--serve", "--print-url", "--public-url", "https://proxy.example/vigil")
+    assert given.stdout.strip() == f"https://proxy.example/vigil/?token={read_token(home)}"
+
+
+def test_a_token_file_open_to_others_is_refused_not_used(home: Path, vigil_in_process: VigilRunner) -> None:
+    vigil_in_process("tui", "--serve", "--print-url")
+    token_path(home).chmod(0o644)
+    refused = vigil_in_process("tui", "--serve", "--print-url")
+    assert refused.returncode == 2
+    assert "is open to other users (mode 644)" in refused.stderr
+    assert "--rotate-token" in refused.stderr
+    assert refused.stdout == ""
+    with pytest.raises(HomeError):
+        read_token(home)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("tui", "--host", "0.0.0.0"), "--host goes with --serve"),
+        (("tui", "--print-url"), "--print-url goes with --serve"),
+        (("tui", "--rotate-token"), "--rotate-token goes with --serve"),
+        (("tui", "--serve", "--with-loop"), "--serve starts no loop"),
+        (("tui", "--serve", "--public-url", "ftp://x"), "--public-url: expected an http:// or https:// address"),
+        (("tui", "--serve", "--public-url", "https://x/?a=1"), "--public-url: expected"),
+        (("tui", "--serve", "--port", "0"), "Invalid value for '--port'"),
+        (("tui", "--browser-session", "a b"), "--browser-session: expected"),
+    ],
+)
+def test_bad_options_are_one_line_and_exit_2(
+    vigil_in_process: VigilRunner, args: tuple[str, ...], message: str
+) -> None:
+    result = vigil_in_process(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_a_non_loopback_host_from_the_config_needs_host_on_the_command_line(
+    home: Path, vigil_in_process: VigilRunner
+) -> None:
+    _configure(home, '[serve]\nhost = "0.0.0.0"')
+    refused = vigil_in_process("tui", "--serve", "--print-url")
+    assert refused.returncode == 2
+    assert "[serve] host = '0.0.0.0' would expose the dashboard beyond this machine: pass --host 0.0.0.0" in (
+        refused.stderr
+    )
+    assert not token_path(home).exists()  # refused before anything was made
+    meant = vigil_in_process("tui", "--serve", "--print-url", "--host", "0.0.0.0")
+    assert meant.returncode == 0, meant.stderr
+
+
+def test_serve_is_person_only(vigil_in_process: VigilRunner) -> None:
+    refused = vigil_in_process("tui", "--serve", env={"VIGIL_TASK_ID": "4"})
+    assert refused.returncode == 2
+    assert "only a person can" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ('[serve]\npublic_url = "vigil.example"', "[serve] public_url: expected an http:// or https:// address"),
+        ("[serve]\nport = 70000", "[serve] port: expected an integer"),
+        ("[serve]\nlink_token = 1", "[serve] link_token: expected true or false"),
+        ('[serve]\nhots = "x"', "[serve] unknown key 'hots'"),
+    ],
+)
+def test_bad_serve_settings_name_the_key(home: Path, toml: str, message: str) -> None:
+    _configure(home, toml)
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_settings(home)
+
+
+def test_the_token_is_compared_whole() -> None:
+    assert token_matches("abc", "abc")
+    assert not token_matches("abc", "abd")
+    assert not token_matches("abc", "ab")
+    assert not token_matches(None, "abc")
+    assert not token_matches("abc", "")
+    assert dashboard_url("https://h/p", task_id=5, token="t-_") == "https://h/p/?task=5&token=t-_"
+    assert dashboard_url("http://h:1") == "http://h:1/"
