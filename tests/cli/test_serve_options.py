@@ -5,6 +5,7 @@ browser in tests/tui/test_served.py.)"""
 
 from __future__ import annotations
 
+import socket
 import stat
 from pathlib import Path
 
@@ -132,3 +133,14 @@ def test_the_token_is_compared_whole() -> None:
     assert not token_matches("abc", "")
     assert dashboard_url("https://h/p", task_id=5, token="t-_") == "https://h/p/?task=5&token=t-_"
     assert dashboard_url("http://h:1") == "http://h:1/"
+
+
+def test_a_port_that_is_taken_is_one_line_and_exit_1(vigil: VigilRunner) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = vigil("tui", "--serve", "--port", str(port))
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
