@@ -6,6 +6,7 @@ clicked, never their keys."""
 from __future__ import annotations
 
 import pytest
+from textual.pilot import Pilot
 from textual.widgets import Button, Static
 
 from tests.tui.conftest import AppFactory, add, wait_for
@@ -69,6 +70,18 @@ def buttons(app: VigilApp, task_id: int) -> list[str]:
     return [str(button.label) for button in card.query(Button)]
 
 
+async def tap(pilot: Pilot[str], selector: str) -> None:
+    """Click the widget once it is laid out (a dialog just pushed has no place yet)."""
+    app = pilot.app
+
+    def placed() -> bool:
+        found = app.screen.query(selector)
+        return bool(found) and found.first().region.width > 0
+
+    await wait_for(placed, f"{selector} on screen")
+    assert await pilot.click(selector), selector
+
+
 def overflowing(app: VigilApp) -> list[str]:
     """Widgets of the screen drawn past its right edge (a horizontal scroll)."""
     width = app.screen.size.width
@@ -118,24 +131,24 @@ async def test_answer_approve_reject_and_retry_by_touch_at_40_columns(make_app: 
     async with app.run_test(size=(40, 40)) as pilot:
         await wait_for(lambda: len(cards(app)) == 4, "four cards")
         # answer: the dialog shows the question; the answer is a choice's number
-        await pilot.click(f"#answer-{asked}")
+        await tap(pilot, f"#answer-{asked}")
         await wait_for(lambda: isinstance(app.screen, AnswerDialog), "answer dialog")
         await pilot.press("2")
-        await pilot.click("#ok")
+        await tap(pilot, "#ok")
         await wait_for(lambda: asked not in cards(app), "the answered task leaves")
         # approve the reviewed result, after the confirmation (its Yes clicked)
-        await pilot.click(f"#approve-{review}")
+        await tap(pilot, f"#approve-{review}")
         await wait_for(lambda: isinstance(app.screen, ConfirmDialog), "confirmation")
-        await pilot.click("#yes")
+        await tap(pilot, "#yes")
         await wait_for(lambda: review not in cards(app), "the approved task leaves")
         # reject the approval with a reason
-        await pilot.click(f"#reject-{approval}")
+        await tap(pilot, f"#reject-{approval}")
         await wait_for(lambda: isinstance(app.screen, ReasonForm), "reason form")
         await pilot.press(*"not now")
-        await pilot.click("#ok")
+        await tap(pilot, "#ok")
         await wait_for(lambda: approval not in cards(app), "the rejected task leaves")
         # retry the failure
-        await pilot.click(f"#retry-{late}")
+        await tap(pilot, f"#retry-{late}")
         await wait_for(lambda: cards(app) == [], "nothing waits")
         assert any(f"#{review} approved" in note for note in notes(app))
     answered = await db.get_task(asked)
@@ -155,7 +168,7 @@ async def test_open_shows_the_task_and_read_only_offers_no_writes(make_app: AppF
     async with app.run_test(size=(60, 30)) as pilot:
         await wait_for(lambda: cards(app) == [asked], "the card")
         assert buttons(app, asked) == ["Open"]
-        await pilot.click(f"#open-{asked}")
+        await tap(pilot, f"#open-{asked}")
         await wait_for(lambda: isinstance(app.screen, TaskScreen) and app.screen.loads >= 1, "task screen")
         assert isinstance(app.screen, TaskScreen)
         assert app.screen.task_id == asked
@@ -180,9 +193,9 @@ async def test_a_browser_sessions_writes_are_audited_as_a_person_with_the_sessio
         await pilot.press("escape")
         await wait_for(lambda: isinstance(app.screen, NeedsYouScreen), "needs you under it")
         await wait_for(lambda: cards(app) == [review], "the card")
-        await pilot.click(f"#approve-{review}")
+        await tap(pilot, f"#approve-{review}")
         await wait_for(lambda: isinstance(app.screen, ConfirmDialog), "confirmation")
-        await pilot.click("#yes")
+        await tap(pilot, "#yes")
         await wait_for(lambda: cards(app) == [], "approved")
     events = [(e.kind, e.actor) for e in await db.list_events(review) if e.kind in ("status", "review")]
     assert ("status", "human (browser session ab12cd)") in events
