@@ -135,6 +135,7 @@ def test_with_the_token_the_queue_renders_keys_work_and_a_link_opens_its_task(
     linked.close()
     until(lambda: served.children() == [], "every tab's app process ended")
     assert served.log.count("ended after") == 2
+    assert token not in served.log  # no access log keeps the links
 
 
 def test_from_a_phone_a_person_answers_a_question_and_approves_a_review_by_touch(
@@ -241,3 +242,26 @@ def test_sigterm_with_two_tabs_open_ends_every_process(home: Path, served: Serve
     assert served.log.count("ended after") == 2
     assert "stopped; every browser session's process has ended" in served.log
     context.close()
+
+
+def test_readonly_is_passed_to_every_session(home: Path, browser: Browser) -> None:
+    prepare(home)
+    token = ensure_token(home)
+    server = Served(home, "--readonly")
+    try:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        screen = Screen(page)
+        screen.attach()
+        page.goto(f"{server.url}/?token={token}")
+        text = screen.wait_for("Write the weekly report")
+        assert "watch only (read-only)" in server.log
+        assert "n New" not in text  # no key that writes
+        until(lambda: len(server.app_pids()) == 1, "the session's app")
+        (pid,) = server.app_pids()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert b"--readonly" in argv
+        assert b"--browser-session" in argv
+        page.close()
+    finally:
+        server.stop()
+        server.close()
