@@ -72,10 +72,10 @@ class Terminal:
 def measure(home: Path, folder: Path, rounds: int) -> tuple[list[float], list[float], tuple[int, int]]:
     """Seconds from key to changed screen, terminal and browser, and the size both had."""
     from tests.tui.browser import Screen, Served, chromium, until
-    from vigil.dashboard_access import ensure_token
+    from vigil.dashboard_access import make_token
 
     served = Served(home)
-    token = ensure_token(home)
+    token = make_token(home)
     terminal: Terminal | None = None
     try:
         with chromium() as browser:

@@ -23,7 +23,7 @@ stop the loop.
 
 An event about a task that needs a person (``PERSON_EVENTS``) carries ``link``, the
 task in the served dashboard, when ``[serve] public_url`` is set
-(``vigil.dashboard_access.task_link``; the token only with ``[serve] link_token``).
+(``vigil.dashboard_access.task_link``; never the token, which is not kept).
 
 Each event also goes to the notification services of ``[alerts] notify`` whose
 kinds it is (``dispatch.notifiers``, through apprise), alike: a failing service is
@@ -146,7 +146,7 @@ class AlertHook:
         if self._task_link is not None and event.get("event") in PERSON_EVENTS and isinstance(task_id, int):
             link = self._task_link(task_id)
             if link is not None:
-                event["link"] = link  # after masking: a token opted into must stay whole
+                event["link"] = link
         await self._notifiers.send(event)
         return await self._run_hook(event)
 
@@ -204,7 +204,7 @@ def alert_hook(settings: Settings, store: Store | None = None) -> AlertHook:
     names = (*settings.dispatch.pass_env, *settings.alerts.pass_env)
 
     def link(task_id: int) -> str | None:
-        return task_link(settings.serve, settings.home, task_id)
+        return task_link(settings.serve, task_id)
 
     secrets = Redactor.from_env(os.environ, names)
     return AlertHook(settings.alerts, settings.home, secrets=secrets, store=store, task_link=link)

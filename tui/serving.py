@@ -45,7 +45,7 @@ from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
 from vigil.config import Settings
-from vigil.dashboard_access import read_token, token_matches
+from vigil.dashboard_access import read_digest, token_matches
 from vigil.errors import HomeError, OperationError
 from vigil.logfile import PrintableFilter
 
@@ -173,7 +173,7 @@ class DashboardServer(Server):
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         try:
-            expected = read_token(self.settings.home)
+            expected = read_digest(self.settings.home)
         except HomeError as err:
             log.error("%s", err)
             expected = None  # nobody gets in while the token file is unusable
@@ -318,8 +318,8 @@ def configure_logging() -> None:
 
 
 def serve_dashboard(settings: Settings, *, host: str, port: int, readonly: bool, public_url: str | None) -> None:
-    """Serve the dashboard in the foreground until SIGTERM or SIGINT."""
-    configure_logging()
+    """Serve the dashboard in the foreground until SIGTERM or SIGINT (logging to
+    stderr: ``configure_logging``)."""
     server = DashboardServer(settings, host=host, port=port, readonly=readonly, public_url=public_url)
     server.on_ready = lambda: log.info("%s", exposure_line(server.public_url, host, port, readonly))
     server.serve()
@@ -341,8 +341,7 @@ def run_serve(
     ``[serve] host``, which must then be loopback (another address is exposed only
     when the command line names it). Raises ``InputError`` for bad options."""
     from vigil.config import PUBLIC_URL_EXPECTED, is_public_url
-    from vigil.dashboard_access import dashboard_url, ensure_token, token_path
-    from vigil.dashboard_access import rotate_token as make_new_token
+    from vigil.dashboard_access import dashboard_url, make_token, read_digest, token_path
     from vigil.errors import InputError
 
     if host is None:
@@ -358,15 +357,27 @@ def run_serve(
         if not is_public_url(public_url):
             raise InputError(f"--public-url: expected {PUBLIC_URL_EXPECTED}, got {public_url!r}")
     public_url = public_url or settings.serve.public_url
+    base = public_url or f"http://{host}:{port}"
+    had_one = rotate_token or read_digest(settings.home) is not None
     lines = []
-    if rotate_token:
-        token = make_new_token(settings.home)
-        lines.append(f"a new token is in {token_path(settings.home)}: links and logins made before no longer work")
-    else:
-        token = ensure_token(settings.home)
+    token = None
+    if rotate_token or not had_one:
+        token = make_token(settings.home)
+        kept = f"only its SHA-256 is kept, in {token_path(settings.home)}"
+        if had_one:
+            lines.append(f"a new token was made ({kept}): links and logins made before no longer work")
+        else:
+            lines.append(f"a token was made ({kept}); the link below is shown this once: keep it like a password")
     if print_url:
-        base = public_url or f"http://{host}:{port}"
+        if token is None:
+            raise InputError(
+                "the token is shown only when it is made: only its hash is kept (an agent can read the home); "
+                "make a new one with --rotate-token --print-url (browsers logged in before must open the new link)"
+            )
         return [*lines, dashboard_url(base, token=token)]
+    if token is not None:
+        lines.append(f"open: {dashboard_url(base, token=token)}")
+    configure_logging()
     for line in lines:
         log.info("%s", line)  # said before serving starts, not after it stops
     serve_dashboard(settings, host=host, port=port, readonly=readonly, public_url=public_url)

@@ -272,14 +272,11 @@ class ServeSettings:
     ``host``/``port``: where it listens unless the command line says otherwise; a
     ``host`` that is not loopback is refused unless given as ``--host`` (docs/tui.md).
     ``public_url``: the address people open it at (behind a proxy or a tunnel), no
-    trailing slash; None: none is known, and notifications carry no link.
-    ``link_token``: notification links carry the token (whoever reads the
-    notification can then open the dashboard); off by default."""
+    trailing slash; None: none is known, and notifications carry no link."""
 
     host: str = "127.0.0.1"
     port: int = SERVE_PORT
     public_url: str | None = None
-    link_token: bool = False
 
 
 @dataclass(frozen=True)
@@ -688,7 +685,6 @@ def _serve(data: Mapping[str, Any], source: Path | None) -> ServeSettings:
         host=host,
         port=section.int_("port", defaults.port, minimum=1, maximum=65535),
         public_url=public_url,
-        link_token=section.bool_("link_token", defaults.link_token),
     )
     section.done()
     return settings

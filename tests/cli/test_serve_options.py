@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import VigilRunner
 from vigil.config import load_settings
-from vigil.dashboard_access import dashboard_url, read_token, token_matches, token_path
+from vigil.dashboard_access import dashboard_url, digest_of, read_digest, token_matches, token_path
 from vigil.errors import ConfigError, HomeError
 
 
@@ -22,27 +22,32 @@ def _configure(home: Path, toml: str) -> None:
     config.write_text(config.read_text() + "\n" + toml)
 
 
-def test_print_url_makes_the_token_once_0600_and_rotate_token_replaces_it(
+def test_the_link_is_printed_once_only_the_hash_is_kept_0600_and_rotate_token_replaces_it(
     home: Path, vigil_in_process: VigilRunner
 ) -> None:
     first = vigil_in_process("tui", "--serve", "--print-url")
     assert first.returncode == 0, first.stderr
-    token = read_token(home)
-    assert token is not None
+    made, link = first.stdout.splitlines()
+    assert made.startswith("a token was made (only its SHA-256 is kept, in ")
+    assert link.startswith("http://127.0.0.1:8377/?token=")
+    token = link.split("token=", 1)[1]
     assert len(token) >= 40
-    assert first.stdout.strip() == f"http://127.0.0.1:8377/?token={token}"
+    assert token not in token_path(home).read_text()  # an agent that reads the home cannot use it
+    assert read_digest(home) == digest_of(token)
+    assert token_matches(read_digest(home), token)
     assert stat.S_IMODE(token_path(home).stat().st_mode) == 0o600
-    again = vigil_in_process("tui", "--serve", "--print-url", "--port", "9000")
-    assert again.stdout.strip() == f"http://127.0.0.1:9000/?token={token}"  # the same token
-    rotated = vigil_in_process("tui", "--serve", "--print-url", "--rotate-token")
+    again = vigil_in_process("tui", "--serve", "--print-url")
+    assert again.returncode == 2
+    assert "the token is shown only when it is made" in again.stderr
+    assert "--rotate-token --print-url" in again.stderr
+    rotated = vigil_in_process("tui", "--serve", "--print-url", "--rotate-token", "--port", "9000")
     assert rotated.returncode == 0, rotated.stderr
-    new = read_token(home)
-    assert new is not None
+    said, new_link = rotated.stdout.splitlines()
+    assert "links and logins made before no longer work" in said
+    new = new_link.removeprefix("http://127.0.0.1:9000/?token=")
     assert new != token
-    assert rotated.stdout.splitlines() == [
-        f"a new token is in {token_path(home)}: links and logins made before no longer work",
-        f"http://127.0.0.1:8377/?token={new}",
-    ]
+    assert token_matches(read_digest(home), new)
+    assert not token_matches(read_digest(home), token)
     assert stat.S_IMODE(token_path(home).stat().st_mode) == 0o600
     assert not [p for p in token_path(home).parent.iterdir() if p.name.startswith(".serve.token")]
 
@@ -50,9 +55,11 @@ def test_print_url_makes_the_token_once_0600_and_rotate_token_replaces_it(
 def test_print_url_uses_the_public_url(home: Path, vigil_in_process: VigilRunner) -> None:
     _configure(home, '[serve]\npublic_url = "https://agent.tailnet.ts.net/"')
     printed = vigil_in_process("tui", "--serve", "--print-url")
-    assert printed.stdout.strip() == f"https://agent.tailnet.ts.net/?token={read_token(home)}"
-    given = vigil_in_process("tui", "--serve", "--print-url", "--public-url", "https://proxy.example/vigil")
-    assert given.stdout.strip() == f"https://proxy.example/vigil/?token={read_token(home)}"
+    assert printed.stdout.splitlines()[-1].startswith("https://agent.tailnet.ts.net/?token=")
+    given = vigil_in_process(
+        "tui", "--serve", "--print-url", "--rotate-token", "--public-url", "https://proxy.example/v"
+    )
+    assert given.stdout.splitlines()[-1].startswith("https://proxy.example/v/?token=")
 
 
 def test_a_token_file_open_to_others_is_refused_not_used(home: Path, vigil_in_process: VigilRunner) -> None:
@@ -64,7 +71,10 @@ def test_a_token_file_open_to_others_is_refused_not_used(home: Path, vigil_in_pr
     assert "--rotate-token" in refused.stderr
     assert refused.stdout == ""
     with pytest.raises(HomeError):
-        read_token(home)
+        read_digest(home)
+    replaced = vigil_in_process("tui", "--serve", "--print-url", "--rotate-token")
+    assert replaced.returncode == 0, replaced.stderr
+    assert stat.S_IMODE(token_path(home).stat().st_mode) == 0o600
 
 
 @pytest.mark.parametrize(
@@ -115,7 +125,7 @@ def test_serve_is_person_only(vigil_in_process: VigilRunner) -> None:
     [
         ('[serve]\npublic_url = "vigil.example"', "[serve] public_url: expected an http:// or https:// address"),
         ("[serve]\nport = 70000", "[serve] port: expected an integer"),
-        ("[serve]\nlink_token = 1", "[serve] link_token: expected true or false"),
+        ("[serve]\nlink_token = true", "[serve] unknown key 'link_token'"),  # the token is not kept: no link has it
         ('[serve]\nhots = "x"', "[serve] unknown key 'hots'"),
     ],
 )
@@ -126,16 +136,19 @@ def test_bad_serve_settings_name_the_key(home: Path, toml: str, message: str) ->
 
 
 def test_the_token_is_compared_whole() -> None:
-    assert token_matches("abc", "abc")
-    assert not token_matches("abc", "abd")
-    assert not token_matches("abc", "ab")
+    kept = digest_of("abc")
+    assert token_matches(kept, "abc")
+    assert not token_matches(kept, "abd")
+    assert not token_matches(kept, "ab")
     assert not token_matches(None, "abc")
-    assert not token_matches("abc", "")
+    assert not token_matches(kept, "")
+    assert not token_matches(kept, kept)  # the digest itself is no token
     assert dashboard_url("https://h/p", task_id=5, token="t-_") == "https://h/p/?task=5&token=t-_"
     assert dashboard_url("http://h:1") == "http://h:1/"
 
 
 def test_a_port_that_is_taken_is_one_line_and_exit_1(vigil: VigilRunner) -> None:
+    assert vigil("tui", "--serve", "--print-url").returncode == 0  # the token exists: nothing else to say
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

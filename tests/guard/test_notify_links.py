@@ -1,7 +1,7 @@
 """Notifications about a task that needs a person carry its link in the served
-dashboard when ``[serve] public_url`` is set: ``?task=ID`` opens it there; the token
-only when ``[serve] link_token`` opts in. Sent through apprise's ``json://`` to a
-local HTTP server, as a notification service gets them."""
+dashboard when ``[serve] public_url`` is set: ``?task=ID`` opens it there; never the
+token (only its hash is kept). Sent through apprise's ``json://`` to a local HTTP
+server, as a notification service gets them."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dispatch.alerts import alert_hook, make_event, waiting_event
 from tests.dispatch.agent_support import make_task
 from tests.http_sink import http_sink
 from vigil.config import load_settings
-from vigil.dashboard_access import ensure_token
+from vigil.dashboard_access import make_token
 from vigil.home import init_home
 
 
@@ -38,7 +38,7 @@ def _send(home: Path, *events: dict[str, object]) -> None:
 def test_a_waiting_task_links_to_itself_in_the_dashboard_without_the_token(tmp_path: Path) -> None:
     with http_sink() as sink:
         home = _home(tmp_path, sink.url("all"), 'public_url = "https://vigil.example.net/agent/"')
-        token = ensure_token(home)
+        token = make_token(home)
         task = make_task(id=12, subject="Deploy the release", question="staging or prod?")
         failed = make_event("task_failed", "task #7 failed", 1_767_225_600_000, task_id=7)
         gate = make_event("gate_changed", "loop paused", 1_767_225_600_000, gate="paused")
@@ -48,15 +48,6 @@ def test_a_waiting_task_links_to_itself_in_the_dashboard_without_the_token(tmp_p
     assert "Open it in the dashboard: https://vigil.example.net/agent/?task=7" in bodies[1]
     assert "Open it in the dashboard" not in bodies[2]  # about no task
     assert all(token not in body for body in bodies)
-
-
-def test_the_token_is_in_the_link_only_when_link_token_opts_in(tmp_path: Path) -> None:
-    with http_sink() as sink:
-        home = _home(tmp_path, sink.url("all"), 'public_url = "https://phone.tailnet.ts.net"\nlink_token = true')
-        token = ensure_token(home)
-        _send(home, waiting_event(make_task(id=3, question="which?"), 1_767_225_600_000))
-    (_, body) = sink.received[0]
-    assert f"https://phone.tailnet.ts.net/?task=3&token={token}" in body["message"]
 
 
 def test_without_a_public_url_no_link_is_sent(tmp_path: Path) -> None:

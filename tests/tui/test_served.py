@@ -20,7 +20,7 @@ import pytest
 from tests.tui.browser import Screen, Served, alive, browser_missing, chromium, until
 from vigil.clock import SystemClock
 from vigil.config import load_settings
-from vigil.dashboard_access import ensure_token
+from vigil.dashboard_access import make_token
 from vigil.models import ApprovalState, NewTask, Note, Outcome, OutcomeKind, Task, TaskEvent, TaskStatus
 from vigil.store import open_store
 
@@ -106,7 +106,7 @@ def test_with_the_token_the_queue_renders_keys_work_and_a_link_opens_its_task(
     home: Path, served: Served, browser: Browser, tmp_path: Path
 ) -> None:
     ids = prepare(home)
-    token = ensure_token(home)
+    token = make_token(home)
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     screen = Screen(page)
     screen.attach()
@@ -142,7 +142,7 @@ def test_from_a_phone_a_person_answers_a_question_and_approves_a_review_by_touch
     home: Path, served: Served, browser: Browser, tmp_path: Path
 ) -> None:
     ids = prepare(home)
-    token = ensure_token(home)
+    token = make_token(home)
     # A device scale of 1: headless Chromium's software renderer drew the canvas at 3× under a scale of 3
     # (taps still landed), which would make the screenshot (docs/needs-you.png) show a third of the page.
     context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=1)
@@ -190,7 +190,7 @@ def test_without_the_token_nothing_is_served_and_no_app_process_starts(
     from aiohttp import ClientSession, WSServerHandshakeError
 
     prepare(home)
-    token = ensure_token(home)
+    token = make_token(home)
     page = browser.new_page()
     for path in ("/", "/static/js/textual.js", "/?token=wrong", "/ws"):
         response = page.goto(f"{served.url}{path}")
@@ -225,7 +225,7 @@ def test_without_the_token_nothing_is_served_and_no_app_process_starts(
 
 def test_sigterm_with_two_tabs_open_ends_every_process(home: Path, served: Served, browser: Browser) -> None:
     prepare(home)
-    token = ensure_token(home)
+    token = make_token(home)
     context = browser.new_context(viewport={"width": 1000, "height": 700})
     pages = [context.new_page(), context.new_page()]
     for page in pages:
@@ -244,15 +244,19 @@ def test_sigterm_with_two_tabs_open_ends_every_process(home: Path, served: Serve
     context.close()
 
 
-def test_readonly_is_passed_to_every_session(home: Path, browser: Browser) -> None:
+def test_the_first_serve_makes_the_token_and_logs_its_link_once_and_readonly_reaches_every_session(
+    home: Path, browser: Browser
+) -> None:
     prepare(home)
-    token = ensure_token(home)
     server = Served(home, "--readonly")
     try:
+        links = [line.split("open: ", 1)[1] for line in server.lines if "open: " in line]
+        assert links == [f"{server.url}/?token={links[0].rsplit('=', 1)[1]}"]
+        assert "a token was made (only its SHA-256 is kept" in server.log
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         screen = Screen(page)
         screen.attach()
-        page.goto(f"{server.url}/?token={token}")
+        page.goto(links[0])
         text = screen.wait_for("Write the weekly report")
         assert "watch only (read-only)" in server.log
         assert "n New" not in text  # no key that writes
