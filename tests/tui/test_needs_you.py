@@ -5,6 +5,8 @@ clicked, never their keys."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Button, Static
@@ -199,3 +201,31 @@ async def test_a_browser_sessions_writes_are_audited_as_a_person_with_the_sessio
         await wait_for(lambda: cards(app) == [], "approved")
     events = [(e.kind, e.actor) for e in await db.list_events(review) if e.kind in ("status", "review")]
     assert ("status", "human (browser session ab12cd)") in events
+
+
+async def test_a_branch_is_reviewed_and_merged_by_touch_through_diff_and_its_footer(
+    make_app: AppFactory, db: Store, settings: Settings, tmp_path: Path
+) -> None:
+    from tests.code.repos import Repo
+    from tests.tui.test_diff_screen import awaiting_review
+    from tui.diff_screen import DiffScreen
+    from tui.keybar import KeyBar
+
+    repo = Repo.make(tmp_path / "app", {"parser.py": "one\ntwo\n", "README.md": "app\n"})
+    task_id, _ = await awaiting_review(db, settings, repo)
+    app = make_app()
+    async with app.run_test(size=(50, 30)) as pilot:
+        await wait_for(lambda: cards(app) == [task_id], "the card")
+        assert buttons(app, task_id) == ["Diff", "Open"]  # a branch is approved where its diff is
+        await tap(pilot, f"#diff-{task_id}")
+        await wait_for(lambda: isinstance(app.screen, DiffScreen) and app.screen.loads >= 1, "the diff")
+        await pilot.pause()
+        footer = app.screen.query_one(KeyBar)
+        line = str(footer.render())
+        assert "a Approve" in line, line
+        assert await pilot.click(KeyBar, offset=(line.index("a Approve") + 3, 0))
+        await wait_for(lambda: isinstance(app.screen, ConfirmDialog), "the merge's confirmation")
+        await tap(pilot, "#yes")
+        await wait_for(lambda: any(f"#{task_id}" in note and "merged" in note for note in notes(app)), "merged")
+    assert (await db.get_task(task_id)).status is TaskStatus.COMPLETED
+    assert repo.show("main", "parser.py") == "one\n2"
