@@ -40,7 +40,6 @@ from urllib.parse import urlencode
 import aiohttp_jinja2
 import jinja2
 from aiohttp import web
-from aiohttp.web_runner import GracefulExit
 from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
@@ -302,9 +301,6 @@ class DashboardServer(Server):
         finally:
             if not loop.is_closed():
                 loop.close()
-
-    def request_exit(self) -> None:
-        raise GracefulExit()
 
 
 def configure_logging() -> None:

@@ -223,7 +223,10 @@ def test_without_the_token_nothing_is_served_and_no_app_process_starts(
     until(lambda: len(served.app_pids()) == 1, "one app started for the right token")
 
 
-def test_sigterm_with_two_tabs_open_ends_every_process(home: Path, served: Served, browser: Browser) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_or_sigint_with_two_tabs_open_ends_every_process(
+    home: Path, served: Served, browser: Browser, sig: signal.Signals
+) -> None:
     prepare(home)
     token = make_token(home)
     context = browser.new_context(viewport={"width": 1000, "height": 700})
@@ -237,7 +240,7 @@ def test_sigterm_with_two_tabs_open_ends_every_process(home: Path, served: Serve
     pids = served.app_pids()
     assert sorted(served.children()) == sorted(pids)
     assert all(alive(pid) for pid in pids)
-    assert served.stop(signal.SIGTERM) == 0
+    assert served.stop(sig) == 0
     assert [pid for pid in pids if alive(pid)] == []
     assert served.log.count("ended after") == 2
     assert "stopped; every browser session's process has ended" in served.log
