@@ -157,3 +157,23 @@ def test_a_port_that_is_taken_is_one_line_and_exit_1(vigil: VigilRunner) -> None
     assert result.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_start_up_line_says_what_is_exposed_and_to_whom() -> None:
+    from tui.serving import exposure_line, is_loopback
+
+    assert [is_loopback(h) for h in ("127.0.0.1", "::1", "localhost", "0.0.0.0", "192.168.1.4", "box.lan")] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
+    local = exposure_line("http://127.0.0.1:8377", "127.0.0.1", 8377, readonly=False)
+    assert "loopback only (127.0.0.1:8377): reachable from this machine alone" in local
+    assert "can watch and steer" in local
+    exposed = exposure_line("http://0.0.0.0:8377", "0.0.0.0", 8377, readonly=True)
+    assert "WARNING: listening on 0.0.0.0:8377, reachable by every machine that can route to it" in exposed
+    assert "in clear text" in exposed
+    assert "watch only (read-only)" in exposed
