@@ -62,8 +62,9 @@ async def failed(db: Store, subject: str) -> int:
 def cards(app: VigilApp) -> list[int]:
     """The tasks of the cards shown, once laid out (their buttons can be clicked)."""
     shown = list(app.screen.query(TaskCard))
-    if not all(button.region.width for card in shown for button in card.query(Button)):
-        return [-1]  # mounted, not yet laid out
+    # every card has a button at least (Open); until each is placed the card is not ready
+    if not all(card.query(Button) and all(b.region.width for b in card.query(Button)) for card in shown):
+        return [-1]  # mounted, not yet composed or laid out
     return [card.task_shown.id for card in shown]
 
 
