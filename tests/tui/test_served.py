@@ -201,6 +201,7 @@ def test_without_the_token_nothing_is_served_and_no_app_process_starts(
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(f"{served.url}/", timeout=30)
     assert refused.value.code == 401
+    refused.value.close()  # its response holds the socket
 
     async def websocket(cookie: str | None) -> int:
         cookies = {"vigil_dashboard": cookie} if cookie is not None else {}
