@@ -25,6 +25,7 @@ WORKLOADS = (
     "contention",
     "drain_lanes",
     "tui_million",
+    "tui_served",
     "resumed_session",
     "workspace",
     "daemon_idle",

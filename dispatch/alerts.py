@@ -21,6 +21,10 @@ task's subject and the message included: the hook forwards them to chat or mail.
 hook that is missing, fails, or hangs is logged and never raised: alerting must not
 stop the loop.
 
+An event about a task that needs a person (``PERSON_EVENTS``) carries ``link``, the
+task in the served dashboard, when ``[serve] public_url`` is set
+(``vigil.dashboard_access.task_link``; never the token, which is not kept).
+
 Each event also goes to the notification services of ``[alerts] notify`` whose
 kinds it is (``dispatch.notifiers``, through apprise), alike: a failing service is
 logged, recorded for ``vigil status`` and ``vigil doctor``, and never raised.
@@ -34,12 +38,13 @@ import json
 import logging
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from dispatch.notifiers import Notifiers
 from vigil.clock import iso_utc
 from vigil.config import AlertSettings, Settings
+from vigil.dashboard_access import task_link
 from vigil.environment import explicit_env
 from vigil.models import Task
 from vigil.redaction import Redactor
@@ -60,6 +65,8 @@ EVENT_KINDS = (
     "sensor_stale",
     "test",
 )
+# Events about a task that waits for a person: they carry a link into the served dashboard.
+PERSON_EVENTS = frozenset({"task_waiting", "task_failed", "task_denied"})
 STDERR_LOGGED = 500  # characters of a failing hook's stderr kept in the log line
 
 
@@ -90,12 +97,20 @@ class AlertHook:
     """
 
     def __init__(
-        self, settings: AlertSettings, home: Path, *, secrets: Redactor | None = None, store: Store | None = None
+        self,
+        settings: AlertSettings,
+        home: Path,
+        *,
+        secrets: Redactor | None = None,
+        store: Store | None = None,
+        task_link: Callable[[int], str | None] | None = None,
     ) -> None:
         """``secrets``: what to mask in events (None: this process's secret-looking
         variables and the hook's ``pass_env``); ``store``: where the notification
-        services' health is recorded (None: only logged)."""
+        services' health is recorded (None: only logged); ``task_link``: a task's
+        link in the served dashboard (None, or it returns None: no link)."""
         self._settings = settings
+        self._task_link = task_link
         self._home = home
         self._secrets = secrets or Redactor.from_env(os.environ, settings.pass_env)
         self._notifiers = Notifiers(settings.notify, settings.timeout_ms / 1000, store)
@@ -143,6 +158,11 @@ class AlertHook:
         also ends the hook's process group)."""
         event = {key: self._secrets.text(value) if isinstance(value, str) else value for key, value in event.items()}
         log.info("alert %s: %s", event.get("event"), event.get("message"))
+        task_id = event.get("task_id")
+        if self._task_link is not None and event.get("event") in PERSON_EVENTS and isinstance(task_id, int):
+            link = self._task_link(task_id)
+            if link is not None:
+                event["link"] = link
         await self._notifiers.send(event)
         return await self._run_hook(event)
 
@@ -198,7 +218,12 @@ def alert_hook(settings: Settings, store: Store | None = None) -> AlertHook:
     both ``pass_env`` lists (what the agent and the hook were given); ``store``
     records the notification services' health."""
     names = (*settings.dispatch.pass_env, *settings.alerts.pass_env)
-    return AlertHook(settings.alerts, settings.home, secrets=Redactor.from_env(os.environ, names), store=store)
+
+    def link(task_id: int) -> str | None:
+        return task_link(settings.serve, task_id)
+
+    secrets = Redactor.from_env(os.environ, names)
+    return AlertHook(settings.alerts, settings.home, secrets=secrets, store=store, task_link=link)
 
 
 def _kill_group(pgid: int) -> None:

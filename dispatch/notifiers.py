@@ -63,6 +63,9 @@ def body_of(event: Mapping[str, object]) -> str:
         lines.append(f"See: vigil task show {event.get('task_id')}")
     elif event.get("event") in ("gate_changed", "auth_failed"):
         lines.append("See: vigil status; resume with: vigil resume")
+    link = event.get("link")
+    if link:
+        lines.append(f"Open it in the dashboard: {link}")
     home = event.get("home")
     if home:
         lines.append(f"(home {home})")

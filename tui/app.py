@@ -32,10 +32,10 @@ from tui.keys import KeyInfo, screen_keys
 from tui.live import LiveScreen
 from tui.loop_process import BackgroundLoop
 from tui.loop_state import load_loop
+from tui.needs_you_screen import NARROW_COLUMNS, NeedsYouScreen
 from tui.queue_screen import QueueScreen
 from tui.safety import guard_handlers, guarded
 from tui.sensors_screen import SensorsScreen
-from tui.steering import ACTOR
 from tui.tabs import LoopLine
 from tui.times import Times
 from tui.watcher import DatabaseWatcher
@@ -62,6 +62,7 @@ class VigilApp(App[str]):
         Binding("3", "show('history')", "History", show=False, tooltip="History screen: finished tasks"),
         Binding("4", "show('sensors')", "Sensors", show=False, tooltip="Sensors screen"),
         Binding("5", "show('costs')", "Costs", show=False, tooltip="Costs screen: spend per day, skill, model"),
+        Binding("6", "show('needs')", "Needs you", show=False, tooltip="Needs you: what waits for a person, by touch"),
         Binding("z", "toggle_utc", "UTC/local", show=False, tooltip="show times in UTC, or in local time again"),
         Binding("L", "loop_gate", "Pause loop", tooltip="Pause the loop, or resume it when paused or gated"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Help: every key of this screen"),
@@ -81,9 +82,13 @@ class VigilApp(App[str]):
         readonly: bool = False,
         loop: BackgroundLoop | None = None,
         probe_interval_s: float = PROBE_INTERVAL_S,
+        actor: str = "human",
+        open_task_id: int | None = None,
     ) -> None:
         """``opener`` opens the store; the app calls it inside its own event loop
-        (on mount, and again when the database file was replaced)."""
+        (on mount, and again when the database file was replaced). ``actor``: who
+        its writes are audited as; ``open_task_id``: a task to show first (a link
+        from a notification)."""
         super().__init__()
         self.settings = settings
         self.opener = opener
@@ -91,6 +96,8 @@ class VigilApp(App[str]):
         self.readonly = readonly
         self.loop = loop
         self.probe_interval_s = probe_interval_s
+        self.actor = actor
+        self.open_task_id = open_task_id
         self.ctx: Context
         self.watcher: DatabaseWatcher
         self._probing = False
@@ -99,7 +106,9 @@ class VigilApp(App[str]):
     async def on_mount(self) -> None:
         store = await self.opener()
         times = Times(self.settings.tui.timezone)
-        self.ctx = Context(store=store, clock=self.clock, settings=self.settings, readonly=self.readonly, times=times)
+        self.ctx = Context(
+            store=store, clock=self.clock, settings=self.settings, readonly=self.readonly, times=times, actor=self.actor
+        )
         self.ctx.home_label = home_label(self.settings.home)
         self.title = f"vigil — {self.ctx.home_label}"
         self._set_terminal_title(self.title)
@@ -110,9 +119,15 @@ class VigilApp(App[str]):
         self.install_screen(HistoryScreen(self.ctx), "history")
         self.install_screen(SensorsScreen(self.ctx), "sensors")
         self.install_screen(CostsScreen(self.ctx), "costs")
+        self.install_screen(NeedsYouScreen(self.ctx), "needs")
         self._label_loop()
         await self._read_loop_gate()
-        await self.push_screen("queue")
+        # A phone's browser (60 columns or fewer) opens on what waits for a person.
+        await self.push_screen("needs" if self.size.width <= NARROW_COLUMNS else "queue")
+        if self.open_task_id is not None:
+            from tui.task_screen import open_task
+
+            open_task(self, self.ctx, self.open_task_id)
         self.set_interval(self.probe_interval_s, self.probe)
         if self.loop is not None:
             self.set_interval(2.0, self._label_loop)
@@ -301,11 +316,11 @@ class VigilApp(App[str]):
         """``pause_reason`` None resumes; a string (maybe empty) pauses."""
         now = self.clock.now_ms()
         if pause_reason is not None:
-            await pause(self.ctx.store, reason=pause_reason, by=ACTOR, now_ms=now)
+            await pause(self.ctx.store, reason=pause_reason, by=self.ctx.actor, now_ms=now)
             why = f": {pause_reason}" if pause_reason else ""
             self.notify(f"loop paused{why}; a running task finishes; L resumes", markup=False)
         else:
-            before = await resume(self.ctx.store, by=ACTOR, now_ms=now)
+            before = await resume(self.ctx.store, by=self.ctx.actor, now_ms=now)
             if before.state is GateState.RUNNING:
                 self.notify("the loop was already running", markup=False)
             else:

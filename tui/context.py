@@ -25,6 +25,9 @@ class Context:
     clock: Clock
     settings: Settings
     readonly: bool = False
+    # Who the dashboard's writes are audited as: "human", or for a browser session
+    # of `vigil tui --serve`, "human (browser session <id>)".
+    actor: str = "human"
     loop_label: str = ""  # how the loop runs: "background process (pid N)" or elsewhere
     home_label: str = ""  # the home watched, short (~/agent): the tab bar and the terminal title say it
     loop_paused: bool = False  # the loop's gate is closed (paused or gated): L resumes

@@ -44,7 +44,6 @@ from vigil.printable import printable
 from vigil.review import approve, request_changes
 from vigil.taskdiff import TaskDiff, task_diff
 
-ACTOR = "human"
 ALL_FILES = "*"  # the file list's first row: the whole diff
 
 
@@ -235,13 +234,15 @@ class DiffScreen(LiveScreen[DiffData | None]):
     async def _approve(self, task: Task, shown: str | None) -> None:
         """Approve exactly the change shown (``shown``: None for a task without one)."""
         async with self.ctx.writes:
-            done = await approve(self.ctx.store, task.id, actor=ACTOR, commit=shown, github=self.ctx.settings.github)
+            done = await approve(
+                self.ctx.store, task.id, actor=self.ctx.actor, commit=shown, github=self.ctx.settings.github
+            )
         self.notify(done.describe(), severity="warning" if done.conflict else "information", markup=False)
         self.reload()
 
     @guarded("requesting changes")
     async def _request_changes(self, task: Task, comment: str) -> None:
         async with self.ctx.writes:
-            back = await request_changes(self.ctx.store, task.id, comment, actor=ACTOR)
+            back = await request_changes(self.ctx.store, task.id, comment, actor=self.ctx.actor)
         self.notify(f"#{back.id}: changes requested; back to its agent", markup=False)
         self.reload()

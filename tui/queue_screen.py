@@ -441,7 +441,7 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
 
     @guarded("adding the task")
     async def _write_new(self, new: NewTask) -> None:
-        result = await self.ctx.store.add_task(new, actor="human")
+        result = await self.ctx.store.add_task(new, actor=self.ctx.actor)
         if result.created:
             self.notify(f"created task #{result.task_id}", markup=False)
         else:

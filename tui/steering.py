@@ -136,15 +136,17 @@ async def apply(
     reason: str | None = None,
     times: Times | None = None,
     now_ms: int = 0,
+    actor: str = ACTOR,
 ) -> Report:
     """Run ``action`` on ``task`` (as the TUI last saw it) through the store's
     conditional operation. ``choice`` is for a defer (later by, or until), ``reason``
     for a reject; ``times`` and ``now_ms`` write the new due time as every screen
-    writes times. Never raises ``VigilError``: failures become a report."""
+    writes times; ``actor`` is who the audit trail names. Never raises
+    ``VigilError``: failures become a report."""
     try:
         if action is Action.RAISE or action is Action.LOWER:
             # a step from the stored priority, in the store's transaction
-            was, done = await store.shift_priority(task.id, -1 if action is Action.RAISE else 1, actor=ACTOR)
+            was, done = await store.shift_priority(task.id, -1 if action is Action.RAISE else 1, actor=actor)
             if done.priority == was:
                 limit = "most" if action is Action.RAISE else "least"
                 return Report(task.id, False, f"#{task.id} is already at the {limit} urgent priority")
@@ -152,21 +154,21 @@ async def apply(
         if action is Action.DEFER:
             if choice is None:
                 raise ValueError("defer needs a choice")
-            return await _defer(store, task, choice, times or Times(), now_ms)
+            return await _defer(store, task, choice, times or Times(), now_ms, actor=actor)
         if action is Action.CANCEL:
-            done = await store.cancel(task.id, actor=ACTOR)
+            done = await store.cancel(task.id, actor=actor)
             if done.status is TaskStatus.ACTIVE:
                 return Report(task.id, True, f"#{done.id} is running: cancel requested")
             return Report(task.id, True, f"#{done.id} canceled")
         if action is Action.APPROVE:
-            done = await store.approve(task.id, actor=ACTOR)
+            done = await store.approve(task.id, actor=actor)
             return Report(task.id, True, f"#{done.id} approved; {done.status}")
         if action is Action.REJECT:
             if reason is None:
                 raise ValueError("reject needs a reason")
-            done = await store.reject(task.id, reason, actor=ACTOR)
+            done = await store.reject(task.id, reason, actor=actor)
             return Report(task.id, True, f"#{done.id} rejected; {done.status}")
-        done = await store.retry(task.id, actor=ACTOR)
+        done = await store.retry(task.id, actor=actor)
         return Report(task.id, True, retried(done))
     except InvalidTransition as err:
         return Report(task.id, False, refusal(err, action))
@@ -174,13 +176,13 @@ async def apply(
         return Report(task.id, False, f"#{task.id}: {err}")
 
 
-async def _defer(store: Store, task: Task, choice: DeferChoice, times: Times, now_ms: int) -> Report:
+async def _defer(store: Store, task: Task, choice: DeferChoice, times: Times, now_ms: int, *, actor: str) -> Report:
     """Later by ``choice.by_ms`` than the task is due now, or until ``choice.until_ms``."""
     if choice.by_ms is not None:
-        done = await store.defer_by(task.id, choice.by_ms, actor=ACTOR)
+        done = await store.defer_by(task.id, choice.by_ms, actor=actor)
     else:
         assert choice.until_ms is not None
-        done = await store.defer(task.id, choice.until_ms, actor=ACTOR)
+        done = await store.defer(task.id, choice.until_ms, actor=actor)
     due = done.scheduled_for
     return Report(task.id, True, f"#{done.id} deferred {choice.label}: due {times.at(due)} ({relative(due, now_ms)})")
 
@@ -192,7 +194,9 @@ async def apply_many(
     async with ctx.writes:
         now = ctx.clock.now_ms()
         return [
-            await apply(ctx.store, action, task, choice=choice, reason=reason, times=ctx.times, now_ms=now)
+            await apply(
+                ctx.store, action, task, choice=choice, reason=reason, times=ctx.times, now_ms=now, actor=ctx.actor
+            )
             for task in tasks
         ]
 

@@ -42,8 +42,6 @@ from vigil.models import Run, Task, TaskEvent, TaskStatus
 from vigil.printable import SUBJECT_SHOWN_CHARS, TEXT_SHOWN_CHARS, capped
 from vigil.render import TIME_KINDS
 
-HUMAN = "human"  # who writes from the dashboard
-
 
 def can_unblock(task: Task) -> bool:
     """Blocked, and not waiting for a person's approval or review (approve/reject decide those)."""
@@ -297,7 +295,7 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
     @guarded("answering the task")
     async def _answer(self, task: Task, answer: str) -> None:
         try:
-            await self.ctx.store.answer(task.id, answer, actor=HUMAN)
+            await self.ctx.store.answer(task.id, answer, actor=self.ctx.actor)
         except InputError as err:
             self.notify(str(err), severity="warning", markup=False)
         else:
@@ -320,7 +318,7 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
     @guarded("unblocking the task")
     async def _unblock(self, task: Task, note: str | None) -> None:
         try:
-            await self.ctx.store.unblock(task.id, note, actor=HUMAN)
+            await self.ctx.store.unblock(task.id, note, actor=self.ctx.actor)
         except InputError as err:
             self.notify(str(err), severity="warning", markup=False)
         else:

@@ -312,6 +312,23 @@ class GitHubSettings:
     token_env: str = DEFAULT_TOKEN_ENV
 
 
+SERVE_PORT = 8377
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """The dashboard served to a browser (``[serve]``, ``vigil tui --serve``).
+
+    ``host``/``port``: where it listens unless the command line says otherwise; a
+    ``host`` that is not loopback is refused unless given as ``--host`` (docs/tui.md).
+    ``public_url``: the address people open it at (behind a proxy or a tunnel), no
+    trailing slash; None: none is known, and notifications carry no link."""
+
+    host: str = "127.0.0.1"
+    port: int = SERVE_PORT
+    public_url: str | None = None
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
@@ -331,6 +348,7 @@ class Settings:
     checks: ChecksSettings = field(default_factory=ChecksSettings)
     telegram: TelegramSettings | None = None  # [chat.telegram]; None: no chat bot
     github: GitHubSettings = field(default_factory=GitHubSettings)
+    serve: ServeSettings = field(default_factory=ServeSettings)
 
     @property
     def skills_dir(self) -> Path:
@@ -745,6 +763,34 @@ def _telegram(data: Mapping[str, Any], source: Path | None, agent_env: tuple[str
     return settings
 
 
+PUBLIC_URL_EXPECTED = "an http:// or https:// address without a query (https://host or https://host/path)"
+
+
+def is_public_url(url: str) -> bool:
+    """Whether ``url`` (its trailing slash removed) can be where browsers open the
+    dashboard: http or https, a host, no query or fragment."""
+    scheme, _, rest = url.partition("://")
+    return scheme in ("http", "https") and bool(rest) and not rest.startswith("/") and not set("?# ") & set(rest)
+
+
+def _serve(data: Mapping[str, Any], source: Path | None) -> ServeSettings:
+    section = _Section(_table(data, "serve", source), "serve", source)
+    defaults = ServeSettings()
+    host = section.str_("host", defaults.host)
+    public_url = section.opt_str("public_url")
+    if public_url is not None:
+        public_url = public_url.rstrip("/")
+        if not is_public_url(public_url):
+            raise section._fail("public_url", PUBLIC_URL_EXPECTED)
+    settings = ServeSettings(
+        host=host,
+        port=section.int_("port", defaults.port, minimum=1, maximum=65535),
+        public_url=public_url,
+    )
+    section.done()
+    return settings
+
+
 def _store_url(section: _Section, source: Path | None, env: Mapping[str, str]) -> str | None:
     """``VIGIL_STORE_URL`` if set (it wins: the password can stay out of the file),
     else ``[store] url``; None means the SQLite file."""
@@ -801,7 +847,7 @@ def settings_from_mapping(
     """Build ``Settings`` from parsed TOML and ``env`` (None: the process environment,
     read for ``VIGIL_STORE_URL``); raises ``ConfigError``."""
     known = {"store", "dispatch", "executors", "prices", "sensor_defaults", "sensors", "budget", "alerts"}
-    known |= {"limits", "retention", "tui", "checks", "chat", "github"}
+    known |= {"limits", "retention", "tui", "checks", "chat", "github", "serve"}
     for key in data:
         if key not in known:
             raise ConfigError(f"{source}: unknown section or key {key!r}")
@@ -882,6 +928,7 @@ def settings_from_mapping(
         checks=_checks(data, source),
         telegram=_telegram(data, source, dispatch.pass_env),
         github=_github(data, source),
+        serve=_serve(data, source),
     )
 
 
