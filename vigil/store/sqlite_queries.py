@@ -53,6 +53,7 @@ from vigil.store.portable import (
     SQL_RENEW_LEASE,
     SQL_REQUEST_RETRY,
     SQL_RETRY,
+    SQL_SEND_BACK,
     SQL_SENSOR_STATE,
     SQL_SET_GITHUB,
     SQL_SET_LOOP_VALUE,
