@@ -162,3 +162,6 @@ def test_a_merged_or_closed_pull_request_is_recorded_and_nothing_retried(
     assert task.status == "completed"
     assert github_events(events) == [event]
     assert len(hub.requests_to(f"/pulls/{number}")) == 1
+    shown = vigil("events", "--task", str(task_id), "--kind", "github", check=True).stdout
+    assert event in shown
+    assert f"octo/demo#{number}" in shown
