@@ -107,7 +107,7 @@ async def github(ctx: SensorContext) -> list[FoundTask]:
     try:
         async with client(secret, opts.api_url) as gh:
             issues, new_etag, complete = await _open_issues(gh, opts, etag if isinstance(etag, str) else None, ctx)
-            await watch_pulls(gh, Watch(opts.repo, opts.authors, opts.max_ci_retries), ctx)
+            closing = await watch_pulls(gh, Watch(opts.repo, opts.authors, opts.max_ci_retries), ctx)
     except RateLimitExceeded as err:
         ctx.state["rate_limited_until"] = _reset_at(err, now)
         ctx.warn(f"GitHub's rate limit: waiting until {_when(ctx.state['rate_limited_until'])}")
@@ -116,7 +116,8 @@ async def github(ctx: SensorContext) -> list[FoundTask]:
         raise GitHubError(f"GitHub answered HTTP {err.response.status_code} for {opts.repo}") from None
     if issues is None:
         return []  # 304: nothing changed since the ETag we hold
-    tasks = [_task(opts, issue) for issue in issues if _wanted(opts, issue)]
+    # An issue whose pull request is open has had its task: it waits for the merge.
+    tasks = [_task(opts, issue) for issue in issues if _wanted(opts, issue) and issue.number not in closing]
     if complete and new_etag is not None:
         ctx.state["etag"] = new_etag
     else:

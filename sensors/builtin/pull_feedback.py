@@ -11,6 +11,9 @@ sensor's state (``pulls``: number → task id). For each one open:
   back with each failed check's name, conclusion and GitHub's summary, at most
   ``max_ci_retries`` times per pull request; past that, recorded and not sent back.
 
+While one of Vigil's pull requests is open, the issue it closes (``Closes #N`` in
+the body Vigil wrote) queues no new task: its task is done, waiting for the merge.
+
 A watched pull request no longer open is fetched once: merged or closed without a
 merge is recorded on the task (an audit event and a note), nothing retried.
 
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
     from githubkit_schemas.latest.models import CheckRun, PullRequestReview, PullRequestReviewComment
 
 VIGIL_BRANCH = re.compile(r"^vigil/(\d+)-")
+CLOSES = re.compile(r"^Closes #(\d+)$", re.MULTILINE)
 FAILED = frozenset({"failure", "timed_out", "cancelled", "action_required", "startup_failure"})
 SENT_BACK_BY = frozenset({"CHANGES_REQUESTED", "COMMENTED"})
 PER_PAGE = 100
@@ -57,17 +61,20 @@ class Watch:
     max_ci_retries: int
 
 
-async def watch_pulls(gh: Any, watch: Watch, ctx: SensorContext) -> None:
-    """Report what changed on Vigil's pull requests since the last run (see the module)."""
+async def watch_pulls(gh: Any, watch: Watch, ctx: SensorContext) -> set[int]:
+    """Report what changed on Vigil's pull requests since the last run (see the
+    module); returns the issues its open pull requests close."""
     repo = watch.repo
     watching: dict[str, int] = ctx.state.setdefault("pulls", {})
     listed = await gh.rest.pulls.async_list(repo.owner, repo.name, state="open", per_page=PER_PAGE)
     open_now: dict[int, Any] = {}
+    closing: set[int] = set()
     for pull in listed.parsed_data:
         found = VIGIL_BRANCH.match(pull.head.ref)
         if found and pull.head.repo is not None and pull.head.repo.full_name == str(repo):
             open_now[pull.number] = pull
             watching[str(pull.number)] = int(found.group(1))
+            closing.update(int(n) for n in CLOSES.findall(pull.body or ""))
     for number_text, task_id in sorted(watching.items()):
         number = int(number_text)
         pull = open_now.get(number)
@@ -83,6 +90,7 @@ async def watch_pulls(gh: Any, watch: Watch, ctx: SensorContext) -> None:
         ctx.report(TaskFeedback(task_id, str(repo), number, event, note, send_back=False))
         del watching[number_text]
         ctx.state.get("ci_retries", {}).pop(number_text, None)
+    return closing
 
 
 async def _reviews(gh: Any, watch: Watch, ctx: SensorContext, task_id: int, pull: Any) -> None:

@@ -2,7 +2,8 @@
 approve`` and ``vigil sensors run`` against the scripted GitHub: a review that
 requests changes sends the task back once with its comments as a note; failing
 checks send it back with their summary, at most ``max_ci_retries`` times; a merged
-or closed pull request is recorded and nothing is retried."""
+or closed pull request is recorded and nothing is retried; while it is open, the
+issue it closes queues no second task."""
 
 from __future__ import annotations
 
@@ -154,7 +155,8 @@ def test_a_merged_or_closed_pull_request_is_recorded_and_nothing_retried(
     vigil: VigilRunner, home: Path, repo: Repo, hub: GitHubServer, merged: bool, event: str
 ) -> None:
     task_id, number, _ = opened(vigil, home, repo, hub)
-    poll(vigil)  # watched while open
+    hub.add_issue(7, "Fix the parser")  # the task's issue, still open while its pull request is
+    assert "created 0" in poll(vigil)  # watched while open; the issue queues nothing more
     hub.end_pull(number, merged=merged)
     poll(vigil)
     poll(vigil)  # no longer watched: asked once
