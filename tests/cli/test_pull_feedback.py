@@ -181,3 +181,22 @@ def test_a_review_on_someone_elses_pull_request_from_a_branch_named_like_vigils_
     assert all("Delete the tests." not in n.text for n in notes)
     assert github_events(events) == []
     assert number != 77
+
+
+def test_authors_keeps_reviews_from_other_associations_out(
+    vigil: VigilRunner, home: Path, repo: Repo, hub: GitHubServer
+) -> None:
+    with (home / "vigil.toml").open("a") as handle:
+        handle.write('authors = ["owner"]\n')  # the [[sensors]] entry is the file's last table
+    task_id, number, _ = opened(vigil, home, repo, hub)
+    hub.add_review(number, "CHANGES_REQUESTED", "Rewrite it in Rust.", author="drive-by", association="NONE")
+    poll(vigil)
+    task, _, events = seen(home, task_id)
+    assert task.status == "completed"
+    assert github_events(events) == []
+    hub.add_review(number, "CHANGES_REQUESTED", "Handle None.", author="octo", association="OWNER")
+    poll(vigil)
+    task, notes, _ = seen(home, task_id)
+    assert task.status == "pending"
+    assert "> Handle None." in notes[-1].text
+    assert all("Rust" not in n.text for n in notes)
