@@ -18,7 +18,7 @@ import httpx
 
 from sensors.timing import Schedule, parse_every
 from vigil.clock import Clock
-from vigil.models import DedupScope, GitHubLink, SensorState, Task, TaskStatus
+from vigil.models import DedupScope, GitHubLink, SensorState, Task, TaskFeedback, TaskStatus
 
 META_ATTR = "__vigil_sensor__"
 
@@ -113,6 +113,7 @@ class SensorContext:
     peers: tuple[str, ...] = ()
     warnings: list[str] = field(default_factory=list)
     steps_after_commit: list[Callable[[], None]] = field(default_factory=list)  # after_commit's, in order
+    feedback: list[TaskFeedback] = field(default_factory=list)  # report's, in order
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -124,6 +125,12 @@ class SensorContext:
         shown as the run's error text while the good tasks are kept."""
         self.log.warning("%s", message)
         self.warnings.append(message)
+
+    def report(self, item: TaskFeedback) -> None:
+        """Apply ``item`` to its task together with this run's tasks and state (one
+        transaction; not at all when the run fails). Keep in ``state`` what was
+        reported, so a later run does not report it again."""
+        self.feedback.append(item)
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once this run's tasks and state are committed (e.g. move a

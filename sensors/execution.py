@@ -36,6 +36,7 @@ from vigil.models import (
     SensorRun,
     SensorState,
     Task,
+    TaskFeedback,
     TaskStatus,
 )
 from vigil.store import Store
@@ -186,8 +187,9 @@ class SensorResult:
     """What one call of a sensor came to, before it is recorded. ``status``: ``ok``,
     ``error`` or ``timeout``; ``tasks`` checked and capped (none unless ok),
     ``dropped`` past the cap; ``state`` to keep (None: unchanged); ``error`` the
-    failure, or an ok run's warnings; ``after_commit`` the steps the sensor asked
-    for once its tasks are stored. ``started_at`` epoch ms."""
+    failure, or an ok run's warnings; ``feedback`` what it reported on tasks
+    (none unless ok); ``after_commit`` the steps the sensor asked for once its
+    tasks are stored. ``started_at`` epoch ms."""
 
     status: str
     tasks: tuple[NewTask, ...]
@@ -197,6 +199,7 @@ class SensorResult:
     after_commit: tuple[Callable[[], None], ...]
     started_at: int
     duration_ms: int
+    feedback: tuple[TaskFeedback, ...] = ()
 
 
 async def execute(
@@ -258,7 +261,8 @@ async def run_sensor(spec: SensorSpec, env: RunEnv, prev: SensorState | None) ->
         error = "; ".join(ctx.warnings)
     duration_ms = int((time.perf_counter() - t0) * 1000)
     steps = tuple(ctx.steps_after_commit)
-    return SensorResult(status, tuple(tasks), dropped, state, error, steps, started, duration_ms)
+    feedback = tuple(ctx.feedback) if status == "ok" else ()
+    return SensorResult(status, tuple(tasks), dropped, state, error, steps, started, duration_ms, feedback)
 
 
 def _json_copy(state: object) -> dict[str, Any]:
@@ -280,7 +284,7 @@ def _describe(err: BaseException) -> str:
 async def _record(
     spec: SensorSpec, env: RunEnv, prev: SensorState | None, result: SensorResult, next_fire_at: int | None
 ) -> SensorReport:
-    """Store ``result``'s tasks and the run in one transaction; then, for an ok run
+    """Store ``result``'s tasks, its feedback and the run in one transaction; then, for an ok run
     whose tasks were all stored, its after-commit steps."""
     started, duration_ms, status = result.started_at, result.duration_ms, result.status
     failures = 0 if status == "ok" else (prev.consecutive_failures if prev else 0) + 1
@@ -290,7 +294,9 @@ async def _record(
     error = result.error and one_line(result.error)
     run = SensorRun(started, duration_ms, status, error, due, failures, result.dropped)
     try:
-        batch = await env.store.record_sensor_run(spec.name, run, list(result.tasks), result.state)
+        batch = await env.store.record_sensor_run(
+            spec.name, run, list(result.tasks), result.state, list(result.feedback)
+        )
     except Exception as err:  # the store refused: record the failure without the tasks
         log.warning("sensor %s: storing its run failed: %s", spec.name, _describe(err))
         failures = (prev.consecutive_failures if prev else 0) + 1

@@ -18,6 +18,11 @@ whose body is validated against githubkit's model of what the endpoint accepts.
 The remote is a real bare repository (``remote``): a pull request can be opened
 only from a branch that exists there, and one already open from the same branch
 is refused with GitHub's 422, as GitHub does.
+
+What comes back on a pull request: ``add_review`` (with its line comments),
+``add_check_run`` on a commit, ``end_pull`` (merged or closed), served at
+``GET …/pulls/N``, ``…/pulls/N/reviews``, ``…/pulls/N/comments`` and
+``…/commits/REF/check-runs``, each validated against githubkit's model.
 """
 
 from __future__ import annotations
@@ -34,7 +39,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from githubkit_schemas.latest.models import Issue, PullRequest, PullRequestSimple, ReposOwnerRepoPullsPostBody
+from githubkit_schemas.latest.models import (
+    CheckRun,
+    Issue,
+    PullRequest,
+    PullRequestReview,
+    PullRequestReviewComment,
+    PullRequestSimple,
+    ReposOwnerRepoCommitsRefCheckRunsGetResponse200,
+    ReposOwnerRepoPullsPostBody,
+)
 from pydantic import TypeAdapter
 
 STAMP = "2026-01-02T03:04:05Z"
@@ -45,6 +59,11 @@ ISSUE_LIST_PARAMS = frozenset(
 PULL_LIST_PARAMS = frozenset({"state", "head", "base", "sort", "direction", "per_page", "page"})
 _ISSUES = TypeAdapter(list[Issue])
 _PULLS = TypeAdapter(list[PullRequestSimple])
+_REVIEWS = TypeAdapter(list[PullRequestReview])
+_REVIEW_COMMENTS = TypeAdapter(list[PullRequestReviewComment])
+PAGE_PARAMS = frozenset({"per_page", "page"})
+CHECK_RUN_PARAMS = frozenset({"check_name", "status", "filter", "app_id"}) | PAGE_PARAMS
+REVIEW_COMMENT_PARAMS = frozenset({"sort", "direction", "since"}) | PAGE_PARAMS
 
 
 def user_json(login: str, user_id: int = 1) -> dict[str, Any]:
@@ -99,6 +118,9 @@ class GitHubServer:
     remote: Path | None = None  # the bare repository that pushes reach
     issues: dict[int, dict[str, Any]] = field(default_factory=dict)
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    reviews: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # by pull request
+    review_comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # by pull request
+    check_runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by head commit
     requests: list[Seen] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     _rate_limit_reset_s: int | None = None
@@ -167,6 +189,112 @@ class GitHubServer:
         with self._lock:
             self.issues[number]["state"] = "closed"
 
+    def requests_to(self, suffix: str) -> list[Seen]:
+        """The requests received whose path ends with ``suffix`` (e.g. ``/issues``)."""
+        with self._lock:
+            return [seen for seen in self.requests if seen.path.endswith(suffix)]
+
+    def add_review(
+        self,
+        number: int,
+        state: str,
+        body: str = "",
+        *,
+        comments: tuple[tuple[str, int, str], ...] = (),
+        author: str = "bob",
+        association: str = "MEMBER",
+    ) -> int:
+        """A review of pull request ``number`` (``CHANGES_REQUESTED``, ``COMMENTED``,
+        ``APPROVED``) with line comments ``(path, line, text)``; returns its id."""
+        with self._lock:
+            pull = self.pulls[number]
+            review_id = 7000 + sum(len(r) for r in self.reviews.values())
+            html = f"{pull['html_url']}#pullrequestreview-{review_id}"
+            review = {
+                "id": review_id,
+                "node_id": f"PRR_{review_id}",
+                "user": user_json(author, 50),
+                "body": body,
+                "state": state,
+                "html_url": html,
+                "pull_request_url": pull["url"],
+                "_links": {"html": {"href": html}, "pull_request": {"href": pull["url"]}},
+                "submitted_at": STAMP,
+                "commit_id": pull["head"]["sha"],
+                "author_association": association,
+            }
+            PullRequestReview.model_validate(review)
+            self.reviews.setdefault(number, []).append(review)
+            for path, line, text in comments:
+                comment_id = 8000 + sum(len(c) for c in self.review_comments.values())
+                url = f"{self.repo_api}/pulls/comments/{comment_id}"
+                comment = {
+                    "url": url,
+                    "pull_request_review_id": review_id,
+                    "id": comment_id,
+                    "node_id": f"PRRC_{comment_id}",
+                    "diff_hunk": "@@ -1 +1 @@",
+                    "path": path,
+                    "commit_id": pull["head"]["sha"],
+                    "original_commit_id": pull["head"]["sha"],
+                    "user": user_json(author, 50),
+                    "body": text,
+                    "created_at": STAMP,
+                    "updated_at": STAMP,
+                    "html_url": f"{pull['html_url']}#discussion_r{comment_id}",
+                    "pull_request_url": pull["url"],
+                    "author_association": association,
+                    "_links": {
+                        "self": {"href": url},
+                        "html": {"href": f"{pull['html_url']}#discussion_r{comment_id}"},
+                        "pull_request": {"href": pull["url"]},
+                    },
+                    "line": line,
+                    "side": "RIGHT",
+                }
+                PullRequestReviewComment.model_validate(comment)
+                self.review_comments.setdefault(number, []).append(comment)
+            return review_id
+
+    def add_check_run(self, sha: str, name: str, conclusion: str, summary: str = "", *, suite: int = 1) -> None:
+        """A completed check run on commit ``sha`` in check suite ``suite``."""
+        with self._lock:
+            run_id = 9000 + sum(len(r) for r in self.check_runs.values())
+            url = f"{self.repo_api}/check-runs/{run_id}"
+            run = {
+                "id": run_id,
+                "head_sha": sha,
+                "node_id": f"CR_{run_id}",
+                "external_id": str(run_id),
+                "url": url,
+                "html_url": f"https://github.com/{self.owner}/{self.name}/runs/{run_id}",
+                "details_url": None,
+                "status": "completed",
+                "conclusion": conclusion,
+                "started_at": STAMP,
+                "completed_at": STAMP,
+                "output": {
+                    "title": f"{name}: {conclusion}",
+                    "summary": summary,
+                    "text": None,
+                    "annotations_count": 0,
+                    "annotations_url": f"{url}/annotations",
+                },
+                "name": name,
+                "check_suite": {"id": suite},
+                "app": None,
+                "pull_requests": [],
+            }
+            CheckRun.model_validate(run)
+            self.check_runs.setdefault(sha, []).append(run)
+
+    def end_pull(self, number: int, *, merged: bool) -> None:
+        """Merge pull request ``number``, or close it without a merge."""
+        with self._lock:
+            pull = self.pulls[number]
+            pull.update(state="closed", closed_at=STAMP, merged=merged, merged_at=STAMP if merged else None)
+            PullRequest.model_validate(pull)
+
     def rate_limit_next(self, reset_at_s: int) -> None:
         """Answer the next request with a primary rate-limit 403 resetting at ``reset_at_s`` (epoch s)."""
         with self._lock:
@@ -209,6 +337,10 @@ class GitHubServer:
                 return self._list_pulls(seen)
             if seen.method == "POST" and seen.path == pulls_path:
                 return self._create_pull(seen)
+            if seen.method == "GET":
+                found = self._pull_news(seen, pulls_path)
+                if found is not None:
+                    return found
             return self._problem(404, "Not Found", f"no scripted endpoint for {seen.method} {seen.path}")
 
     def _problem(self, status: int, message: str, problem: str) -> tuple[int, dict[str, str], Any]:
@@ -229,6 +361,34 @@ class GitHubServer:
         ]
         _PULLS.validate_python(found)
         return 200, {}, found
+
+    def _pull_news(self, seen: Seen, pulls_path: str) -> tuple[int, dict[str, str], Any] | None:
+        """One pull request, its reviews or review comments, or a commit's check runs;
+        None for any other path."""
+        rest = seen.path.removeprefix(pulls_path + "/").split("/")
+        if seen.path.startswith(pulls_path + "/") and rest[0].isdigit() and int(rest[0]) in self.pulls:
+            number = int(rest[0])
+            if len(rest) == 1 and not seen.query:
+                PullRequest.model_validate(self.pulls[number])
+                return 200, {}, self.pulls[number]
+            if rest[1:] == ["reviews"] and set(seen.query) <= PAGE_PARAMS:
+                body = self.reviews.get(number, [])
+                _REVIEWS.validate_python(body)
+                return 200, {}, body
+            if rest[1:] == ["comments"] and set(seen.query) <= REVIEW_COMMENT_PARAMS:
+                body = self.review_comments.get(number, [])
+                _REVIEW_COMMENTS.validate_python(body)
+                return 200, {}, body
+            return self._problem(400, "Bad request", f"no scripted answer for {seen.path} {seen.query}")
+        commits = f"/repos/{self.owner}/{self.name}/commits/"
+        if seen.path.startswith(commits) and seen.path.endswith("/check-runs"):
+            if not set(seen.query) <= CHECK_RUN_PARAMS:
+                return self._problem(400, "Bad request", f"list check runs does not take {sorted(seen.query)}")
+            runs = self.check_runs.get(seen.path.removeprefix(commits).removesuffix("/check-runs"), [])
+            answer = {"total_count": len(runs), "check_runs": runs}
+            ReposOwnerRepoCommitsRefCheckRunsGetResponse200.model_validate(answer)
+            return 200, {}, answer
+        return None
 
     def _create_pull(self, seen: Seen) -> tuple[int, dict[str, str], Any]:
         try:

@@ -26,8 +26,9 @@ from vigil.errors import InputError
 from vigil.models import TaskEvent
 from vigil.store import Store
 
-# What the audit triggers write (vigil.store.sqlite_schema, postgres_schema).
-KINDS = ("created", "status", "priority", "scheduled", "approval", "cancel_requested")
+# What the audit triggers write (vigil.store.sqlite_schema, postgres_schema), then
+# what behaviours write: an approval's merge, what a task's pull request said.
+KINDS = ("created", "status", "priority", "scheduled", "approval", "cancel_requested", "merge", "github")
 BATCH = 500  # rows per read
 POLL_S = 0.2  # data_version probe interval while following, as the TUI's
 POSTGRES_LOOKBACK = 1000  # ids read back on PostgreSQL (late commits); 0 on SQLite

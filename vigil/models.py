@@ -271,6 +271,22 @@ class LineResult:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskFeedback:
+    """What came back from a task's pull request, applied with the sensor run that
+    saw it (``Store.record_sensor_run``): ``note`` stored on the task, an audit event
+    (kind ``github``, ``event`` its value: ``changes requested``, ``checks failed``,
+    ``merged``, ``closed``), and with ``send_back`` a completed task back in the
+    queue. Applied only to the task whose pull request ``repo``#``pull`` is."""
+
+    task_id: int
+    repo: str
+    pull: int
+    event: str
+    note: str
+    send_back: bool
+
+
+@dataclass(frozen=True, slots=True)
 class BatchResult:
     """``ignored``: deduplicated by their source key; ``rejected``: refused by a
     flood limit (``[limits]``), counted, never silently dropped."""

@@ -5,7 +5,9 @@ issue must carry all of them), ``assignee`` (a login, ``none`` or ``*``; default
 ``authors`` (author associations to take issues from, e.g. ``["owner", "member",
 "collaborator"]``; default: anyone who can get the labels on, which on GitHub takes
 triage rights), ``token_env`` (default ``GITHUB_TOKEN``; else ``gh auth token``),
-``api_url`` (default ``https://api.github.com``; GitHub Enterprise and tests).
+``api_url`` (default ``https://api.github.com``; GitHub Enterprise and tests),
+``max_ci_retries`` (default 3: how many times failed checks on one pull request
+send its task back).
 
 One task per issue, keyed ``owner/name#N`` (scope ``open``: an issue closed and
 reopened can queue again once its task has finished); subject the issue's title,
@@ -19,6 +21,9 @@ matching issue changes that first page. A rate-limit answer (403/429 with
 ``x-ratelimit-reset`` or ``retry-after``) is not a failure: the reset time is kept in
 the state, and until then a run asks GitHub nothing and says when it will (the run's
 text in ``vigil sensors``). Any other error is the run's failure.
+
+The same run watches the pull requests Vigil opened and reports their reviews,
+failed checks, merge or close on their tasks: ``sensors.builtin.pull_feedback``.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sensors.api import FoundTask, SensorContext, sensor
+from sensors.builtin.pull_feedback import Watch, watch_pulls
 from sensors.options import OptionReader
 from vigil.errors import GitHubError, InputError
 from vigil.github import ASSOCIATIONS, DEFAULT_API_URL, DEFAULT_TOKEN_ENV, Repo, client, quoted, token
@@ -52,6 +58,7 @@ class GitHubOptions:
     authors: frozenset[str] | None
     token_env: str
     api_url: str
+    max_ci_retries: int = 3
 
 
 def parse_options(raw: Mapping[str, Any], home: Path) -> GitHubOptions:
@@ -77,6 +84,7 @@ def parse_options(raw: Mapping[str, Any], home: Path) -> GitHubOptions:
         authors=None if authors is None else frozenset(a.upper() for a in authors),
         token_env=reader.str_("token_env", DEFAULT_TOKEN_ENV),
         api_url=api_url,
+        max_ci_retries=reader.int_("max_ci_retries", 3),
     )
     reader.done()
     return options
@@ -99,15 +107,17 @@ async def github(ctx: SensorContext) -> list[FoundTask]:
     try:
         async with client(secret, opts.api_url) as gh:
             issues, new_etag, complete = await _open_issues(gh, opts, etag if isinstance(etag, str) else None, ctx)
+            closing = await watch_pulls(gh, Watch(opts.repo, opts.authors, opts.max_ci_retries), ctx)
     except RateLimitExceeded as err:
         ctx.state["rate_limited_until"] = _reset_at(err, now)
         ctx.warn(f"GitHub's rate limit: waiting until {_when(ctx.state['rate_limited_until'])}")
         return []
     except RequestFailed as err:
-        raise GitHubError(f"GitHub answered HTTP {err.response.status_code} for {opts.repo}'s issues") from None
+        raise GitHubError(f"GitHub answered HTTP {err.response.status_code} for {opts.repo}") from None
     if issues is None:
         return []  # 304: nothing changed since the ETag we hold
-    tasks = [_task(opts, issue) for issue in issues if _wanted(opts, issue)]
+    # An issue whose pull request is open has had its task: it waits for the merge.
+    tasks = [_task(opts, issue) for issue in issues if _wanted(opts, issue) and issue.number not in closing]
     if complete and new_etag is not None:
         ctx.state["etag"] = new_etag
     else:

@@ -54,7 +54,7 @@ async def test_labelled_open_issues_become_tasks_once(
     assert "> It crashes on empty input." in fix.description
     assert "@alice (owner)" in fix.description
     assert fix.github == GitHubLink("octo/demo", issue=1, issue_url="https://github.com/octo/demo/issues/1")
-    (listed,) = hub.requests
+    (listed,) = hub.requests_to("/issues")  # and one list of pull requests to watch
     assert listed.query["labels"] == ["vigil"]
     assert listed.query["state"] == ["open"]
 
@@ -70,7 +70,7 @@ async def test_an_unchanged_repository_answers_304_and_queues_nothing(
     await poll(make_runner, make_spec, hub)
     again = await poll(make_runner, make_spec, hub)
     assert (again.status, again.created, again.ignored) == ("ok", 0, 0)
-    first, second = hub.requests
+    first, second = hub.requests_to("/issues")
     assert "if-none-match" not in first.headers
     assert second.headers["if-none-match"]  # the ETag of the first answer, sent back
     (state,) = await store.sensor_states()
@@ -103,7 +103,7 @@ async def test_a_rate_limit_answer_waits_until_the_reset(
     clock.advance(301_000)  # past the reset
     after = await poll(make_runner, make_spec, hub)
     assert (after.created, after.error) == (1, None)
-    assert len(hub.requests) == 2
+    assert len(hub.requests_to("/issues")) == 2
 
 
 async def test_authors_takes_only_issues_from_the_named_associations(

@@ -129,6 +129,7 @@ def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object] | Sequence[o
         "workdir": None,
         "max_cost_usd": None,
         "code": None,
+        "github": None,
     }
     one_status = SQL_LIST_TASKS.format(statuses=":s0")
     every_status = SQL_LIST_TASKS.format(statuses=",".join(f":s{i}" for i in range(len(TaskStatus))))

@@ -319,6 +319,16 @@ WHERE id = :id AND status = 'blocked' AND review = 'pending'
 RETURNING *
 """
 
+# A completed task whose pull request came back (changes requested, checks failed):
+# back to the queue at once like a rejected review, the merge its approval recorded
+# replaced by :worktree (merged cleared), its attempt count kept.
+SQL_SEND_BACK = """
+UPDATE tasks SET status = 'pending', review = 'rejected', scheduled_for = :now, completed_at = NULL,
+       worktree = CAST(:worktree AS text), updated_at = :now, updated_by = :actor
+WHERE id = :id AND status = 'completed'
+RETURNING *
+"""
+
 # A claimed task whose skill needs approval goes back unrun: its run row is removed
 # and its attempt given back, so the approval wait costs it nothing.
 SQL_DROP_OPEN_RUN = "DELETE FROM runs WHERE id = :run_id AND task_id = :task_id AND finished_at IS NULL"

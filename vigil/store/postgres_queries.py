@@ -55,6 +55,7 @@ from vigil.store.portable import (
     SQL_REOPEN_AGENT_CLOSED,
     SQL_REQUEST_RETRY,
     SQL_RETRY,
+    SQL_SEND_BACK,
     SQL_SENSOR_STATE,
     SQL_SET_GITHUB,
     SQL_SET_LOOP_VALUE,

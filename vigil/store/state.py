@@ -14,7 +14,8 @@ from dataclasses import asdict, replace
 from vigil.clock import Clock
 from vigil.config import LimitsSettings
 from vigil.faults import crash_point
-from vigil.models import BatchResult, NewTask, SensorRun, SensorSkip, SensorState
+from vigil.models import BatchResult, NewTask, SensorRun, SensorSkip, SensorState, TaskFeedback
+from vigil.store.feedback import apply_feedback
 from vigil.store.rows import Row, sensor_state_from_row
 from vigil.store.tasks import insert_batch
 from vigil.store.transaction import Engine, Tx
@@ -64,16 +65,24 @@ class State:
         return self._engine.read(body)
 
     def record_sensor_run(
-        self, name: str, run: SensorRun, tasks: Sequence[NewTask], state: Mapping[str, object] | None
+        self,
+        name: str,
+        run: SensorRun,
+        tasks: Sequence[NewTask],
+        state: Mapping[str, object] | None,
+        feedback: Sequence[TaskFeedback] = (),
     ) -> BatchResult:
-        """Insert a sensor run's tasks and update its state in one transaction, so a
-        cursor is saved only together with the tasks it produced. ``state`` None keeps
+        """Insert a sensor run's tasks, apply its ``feedback`` to the tasks it names
+        (``vigil.store.feedback``) and update its state in one transaction, so a
+        cursor is saved only together with what it produced. ``state`` None keeps
         the stored one."""
         now = self._clock.now_ms()
         actor = f"sensor:{name}"
 
         def body(tx: Tx) -> BatchResult:
             batch = insert_batch(tx, tasks, now, actor, max_retries=self._default_max_retries, limits=self._limits)
+            for item in feedback:
+                apply_feedback(tx, item, now, actor)
             params = {
                 "name": name,
                 "started_at": run.started_at,

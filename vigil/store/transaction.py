@@ -58,6 +58,7 @@ class Queries(Protocol):
     SQL_ADD_TASK_EVER: str
     SQL_ADD_DEP: str
     SQL_HOLDER_OF_KEY: str
+    SQL_SEND_BACK: str
     SQL_CANCEL: str
     SQL_SET_PRIORITY: str
     SQL_DEFER: str
