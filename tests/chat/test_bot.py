@@ -89,7 +89,7 @@ async def test_approve_from_a_button_completes_a_reviewed_task(api: BotApi, sett
         task_id = await reviewed_task(store, "Tidy the docs")
         review = await card(api, "Awaiting your review.")
         assert "Summary: did it" in review["text"]
-        assert labels(review) == ["Approve", "Reject…"]  # no branch: no Diff
+        assert labels(review) == ["Approve", "Reject…"]  # no repository: no Diff
         api.press(PERSON, review, "Approve")
         await until(lambda: api.edits, "the card edited")
     assert (await store.get_task(task_id)).status == "completed"
@@ -193,7 +193,7 @@ async def test_status_add_answer_and_diff_commands(api: BotApi, settings: Settin
         api.say(PERSON, f"/answer {asked} vigil-chat")
         await card(api, f"task #{asked} answered: vigil-chat")
         api.say(PERSON, f"/diff {task_id}")
-        await card(api, f"no diff: task #{task_id} has no branch")
+        await card(api, f"no diff: task #{task_id} has no change")
         api.say(PERSON, "/answer x")
         await card(api, "usage: /answer N <text>")
         api.say(PERSON, f"/answer {10**30} yes")  # not a task id: said, nothing raised

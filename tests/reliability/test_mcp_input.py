@@ -20,6 +20,8 @@ from vigil.mcp_transport import MAX_LINE_BYTES
 from vigil.models import NewTask
 from vigil.store.sqlite import SqliteStore
 
+pytestmark = pytest.mark.slow
+
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,

@@ -19,6 +19,8 @@ from vigil.store.sqlite import SqliteStore
 from vigil.store.sqlite_schema import SCHEMA_VERSION
 from vigil.store_url import mask_password
 
+pytestmark = pytest.mark.slow
+
 
 def _rows(path: Path) -> list[tuple[object, ...]]:
     """Every row of the tasks and their history, read without Vigil."""

@@ -24,6 +24,8 @@ import pytest
 from dispatch.alerts import DRAIN_AT_STOP_S
 from tests.reliability.support import WAIT_S, run_vigil
 
+pytestmark = pytest.mark.slow
+
 # Far above the stop's own bound (DRAIN_AT_STOP_S) and the run's grace, and below
 # systemd's 60 s stop timeout: a bound on a loaded machine, not a measurement.
 EXITS_WITHIN_S = 45.0
