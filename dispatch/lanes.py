@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Protocol
 
 from dispatch.lock import DispatcherLock, LockHolder, lock_path_for
+from dispatch.worker_ids import this_host
 from vigil.clock import Clock, SystemClock
+from vigil.config import Settings
 from vigil.errors import ConfigError, OperationError
+from vigil.status import LockProbe
 
 MOUNTINFO = Path("/proc/self/mountinfo")
 
@@ -157,6 +160,15 @@ def lanes_held(database: Path, lanes: int) -> bool | None:
     if any(found):
         return True
     return None if None in found else False
+
+
+def lock_probe(settings: Settings) -> LockProbe | None:
+    """What this machine's dispatcher lanes' locks say, for ``vigil status`` and the
+    TUI's loop line; None on PostgreSQL, whose lanes other machines hold (the
+    heartbeat tells there). A file open and a non-blocking ``flock`` per lane."""
+    if settings.store.url is not None:
+        return None
+    return LockProbe(lanes_held(settings.store.path, settings.dispatch.lanes), this_host())
 
 
 class AllLanes:

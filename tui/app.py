@@ -4,7 +4,9 @@ Screens are installed once and switched with 1–5 (each keeps its state). ``L``
 pauses or resumes the loop from any screen, through the same ``vigil.gate``
 functions as ``vigil pause`` and ``vigil resume``. Every
 ``PROBE_INTERVAL_S`` the app asks the ``DatabaseWatcher`` whether another process
-committed; only then does the screen in front reload. Problems with
+committed, or whether the dispatcher lanes' locks changed (a ``vigil run``
+killed changes nothing in the database); only then does the screen in front
+reload. Problems with
 the database (locked, missing, replaced) show in a banner until they clear.
 """
 
@@ -31,7 +33,7 @@ from tui.keybar import KeyBar, now_labels
 from tui.keys import KeyInfo, screen_keys
 from tui.live import LiveScreen
 from tui.loop_process import BackgroundLoop
-from tui.loop_state import load_loop
+from tui.loop_state import LanesWatch, load_loop
 from tui.needs_you_screen import NARROW_COLUMNS, NeedsYouScreen
 from tui.queue_screen import QueueScreen
 from tui.safety import guard_handlers, guarded
@@ -100,6 +102,7 @@ class VigilApp(App[str]):
         self.open_task_id = open_task_id
         self.ctx: Context
         self.watcher: DatabaseWatcher
+        self.lanes: LanesWatch
         self._probing = False
         self.notices: deque[str] = deque(maxlen=200)  # every notification shown, newest last
 
@@ -114,7 +117,9 @@ class VigilApp(App[str]):
         self._set_terminal_title(self.title)
         file = self.settings.store.path if self.settings.store.url is None else None
         self.watcher = DatabaseWatcher(store, file, self.opener)
+        self.lanes = LanesWatch(self.settings)
         await self.watcher.probe()  # the first load comes from showing the screen, not the probe
+        await self.lanes.changed()  # what the locks say before the first load reads them
         self.install_screen(QueueScreen(self.ctx), "queue")
         self.install_screen(HistoryScreen(self.ctx), "history")
         self.install_screen(SensorsScreen(self.ctx), "sensors")
@@ -190,20 +195,21 @@ class VigilApp(App[str]):
         self._probing = True
         try:
             result = await self.watcher.probe()
+            lanes_changed = await self.lanes.changed()
         finally:
             self._probing = False
         if result.reopened:
             self.ctx.store = self.watcher.store
             log.warning("database file replaced; reopened %s", self.ctx.settings.store.path)
         self.show_banner(result.problem or "")
-        if result.changed:
+        if result.changed or (lanes_changed and result.problem is None):
             await self._read_loop_gate()
             self.data_changed()
 
     async def _read_loop_gate(self) -> None:
         """Keep ``ctx.loop`` (every screen's loop line) and ``ctx.loop_paused`` (the
         ``L`` key's label) true to the store."""
-        self.ctx.loop = await load_loop(self.ctx.store, self.settings.dispatch.heartbeat_ms)
+        self.ctx.loop = await load_loop(self.ctx.store, self.settings)
         self._label_loop()
         for line in self.screen.query(LoopLine):
             line.show_state()

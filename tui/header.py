@@ -79,6 +79,8 @@ def process_text(health: LoopHealth, next_due_at: int | None, now_ms: int, *, ac
     if condition is LoopCondition.STOPPED and beat is not None:
         ago = relative(beat.heartbeat_at, now_ms)
         return Text(f"○ stopped cleanly {ago}; vigil run works through the queue", style="dim")
+    if condition is LoopCondition.DIED and beat is not None and health.heartbeat_fresh:  # its lock is free
+        return Text(f"✗ died: pid {beat.pid} no longer holds the dispatcher lock", style="bold red")
     if condition is LoopCondition.DIED and beat is not None:
         return Text(f"✗ died: no heartbeat for {span(now_ms - beat.heartbeat_at)}", style="bold red")
     return Text("○ not started: vigil run works through the queue", style="dim")

@@ -20,14 +20,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from tui.loop_state import judged
 from tui.times import Times
 from vigil.accounts import AccountState, account_states
 from vigil.budget import BudgetUse, budget_use
 from vigil.clock import MS_PER_DAY
 from vigil.config import BudgetSettings, Settings
-from vigil.liveness import LoopHealth, loop_health
+from vigil.liveness import LoopHealth
 from vigil.models import CostRow, Note, Run, SensorState, Task, TaskEvent
 from vigil.printable import printable_values
+from vigil.status import LockProbe
 from vigil.store import CostGroup, Store
 from vigil.task_query import TaskQuery, TaskWindow
 
@@ -51,7 +53,8 @@ class QueueSnapshot:
 
     ``window`` is the page of the query the screen asked for (and the counts, the
     running tasks, the next task, the recently finished ones, from the same
-    snapshot); ``loop_values`` the loop's state as read, whose one truth
+    snapshot); ``loop_values`` the loop's state as read, and ``lock`` what the
+    lanes' locks said then (None: not probed, or PostgreSQL), whose one truth
     (``health``) depends on the time it is judged at: a heartbeat ages."""
 
     window: TaskWindow
@@ -62,10 +65,11 @@ class QueueSnapshot:
     tokens_today: int = 0
     hourly: HourlyUse = field(default_factory=HourlyUse)
     accounts: tuple[AccountState, ...] = ()  # the agent CLIs' accounts and their limits
+    lock: LockProbe | None = None
 
     def health(self, now_ms: int) -> LoopHealth:
         """The loop at ``now_ms`` (``vigil.liveness``), judged from what was read."""
-        return loop_health(self.loop_values, now_ms, self.heartbeat_ms)
+        return judged(self.loop_values, now_ms, self.heartbeat_ms, self.lock)
 
     @property
     def tasks(self) -> tuple[Task, ...]:
@@ -95,6 +99,7 @@ async def load_queue(
     with_recent: bool = False,
     view_of: QueueSnapshot | None = None,
     settings: Settings | None = None,
+    lock: LockProbe | None = None,
 ) -> QueueSnapshot:
     """One refresh of the queue screen: the window (one snapshot), the loop's state,
     the 24-hour use and today's spend. ``today_ms``: the start of the day whose
@@ -102,7 +107,8 @@ async def load_queue(
     in the last ``RECENT_MS`` (the unfiltered view shows it, dimmed). ``view_of``:
     only the view changed since this snapshot (a filter, a sort, the window
     moved), not the data: its loop state and use are kept, only the window is read.
-    ``settings`` name the accounts the header shows (None: none)."""
+    ``settings`` name the accounts the header shows (None: none); ``lock``: what
+    the lanes' locks say (``tui.loop_state.probe_lanes``; None: the heartbeat alone)."""
     window = await store.task_window(
         query, offset=offset, limit=WINDOW_ROWS, recent_since_ms=now_ms - RECENT_MS if with_recent else None
     )
@@ -129,6 +135,7 @@ async def load_queue(
         tokens_today=sum(r.tokens_in + r.tokens_out for r in today_rows),
         hourly=hourly,
         accounts=() if settings is None else tuple(account_states(settings, loop_values, now_ms)),
+        lock=lock,
     )
 
 

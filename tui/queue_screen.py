@@ -30,6 +30,7 @@ from tui.keybar import KeyBar
 from tui.keys import APPROVE, CANCEL, DEFER, LOWER, RAISE, REJECT, RETRY
 from tui.live import Banner, LiveScreen
 from tui.loaders import QueueSnapshot, load_queue
+from tui.loop_state import probe_lanes
 from tui.ordering import SortBy, clicked_sort, next_sort
 from tui.queue_notes import badges_text, empty_text, inbox_folder, window_note
 from tui.queue_table import QueueTable
@@ -163,6 +164,7 @@ class QueueScreen(LiveScreen[QueueSnapshot]):
             with_recent=self._unsorted_view,
             view_of=view_of,
             settings=self.ctx.settings,
+            lock=await probe_lanes(self.ctx.settings),
         )
 
     def apply(self, data: QueueSnapshot) -> None:

@@ -865,8 +865,8 @@ def mcp_command(ctx: click.Context, run_id: int) -> None:
 @click.pass_context
 def status_command(ctx: click.Context, as_json: bool) -> None:
     """Is a dispatcher alive, what is it running, the queue, and the sensors' health."""
+    from dispatch.lanes import lock_probe
     from vigil.clock import SystemClock
-    from vigil.daemon import lock_probe
     from vigil.render import dumps
     from vigil.status import gather_status, render_status
 

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from dispatch.lanes import LaneLock
     from dispatch.loop import Dispatcher
     from sensors.runner import SensorRunner
-    from vigil.status import LockProbe
     from vigil.store import Store
 
 log = logging.getLogger("vigil.daemon")
@@ -163,18 +162,6 @@ def every_lane(settings: Settings, purpose: str, why: str) -> Iterator[None]:
         yield
     finally:
         lanes.release()
-
-
-def lock_probe(settings: Settings) -> LockProbe | None:
-    """What this machine's dispatcher lanes' locks say, for ``vigil status``; None on
-    PostgreSQL, whose lanes other machines hold (the heartbeat tells there)."""
-    from dispatch.lanes import lanes_held
-    from dispatch.worker_ids import this_host
-    from vigil.status import LockProbe
-
-    if settings.store.url is not None:
-        return None
-    return LockProbe(lanes_held(settings.store.path, settings.dispatch.lanes), this_host())
 
 
 class _Signals:
