@@ -58,7 +58,7 @@ def body_of(event: Mapping[str, object]) -> str:
         choices = event.get("choices")
         if isinstance(choices, list) and choices:
             lines.append("Choices: " + "; ".join(f"{n}. {c}" for n, c in enumerate(choices, start=1)))
-        lines.append(f"Answer with: {event.get('answer_with')}, or from the dashboard (vigil tui, key a).")
+        lines.append(f"Answer with: {event.get('answer_with')}, or from the dashboard (vigil tui, key w).")
     elif event.get("event") in ("task_failed", "task_denied"):
         lines.append(f"See: vigil task show {event.get('task_id')}")
     elif event.get("event") in ("gate_changed", "auth_failed"):
