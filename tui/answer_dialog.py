@@ -8,7 +8,7 @@ writes it (``Store.answer``: a note by the person, the task due at once).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -18,6 +18,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+from tui.live import LiveScreen
+from tui.safety import report
+from vigil.errors import InputError
 from vigil.models import Task
 
 
@@ -83,3 +86,28 @@ class AnswerDialog(ModalScreen[str | None]):
     @on(Input.Submitted, "#answer")
     def _enter(self) -> None:
         self.action_submit()
+
+
+def ask_and_answer(screen: LiveScreen[Any], task: Task) -> None:
+    """Ask a person for ``task``'s answer, then store it as ``vigil task answer``
+    does (one write at a time, ``ctx.writes``), say what came of it and reload
+    ``screen``. Nothing raises: a failure is reported on the screen."""
+
+    async def write(answer: str) -> None:
+        ctx = screen.ctx
+        try:
+            async with ctx.writes:
+                await ctx.store.answer(task.id, answer, actor=ctx.actor)
+        except InputError as err:
+            screen.notify(str(err), severity="warning", markup=False)
+        except Exception as err:
+            report(screen, err, "answering the task")
+        else:
+            screen.notify(f"#{task.id} answered; due now", markup=False)
+        screen.reload()
+
+    def answered(answer: str | None) -> None:
+        if answer:
+            screen.run_worker(write(answer), group="write", exit_on_error=False)
+
+    screen.app.push_screen(AnswerDialog(task), answered)

@@ -24,7 +24,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import HorizontalGroup, VerticalGroup, VerticalScroll
 from textual.widgets import Button, Static
 
-from tui.answer_dialog import AnswerDialog
+from tui.answer_dialog import ask_and_answer
 from tui.cells import one_line
 from tui.context import Context
 from tui.dialogs import ConfirmDialog, preview
@@ -35,7 +35,6 @@ from tui.safety import guarded
 from tui.steering import Action, apply, awaits_a_decision, decision_effect
 from tui.tabs import LoopLine
 from tui.times import relative
-from vigil.errors import InputError
 from vigil.models import Task, TaskStatus
 from vigil.printable import printable_values
 
@@ -233,31 +232,13 @@ class NeedsYouScreen(LiveScreen[NeedsYou]):
         event.stop()
         task = card.task_shown
         {
-            "answer": self._ask_answer,
+            "answer": lambda task: ask_and_answer(self, task),
             "approve": self._ask_approve,
             "reject": self._ask_reject,
             "retry": self._retry,
             "diff": self._diff,
             "open": self._open,
         }[event.button.name](task)
-
-    def _ask_answer(self, task: Task) -> None:
-        def answered(answer: str | None) -> None:
-            if answer:
-                self.run_worker(self._answer(task, answer), group="write", exit_on_error=False)
-
-        self.app.push_screen(AnswerDialog(task), answered)
-
-    @guarded("answering the task")
-    async def _answer(self, task: Task, answer: str) -> None:
-        async with self.ctx.writes:
-            try:
-                await self.ctx.store.answer(task.id, answer, actor=self.ctx.actor)
-            except InputError as err:
-                self.notify(str(err), severity="warning", markup=False)
-            else:
-                self.notify(f"#{task.id} answered; due now", markup=False)
-        self.reload()
 
     def _ask_approve(self, task: Task) -> None:
         question = Text(f"Approve #{task.id}?", style="bold")

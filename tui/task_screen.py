@@ -21,7 +21,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from dispatch.attempt import transcript_path
-from tui.answer_dialog import AnswerDialog
+from tui.answer_dialog import ask_and_answer
 from tui.cells import money, one_line
 from tui.context import Context
 from tui.detail import field_table
@@ -284,23 +284,7 @@ class TaskScreen(LiveScreen[TaskDetail | None]):
     def action_answer(self) -> None:
         if self.detail is None or self.detail.task.status is not TaskStatus.WAITING:
             return
-        task = self.detail.task
-
-        def answered(answer: str | None) -> None:
-            if answer:
-                self.run_worker(self._answer(task, answer), group="write", exit_on_error=False)
-
-        self.app.push_screen(AnswerDialog(task), answered)
-
-    @guarded("answering the task")
-    async def _answer(self, task: Task, answer: str) -> None:
-        try:
-            await self.ctx.store.answer(task.id, answer, actor=self.ctx.actor)
-        except InputError as err:
-            self.notify(str(err), severity="warning", markup=False)
-        else:
-            self.notify(f"#{task.id} answered; due now", markup=False)
-        self.reload()
+        ask_and_answer(self, self.detail.task)
 
     def action_unblock(self) -> None:
         if self.detail is None or not can_unblock(self.detail.task):
