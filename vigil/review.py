@@ -22,11 +22,12 @@ waits on it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from vigil import git
 from vigil.clones import adopted, in_repo
-from vigil.codework import DEFAULT_MERGE, PULL_REQUEST, Worktree
+from vigil.codework import DEFAULT_MERGE, PULL_REQUEST, CheckResult, Worktree
 from vigil.config import GitHubSettings
 from vigil.errors import GitError, InputError, InvalidTransition
 from vigil.merging import Conflict, Landing, Merged, Unchanged, checkout_problem, land, landed, plan
@@ -133,16 +134,39 @@ async def _approve_as_pull_request(
     """Push the artifact and open (or reuse) its pull request, then complete the task
     with the pull request on it. Raises ``GitError``/``GitHubError`` with nothing
     recorded: the task still awaits review and approving again is safe."""
-    planned = await asyncio.to_thread(plan, worktree, artifact, "branch", merge_message(task))
-    if isinstance(planned, Unchanged):
-        return Approval(await store.approve(task.id, actor=actor), unchanged=planned)
     runs = await store.list_runs(task.id)
     checks = runs[-1].checks if runs else ()
+    done = await publish_change(store, task, worktree, artifact, checks=checks, settings=settings)
+    if isinstance(done, Unchanged):
+        return Approval(await store.approve(task.id, actor=actor), unchanged=done)
+    published, merged = done
+    return Approval(await store.approve(task.id, actor=actor, merged=merged), published=published)
+
+
+async def publish_change(
+    store: Store,
+    task: Task,
+    worktree: Worktree,
+    artifact: str,
+    *,
+    checks: Sequence[CheckResult],
+    settings: GitHubSettings,
+) -> tuple[Published, Worktree] | Unchanged:
+    """The task's change ``artifact`` as its pull request (``merge = "pull_request"``):
+    pushed to its branch, the pull request from that branch found or opened and
+    recorded on the task (``tasks.github``). Returns it with ``worktree`` as it is
+    once published (for the caller to record: the approval's, or the dispatcher's
+    for a task without review), or ``Unchanged`` for an empty change (nothing
+    pushed). Raises ``GitError``/``GitHubError`` with nothing recorded: trying again
+    is safe (the push is a fast-forward or nothing, an open pull request is reused).
+    Used by an approval and by a run that succeeds without review."""
+    planned = await asyncio.to_thread(plan, worktree, artifact, "branch", merge_message(task))
+    if isinstance(planned, Unchanged):
+        return planned
     published = await publish(task, worktree, artifact, checks, settings)
     await store.set_github(task.id, published.link)
     since = planned.since if isinstance(planned, Landing) else worktree.start
-    merged = replace(worktree, merge=PULL_REQUEST, merged=artifact, merged_from=since, merging=None)
-    return Approval(await store.approve(task.id, actor=actor, merged=merged), published=published)
+    return published, replace(worktree, merge=PULL_REQUEST, merged=artifact, merged_from=since, merging=None)
 
 
 def _names(given: str, commit: str) -> bool:
