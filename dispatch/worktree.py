@@ -11,8 +11,11 @@ artifact (recorded on the task), the run's commits and the artifact's diff stat
 are put on the outcome, and work that could not be taken is a denial (the task
 then waits for a person); a repository gone during the run fails the task. Then,
 when the agent ended a run it considers done, the checks run, and one that fails
-makes the outcome ``checks_failed`` (retried, its output in the next prompt). The
-loop watches all of that as one run (``CodeWork.run``): its lease is renewed
+makes the outcome ``checks_failed`` (retried, its output in the next prompt).
+Last, for a task whose success nobody reviews and whose ``merge`` is
+``pull_request``, a success is pushed and opened as its pull request
+(``CodeWork.published``), or, when git or GitHub refuses, waits for a person.
+The loop watches all of that as one run (``CodeWork.run``): its lease is renewed
 meanwhile.
 """
 

@@ -12,7 +12,9 @@ repository. When the artifact does not merge (a conflict, or a base ``ff`` canno
 reach), nothing is merged and the task goes back to the agent, the conflict named
 in a note its next prompt shows. An empty change is approved with nothing merged.
 ``request_changes`` sends a task awaiting review back to the queue with the
-person's comment as that note.
+person's comment as that note. ``publish_change`` is the ``pull_request`` merge
+mode's step (push, then find or open the pull request), shared by an approval
+and by a run that succeeds without review (``dispatch.worktree``).
 
 The CLI (``vigil task approve`` / ``reject``) and the TUI's review actions call
 these, so both act alike. Git runs in a worker thread: the TUI's event loop never
@@ -191,10 +193,10 @@ def _resume_or_plan(
 
 async def request_changes(store: Store, task_id: int, comment: str, *, actor: str) -> Task:
     """Send a task awaiting review back to the queue, ``comment`` stored as a note
-    that its next attempt's prompt shows (``Store.reject``). The next attempt starts
-    a new agent session in a fresh clone at the task's artifact; carrying the reviewed session on
-    (``Run.session_id``, the CLI's resume) would plug in where the attempt is
-    prepared, not here. Raises ``InputError`` for an empty comment,
+    that its next attempt's prompt shows (``Store.reject``). The next attempt, in a
+    fresh clone at the task's artifact, resumes the reviewed run's agent session
+    with the comment as its new message where it can (``dispatch.resumption``).
+    Raises ``InputError`` for an empty comment,
     ``InvalidTransition`` for a task not awaiting review."""
     task = await store.get_task(task_id)
     if not task.awaiting_review:

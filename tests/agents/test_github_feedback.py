@@ -18,6 +18,7 @@ scripted GitHub of tests/github_server.py, a real bare remote).
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 from pathlib import Path
@@ -230,7 +231,7 @@ def test_done_when_an_issue_becomes_a_reviewed_pull_request_and_a_review_and_a_f
 
     assert list(hub.pulls) == [number]  # one pull request throughout
     assert len(set(pushes)) == 3
-    for older, newer in zip(pushes, pushes[1:], strict=False):
+    for older, newer in itertools.pairwise(pushes):
         repo.git("merge-base", "--is-ancestor", older, newer)  # each a fast-forward
     assert hub.pulls[number]["head"]["sha"] == pushes[-1]
     assert github_events(home) == ["review comments", "checks failed", "merged"]  # each exactly once
