@@ -38,7 +38,6 @@ from vigil.merging import Unchanged
 from vigil.models import Outcome, OutcomeKind, Task, TaskStatus
 from vigil.review import publish_change
 from vigil.store import Store
-from vigil.taskdiff import reviewed_commit
 
 log = logging.getLogger("vigil.dispatch")
 
@@ -186,10 +185,9 @@ class CodeWork:
         if task.status is not TaskStatus.ACTIVE or worktree is None:
             return outcome  # canceled, or closed by its agent: not Vigil's to publish
         said = replace(task, result_summary=outcome.summary or task.result_summary)
+        change = worktree.artifact or worktree.start  # this run's result
         try:
-            done = await publish_change(
-                store, said, worktree, reviewed_commit(worktree), checks=outcome.checks, settings=publish.settings
-            )
+            done = await publish_change(store, said, worktree, change, checks=outcome.checks, settings=publish.settings)
         except (GitError, GitHubError) as err:
             why = f"pull request not opened: {err}"
             log.warning("task #%d: %s; it waits for a person's review", self.task_id, why)
