@@ -317,10 +317,12 @@ def test_a_merge_conflict_goes_back_to_the_agent_which_resolves_it(tmp_path: Pat
     assert repo.show("main", "answer.txt") == "agent and person"
 
 
-@needs_claude
-def test_requested_changes_are_put_in_front_of_the_agent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("coder", CODERS)
+def test_requested_changes_are_put_in_front_of_the_session_that_made_the_change(
+    tmp_path: Path, coder: MakeCoder
+) -> None:
     repo = project(tmp_path)
-    with claude(tmp_path) as agent:
+    with coder(tmp_path) as agent:
         home = agent.home
         task_id = home.add_task("Answer the question", "--repo", str(repo.path), "--review")
         agent.script.add(
