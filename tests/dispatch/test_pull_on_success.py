@@ -184,3 +184,24 @@ async def test_a_send_back_pushes_the_next_success_to_the_same_branch_and_reuses
     assert repo.show(str(second_push), "answer.txt") == "42"
     assert hub.problems == []
     assert "Say 42." in fake.calls[1][1].prompt  # the note, for an agent that cannot resume
+
+
+async def test_a_refused_push_records_nothing_and_the_task_waits_for_a_person(
+    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings, repo: Repo, hub: GitHubServer, tmp_path: Path
+) -> None:
+    # someone else's commit already on the task's branch: the push is not a fast-forward
+    other = repo.commit({"README.md": "someone else\n"}, "someone else's work")
+    repo.git("push", "--quiet", "origin", f"{other}:refs/heads/vigil/1-answer-the-question")
+    repo.git("reset", "--quiet", "--hard", "HEAD~1")
+    await db.add_task(NewTask("Answer the question", github=ISSUE))
+    dispatcher, _ = make_dispatcher(answers("42"), settings=on_repo(settings, repo, hub))
+    task = await dispatcher.run_once()
+    assert task is not None
+    assert task.awaiting_review
+    assert task.github == ISSUE
+    (note,) = await db.list_notes(task.id)
+    refused = "pull request not opened: git push to origin refused branch vigil/1-answer-the-question"
+    assert note.text.startswith(refused)
+    assert remote_tip(tmp_path, "vigil/1-answer-the-question") == other  # never forced
+    assert hub.pulls == {}
+    assert hub.requests == []  # GitHub is not asked once the push failed
