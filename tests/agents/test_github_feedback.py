@@ -78,9 +78,11 @@ def github_home(tmp_path: Path, model_url: str, hub: GitHubServer, repo: Repo, *
 
 
 def vigil_ok(home: ClaudeHome, *args: str) -> str:
-    """``vigil ARGS`` as the operator runs it, the token in its environment; its stdout."""
+    """``vigil ARGS`` as the operator runs it, the token in its environment; its
+    stdout. What it printed (its log on stderr included) never holds the token."""
     done = home.vigil(*args, timeout=120, GITHUB_TOKEN=TOKEN)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert TOKEN not in done.stdout + done.stderr
     return done.stdout
 
 
