@@ -38,11 +38,11 @@ from dispatch.prompt import build_prompt
 from dispatch.resumption import resume_after_failure, resume_for
 from dispatch.skills import Skill, load_skills
 from dispatch.workspace import code_of, is_agents_followup, make_workspace, workspace_of
-from dispatch.worktree import CodeWork, prepare_worktree, start_of
+from dispatch.worktree import CodeWork, Publish, prepare_worktree, start_of
 from vigil.accounts import AccountLimit, read_limits
 from vigil.budget import budget_use
 from vigil.clock import Clock, SystemClock
-from vigil.codework import CodeOptions
+from vigil.codework import PULL_REQUEST, CodeOptions
 from vigil.config import AGENT_EXECUTORS, STORE_URL_ENV, Settings
 from vigil.lineage import parent_chain
 from vigil.models import Claim, Outcome, Task
@@ -194,24 +194,33 @@ class AttemptPreparer:
         checks, review = code.checks or (), bool(code.review)
         cli = {"claude": settings.claude, "codex": settings.codex}.get(choice.executor)
         after_failure = resume_after_failure(cli, skills)
-        resume = resume_for(task, previous_runs, choice.executor, workspace.path, after_failure=after_failure)
+        notes = await store.list_notes(task.id)
+        resume = resume_for(
+            task, previous_runs, choice.executor, workspace.path, after_failure=after_failure, notes=notes
+        )
+        # no review and merge = "pull_request": a success is pushed as a pull request
+        publishes = worktree is not None and worktree.merge == PULL_REQUEST and not review and choice.starts_process
         prompt = build_prompt(
             task,
             skills,
             identity=self._identity_text(),
             parents=parents,
             previous_runs=previous_runs,
-            notes=await store.list_notes(task.id),
+            notes=notes,
             attempt=claim.attempt,
             worktree=worktree,
             checks=checks,
             review=review,
+            pull_request=publishes,
         )
         if not self._runs_dir_made:
             self._runs_dir.mkdir(parents=True, exist_ok=True)
             self._runs_dir_made = True
         run_id = claim.run_id
-        gated = bool(checks) or review
+        publish = (
+            Publish(settings.github, denials_reviewed=settings.dispatch.on_denial == "review") if publishes else None
+        )
+        gated = bool(checks) or review or publish is not None
 
         async def on_process_start(pid: int, pgid: int, proc_start: str | None) -> None:
             # also each check's process, in its turn: crash recovery ends the one in flight
@@ -261,6 +270,7 @@ class AttemptPreparer:
                 else None
             ),
             store=store,
+            publish=publish,
         )
         return Attempt(choice.executor, ctx, work)
 

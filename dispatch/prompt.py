@@ -149,7 +149,9 @@ def _failed_checks(results: Sequence[CheckResult]) -> list[str]:
     return lines
 
 
-def _code_section(worktree: Worktree | None, checks: Sequence[Check], review: bool) -> list[str]:
+def _code_section(
+    worktree: Worktree | None, checks: Sequence[Check], review: bool, *, pull_request: bool = False
+) -> list[str]:
     """What the agent must know about its code work: the branch, the checks, who
     decides that it is done."""
     lines = ["# Your branch and what must pass", ""]
@@ -169,6 +171,9 @@ def _code_section(worktree: Worktree | None, checks: Sequence[Check], review: bo
     after = "runs the checks" if checks else "hands your work to a person"
     if checks and review:
         after += ", then a person reviews the diff"
+    elif pull_request and not review:
+        opens = "opens a pull request with your result for people to review"
+        after = f"runs the checks, then {opens}" if checks else opens
     lines += [
         "",
         f"When you are done, say so in your final answer and end your run: Vigil {after}.",
@@ -213,6 +218,25 @@ def continue_message(task: Task, run: Run) -> str:
             "",
             "Carry on where you stopped, in the same folder; do not redo work that is already done.",
             "Report back and close the task through the tools of the `vigil` MCP server as before.",
+        ]
+    )
+
+
+def sent_back_message(task: Task, notes: Sequence[Note]) -> str:
+    """The new message of a session resumed after its result was sent back: what a
+    person, or the task's pull request on GitHub, said about it (``notes``, oldest
+    first; text from GitHub is already quoted as its authors')."""
+    said = "\n\n".join(f"From {note.author}:\n{_cut(note.text, NOTE_MAX_CHARS)}" for note in notes)
+    return "\n".join(
+        [
+            f"Your result for task #{task.id} was sent back to you:",
+            "",
+            said,
+            "",
+            "Your workspace is a fresh clone of your last result, on the same branch: carry on from there",
+            "and address this. When you are done, end your run as before; your new result goes the same",
+            "way as the last one (to the same pull request, when it became one). Report back through the",
+            "tools of the `vigil` MCP server as before.",
         ]
     )
 
@@ -271,12 +295,14 @@ def build_prompt(
     worktree: Worktree | None = None,
     checks: Sequence[Check] = (),
     review: bool = False,
+    pull_request: bool = False,
 ) -> str:
     """The whole prompt as markdown. ``identity`` None means the home has no identity
     file; ``parents`` are nearest first; ``previous_runs`` are the task's earlier
     attempts (the current one excluded); ``attempt`` is this run's number (None:
     the task's ``attempt_count``). ``worktree``, ``checks`` and ``review``: the
-    task's code work (docs/coding.md), told to the agent when there is any."""
+    task's code work (docs/coding.md), told to the agent when there is any;
+    ``pull_request``: a success without review becomes a pull request."""
     sections: list[list[str]] = []
     if identity and identity.strip():
         sections.append(["# Who you are", "", identity.strip()])
@@ -290,7 +316,7 @@ def build_prompt(
     if previous_runs:
         sections.append(_runs_section(previous_runs))
     if worktree is not None or checks or review:
-        sections.append(_code_section(worktree, checks, review))
+        sections.append(_code_section(worktree, checks, review, pull_request=pull_request))
     parts = ["\n".join(section).strip() for section in sections]
-    gated = bool(checks) or review
+    gated = bool(checks) or review or pull_request
     return "\n\n".join([*parts, _instructions(task.id, gated=gated)]) + "\n"

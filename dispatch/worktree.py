@@ -11,8 +11,11 @@ artifact (recorded on the task), the run's commits and the artifact's diff stat
 are put on the outcome, and work that could not be taken is a denial (the task
 then waits for a person); a repository gone during the run fails the task. Then,
 when the agent ended a run it considers done, the checks run, and one that fails
-makes the outcome ``checks_failed`` (retried, its output in the next prompt). The
-loop watches all of that as one run (``CodeWork.run``): its lease is renewed
+makes the outcome ``checks_failed`` (retried, its output in the next prompt).
+Last, for a task whose success nobody reviews and whose ``merge`` is
+``pull_request``, a success is pushed and opened as its pull request
+(``CodeWork.published``), or, when git or GitHub refuses, waits for a person.
+The loop watches all of that as one run (``CodeWork.run``): its lease is renewed
 meanwhile.
 """
 
@@ -21,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dispatch.checks import Sandbox, run_checks
@@ -29,8 +32,11 @@ from dispatch.executors import ProcessStarted
 from dispatch.workspace import Workspace
 from vigil.clones import Settled, make_clone, renew_clone, retire, settle
 from vigil.codework import DEFAULT_MERGE, Check, CodeOptions, Worktree
-from vigil.errors import RepositoryError, VigilError
+from vigil.config import GitHubSettings
+from vigil.errors import GitError, GitHubError, RepositoryError, VigilError
+from vigil.merging import Unchanged
 from vigil.models import Outcome, OutcomeKind, Task, TaskStatus
+from vigil.review import publish_change
 from vigil.store import Store
 
 log = logging.getLogger("vigil.dispatch")
@@ -62,6 +68,7 @@ class CodeWork:
         on_start: ProcessStarted | None = None,
         sandbox: Sandbox | None = None,
         store: Store | None = None,
+        publish: Publish | None = None,
     ) -> None:
         self.task_id = task_id
         self.attempt = attempt
@@ -75,18 +82,20 @@ class CodeWork:
         self.on_start = on_start
         self.sandbox = sandbox  # None: the checks run unconfined
         self.store = store  # where the new artifact is recorded (None: nowhere, in tests)
+        self.publish = publish  # a success becomes a pull request (no review, merge = "pull_request")
         self._settled: Settled | RepositoryError | None = None
 
     @property
     def gated(self) -> bool:
         """The result waits on checks or a person, not on the agent's word."""
-        return bool(self.checks) or self.review
+        return bool(self.checks) or self.review or self.publish is not None
 
     async def run(self, store: Store, agent: Awaitable[Outcome]) -> Outcome:
         """The agent's run (``agent``, the executor's), then what it left on the
-        branch, then the checks when the agent ended a run it considers done."""
+        branch, then the checks when the agent ended a run it considers done, then
+        its pull request when the run succeeded and nobody reviews it."""
         outcome = await self.changes(await agent)
-        return await self.checked(store, outcome)
+        return await self.published(store, await self.checked(store, outcome))
 
     async def changes(self, outcome: Outcome) -> Outcome:
         """``outcome`` with whether a person reviews it and what the run left: the
@@ -94,7 +103,7 @@ class CodeWork:
         that could not be taken is a denial, a repository gone during the run a
         failure. Git runs once per run: a second call adds the same. A git failure
         is a denial too (the task waits for a person)."""
-        outcome = replace(outcome, review=self.review)
+        outcome = replace(outcome, review=self.review or outcome.review)  # or: its pull request was refused
         if self.worktree is None or self.before is None:
             return outcome
         if self._settled is None:
@@ -157,6 +166,50 @@ class CodeWork:
         why = f"check failed: {first.label} ({first.how()})"
         more = f", and {len(failed) - 1} more" if len(failed) > 1 else ""
         return replace(outcome, kind=OutcomeKind.CHECKS_FAILED, checks=results, summary=why + more, error=why + more)
+
+    async def published(self, store: Store, outcome: Outcome) -> Outcome:
+        """``outcome`` once its change is a pull request, for a task whose success
+        completes it (``publish``: no review, ``merge = "pull_request"``): the same
+        idempotent step as an approval's (``vigil.review.publish_change``), recorded
+        on the task before its run is. When git or GitHub refuses, nothing is
+        recorded and the task waits for a person's review instead of completing
+        without its pull request: the reason is a note and the run's error, and
+        ``vigil task approve`` tries again (reusing what the first try made)."""
+        publish = self.publish
+        if publish is None or outcome.kind is not OutcomeKind.SUCCESS or outcome.review:
+            return outcome
+        if outcome.permission_denials and publish.denials_reviewed:
+            return outcome  # a person reviews it first (on_denial = "review")
+        task = await store.get_task(self.task_id)
+        worktree = task.worktree
+        if task.status is not TaskStatus.ACTIVE or worktree is None:
+            return outcome  # canceled, or closed by its agent: not Vigil's to publish
+        said = replace(task, result_summary=outcome.summary or task.result_summary)
+        change = worktree.artifact or worktree.start  # this run's result
+        try:
+            done = await publish_change(store, said, worktree, change, checks=outcome.checks, settings=publish.settings)
+        except (GitError, GitHubError) as err:
+            why = f"pull request not opened: {err}"
+            log.warning("task #%d: %s; it waits for a person's review", self.task_id, why)
+            note = f"{why}. Nothing was recorded; `vigil task approve {self.task_id}` tries again."
+            await store.add_note(self.task_id, note, author="dispatcher")
+            return replace(outcome, review=True, error=why)
+        if isinstance(done, Unchanged):
+            return outcome  # an empty change: nothing to push
+        published, merged = done
+        await store.set_worktree(self.task_id, merged)
+        how = "opened" if published.opened else "already open, reused"
+        log.info("task #%d: pull request %s (%s)", self.task_id, published.link.pull_url, how)
+        return outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """Where a run's success goes as a pull request (``[github]``), and whether a
+    success with actions refused to its agent waits for a person first."""
+
+    settings: GitHubSettings
+    denials_reviewed: bool
 
 
 async def _nothing(pid: int, pgid: int, proc_start: str | None) -> None:

@@ -8,8 +8,9 @@ description) before it is sent, and a request with a query parameter the endpoin
 does not take, or without the expected token, is answered 400/401 and recorded as a
 ``problem`` that the fixture fails the test on.
 
-List answers carry an ``ETag`` (a hash of the body) and honour ``If-None-Match``
-with a 304, as GitHub does. ``rate_limit_next(reset_at_s)`` makes the next request
+Every ``GET`` answer carries an ``ETag`` (a hash of the body) and honours
+``If-None-Match`` with a 304, as GitHub does; ``not_modified`` counts the 304s by
+path (GitHub does not count them against the rate limit). ``rate_limit_next(reset_at_s)`` makes the next request
 answer GitHub's primary rate-limit 403 (``x-ratelimit-remaining: 0`` and
 ``x-ratelimit-reset``).
 
@@ -22,7 +23,9 @@ is refused with GitHub's 422, as GitHub does.
 What comes back on a pull request: ``add_review`` (with its line comments),
 ``add_check_run`` on a commit, ``end_pull`` (merged or closed), served at
 ``GET …/pulls/N``, ``…/pulls/N/reviews``, ``…/pulls/N/comments`` and
-``…/commits/REF/check-runs``, each validated against githubkit's model.
+``…/commits/REF/check-runs``, each validated against githubkit's model. An open
+pull request's head commit is the remote branch's, read when it is served: a push
+to its branch moves it, as on GitHub.
 """
 
 from __future__ import annotations
@@ -123,6 +126,7 @@ class GitHubServer:
     check_runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by head commit
     requests: list[Seen] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    not_modified: dict[str, int] = field(default_factory=dict)  # 304s served, by path
     _rate_limit_reset_s: int | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -329,19 +333,44 @@ class GitHubServer:
                     headers,
                     {"message": "API rate limit exceeded", "documentation_url": "https://docs.github.com"},
                 )
-            issues_path = f"/repos/{self.owner}/{self.name}/issues"
-            if seen.method == "GET" and seen.path == issues_path:
-                return self._list_issues(seen)
             pulls_path = f"/repos/{self.owner}/{self.name}/pulls"
-            if seen.method == "GET" and seen.path == pulls_path:
-                return self._list_pulls(seen)
             if seen.method == "POST" and seen.path == pulls_path:
                 return self._create_pull(seen)
             if seen.method == "GET":
-                found = self._pull_news(seen, pulls_path)
-                if found is not None:
-                    return found
+                return self._conditional(seen, self._get(seen, pulls_path))
             return self._problem(404, "Not Found", f"no scripted endpoint for {seen.method} {seen.path}")
+
+    def _get(self, seen: Seen, pulls_path: str) -> tuple[int, dict[str, str], Any]:
+        for pull in self.pulls.values():
+            self._follow_head(pull)
+        if seen.path == f"/repos/{self.owner}/{self.name}/issues":
+            return self._list_issues(seen)
+        if seen.path == pulls_path:
+            return self._list_pulls(seen)
+        found = self._pull_news(seen, pulls_path)
+        if found is not None:
+            return found
+        return self._problem(404, "Not Found", f"no scripted endpoint for {seen.method} {seen.path}")
+
+    def _conditional(self, seen: Seen, answer: tuple[int, dict[str, str], Any]) -> tuple[int, dict[str, str], Any]:
+        """A 200's ``ETag``, and 304 when the request's ``If-None-Match`` is it."""
+        status, headers, body = answer
+        if status != 200:
+            return answer
+        etag = '"' + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32] + '"'
+        if seen.headers.get("if-none-match") == etag:
+            self.not_modified[seen.path] = self.not_modified.get(seen.path, 0) + 1
+            return 304, {**headers, "etag": etag}, None
+        return status, {**headers, "etag": etag}, body
+
+    def _follow_head(self, pull: dict[str, Any]) -> None:
+        """An open pull request's head commit: its branch's on the remote, now."""
+        if pull["state"] != "open":
+            return
+        sha = self._remote_commit(pull["head"]["ref"])
+        if sha is not None and sha != pull["head"]["sha"]:
+            pull["head"]["sha"] = sha
+            pull["statuses_url"] = f"{self.repo_api}/statuses/{sha}"
 
     def _problem(self, status: int, message: str, problem: str) -> tuple[int, dict[str, str], Any]:
         self.problems.append(problem)
@@ -527,10 +556,7 @@ class GitHubServer:
         per_page, page = int(query.get("per_page", "30")), int(query.get("page", "1"))
         body = found[(page - 1) * per_page : page * per_page]
         _ISSUES.validate_python(body)  # what is served is what githubkit's models accept
-        etag = '"' + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32] + '"'
-        if seen.headers.get("if-none-match") == etag:
-            return 304, {"etag": etag}, None
-        return 200, {"etag": etag}, body
+        return 200, {}, body
 
 
 @contextmanager

@@ -12,7 +12,9 @@ repository. When the artifact does not merge (a conflict, or a base ``ff`` canno
 reach), nothing is merged and the task goes back to the agent, the conflict named
 in a note its next prompt shows. An empty change is approved with nothing merged.
 ``request_changes`` sends a task awaiting review back to the queue with the
-person's comment as that note.
+person's comment as that note. ``publish_change`` is the ``pull_request`` merge
+mode's step (push, then find or open the pull request), shared by an approval
+and by a run that succeeds without review (``dispatch.worktree``).
 
 The CLI (``vigil task approve`` / ``reject``) and the TUI's review actions call
 these, so both act alike. Git runs in a worker thread: the TUI's event loop never
@@ -22,11 +24,12 @@ waits on it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from vigil import git
 from vigil.clones import adopted, in_repo
-from vigil.codework import DEFAULT_MERGE, PULL_REQUEST, Worktree
+from vigil.codework import DEFAULT_MERGE, PULL_REQUEST, CheckResult, Worktree
 from vigil.config import GitHubSettings
 from vigil.errors import GitError, InputError, InvalidTransition
 from vigil.merging import Conflict, Landing, Merged, Unchanged, checkout_problem, land, landed, plan
@@ -133,16 +136,39 @@ async def _approve_as_pull_request(
     """Push the artifact and open (or reuse) its pull request, then complete the task
     with the pull request on it. Raises ``GitError``/``GitHubError`` with nothing
     recorded: the task still awaits review and approving again is safe."""
-    planned = await asyncio.to_thread(plan, worktree, artifact, "branch", merge_message(task))
-    if isinstance(planned, Unchanged):
-        return Approval(await store.approve(task.id, actor=actor), unchanged=planned)
     runs = await store.list_runs(task.id)
     checks = runs[-1].checks if runs else ()
+    done = await publish_change(store, task, worktree, artifact, checks=checks, settings=settings)
+    if isinstance(done, Unchanged):
+        return Approval(await store.approve(task.id, actor=actor), unchanged=done)
+    published, merged = done
+    return Approval(await store.approve(task.id, actor=actor, merged=merged), published=published)
+
+
+async def publish_change(
+    store: Store,
+    task: Task,
+    worktree: Worktree,
+    artifact: str,
+    *,
+    checks: Sequence[CheckResult],
+    settings: GitHubSettings,
+) -> tuple[Published, Worktree] | Unchanged:
+    """The task's change ``artifact`` as its pull request (``merge = "pull_request"``):
+    pushed to its branch, the pull request from that branch found or opened and
+    recorded on the task (``tasks.github``). Returns it with ``worktree`` as it is
+    once published (for the caller to record: the approval's, or the dispatcher's
+    for a task without review), or ``Unchanged`` for an empty change (nothing
+    pushed). Raises ``GitError``/``GitHubError`` with nothing recorded: trying again
+    is safe (the push is a fast-forward or nothing, an open pull request is reused).
+    Used by an approval and by a run that succeeds without review."""
+    planned = await asyncio.to_thread(plan, worktree, artifact, "branch", merge_message(task))
+    if isinstance(planned, Unchanged):
+        return planned
     published = await publish(task, worktree, artifact, checks, settings)
     await store.set_github(task.id, published.link)
     since = planned.since if isinstance(planned, Landing) else worktree.start
-    merged = replace(worktree, merge=PULL_REQUEST, merged=artifact, merged_from=since, merging=None)
-    return Approval(await store.approve(task.id, actor=actor, merged=merged), published=published)
+    return published, replace(worktree, merge=PULL_REQUEST, merged=artifact, merged_from=since, merging=None)
 
 
 def _names(given: str, commit: str) -> bool:
@@ -167,10 +193,10 @@ def _resume_or_plan(
 
 async def request_changes(store: Store, task_id: int, comment: str, *, actor: str) -> Task:
     """Send a task awaiting review back to the queue, ``comment`` stored as a note
-    that its next attempt's prompt shows (``Store.reject``). The next attempt starts
-    a new agent session in a fresh clone at the task's artifact; carrying the reviewed session on
-    (``Run.session_id``, the CLI's resume) would plug in where the attempt is
-    prepared, not here. Raises ``InputError`` for an empty comment,
+    that its next attempt's prompt shows (``Store.reject``). The next attempt, in a
+    fresh clone at the task's artifact, resumes the reviewed run's agent session
+    with the comment as its new message where it can (``dispatch.resumption``).
+    Raises ``InputError`` for an empty comment,
     ``InvalidTransition`` for a task not awaiting review."""
     task = await store.get_task(task_id)
     if not task.awaiting_review:

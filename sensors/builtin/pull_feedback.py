@@ -14,6 +14,14 @@ sensor's state (``pulls``: number → task id). For each one open:
 While one of Vigil's pull requests is open, the issue it closes (``Closes #N`` in
 the body Vigil wrote) queues no new task: its task is done, waiting for the merge.
 
+Every request here is conditional, like the issue list's: the ``ETag`` of the
+last answer to the list of open pull requests, to each one's reviews and to the
+check runs on its head commit is kept in the state (``etags``) and sent back as
+``If-None-Match``, so a quiet repository answers 304 throughout and costs no
+rate limit. The state keeps what the list said (``open``: each of Vigil's open
+pull requests, its task, head commit and the issues it closes) for a run whose
+list is a 304.
+
 A watched pull request no longer open is fetched once: merged or closed without a
 merge is recorded on the task (an audit event and a note), nothing retried.
 
@@ -66,21 +74,22 @@ async def watch_pulls(gh: Any, watch: Watch, ctx: SensorContext) -> set[int]:
     module); returns the issues its open pull requests close."""
     repo = watch.repo
     watching: dict[str, int] = ctx.state.setdefault("pulls", {})
-    listed = await gh.rest.pulls.async_list(repo.owner, repo.name, state="open", per_page=PER_PAGE)
-    open_now: dict[int, Any] = {}
-    closing: set[int] = set()
-    for pull in listed.parsed_data:
-        found = VIGIL_BRANCH.match(pull.head.ref)
-        if found and pull.head.repo is not None and pull.head.repo.full_name == str(repo):
-            open_now[pull.number] = pull
-            watching[str(pull.number)] = int(found.group(1))
-            closing.update(int(n) for n in CLOSES.findall(pull.body or ""))
+    etags: dict[str, str] = ctx.state.setdefault("etags", {})
+    listed = await _conditional(
+        etags, "pulls", gh.rest.pulls.async_list, repo.owner, repo.name, state="open", per_page=PER_PAGE
+    )
+    if listed is not None:
+        ctx.state["open"] = _open_pulls(repo, listed)
+    open_now: dict[str, dict[str, Any]] = ctx.state.setdefault("open", {})
+    for number_text, listed_pull in open_now.items():
+        watching[number_text] = listed_pull["task"]
+    closing = {issue for listed_pull in open_now.values() for issue in listed_pull["closes"]}
     for number_text, task_id in sorted(watching.items()):
         number = int(number_text)
-        pull = open_now.get(number)
+        pull = open_now.get(number_text)
         if pull is not None:
-            await _reviews(gh, watch, ctx, task_id, pull)
-            await _checks(gh, watch, ctx, task_id, pull)
+            await _reviews(gh, watch, ctx, number, pull)
+            await _checks(gh, watch, ctx, number, pull)
             continue
         full = (await gh.rest.pulls.async_get(repo.owner, repo.name, number)).parsed_data
         if full.state == "open":
@@ -90,15 +99,56 @@ async def watch_pulls(gh: Any, watch: Watch, ctx: SensorContext) -> set[int]:
         ctx.report(TaskFeedback(task_id, str(repo), number, event, note, send_back=False))
         del watching[number_text]
         ctx.state.get("ci_retries", {}).pop(number_text, None)
+    # the ETags of what is still asked about: the list, and each open pull request's
+    keep = {"pulls"} | {f"reviews:{n}" for n in open_now} | {f"checks:{n}:{p['sha']}" for n, p in open_now.items()}
+    for key in set(etags) - keep:
+        del etags[key]
     return closing
 
 
-async def _reviews(gh: Any, watch: Watch, ctx: SensorContext, task_id: int, pull: Any) -> None:
-    """Report each review of ``pull`` not seen before that asks for something."""
-    repo, number = watch.repo, pull.number
+def _open_pulls(repo: Repo, listed: Any) -> dict[str, dict[str, Any]]:
+    """Vigil's open pull requests in a list of them, as the state keeps them
+    (by number: its task, head commit, address and the issues it closes)."""
+    found: dict[str, dict[str, Any]] = {}
+    for pull in listed:
+        vigils = VIGIL_BRANCH.match(pull.head.ref)
+        if vigils and pull.head.repo is not None and pull.head.repo.full_name == str(repo):
+            found[str(pull.number)] = {
+                "task": int(vigils.group(1)),
+                "sha": pull.head.sha,
+                "url": pull.html_url,
+                "closes": sorted({int(n) for n in CLOSES.findall(pull.body or "")}),
+            }
+    return found
+
+
+async def _conditional(etags: dict[str, str], key: str, call: Any, *args: Any, **kwargs: Any) -> Any | None:
+    """``call``'s parsed answer, asked with the ETag of its last answer
+    (``If-None-Match``); None when GitHub answers 304 Not Modified, which costs no
+    rate limit. The new ETag goes into ``etags`` (the sensor's state): the caller
+    acts on the answer in this same run, whose state commits with what it reports."""
+    sent = etags.get(key)
+    response = await call(*args, **kwargs, headers={"If-None-Match": sent} if sent else None)
+    if response.status_code == 304:
+        return None
+    etag = response.headers.get("etag")
+    if etag:
+        etags[key] = etag
+    else:
+        etags.pop(key, None)
+    return response.parsed_data
+
+
+async def _reviews(gh: Any, watch: Watch, ctx: SensorContext, number: int, pull: dict[str, Any]) -> None:
+    """Report each review of pull request ``number`` (``pull``: as the state keeps
+    it) not seen before that asks for something."""
+    repo, task_id = watch.repo, int(pull["task"])
     seen: list[str] = ctx.state.setdefault("seen", [])
-    reviews = (await gh.rest.pulls.async_list_reviews(repo.owner, repo.name, number, per_page=PER_PAGE)).parsed_data
-    fresh = [r for r in reviews if f"review:{r.id}" not in seen]
+    reviews = await _conditional(
+        ctx.state["etags"], f"reviews:{number}", gh.rest.pulls.async_list_reviews,
+        repo.owner, repo.name, number, per_page=PER_PAGE,
+    )  # fmt: skip
+    fresh = [r for r in reviews or () if f"review:{r.id}" not in seen]
     if not fresh:
         return
     comments = (
@@ -112,22 +162,27 @@ async def _reviews(gh: Any, watch: Watch, ctx: SensorContext, task_id: int, pull
         if review.state == "COMMENTED" and not (review.body or "").strip() and not own:
             continue
         event = "changes requested" if review.state == "CHANGES_REQUESTED" else "review comments"
-        note = _review_note(repo, number, pull.html_url, review, own)
+        note = _review_note(repo, number, pull["url"], review, own)
         ctx.report(TaskFeedback(task_id, str(repo), number, event, note, send_back=True))
 
 
-async def _checks(gh: Any, watch: Watch, ctx: SensorContext, task_id: int, pull: Any) -> None:
-    """Report the check suites that failed on ``pull``'s head commit since the last
-    run, as one item; past ``max_ci_retries`` for this pull request, not sent back."""
-    repo, number, sha = watch.repo, pull.number, pull.head.sha
+async def _checks(gh: Any, watch: Watch, ctx: SensorContext, number: int, pull: dict[str, Any]) -> None:
+    """Report the check suites that failed on pull request ``number``'s head commit
+    since the last run, as one item; past ``max_ci_retries`` for it, not sent back."""
+    repo, sha, task_id = watch.repo, str(pull["sha"]), int(pull["task"])
     seen: list[str] = ctx.state.setdefault("seen", [])
-    runs = (await gh.rest.checks.async_list_for_ref(repo.owner, repo.name, sha, per_page=PER_PAGE)).parsed_data
+    runs = await _conditional(
+        ctx.state["etags"], f"checks:{number}:{sha}", gh.rest.checks.async_list_for_ref,
+        repo.owner, repo.name, sha, per_page=PER_PAGE,
+    )  # fmt: skip
+    if runs is None:
+        return  # 304: the same check runs as the last run saw
     failed = [r for r in runs.check_runs if r.status == "completed" and r.conclusion in FAILED]
     keys = {f"checks:{r.check_suite.id if r.check_suite else 0}:{sha}" for r in failed} - set(seen)
     if not keys:
         return
-    for key in sorted(keys):
-        _remember(seen, key)
+    for done in sorted(keys):
+        _remember(seen, done)
     news = [r for r in failed if f"checks:{r.check_suite.id if r.check_suite else 0}:{sha}" in keys]
     retries: dict[str, int] = ctx.state.setdefault("ci_retries", {})
     spent = retries.get(str(number), 0)

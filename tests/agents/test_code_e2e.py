@@ -11,8 +11,8 @@ only the executor line changed; the tasks are added as a new user would, with
 * a check that fails (the model's first patch is wrong) retries the task with the
   failing output in the second prompt, then passes;
 * review: ``vigil task approve`` merges, in each mode; a conflict goes back to the
-  agent, which resolves it; ``vigil task reject`` (request changes) puts the
-  comment in front of the agent;
+  agent's own session, which resolves it; ``vigil task reject`` (request changes)
+  puts the comment in front of the session that made the change;
 * a missing repository fails the task with a clear error, and nothing is run.
 """
 
@@ -60,6 +60,17 @@ class Coder:
     def dispatch_once(self) -> None:
         proc = self.home.vigil("dispatch", "once", timeout=120)
         assert proc.returncode == 0, proc.stderr
+
+
+def resumed_with(home: ClaudeHome, task_id: int) -> str:
+    """What the task's last run sent its agent: it resumed the session of the run
+    before (whose result was sent back), so only the new message."""
+    *_, before, last = home.runs(task_id)
+    assert last["resumed_from"] == before["id"]
+    (record, *_) = [line for line in home.transcript(last) if line.get("type") == "vigil.prompt"]
+    assert before["session_id"] in record["argv"]
+    assert "# The task" not in record["text"]
+    return str(record["text"])
 
 
 def _unique(texts: list[str]) -> list[str]:
@@ -293,23 +304,25 @@ def test_a_merge_conflict_goes_back_to_the_agent_which_resolves_it(tmp_path: Pat
         refused = home.vigil("task", "approve", str(task_id))
         back = home.task(task_id)
         agent.dispatch_once()
-        prompts = agent.prompts()
         approved = home.vigil("task", "approve", str(task_id))
     assert refused.returncode == 1
     assert "not merged, sent back to its agent" in refused.stdout
     assert "conflicts in: answer.txt" in refused.stdout
     assert (back["status"], back["review"]) == ("pending", "rejected")
-    assert "merge conflict: merging your branch into main" in prompts[1]
-    assert "conflicts in: answer.txt" in prompts[1]
+    sent = resumed_with(home, task_id)  # the session that made the change, told of the conflict
+    assert "merge conflict: merging your branch into main" in sent
+    assert "conflicts in: answer.txt" in sent
     assert approved.returncode == 0, approved.stdout + approved.stderr
     assert home.task(task_id)["status"] == "completed"
     assert repo.show("main", "answer.txt") == "agent and person"
 
 
-@needs_claude
-def test_requested_changes_are_put_in_front_of_the_agent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("coder", CODERS)
+def test_requested_changes_are_put_in_front_of_the_session_that_made_the_change(
+    tmp_path: Path, coder: MakeCoder
+) -> None:
     repo = project(tmp_path)
-    with claude(tmp_path) as agent:
+    with coder(tmp_path) as agent:
         home = agent.home
         task_id = home.add_task("Answer the question", "--repo", str(repo.path), "--review")
         agent.script.add(
@@ -321,10 +334,9 @@ def test_requested_changes_are_put_in_front_of_the_agent(tmp_path: Path) -> None
         agent.dispatch_once()
         rejected = home.vigil("task", "reject", str(task_id), "--reason", "Say why it is 42")
         agent.dispatch_once()
-        prompts = agent.prompts()
     assert rejected.returncode == 0, rejected.stderr
     assert "changes requested" in rejected.stdout
-    assert "Say why it is 42" in prompts[1]
+    assert "From human:\nreview: Say why it is 42" in resumed_with(home, task_id)
     task = home.task(task_id)
     assert (task["status"], task["review"]) == ("blocked", "pending")
     assert repo.show(change_of(task_id), "answer.txt") == "42 (six times seven)"

@@ -11,7 +11,7 @@ from dispatch.resumption import resume_after_failure, resume_for
 from dispatch.skills import Skill
 from tests.dispatch.agent_support import make_task
 from vigil.config import AgentCliSettings
-from vigil.models import Run
+from vigil.models import ApprovalState, Note, Run, Task
 
 WORKSPACE = Path("/srv/work/7")
 
@@ -68,6 +68,44 @@ def test_failed_and_successful_runs_are_never_resumed() -> None:
     task = make_task(id=7)
     for outcome in ("failed", "success", "usage_limited"):
         assert resume_for(task, [run(1, outcome)], "claude", WORKSPACE, after_failure=True) is None
+
+
+SENT_BACK = make_task(id=7, review=ApprovalState.REJECTED)
+
+
+def note(at: int, author: str, text: str) -> Note:
+    return Note(id=at, task_id=7, at=at, author=author, text=text)
+
+
+def test_a_result_sent_back_resumes_the_session_that_made_it_with_what_was_said_since() -> None:
+    notes = [
+        note(1, "agent", "looking at the parser"),  # during the run: its own conversation has it
+        note(2, "agent", "done: fixed"),  # the agent's, at the run's last moment: not news to it
+        note(3, "sensor:github", "A review on pull request octo/demo#12 requested changes.\n> Handle None."),
+        note(4, "human", "review: and add a test"),
+    ]
+    resume = resume_for(SENT_BACK, [run(1, "success")], "claude", WORKSPACE, after_failure=False, notes=notes)
+    assert resume is not None
+    assert (resume.session_id, resume.from_run) == ("sess-1", 101)
+    assert "was sent back to you" in resume.message
+    review = "From sensor:github:\nA review on pull request octo/demo#12 requested changes.\n> Handle None."
+    assert review in resume.message
+    assert "From human:\nreview: and add a test" in resume.message
+    assert "looking at the parser" not in resume.message
+    assert "done: fixed" not in resume.message
+
+
+@pytest.mark.parametrize(
+    ("task", "outcome", "notes"),
+    [
+        pytest.param(SENT_BACK, "success", [], id="nothing said since"),
+        pytest.param(SENT_BACK, "success", [note(1, "human", "old")], id="said before the run ended"),
+        pytest.param(make_task(id=7), "success", [note(3, "human", "hi")], id="not sent back"),
+        pytest.param(SENT_BACK, "failed", [note(3, "human", "hi")], id="the last run failed"),
+    ],
+)
+def test_a_task_not_sent_back_after_a_success_is_not_resumed(task: Task, outcome: str, notes: list[Note]) -> None:
+    assert resume_for(task, [run(1, outcome)], "claude", WORKSPACE, after_failure=False, notes=notes) is None
 
 
 def test_a_skill_wins_over_the_executors_setting() -> None:

@@ -4,6 +4,7 @@ for its reset, the token comes from the environment or ``gh`` and is stored nowh
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,6 +76,44 @@ async def test_an_unchanged_repository_answers_304_and_queues_nothing(
     assert second.headers["if-none-match"]  # the ETag of the first answer, sent back
     (state,) = await store.sensor_states()
     assert state.state["etag"] == second.headers["if-none-match"]
+
+
+async def test_a_quiet_repository_with_vigils_pull_request_answers_304_to_every_poll(
+    store: SqliteStore, hub: GitHubServer, make_runner: RunnerFactory, make_spec: SpecFactory
+) -> None:
+    hub.add_issue(1, "Fix the parser")
+    sha = "a" * 40
+    hub.pulls[12] = hub.pull_json(12, "Fix the parser", "Closes #1", "vigil/1-fix-the-parser", sha, "main")
+    paths = {
+        "/repos/octo/demo/issues",
+        "/repos/octo/demo/pulls",
+        "/repos/octo/demo/pulls/12/reviews",
+        f"/repos/octo/demo/commits/{sha}/check-runs",
+    }
+    await poll(make_runner, make_spec, hub)
+    assert {seen.path for seen in hub.requests} == paths
+    assert hub.not_modified == {}
+    asked = len(hub.requests)
+
+    quiet = await poll(make_runner, make_spec, hub)
+    assert (quiet.status, quiet.created, quiet.error) == ("ok", 0, None)
+    again = hub.requests[asked:]
+    assert sorted(seen.path for seen in again) == sorted(paths)  # each asked once, conditionally
+    assert all(seen.headers.get("if-none-match") for seen in again)
+    assert hub.not_modified == dict.fromkeys(paths, 1)  # every answer a 304: no rate limit spent
+
+    hub.add_review(12, "CHANGES_REQUESTED", "Handle None.")
+    asked = len(hub.requests)
+    await poll(make_runner, make_spec, hub)
+    news = [seen.path for seen in hub.requests[asked:]]
+    assert "/repos/octo/demo/pulls/12/comments" in news  # the new review's comments are read
+    assert hub.not_modified["/repos/octo/demo/pulls/12/reviews"] == 1  # not a 304 this time
+    assert hub.not_modified["/repos/octo/demo/pulls"] == 2
+    (state,) = await store.sensor_states()
+    assert "review:7000" in json.dumps(state.state["seen"])
+    assert state.state["open"] == {
+        "12": {"task": 1, "sha": sha, "url": "https://github.com/octo/demo/pull/12", "closes": [1]}
+    }
 
 
 async def test_a_rate_limit_answer_waits_until_the_reset(
