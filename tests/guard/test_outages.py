@@ -177,3 +177,50 @@ async def test_after_a_backoff_lifts_one_lane_probes_and_the_others_follow_once_
     assert not (await prober.may_claim(clock.now_ms())).may_claim
     await other.after_outcome(task, Outcome(OutcomeKind.SUCCESS))  # the provider is back
     assert (await prober.may_claim(clock.now_ms())).may_claim
+
+
+async def test_a_fallback_that_cannot_start_is_skipped_with_one_alert_and_the_loop_waits_for_the_reset(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    events = tmp_path / "events.jsonl"
+    settings = guard_settings(tmp_path, events, dispatch={"executor": "claude", "fallback": ["codex"]})
+    guard, hook = make_guard(settings)
+    now = clock.now_ms()
+    reset = now + 10 * MINUTE
+    await guard.after_outcome(await _claude_task(store), _limited("default", reset))
+    assert (await guard.may_claim(now)).may_claim  # Codex is free, as far as anyone knows
+    missing = Outcome(OutcomeKind.REFUSED, error="cannot run codex-missing: No such file or directory")
+    on_codex = replace(await a_task(store, "fell back"), executor="codex")
+    for _ in range(2):  # a second task claimed meanwhile meets the same: said once
+        await guard.after_outcome(on_codex, replace(missing, account="default"))
+        gate = await read_gate(store)
+        # not a person's gate: it waits for Claude's reset, the first account free again
+        assert (gate.state, gate.kind, gate.until) == (GateState.GATED, "usage", reset)
+    limits = read_limits(await store.loop_values())
+    assert limits["codex:default"].reason.startswith("skipped, cannot start: refused: cannot run codex-missing")
+    assert pick(settings, "claude", limits, reset).executor == "claude"
+
+    clock.set(reset)
+    assert (await guard.may_claim(reset)).may_claim
+    await guard.after_outcome(await _claude_task(store), Outcome(OutcomeKind.SUCCESS, account="default"))
+    await hook.drain()
+    (alert,) = recorded(events)  # one alert, and no gate to tell of: it held 10 minutes
+    assert (alert["event"], alert["account"]) == ("fallback_skipped", "codex:default")
+    assert "take it out of [dispatch] fallback" in alert["fix"]
+    assert (await read_gate(store)).state is GateState.RUNNING
+
+
+async def test_the_configured_executor_that_cannot_start_still_waits_for_a_person(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    events = tmp_path / "events.jsonl"
+    settings = guard_settings(tmp_path, events, dispatch={"executor": "claude", "fallback": ["codex"]})
+    guard, hook = make_guard(settings)
+    refused = Outcome(OutcomeKind.REFUSED, error="cannot run claude-missing", account="default")
+    await guard.after_outcome(await _claude_task(store), refused)
+    gate = await read_gate(store)
+    assert (gate.state, gate.kind, gate.until) == (GateState.GATED, "refused", None)
+    await hook.drain()
+    (alert,) = recorded(events)
+    assert (alert["event"], alert["state"]) == ("gate_changed", "gated")
+    assert alert["fix"] == "change [executors.claude] in vigil.toml (see `vigil doctor`), then run: vigil resume"
