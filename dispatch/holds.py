@@ -58,6 +58,7 @@ class Holds:
     def __init__(self, store: Store, settings: Settings, alerts: AlertHook) -> None:
         self._store = store
         self._threshold_ms = settings.alerts.held_loop_ms
+        self._lanes = settings.dispatch.lanes  # one lane is one task at a time already
         self._alerts = alerts
         self.lifted: LoopGate | None = None  # a gate this dispatcher lifted, until an attempt gets through
 
@@ -111,7 +112,7 @@ class Holds:
     def probing(self, gate: LoopGate, now_ms: int) -> int | None:
         """While another lane probes after a backoff lifted itself (one task at a
         time), until when this one waits; None: claim."""
-        if gate.state is not GateState.RUNNING or gate.kind != BACKOFF or self.lifted is not None:
+        if self._lanes == 1 or gate.state is not GateState.RUNNING or gate.kind != BACKOFF or self.lifted is not None:
             return None
         if now_ms < gate.since + PROBE_HOLD_MS:
             return gate.since + PROBE_HOLD_MS
