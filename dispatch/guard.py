@@ -53,8 +53,9 @@ asks ``deferred(task, skills)``: a task whose sensor is over its ``[budget]
 per_sensor`` cap, or whose every account is limited while its skill forbids
 fallback, goes back unrun, due later (``Store.put_back``).
 
-Every automatic gate change, auth failure and budget warning is sent to the alert
-hook. An automatic gate never replaces a stronger stop (``vigil.gate.trip``).
+Gates a person must lift, long holds, skipped fallbacks, auth failures and budget
+warnings are sent to the alert hook. An automatic gate never replaces a stronger
+stop (``vigil.gate.trip``).
 """
 
 from __future__ import annotations
@@ -313,7 +314,8 @@ class Guard:
         until = max(until, now_ms + dispatch.min_gate_ms)  # a reset already past must not make a hot loop
         detail = outcome.error or "no detail"
         limits = await limit_account(self._store, key, until=until, reason=detail, now_ms=now_ms, in_a_row=in_a_row)
-        where = pick(self._settings, executor, limits, now_ms)
+        # a fallback limited too: the first account free again may be the configured executor's
+        where = pick(self._settings, dispatch.executor if self._is_fallback(executor) else executor, limits, now_ms)
         if where.account is not None:
             log.info(
                 "account %s is limited until %s; tasks run on %s:%s", key, iso_utc(until), where.executor, where.account

@@ -224,3 +224,16 @@ async def test_the_configured_executor_that_cannot_start_still_waits_for_a_perso
     (alert,) = recorded(events)
     assert (alert["event"], alert["state"]) == ("gate_changed", "gated")
     assert alert["fix"] == "change [executors.claude] in vigil.toml (see `vigil doctor`), then run: vigil resume"
+
+
+async def test_with_the_fallback_limited_too_the_loop_waits_for_the_first_reset_of_either(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    settings = guard_settings(tmp_path, tmp_path / "e", dispatch={"executor": "claude", "fallback": ["codex"]})
+    guard, _ = make_guard(settings)
+    now = clock.now_ms()
+    await guard.after_outcome(await _claude_task(store), _limited("default", now + 10 * MINUTE))
+    on_codex = replace(await a_task(store, "fell back"), executor="codex")
+    await guard.after_outcome(on_codex, _limited("default", now + HOUR))
+    gate = await read_gate(store)
+    assert (gate.state, gate.until) == (GateState.GATED, now + 10 * MINUTE)  # Claude's, not Codex's
