@@ -6,7 +6,7 @@ Every event is a JSON object with at least::
      "home": "/path/to/home", "message": "one line for people"}
 
 plus fields of its kind (``gate``, ``task_id``, ``spent_usd`` …; see
-docs/guardrails.md). Kinds: ``gate_changed``, ``auth_failed``, ``budget_warning``,
+docs/guardrails.md). Kinds: ``gate_changed``, ``auth_failed``, ``fallback_skipped``, ``budget_warning``,
 ``task_failed``, ``task_waiting``, ``task_denied``, ``dispatcher_stale``,
 ``sensor_stale``, ``test``, and when
 ``[alerts] task_events`` subscribes to them ``task_added`` and ``task_completed``
@@ -55,6 +55,7 @@ log = logging.getLogger("vigil.alerts")
 EVENT_KINDS = (
     "gate_changed",
     "auth_failed",
+    "fallback_skipped",
     "budget_warning",
     "task_failed",
     "task_waiting",

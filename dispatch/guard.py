@@ -17,12 +17,19 @@ recorded:
   up to ``usage_limit_fallback``. The loop is gated only when every account of the
   task's executor and of its fallbacks is limited, until the earliest reset;
 * ``transient`` and ``stalled`` (overload, 5xx, the network, a crash, a silent
-  agent) → the loop backs off: gated for ``retry_backoff × 2^(n-1)``, capped at
-  ``retry_backoff_max``, jittered, after the n-th such failure in a row; it
-  resumes by itself, and an attempt that reaches the model ends the run of them;
+  agent) → the loop backs off by how long the outage has lasted, not by how many
+  attempts failed: the longest step of ``[dispatch] outage_backoff`` (30 s, 1 m,
+  2 m, 5 m, 10 m) not longer than the outage so far (``dispatch.holds``); it
+  resumes by itself with one task (a probe), and an attempt that reaches the
+  model ends the outage;
 * ``auth`` → gated until a person resumes (``vigil resume``);
 * ``refused`` (the agent CLI would not start: missing, a flag it rejects, refused
   as root …) → gated until a person resumes, the reason saying what to change;
+* ``auth``, ``refused`` or ``sandbox_failed`` of a run on a *fallback* executor
+  (``[dispatch] fallback``) → that account is skipped for ``FALLBACK_RECHECK_MS``
+  (one ``fallback_skipped`` alert, not one per task) and, with no account left
+  anywhere, the loop waits for the first reset: a broken fallback never turns a
+  limit that ends by itself into a person's job;
 * ``[limits] max_consecutive_failures`` failed attempts of the work itself in a
   row (failed, budget, turns, context, timeout) → gated until a person resumes; a
   success or the gate itself resets the count (canceled, usage-limited and
@@ -35,9 +42,9 @@ recorded:
   never gates: a denial is the wall working, not the loop failing).
 
 No automatic gate lasts less than ``[dispatch] min_gate``: a reset already past
-must not make a hot loop. One incident alerts once: a gate that lifted itself and
-is tripped again, for the same reason, by the first attempt after it stays quiet;
-"resumed by itself" is sent once an attempt gets through.
+must not make a hot loop. Alerts (``dispatch.holds``): a gate a person must lift
+alerts at once, saying what to do; one that ends by itself only when its incident
+held the loop past ``[alerts] held_loop``, and then once more when it is over.
 
 Before running a claimed task the loop asks ``needs_approval(task, skills)``: a
 task whose skill says ``requires_approval: true`` and that no person approved yet
@@ -46,8 +53,9 @@ asks ``deferred(task, skills)``: a task whose sensor is over its ``[budget]
 per_sensor`` cap, or whose every account is limited while its skill forbids
 fallback, goes back unrun, due later (``Store.put_back``).
 
-Every automatic gate change, auth failure and budget warning is sent to the alert
-hook. An automatic gate never replaces a stronger stop (``vigil.gate.trip``).
+Gates a person must lift, long holds, skipped fallbacks, auth failures and budget
+warnings are sent to the alert hook. An automatic gate never replaces a stronger
+stop (``vigil.gate.trip``).
 """
 
 from __future__ import annotations
@@ -60,24 +68,30 @@ from typing import Protocol
 
 from dispatch.accounts import pick
 from dispatch.alerts import AlertHook, make_event, waiting_event
+from dispatch.holds import ACTOR, Holds, outage_wait_ms
 from dispatch.skills import Skill
 from vigil.accounts import DEFAULT_ACCOUNT, account_key, account_worked, limit_account, read_limits
 from vigil.budget import WINDOW_MS, budget_use, claim_once, claim_warnings
 from vigil.clock import Clock, iso_utc
 from vigil.config import AGENT_EXECUTORS, Settings
 from vigil.fate import Policy
-from vigil.gate import BACKOFF, GATE_KEY, GateState, LoopGate, confirm_running, lift_expired, read_gate, trip
+from vigil.gate import BACKOFF, GATE_KEY, GateState, LoopGate, lift_expired
 from vigil.models import ApprovalState, Outcome, OutcomeKind, Task, TaskStatus
 from vigil.store import CostGroup, Store
 
 log = logging.getLogger("vigil.guard")
 
-GUARD_KEY = "guard"  # loop_state: {"consecutive_failures": int, "transient_failures": int}
+# loop_state: {"consecutive_failures": int, "transient_failures": int, "outage_since": epoch ms or 0}
+GUARD_KEY = "guard"
+COUNTS = ("consecutive_failures", "transient_failures", "outage_since")
 BUDGET_RECHECK_MS = 60_000  # over budget, how soon spend leaving the window is noticed
 # A sensor over its cap: how long its tasks wait before they are looked at again.
 # Long, because each look claims and releases the task (two audit events).
 SENSOR_RECHECK_MS = 3_600_000
-ACTOR = "guard"
+# A fallback that could not start: how long it is skipped before a run tries it again
+# (quietly: its alert was sent once).
+FALLBACK_RECHECK_MS = 3_600_000
+SKIPPED = "skipped, cannot start: "  # the reason of a fallback's account while it is skipped
 # Attempts that count as failures of the work itself. Not here: success (resets),
 # canceled (a person's choice), usage_limited, auth and refused (they gate on their own),
 # transient and stalled (the provider's or the machine's trouble: they back off),
@@ -96,6 +110,8 @@ FAILURES = frozenset(
 TRANSIENTS = frozenset({OutcomeKind.TRANSIENT, OutcomeKind.STALLED})
 # Attempts that reached the model: they end a run of transient failures.
 REACHED = FAILURES | {OutcomeKind.SUCCESS, OutcomeKind.OVER_BUDGET}
+# A run on a fallback executor that ended so: the fallback cannot work here; skipped.
+UNUSABLE = frozenset({OutcomeKind.AUTH, OutcomeKind.REFUSED, OutcomeKind.SANDBOX_FAILED})
 USAGE, AUTH, REFUSED, FAILED_IN_A_ROW = "usage", "auth", "refused", "failures"  # gate kinds
 
 
@@ -149,7 +165,7 @@ class Guard:
         # Failed and transient attempts in a row, as stored under GUARD_KEY (None: not
         # read yet). Only this dispatcher writes it, so the copy saves a commit per success.
         self._counts: dict[str, int] | None = None
-        self._lifted: LoopGate | None = None  # a gate that lifted itself, until an attempt gets through
+        self._holds = Holds(store, settings, alerts)  # gating, and telling a person only what needs one
         self._values: dict[str, object] = {}  # the loop state as may_claim last read it
 
     async def may_claim(self, now_ms: int) -> ClaimDecision:
@@ -157,16 +173,22 @@ class Guard:
         One read of the loop state, plus one of the spend when a cap is set."""
         values = await self._store.loop_values()
         self._values = values
-        gate = LoopGate.from_json(values.get(GATE_KEY))
+        stored = values.get(GATE_KEY)
+        gate = LoopGate.from_json(stored)
         if gate.state is GateState.GATED and gate.is_open(now_ms):
-            lifted = await lift_expired(self._store, by=ACTOR, now_ms=now_ms, stored=values.get(GATE_KEY))
+            lifted = await lift_expired(self._store, by=ACTOR, now_ms=now_ms, stored=stored)
             if lifted is not None:
                 # said once an attempt gets through: the first one may meet the same wall
-                self._lifted = lifted
+                self._holds.lifted = lifted
                 log.info("the gate lifted by itself: %s is over", lifted.reason)
-            gate = await read_gate(self._store)
+            stored = (await self._store.loop_values()).get(GATE_KEY)
+            gate = LoopGate.from_json(stored)
         if not gate.is_open(now_ms):
-            return ClaimDecision(False, reason=f"{gate.state}: {gate.reason}", until=gate.until)
+            until = await self._holds.held(gate, stored, now_ms)
+            return ClaimDecision(False, reason=f"{gate.state}: {gate.reason}", until=until)
+        probe_until = self._holds.probing(gate, now_ms)
+        if probe_until is not None:
+            return ClaimDecision(False, reason="another lane probes the provider after an outage", until=probe_until)
         budget = self._settings.budget
         if budget.daily_usd is None:
             return ClaimDecision(True)
@@ -187,25 +209,33 @@ class Guard:
         """Trip the automatic gates ``outcome`` calls for; ``task`` is as recorded."""
         now_ms = self._clock.now_ms()
         gated = False
-        if outcome.kind is OutcomeKind.USAGE_LIMITED:
+        executor = task.executor or self._settings.dispatch.executor
+        account = f"{executor}:{outcome.account or DEFAULT_ACCOUNT}"
+        if outcome.kind in UNUSABLE and self._is_fallback(executor):
+            gated = await self._skip_fallback(task, outcome, now_ms)
+        elif outcome.kind is OutcomeKind.USAGE_LIMITED:
             gated = await self._account_limited(task, outcome, now_ms)
         elif outcome.kind is OutcomeKind.AUTH:
             message = f"task #{task.id}: the agent CLI could not authenticate: {outcome.error or 'no detail'}"
-            self._alerts.notify(make_event("auth_failed", message, now_ms, task_id=task.id, error=outcome.error))
-            reason = f"auth failure ({outcome.error or 'no detail'}); fix credentials, then resume"
-            gated = await self._trip(reason, None, now_ms, AUTH)
+            fix = f"log {account} in again (`vigil doctor` checks every account), then run: vigil resume"
+            event = make_event("auth_failed", message, now_ms, task_id=task.id, error=outcome.error, fix=fix)
+            self._alerts.notify(event)
+            reason = f"auth failure on {account} ({outcome.error or 'no detail'}); fix its login, then resume"
+            gated = await self._holds.trip(reason, None, now_ms, AUTH, fix)
         elif outcome.kind is OutcomeKind.REFUSED:
             reason = (
                 f"the agent CLI refused to start ({outcome.error or 'no detail'}); "
                 "change its settings in vigil.toml, then resume"
             )
-            gated = await self._trip(reason, None, now_ms, REFUSED)
+            fix = f"change [executors.{executor}] in vigil.toml (see `vigil doctor`), then run: vigil resume"
+            gated = await self._holds.trip(reason, None, now_ms, REFUSED, fix)
         elif outcome.kind is OutcomeKind.SUCCESS and outcome.account is not None and task.executor:
             key = account_key(task.executor, outcome.account)
             await account_worked(self._store, key, read_limits(self._values))
-        gated = await self._count_failures(outcome, now_ms) or gated
+        if not (outcome.kind in UNUSABLE and self._is_fallback(executor)):  # the fallback's fault, not the work's
+            gated = await self._count_failures(outcome, now_ms) or gated
         if not gated and outcome.kind in REACHED:
-            await self._confirm_resumed(now_ms)
+            await self._holds.confirm_resumed(now_ms)
         if outcome.permission_denials:
             denials = outcome.permission_denials
             review = " it awaits review (vigil task approve or reject)" if task.awaiting_review else ""
@@ -284,7 +314,8 @@ class Guard:
         until = max(until, now_ms + dispatch.min_gate_ms)  # a reset already past must not make a hot loop
         detail = outcome.error or "no detail"
         limits = await limit_account(self._store, key, until=until, reason=detail, now_ms=now_ms, in_a_row=in_a_row)
-        where = pick(self._settings, executor, limits, now_ms)
+        # a fallback limited too: the first account free again may be the configured executor's
+        where = pick(self._settings, dispatch.executor if self._is_fallback(executor) else executor, limits, now_ms)
         if where.account is not None:
             log.info(
                 "account %s is limited until %s; tasks run on %s:%s", key, iso_utc(until), where.executor, where.account
@@ -292,7 +323,42 @@ class Guard:
             return False
         reason = f"usage limit: every account is limited ({key}: {detail})"
         # an executor that has no accounts (a command that exits as limited) waits as one
-        return await self._trip(reason, where.free_at or until, now_ms, USAGE)
+        return await self._holds.trip(reason, where.free_at or until, now_ms, USAGE)
+
+    def _is_fallback(self, executor: str) -> bool:
+        """Whether ``executor`` ran as a fallback: one of ``[dispatch] fallback``, not
+        the configured executor (whose failing to start every task meets: a person's)."""
+        dispatch = self._settings.dispatch
+        return executor != dispatch.executor and executor in dispatch.fallback
+
+    async def _skip_fallback(self, task: Task, outcome: Outcome, now_ms: int) -> bool:
+        """A run on a fallback executor could not start (not logged in, refused, its
+        sandbox broken): skip that account for ``FALLBACK_RECHECK_MS``, alert once
+        (the same failure again, at a recheck, stays quiet), and with no account
+        left anywhere wait for the first reset. Returns whether the loop was gated."""
+        executor = task.executor or self._settings.dispatch.executor
+        key = account_key(executor, outcome.account or DEFAULT_ACCOUNT)
+        detail = f"{outcome.kind}: {outcome.error or 'no detail'}"
+        reason = SKIPPED + detail
+        earlier = read_limits(await self._store.loop_values()).get(key)
+        until, floor = now_ms + FALLBACK_RECHECK_MS, now_ms + self._settings.dispatch.min_gate_ms
+        in_a_row = (earlier.in_a_row if earlier is not None else 0) + 1
+        limits = await limit_account(self._store, key, until=until, reason=reason, now_ms=now_ms, in_a_row=in_a_row)
+        if earlier is None or earlier.reason != reason:
+            message = f"fallback {key} cannot start ({detail}): skipped until {iso_utc(until)}"
+            fix = (
+                f"fix {executor} (`vigil doctor` checks every fallback and account), "
+                "or take it out of [dispatch] fallback; meanwhile tasks wait for a free account"
+            )
+            fields = {"executor": executor, "account": key, "task_id": task.id, "error": outcome.error}
+            self._alerts.notify(make_event("fallback_skipped", message, now_ms, **fields, until=until, fix=fix))
+        else:
+            log.info("fallback %s still cannot start; skipped until %s", key, iso_utc(until))
+        where = pick(self._settings, self._settings.dispatch.executor, limits, now_ms)
+        if where.account is not None or where.free_at is None:
+            return False
+        why = f"usage limit: every account is limited or cannot start ({key}: {detail})"
+        return await self._holds.trip(why, max(where.free_at, floor), now_ms, USAGE)
 
     async def _count_failures(self, outcome: Outcome, now_ms: int) -> bool:
         """Count failures of the work and transient failures in a row; gate the loop
@@ -300,11 +366,12 @@ class Guard:
         if outcome.kind not in REACHED and outcome.kind not in TRANSIENTS:
             return False
         counts = await self._read_counts()
-        failures, transients = counts["consecutive_failures"], counts["transient_failures"]
+        failures, transients, since = (counts[name] for name in COUNTS)
         if outcome.kind in TRANSIENTS:
             transients += 1
+            since = since or now_ms  # the outage began with its first transient failure
         else:  # the model was reached: the provider is up again
-            transients = 0
+            transients, since = 0, 0
             if outcome.kind is OutcomeKind.SUCCESS:
                 failures = 0
             elif outcome.kind in FAILURES:
@@ -313,57 +380,28 @@ class Guard:
         tripped = bool(limit) and failures >= limit
         # Counting starts afresh once the gate is tripped, so after `vigil resume`
         # it takes another run of failures to gate the loop again.
-        stored = {"consecutive_failures": 0 if tripped else failures, "transient_failures": transients}
+        stored = dict(zip(COUNTS, (0 if tripped else failures, transients, since), strict=True))
         if stored != counts:
             await self._store.set_loop_values({GUARD_KEY: stored})
             self._counts = stored
         if tripped:
             reason = f"{failures} failed runs in a row; look at the last ones, then resume"
-            return await self._trip(reason, None, now_ms, FAILED_IN_A_ROW)
+            fix = (
+                "look at the failed runs (vigil task list --status failed; vigil task show ID), "
+                "fix what they need (a skill, the config, the repository), then run: vigil resume"
+            )
+            return await self._holds.trip(reason, None, now_ms, FAILED_IN_A_ROW, fix)
         if outcome.kind in TRANSIENTS:
             dispatch = self._settings.dispatch
-            wait = max(self._backoff.backoff_ms(transients), dispatch.min_gate_ms)
+            wait = max(outage_wait_ms(dispatch.outage_backoff_ms, now_ms - since), dispatch.min_gate_ms)
             log.info("backing off after a transient failure: %s", outcome.error or outcome.kind)
             reason = f"backing off after {transients} transient failure{'' if transients == 1 else 's'}"
-            return await self._trip(reason, now_ms + wait, now_ms, BACKOFF)
+            return await self._holds.trip(reason, now_ms + wait, now_ms, BACKOFF)
         return False
 
     async def _read_counts(self) -> dict[str, int]:
         if self._counts is None:
             raw = (await self._store.loop_values()).get(GUARD_KEY)
             raw = raw if isinstance(raw, dict) else {}
-            self._counts = {
-                name: value if isinstance(value := raw.get(name, 0), int) else 0
-                for name in ("consecutive_failures", "transient_failures")
-            }
+            self._counts = {name: value if isinstance(value := raw.get(name, 0), int) else 0 for name in COUNTS}
         return self._counts
-
-    async def _trip(self, reason: str, until: int | None, now_ms: int, kind: str) -> bool:
-        """Gate the loop; alert unless the gate it replaces is of the same kind (a
-        gate already up, or one that lifted itself and met the same wall again: the
-        same incident). Returns whether the gate was set."""
-        before = await read_gate(self._store)
-        gate = await trip(self._store, reason=reason, until=until, by=ACTOR, now_ms=now_ms, kind=kind)
-        if gate is None:
-            log.info("the loop is already stopped for longer; not gating it for: %s", reason)
-            return False
-        self._lifted = None
-        if before.kind == kind and before.state is not GateState.PAUSED:
-            log.info("loop gated again, still: %s", reason)
-            return True
-        self._gate_changed(f"loop gated: {reason}", "gated", now_ms, gate)
-        return True
-
-    async def _confirm_resumed(self, now_ms: int) -> None:
-        """An attempt got through after a gate lifted itself: say the loop resumed."""
-        if self._lifted is None:
-            return
-        lifted, self._lifted = self._lifted, None
-        if await confirm_running(self._store, by=ACTOR, now_ms=now_ms) is not None:
-            self._gate_changed(f"loop resumed by itself: {lifted.reason} is over", "running", now_ms)
-
-    def _gate_changed(self, message: str, state: str, now_ms: int, gate: LoopGate | None = None) -> None:
-        fields: dict[str, object] = {"state": state}
-        if gate is not None:
-            fields.update(reason=gate.reason, until=gate.until)
-        self._alerts.notify(make_event("gate_changed", message, now_ms, **fields))

@@ -3,7 +3,8 @@
 Each URL (``ntfy://…``, ``tgram://…``, ``mailto://…``, ``json://…``: any service
 apprise knows) gets the alerts of its kinds (``vigil.config.NOTIFY_KINDS``; by
 default waiting, failed, gated and over budget), as a title (the event's message)
-and a body that says what happened and how to answer or act. The URLs of one event
+and a body that says what happened and how to answer or act (a gate a person must
+lift: its ``fix``; a hold that ends by itself: that there is nothing to do). The URLs of one event
 are sent to at once, each by a child process of its own, all within one deadline,
 ``[alerts] timeout``: a service that is down, refuses or hangs is logged and never
 raised, so the loop goes on. A child still sending at the deadline, or when the
@@ -61,8 +62,10 @@ def body_of(event: Mapping[str, object]) -> str:
         lines.append(f"Answer with: {event.get('answer_with')}, or from the dashboard (vigil tui, key w).")
     elif event.get("event") in ("task_failed", "task_denied"):
         lines.append(f"See: vigil task show {event.get('task_id')}")
-    elif event.get("event") in ("gate_changed", "auth_failed"):
-        lines.append("See: vigil status; resume with: vigil resume")
+    elif event.get("fix"):  # a gate a person must lift, a fallback that cannot start
+        lines.append(f"To do: {event.get('fix')}")
+    elif event.get("event") == "gate_changed":  # a hold that ends by itself: nothing to do
+        lines.append("Nothing to do: it ends by itself. See: vigil status")
     link = event.get("link")
     if link:
         lines.append(f"Open it in the dashboard: {link}")

@@ -9,6 +9,7 @@ package, which knows the built-ins.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -29,6 +30,12 @@ from vigil.store_url import check_store_url, mask_password
 CONFIG_NAME = "vigil.toml"
 STORE_URL_ENV = "VIGIL_STORE_URL"  # a PostgreSQL URL; wins over [store] url
 EXECUTORS = ("claude", "codex", "command", "dry-run")
+# The loop's backoff after transient failures (overload, 5xx, cut streams), by how
+# long the outage has lasted: it waits the longest step not longer than the outage so
+# far (the first step at least), so a provider that recovers is probed again within
+# about as long as it was down, and never more than 10 minutes later
+# ([dispatch] outage_backoff; dispatch.guard).
+OUTAGE_BACKOFF_MS = (30_000, 60_000, 120_000, 300_000, 600_000)
 AGENT_EXECUTORS = ("claude", "codex")  # the agent CLIs: accounts, usage limits, fallback
 MAX_LANES = 256  # [dispatch] lanes: each is a lock file or an advisory lock to try in turn
 MAX_INT = 1_000_000_000  # the largest integer a key takes, unless it says less
@@ -155,6 +162,9 @@ class DispatchSettings:
     # the shortest an automatic gate lasts (a usage limit, a backoff), whatever the
     # provider said: a reset already past must not make a hot loop
     min_gate_ms: int = 30_000
+    # the loop's waits after transient failures, by how long the outage has lasted
+    # (never longer than that, but for the first step): OUTAGE_BACKOFF_MS
+    outage_backoff_ms: tuple[int, ...] = OUTAGE_BACKOFF_MS
     # code work for every task that says nothing itself (repo, base, workspace, checks,
     # review, merge): docs/coding.md
     code: CodeOptions = field(default_factory=CodeOptions)
@@ -196,6 +206,9 @@ class AlertSettings:
     task_events: tuple[str, ...] = ()
     pass_env: tuple[str, ...] = ()  # the daemon's variables the hook gets (beyond PATH, HOME, locale, proxies)
     notify: tuple[NotifyTarget, ...] = ()  # notification services (apprise URLs), each with its kinds
+    # a loop held this long by a gate that ends by itself (a usage limit, an outage's
+    # backoff) alerts once, and once more when it ends; shorter holds stay quiet
+    held_loop_ms: int = 1_800_000
 
 
 TASK_EVENT_ALERTS = ("added", "completed")  # [alerts] task_events: what may be subscribed to
@@ -203,7 +216,7 @@ TASK_EVENT_ALERTS = ("added", "completed")  # [alerts] task_events: what may be 
 NOTIFY_KINDS: dict[str, tuple[str, ...]] = {
     "waiting": ("task_waiting",),
     "failed": ("task_failed",),
-    "gated": ("gate_changed", "auth_failed"),
+    "gated": ("gate_changed", "auth_failed", "fallback_skipped"),
     "over_budget": ("budget_warning",),
     "denied": ("task_denied",),
     "stale": ("dispatcher_stale", "sensor_stale"),
@@ -508,6 +521,23 @@ def _fallback(section: _Section) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
+def _outage_backoff(section: _Section, default: tuple[int, ...]) -> tuple[int, ...]:
+    """``[dispatch] outage_backoff``: durations, growing (``OUTAGE_BACKOFF_MS``)."""
+    value = section._get("outage_backoff")
+    if value is None:
+        return default
+    expected = 'a non-empty list of growing durations, e.g. ["30s", "1m", "2m", "5m", "10m"]'
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise section._fail("outage_backoff", expected)
+    try:
+        steps = tuple(parse_duration_ms(v) for v in value)
+    except InputError:
+        raise section._fail("outage_backoff", expected) from None
+    if any(later < earlier for earlier, later in itertools.pairwise(steps)) or steps[0] <= 0:
+        raise section._fail("outage_backoff", expected)
+    return steps
+
+
 def _lanes(section: _Section, default: int) -> int:
     lanes = section.int_("lanes", default, minimum=1)
     if lanes > MAX_LANES:
@@ -642,6 +672,7 @@ def _alerts(data: Mapping[str, Any], source: Path | None) -> AlertSettings:
         task_events=_task_events(section),
         pass_env=section.argv("pass_env", ()),
         notify=_notify(section),
+        held_loop_ms=section.duration_ms("held_loop", defaults.held_loop_ms),
     )
     section.done()
     return settings
@@ -883,6 +914,7 @@ def settings_from_mapping(
         stall_timeout_ms=d.duration_ms("stall_timeout", defaults.stall_timeout_ms),
         fallback=_fallback(d),
         min_gate_ms=d.duration_ms("min_gate", defaults.min_gate_ms),
+        outage_backoff_ms=_outage_backoff(d, defaults.outage_backoff_ms),
         code=_code(d, home),
         keep_branches=d.bool_("keep_branches", defaults.keep_branches),
         check_sandbox=d.bool_("check_sandbox", defaults.check_sandbox),

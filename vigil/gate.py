@@ -15,7 +15,10 @@ Key ``gate``, a JSON object::
 ``failures``; empty for a person's pause). A gate that lifted itself leaves
 ``running`` with its kind until an attempt confirms the loop is through
 (``confirm_running``): a gate of the same kind tripped in between is the same
-incident, not a new one to alert about.
+incident, not a new one to alert about. An incident's gates carry
+``held_since`` (epoch ms: when the incident began) and ``told`` (true once the
+alert that it has held the loop long was sent, ``[alerts] held_loop``), both
+absent when unset.
 
 While paused or gated the dispatcher claims nothing; sensors keep running. A task
 already running when the loop is paused finishes normally.
@@ -50,6 +53,8 @@ class LoopGate:
     since: int = 0
     by: str = ""
     kind: str = ""  # the guardrail; on a running gate: the one that lifted itself, not yet confirmed
+    held_since: int = 0  # when the incident began (a gate of the same kind again keeps it); 0: unknown
+    told: bool = False  # the incident's "held long" alert was sent
 
     def is_open(self, now_ms: int) -> bool:
         """Whether the dispatcher may claim at ``now_ms`` (a gate past its ``until`` is open)."""
@@ -67,6 +72,10 @@ class LoopGate:
         }
         if self.kind:  # a person's pause or resume has none
             value["kind"] = self.kind
+        if self.held_since:
+            value["held_since"] = self.held_since
+        if self.told:
+            value["told"] = True
         return value
 
     @classmethod
@@ -78,7 +87,7 @@ class LoopGate:
             state = GateState(str(value.get("state")))
         except ValueError:
             return cls()
-        until, since = value.get("until"), value.get("since")
+        until, since, held_since = value.get("until"), value.get("since"), value.get("held_since")
         return cls(
             state=state,
             reason=str(value.get("reason") or ""),
@@ -86,6 +95,8 @@ class LoopGate:
             since=since if isinstance(since, int) else 0,
             by=str(value.get("by") or ""),
             kind=str(value.get("kind") or ""),
+            held_since=held_since if isinstance(held_since, int) else 0,
+            told=value.get("told") is True,
         )
 
 
@@ -122,12 +133,22 @@ def _stronger(current: LoopGate, until: int | None, now_ms: int) -> bool:
 
 
 async def trip(
-    store: Store, *, reason: str, until: int | None, by: str, now_ms: int, kind: str = ""
+    store: Store,
+    *,
+    reason: str,
+    until: int | None,
+    by: str,
+    now_ms: int,
+    kind: str = "",
+    held_since: int = 0,
+    told: bool = False,
 ) -> LoopGate | None:
-    """Gate the loop (a guardrail of ``kind``). A stronger stop already in place is
-    kept (a person's pause, a gate only a person lifts, a gate that lasts longer);
-    returns the new gate, or None when the stronger one stays."""
-    gate = LoopGate(GateState.GATED, reason, until, now_ms, by, kind)
+    """Gate the loop (a guardrail of ``kind``) for the incident that began at
+    ``held_since`` (0: now), ``told`` whether its "held long" alert was sent. A
+    stronger stop already in place is kept (a person's pause, a gate only a person
+    lifts, a gate that lasts longer); returns the new gate, or None when the
+    stronger one stays."""
+    gate = LoopGate(GateState.GATED, reason, until, now_ms, by, kind, held_since or now_ms, told)
     while True:
         raw = (await store.loop_values()).get(GATE_KEY)
         if _stronger(LoopGate.from_json(raw), until, now_ms):
@@ -145,7 +166,9 @@ async def lift_expired(store: Store, *, by: str, now_ms: int, stored: object = N
     gate = LoopGate.from_json(raw)
     if gate.state is not GateState.GATED or gate.until is None or gate.until > now_ms:
         return None
-    lifted = LoopGate(GateState.RUNNING, f"resumed after: {gate.reason}", None, now_ms, by, gate.kind)
+    lifted = LoopGate(
+        GateState.RUNNING, f"resumed after: {gate.reason}", None, now_ms, by, gate.kind, gate.held_since, gate.told
+    )
     return gate if await store.replace_loop_value(GATE_KEY, raw, lifted.to_json()) else None
 
 
@@ -160,6 +183,17 @@ async def confirm_running(store: Store, *, by: str, now_ms: int) -> LoopGate | N
         return None
     confirmed = LoopGate(GateState.RUNNING, gate.reason, None, now_ms, by)
     return gate if await store.replace_loop_value(GATE_KEY, raw, confirmed.to_json()) else None
+
+
+async def mark_told(store: Store, stored: object) -> bool:
+    """Record that the incident of the gate ``stored`` (its value as just read)
+    was alerted as held long; False when the gate changed meanwhile or was marked
+    already (another dispatcher sent it: conditional, as ``lift_expired``)."""
+    gate = LoopGate.from_json(stored)
+    if gate.told or not gate.kind:
+        return False
+    marked = LoopGate(gate.state, gate.reason, gate.until, gate.since, gate.by, gate.kind, gate.held_since, True)
+    return await store.replace_loop_value(GATE_KEY, stored, marked.to_json())
 
 
 def gate_json(gate: LoopGate, now_ms: int) -> dict[str, object]:

@@ -38,9 +38,11 @@ def subscription_login(config_dir: Path, token: str) -> Path:
     return config_dir
 
 
-def alerts_toml(events: Path) -> str:
-    """The ``[alerts]`` table of a home whose hook appends each event to ``events``."""
-    return f"\n[alerts]\ncommand = {json.dumps([sys.executable, str(RECORDER), str(events)])}\n"
+def alerts_toml(events: Path, held_loop: str | None = None) -> str:
+    """The ``[alerts]`` table of a home whose hook appends each event to ``events``;
+    ``held_loop``: how long a self-ending hold lasts before it is told (None: 30m)."""
+    held = "" if held_loop is None else f'held_loop = "{held_loop}"\n'
+    return f"\n[alerts]\ncommand = {json.dumps([sys.executable, str(RECORDER), str(events)])}\n{held}"
 
 
 def recorded(events: Path, kind: str | None = None) -> list[dict[str, Any]]:

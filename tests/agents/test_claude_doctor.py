@@ -102,3 +102,22 @@ def test_settings_that_widen_the_agents_reach_are_named(tmp_path: Path) -> None:
     (sandbox,) = lines_of(proc.stdout, "sandbox")
     assert sandbox.startswith("warn")
     assert "bash_sandbox is off" in sandbox
+
+
+def test_each_fallback_and_each_account_is_checked_as_the_configured_executor_is(tmp_path: Path) -> None:
+    (tmp_path / "bare").mkdir()  # a login folder nobody logged in to
+    accounts = (
+        f'\n[executors.codex]\ncommand = ["{tmp_path / "no-codex"}"]\n'
+        '\n[[executors.claude.accounts]]\nname = "keyed"\napi_key_env = "ANTHROPIC_API_KEY"\n'
+        f'\n[[executors.claude.accounts]]\nname = "bare"\nconfig_dir = "{tmp_path / "bare"}"\n'
+    )
+    home = ClaudeHome.make(tmp_path, NO_SERVER, dispatch={"fallback": ["codex"]}, toml=accounts)
+    proc = home.vigil("doctor")
+    assert proc.returncode == 1, proc.stdout
+    assert lines_of(proc.stdout, "claude")[0] == "ok    claude     claude:keyed: 2.1.197 (Claude Code)"
+    keyed, bare = lines_of(proc.stdout, "login")
+    assert keyed.startswith("ok    login      claude:keyed: logged in")
+    assert bare.startswith("FAIL  login      claude:bare: Claude Code is not logged in for the agent")
+    (codex,) = lines_of(proc.stdout, "codex")
+    assert codex.startswith(f"FAIL  codex      codex (fallback): '{tmp_path / 'no-codex'}' does not run")
+    assert "npm install -g @openai/codex" in codex

@@ -62,7 +62,7 @@ def test_a_reset_named_in_the_current_minute_waits_for_its_end_not_for_tomorrow(
     # met again: read as past (the floor decides), never as tomorrow's 'try again at'
     assert runs[2]["started_at"] - runs[1]["finished_at"] < 10 * MINUTE_MS
     assert home.task(task_id)["attempt_count"] == 1
-    assert [e["state"] for e in recorded(events, "gate_changed")] == ["gated", "running"]
+    assert recorded(events, "gate_changed") == []  # held a minute: nothing a person needs to hear
 
 
 def test_an_api_keys_429_names_no_time_and_waits_a_short_backoff_not_an_hour(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ keeps its tokens, a 400, and what the agent said about each attempt."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -32,30 +34,45 @@ def prompt_of(request: dict[str, Any]) -> str:
 
 
 @pytest.mark.timeout(400)
-def test_a_burst_of_529s_over_six_tasks_backs_off_and_all_complete_with_no_person(tmp_path: Path) -> None:
+def test_a_burst_of_529s_over_six_tasks_is_probed_by_one_task_then_all_follow_with_no_person(tmp_path: Path) -> None:
     events = tmp_path / "events.jsonl"
-    backoff = {"retry_backoff": "2s", "retry_backoff_max": "8s", "min_gate": "2s"}
+    # two lanes (two `vigil run`), so that "one task at a time" after a backoff is seen;
+    # the loop's backoff by time, shortened: 2 s while the outage is young, at most 8 s
+    dispatch = {"lanes": 2, "outage_backoff": ["2s", "4s", "8s"], "retry_backoff": "1s", "min_gate": "1s"}
     with anthropic_server() as api:
-        home = ClaudeHome.make(tmp_path, api.server.url, dispatch=backoff, toml=alerts_toml(events))
+        home = ClaudeHome.make(tmp_path, api.server.url, dispatch=dispatch, toml=alerts_toml(events))
         tasks = [home.add_task(f"Task {n}") for n in range(1, 7)]
         # the API is overloaded for 30 s, however many requests come, then healthy
         api.script.default = Burst(time.monotonic() + BURST_S, overloaded(), Text("Done."))
-        loop = home.start("run")
+        loops = [home.start("run"), home.start("run")]
         try:
             shown = home.wait_for(
                 lambda: next((s for s in [home.vigil("status").stdout] if "backing off after" in s), None), 60
             )
             home.wait_for(lambda: all(home.task(t)["status"] == "completed" for t in tasks), timeout_s=300)
         finally:
-            home.stop(loop)
-    assert "loop: backing off after 1 transient failure, next try in " in shown
-    outcomes = [run["outcome"] for task in tasks for run in home.runs(task)]
+            for loop in loops:
+                home.stop(loop)
+    assert re.search(r"loop: backing off after \d transient failures?, next try in ", shown), shown
+    runs = sorted((run for task in tasks for run in home.runs(task)), key=lambda run: run["started_at"])
+    outcomes = [run["outcome"] for run in runs]
     assert outcomes.count("success") == 6
-    assert "transient" in outcomes
-    # the loop resumed by itself after each backoff: no gate ever waited for a person
-    gated = recorded(events, "gate_changed")
-    assert gated
-    assert all(e["until"] is not None for e in gated if e["state"] == "gated")
+    assert set(outcomes) == {"transient", "success"}
+    # once the first failure backed the loop off, each try is one task: a probe, alone
+    backed_off = min(run["finished_at"] for run in runs if run["outcome"] == "transient")
+    last_failed = max(run["finished_at"] for run in runs if run["outcome"] == "transient")
+    probe = next(run for run in runs if run["started_at"] >= last_failed)
+    probes = [run for run in runs if backed_off <= run["started_at"] <= probe["started_at"]]
+    assert probes[-1] == probe
+    for before, after in itertools.pairwise(probes):
+        assert after["started_at"] >= before["finished_at"], (before, after)
+    # the probe after the outage got through, and only then did the rest follow
+    assert probe["outcome"] == "success"
+    after_probe = [run for run in runs if run["started_at"] > probe["started_at"]]
+    assert all(run["outcome"] == "success" for run in after_probe)
+    assert all(run["started_at"] >= probe["finished_at"] for run in after_probe)
+    # the outage ended by itself, in seconds: nothing for a person, no vigil resume
+    assert recorded(events, "gate_changed") == []
     assert recorded(events, "task_failed") == []
 
 

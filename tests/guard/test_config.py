@@ -30,6 +30,8 @@ def test_defaults() -> None:
     assert (s.limits.per_source, s.limits.max_consecutive_failures) == ({}, 5)
     assert (s.alerts.command, s.alerts.timeout_ms) == ((), 30_000)
     assert (s.alerts.stale_dispatcher_ms, s.alerts.stale_sensor_ms) == (300_000, 3_600_000)
+    assert s.alerts.held_loop_ms == 1_800_000  # a self-ending hold is told after 30 minutes
+    assert s.dispatch.outage_backoff_ms == (30_000, 60_000, 120_000, 300_000, 600_000)
 
 
 def test_values() -> None:
@@ -46,6 +48,11 @@ def test_values() -> None:
     assert (s.alerts.command, s.alerts.timeout_ms, s.alerts.stale_sensor_ms) == (("notify", "--json"), 5000, 7_200_000)
 
 
+def test_the_outage_backoff_and_the_held_loop_threshold() -> None:
+    s = _settings({"dispatch": {"outage_backoff": ["5s", "5s", "1m"]}, "alerts": {"held_loop": "2h"}})
+    assert (s.dispatch.outage_backoff_ms, s.alerts.held_loop_ms) == ((5000, 5000, 60_000), 7_200_000)
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
@@ -60,6 +67,11 @@ def test_values() -> None:
         ({"alerts": {"command": "mail -s vigil me"}}, "[alerts] command: expected a list of strings"),
         ({"alerts": {"timeout": 30}}, "[alerts] timeout: expected a duration"),
         ({"budget": 5}, "budget: expected a table [budget]"),
+        ({"alerts": {"held_loop": 30}}, "[alerts] held_loop: expected a duration"),
+        ({"dispatch": {"outage_backoff": []}}, "[dispatch] outage_backoff: expected a non-empty list of growing"),
+        ({"dispatch": {"outage_backoff": ["1m", "30s"]}}, "[dispatch] outage_backoff: expected a non-empty list"),
+        ({"dispatch": {"outage_backoff": ["soon"]}}, "[dispatch] outage_backoff: expected a non-empty list"),
+        ({"dispatch": {"outage_backoff": "30s"}}, "[dispatch] outage_backoff: expected a non-empty list"),
     ],
 )
 def test_errors_name_the_file_and_the_key(data: dict[str, Any], message: str) -> None:

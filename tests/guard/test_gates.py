@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from dispatch.notifiers import body_of
 from tests.guard.conftest import GuardFactory
 from tests.guard.support import a_task, guard_settings, recorded
 from vigil.clock import ManualClock
@@ -14,34 +15,46 @@ from vigil.models import Outcome, OutcomeKind
 from vigil.store.sqlite import SqliteStore
 
 HOUR = 3_600_000
+HALF_HOUR = HOUR // 2
 
 
-async def test_usage_limit_gates_until_the_reset_then_resumes_by_itself(
+async def test_a_long_usage_limit_gate_alerts_once_past_the_threshold_and_once_when_over(
     store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
 ) -> None:
     events = tmp_path / "events.jsonl"
-    guard, hook = make_guard(guard_settings(tmp_path, events))
-    reset_at = clock.now_ms() + 2 * HOUR
+    guard, hook = make_guard(guard_settings(tmp_path, events))  # [alerts] held_loop: 30m by default
+    start = clock.now_ms()
+    reset_at = start + 2 * HOUR
     task = await a_task(store)
     await guard.after_outcome(task, Outcome(OutcomeKind.USAGE_LIMITED, error="limit reached", retry_at=reset_at))
 
     decision = await guard.may_claim(clock.now_ms())
-    assert (decision.may_claim, decision.until) == (False, reset_at)
+    assert (decision.may_claim, decision.until) == (False, start + HALF_HOUR)  # the idle loop looks again then
     assert "usage limit" in decision.reason
-    clock.set(reset_at - 1)
-    assert not (await guard.may_claim(clock.now_ms())).may_claim
+    clock.set(start + HALF_HOUR - 1)
+    assert (await guard.may_claim(clock.now_ms())).until == start + HALF_HOUR
+    await hook.drain()
+    assert recorded(events) == []  # held less than 30 minutes so far: nothing to tell
+    clock.set(start + HALF_HOUR)
+    decision = await guard.may_claim(clock.now_ms())
+    assert (decision.may_claim, decision.until) == (False, reset_at)
+    assert (await guard.may_claim(clock.now_ms() + 60_000)).until == reset_at  # told once, not again
     clock.set(reset_at)
     assert (await guard.may_claim(clock.now_ms())).may_claim
     assert (await read_gate(store)).state is GateState.RUNNING
     await hook.drain()
-    gate_events = [e for e in recorded(events) if e["event"] == "gate_changed"]
-    assert [e["state"] for e in gate_events] == ["gated"]  # resumed: said once an attempt gets through
-    assert gate_events[0]["until"] == reset_at
-    assert gate_events[0]["_env_event"] == "gate_changed"
+    (held,) = [e for e in recorded(events) if e["event"] == "gate_changed"]
+    assert (held["state"], held["until"], held["ends_by_itself"]) == ("gated", reset_at, True)
+    assert held["message"].startswith("the loop has been held for 30m: usage limit: every account is limited")
+    assert held["_env_event"] == "gate_changed"
+    assert "vigil resume" not in held["message"] + body_of(held)
+    assert "Nothing to do: it ends by itself" in body_of(held)
     await guard.after_outcome(task, Outcome(OutcomeKind.SUCCESS, account="default"))
     await hook.drain()
     gate_events = [e for e in recorded(events) if e["event"] == "gate_changed"]
     assert [e["state"] for e in gate_events] == ["gated", "running"]
+    assert gate_events[1]["message"].startswith("loop resumed by itself after 2h")
+    assert "vigil resume" not in body_of(gate_events[1])
 
 
 async def test_usage_limit_without_a_reset_time_waits_a_backoff_that_grows_to_the_fallback(
@@ -65,7 +78,7 @@ async def test_usage_limit_without_a_reset_time_waits_a_backoff_that_grows_to_th
     assert waits[3] <= 45 * minute
 
 
-async def test_a_reset_already_past_still_gates_for_the_floor_and_alerts_once(
+async def test_a_reset_already_past_still_gates_for_the_floor_and_a_short_hold_alerts_nothing(
     store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
 ) -> None:
     events = tmp_path / "events.jsonl"
@@ -82,8 +95,7 @@ async def test_a_reset_already_past_still_gates_for_the_floor_and_alerts_once(
     assert (await guard.may_claim(clock.now_ms())).may_claim
     await guard.after_outcome(task, Outcome(OutcomeKind.SUCCESS))
     await hook.drain()
-    gate_events = [e["state"] for e in recorded(events) if e["event"] == "gate_changed"]
-    assert gate_events == ["gated", "running"]  # one incident, not one per retry
+    assert recorded(events) == []  # held 2.5 minutes in all: nothing a person needs to hear
 
 
 async def test_auth_failure_gates_until_a_person_resumes(
@@ -104,6 +116,11 @@ async def test_auth_failure_gates_until_a_person_resumes(
     assert kinds == ["auth_failed", "gate_changed"]
     assert recorded(events)[0]["task_id"] == task.id
     assert "401" in recorded(events)[0]["message"]
+    # a gate a person must lift: alerted at once, saying exactly what to do
+    gated = recorded(events)[1]
+    assert (gated["state"], gated["until"]) == ("gated", None)
+    fix = "log dry-run:default in again (`vigil doctor` checks every account), then run: vigil resume"
+    assert body_of(gated).splitlines()[1] == f"To do: {fix}"
 
 
 async def test_consecutive_failures_gate_and_a_success_resets_the_count(

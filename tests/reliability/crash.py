@@ -43,6 +43,7 @@ executor = "dry-run"
 max_retries = 5
 retry_backoff = "100ms"
 retry_backoff_max = "200ms"
+outage_backoff = ["100ms", "200ms"]
 heartbeat = "500ms"
 shutdown_grace = "1s"
 

@@ -41,6 +41,7 @@ executor = "claude"
 max_retries = 2
 retry_backoff = "100ms"
 retry_backoff_max = "2s"
+outage_backoff = ["100ms", "2s"]
 min_gate = "100ms"
 timeout = "1m"
 heartbeat = "1s"

@@ -51,10 +51,11 @@ CONFIG = """\
 [dispatch]
 executor = "claude"
 max_retries = 2
-# The first step of a task's retry and of the loop's own backoff after a transient
-# failure (the default). The fake's overloads and crashes are scattered, not an
-# outage: at 5m each one held the whole loop for 5 simulated minutes, half the day
-# in all, and the queue never drained.
+# The first step of a task's retry (the default; the loop's own backoff after a
+# transient failure is [dispatch] outage_backoff's, 30 s while an outage is young).
+# The fake's overloads and crashes are scattered, not an outage: at 5m each one held
+# the whole loop for 5 simulated minutes, half the day in all, and the queue never
+# drained.
 retry_backoff = "30s"
 retry_backoff_max = "1h"
 usage_limit_fallback = "30m"
