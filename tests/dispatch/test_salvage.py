@@ -102,7 +102,7 @@ async def _dead_run(db: SqliteStore) -> Run:
 
 
 def _transcript(settings: Settings, run: Run, *lines: Any) -> Path:
-    prompt = {"type": "vigil.prompt", "executor": "claude", "argv": ["claude"], "text": "do it"}
+    prompt: dict[str, Any] = {"type": "vigil.prompt", "executor": "claude", "argv": ["claude"], "text": "do it"}
     prompt |= {"account": "default", "started_ms": STARTED_MS}
     init = {"type": "system", "subtype": "init", "session_id": SESSION}
     return _lines(transcript_path(settings, run.task_id, run.attempt), [prompt, "noise", init, *lines])
