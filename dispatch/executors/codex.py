@@ -34,7 +34,10 @@ agent said. The stream is read by ``codex_stream`` (tokens, answer, Codex's own 
 live progress notes, the outcome, refusals of Vigil's tools); the refusals of shell
 commands and patches come from Codex's session file (``codex_rollout``), and so
 does the usage while the run goes on (``codex_usage``), which the run's meter is
-held to. Codex
+held to. Codex counts a
+resumed thread's usage from the thread's start, in its stream and its session file
+alike; a resumed run's own is that less what the thread had spent before it
+(``thread_so_far``), so that no call is counted twice. Codex
 reports no dollar cost, so ``cost_usd`` and ``api_cost_usd`` are both computed from
 the price table (``dispatch.pricing``) for the model: the task's or skill's, else
 ``[executors.codex] model``, else the one in Codex's own ``config.toml``.
