@@ -12,9 +12,12 @@ temporary folder and nothing else it does not need:
   --strict-mcp-config --no-session-persistence --max-turns 1``: no tools offered, no
   MCP server, nothing kept. Its request holds the CLI's system prompt, about 2,000
   input tokens (Claude Code 2.1.197), and the answer a few output tokens;
-- Codex: ``exec --json --skip-git-repo-check --sandbox read-only --ephemeral``: its
-  request holds Codex's instructions and tools, about 10,000 input tokens (Codex
-  0.171.0), most of them cached on a second probe.
+- Codex: ``exec --json --skip-git-repo-check --sandbox read-only``: its request
+  holds Codex's instructions and tools, about 10,000 input tokens (Codex 0.171.0),
+  most of them cached on a second probe. The session is kept (``--ephemeral``
+  would drop it): its file is where Codex writes the limit state the API's
+  headers gave it (``codex_usage.last_rate_limits``), so the probe's session
+  stays in Codex's history.
 
 What each probe says (one line per account, ``probe`` in the report):
 
@@ -58,13 +61,16 @@ from dispatch.executors.child import ChildResult, StopRun, run_child
 from dispatch.executors.claude_stream import ClaudeStream
 from dispatch.executors.claude_stream import classify as classify_claude
 from dispatch.executors.codex import configured_model
+from dispatch.executors.codex_rollout import rollout_path
 from dispatch.executors.codex_stream import CodexStream, retry_note
 from dispatch.executors.codex_stream import classify as classify_codex
+from dispatch.executors.codex_usage import last_rate_limits
 from dispatch.pricing import api_cost_usd
 from vigil.accounts import DEFAULT_ACCOUNT
 from vigil.clock import iso_utc
 from vigil.config import AGENT_EXECUTORS, Settings
 from vigil.doctor import Finding
+from vigil.durations import format_duration
 from vigil.models import OutcomeKind
 
 PROMPT = "Reply with the single word OK."
@@ -72,7 +78,7 @@ TIMEOUT_S = 90.0
 GRACE_S = 3.0
 CLAUDE_FLAGS = ("--print", "--verbose", "--output-format", "stream-json", "--tools", "")
 CLAUDE_QUIET = ("--strict-mcp-config", "--no-session-persistence", "--max-turns", "1")
-CODEX_FLAGS = ("exec", "--json", "--skip-git-repo-check", "--sandbox", "read-only", "--ephemeral")
+CODEX_FLAGS = ("exec", "--json", "--skip-git-repo-check", "--sandbox", "read-only")
 INPUT_TOKENS = {"claude": "2,000", "codex": "10,000"}  # about, per request (module docstring)
 
 _REFUSED = re.compile(
@@ -288,5 +294,32 @@ async def _probe_codex(settings: Settings, target: Target) -> Finding:
     usage = stream.usage
     tokens = usage.input + usage.output + usage.cache_read + usage.cache_write
     cost = api_cost_usd(settings.prices, model, usage)
-    answered = f"(model {model or '?'}, {tokens} tokens, ${cost:.4f} at the price table); Codex reports no limit state"
-    return _verdict(verdict.kind, verdict.error, verdict.retry_at, answered)
+    limit = _codex_limit_text(target.env, stream.thread_id)
+    answered = f"(model {model or '?'}, {tokens} tokens, ${cost:.4f} at the price table); {limit}"
+    return _verdict(verdict.kind, verdict.error, verdict.retry_at, answered, limit)
+
+
+def _codex_limit_text(env: Mapping[str, str], thread_id: str | None) -> str:
+    """What Codex's session file says of the account's windows, for people:
+    ``limit: 5h00m window 42% used (resets …), 7d00h window 7% used``."""
+    path = None if thread_id is None else rollout_path(env, thread_id)
+    try:
+        limits = None if path is None else last_rate_limits(path)
+    except OSError:
+        limits = None
+    windows = []
+    for key in ("primary", "secondary"):
+        window = limits.get(key) if limits is not None else None
+        if not isinstance(window, dict) or not isinstance(window.get("used_percent"), int | float):
+            continue
+        minutes, resets = window.get("window_minutes"), window.get("resets_at")
+        text = f"{window['used_percent']:.0f}% used"
+        if isinstance(minutes, int) and minutes > 0:
+            text = f"{format_duration(minutes * 60_000)} window {text}"
+        if isinstance(resets, int) and resets > 0:
+            text += f" (resets {iso_utc(resets * 1000)})"
+        windows.append(text)
+    reached = limits.get("rate_limit_reached_type") if limits is not None else None
+    if isinstance(reached, str):
+        windows.append(f"reached: {reached}")
+    return "limit: " + ", ".join(windows) if windows else "no limit state reported"

@@ -126,3 +126,25 @@ def thread_usage(path: Path, since_ms: int | None = None) -> tuple[TokenUsage, s
             if since_ms is not None and at is not None and at < since_ms:
                 before = last
     return less(last, before), model
+
+
+def last_rate_limits(path: Path) -> dict[str, Any] | None:
+    """The ``rate_limits`` of the last ``token_count`` in the session file at
+    ``path``: what the API's headers told Codex of the account's windows
+    (``primary``, ``secondary``: ``used_percent``, ``window_minutes``,
+    ``resets_at`` in epoch seconds; ``rate_limit_reached_type``). None when the file
+    has none. Raises ``OSError`` when it cannot be read."""
+    found = None
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if '"rate_limits"' not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            payload = record.get("payload") if isinstance(record, dict) else None
+            limits = payload.get("rate_limits") if isinstance(payload, dict) else None
+            if isinstance(limits, dict):
+                found = limits
+    return found

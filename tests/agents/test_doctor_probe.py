@@ -130,3 +130,18 @@ def test_a_limited_subscription_is_a_warning_with_its_window_and_reset(tmp_path:
     assert "five_hour" in line
     assert time.strftime("%Y-%m-%dT%H:%M", time.gmtime(reset_s)) in line
     assert proc.returncode == 0, proc.stdout  # a limit ends by itself: not a failure
+
+
+@needs_codex
+def test_codex_reports_how_much_of_its_windows_is_used(tmp_path: Path) -> None:
+    reset_s = int(time.time()) + 3600
+    with openai_api.openai_server() as api:
+        api.headers = openai_api.codex_limits(42, reset_s, 7)
+        home = CodexHome.create(tmp_path, api.server.url)
+        proc = home.vigil("doctor", "--probe")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (line,) = probe_lines(proc.stdout)
+    assert line.startswith("ok    probe      codex:default: answered in "), line
+    reset = time.strftime("%Y-%m-%dT%H:%M", time.gmtime(reset_s))
+    assert f"limit: 5h00m window 42% used (resets {reset}" in line
+    assert "7d00h window 7% used" in line
