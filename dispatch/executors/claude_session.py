@@ -12,9 +12,11 @@ block (a text and a tool call: two lines with the same message id and usage)::
      "message": {"id": "msg_…", "model": "claude-…", "usage": {"input_tokens": 120,
      "cache_creation_input_tokens": 20, "cache_read_input_tokens": 40, "output_tokens": 30}}}
 
-so a process killed mid-run leaves every answer it was billed for. A resumed
-session (``--resume``) keeps its id and appends to the same file: what one run
-spent is what was written from its start on.
+so a process killed mid-run leaves every answer it was billed for. A sub-agent's
+answers (the ``Agent`` tool) are kept beside it, in ``<session id>/subagents/
+agent-<id>.jsonl``, in the same form. A resumed session (``--resume``) keeps its
+id and appends to the same files: what one run spent is what was written from
+its start on.
 """
 
 from __future__ import annotations
@@ -60,11 +62,24 @@ def _tokens(usage: Mapping[str, Any]) -> TokenUsage:
 
 
 def session_usage(path: Path, since_ms: int | None = None) -> dict[str, TokenUsage]:
-    """The tokens of every model answer in the session file at ``path`` written at
-    or after ``since_ms`` (epoch ms; None: all), summed by model, each answer
-    counted once. Lines that are not the expected JSON are skipped; raises
-    ``OSError`` when the file cannot be read."""
+    """The tokens of every model answer in the session file at ``path`` and its
+    sub-agents' files written at or after ``since_ms`` (epoch ms; None: all),
+    summed by model, each answer counted once. Lines that are not the expected
+    JSON are skipped; raises ``OSError`` when a file cannot be read."""
     answers: dict[str, tuple[str, TokenUsage]] = {}
+    for file in [path, *sorted((path.parent / path.stem).glob("subagents/*.jsonl"))]:
+        _read_answers(file, since_ms, answers)
+    by_model: dict[str, TokenUsage] = {}
+    for model, tokens in answers.values():
+        if tokens == TokenUsage():
+            continue  # an answer Claude Code made up itself (model "<synthetic>"): no call
+        by_model[model] = by_model.get(model, TokenUsage()) + tokens
+    return by_model
+
+
+def _read_answers(path: Path, since_ms: int | None, answers: dict[str, tuple[str, TokenUsage]]) -> None:
+    """Add each model answer of the file at ``path`` written at or after
+    ``since_ms`` to ``answers``, by message id (the last line of an answer wins)."""
     with path.open(encoding="utf-8", errors="replace") as lines:
         for number, line in enumerate(lines):
             if '"assistant"' not in line:
@@ -80,11 +95,5 @@ def session_usage(path: Path, since_ms: int | None = None) -> dict[str, TokenUsa
             at = parse_iso_ms(record.get("timestamp"))
             if not isinstance(usage, dict) or (since_ms is not None and (at is None or at < since_ms)):
                 continue
-            key = str(message.get("id") or f"line {number}")
+            key = str(message.get("id") or f"{path.name} line {number}")
             answers[key] = (str(message.get("model") or "unknown"), _tokens(usage))
-    by_model: dict[str, TokenUsage] = {}
-    for model, tokens in answers.values():
-        if tokens == TokenUsage():
-            continue  # an answer Claude Code made up itself (model "<synthetic>"): no call
-        by_model[model] = by_model.get(model, TokenUsage()) + tokens
-    return by_model

@@ -71,6 +71,9 @@ def test_a_claude_session_counts_each_answer_once_from_the_run_start(tmp_path: P
         "claude-haiku-4-5": TokenUsage(7, 10, 5, 1),
     }
     assert session_usage(path)["claude-opus-4-8"] == TokenUsage(1099, 20, 10, 2)
+    # a sub-agent's answers are kept beside the session's own
+    _lines(tmp_path / "s" / "subagents" / "agent-a1.jsonl", [_answer("msg_9", STARTED_MS + 4_000, tokens=50)])
+    assert session_usage(path, STARTED_MS)["claude-opus-4-8"] == TokenUsage(150, 20, 10, 2)
 
 
 def _count(at_ms: int, total: int) -> dict[str, Any]:
