@@ -6,8 +6,9 @@ the file is complete even when the stored answer is capped. Vigil's own records
 with ``vigil.``; the prompt's also names the account and the wall-clock moment
 the CLI started (``started_ms``), which crash recovery needs to read what a run
 left in the CLI's own session file (``dispatch.salvage``). The file is created
-0600 in a 0700 folder: prompts and answers may hold private data. Secrets (``vigil.redaction``) are masked in everything
-written, the agent's own lines included.
+0600 in a 0700 folder: prompts and answers may hold private data. Secrets
+(``vigil.redaction``) are masked in everything written, the agent's own lines
+included.
 """
 
 from __future__ import annotations
