@@ -1,7 +1,8 @@
 """``vigil doctor --probe``: one live request per account through the real Claude
 Code and Codex, against the scripted model server answering, refusing the key
-(401 on every request) and gone (nothing listening on its port); and a
-subscription's limit, which Claude Code reports by kind and reset.
+(401 on every request) and gone (nothing listening on its port); and the limit
+state each CLI reports: a subscription's window and reset (Claude Code's
+rate-limit event), a limited subscription, Codex's windows and their use.
 
 Plain ``vigil doctor`` makes no call: the same dead URL and refused key are
 ``ok login`` there (``test_claude_doctor``, ``test_codex_doctor``).
@@ -116,13 +117,35 @@ def test_a_dead_base_url_fails_the_probe(tmp_path: Path, probed_with: ProbedWith
     assert "base URL" in line
 
 
+def subscription_toml(tmp_path: Path) -> str:
+    """One Claude Code account, a folder logged in to a subscription."""
+    folder = subscription_login(tmp_path / "claude-a", "sk-ant-oat01-test-token")
+    return f'\n[[executors.claude.accounts]]\nname = "a"\nconfig_dir = "{folder}"\n'
+
+
+@needs_claude
+def test_a_subscription_says_its_limit_window_and_reset(tmp_path: Path) -> None:
+    reset_s = int(time.time()) + 7200
+    with anthropic_api.anthropic_server() as api:
+        api.headers = (
+            ("anthropic-ratelimit-unified-status", "allowed"),
+            ("anthropic-ratelimit-unified-reset", str(reset_s)),
+            ("anthropic-ratelimit-unified-representative-claim", "seven_day"),
+        )
+        home = ClaudeHome.make(tmp_path, api.server.url, toml=subscription_toml(tmp_path))
+        proc = home.vigil("doctor", "--probe")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (line,) = probe_lines(proc.stdout)
+    assert line.startswith("ok    probe      claude:a: answered in "), line
+    reset = time.strftime("%Y-%m-%dT%H:%M", time.gmtime(reset_s))
+    assert f"limit allowed (seven_day, resets {reset}" in line
+
+
 @needs_claude
 def test_a_limited_subscription_is_a_warning_with_its_window_and_reset(tmp_path: Path) -> None:
     reset_s = int(time.time()) + 3600
     with anthropic_api.anthropic_server() as api:
-        folder = subscription_login(tmp_path / "claude-a", "sk-ant-oat01-test-token")
-        toml = f'\n[[executors.claude.accounts]]\nname = "a"\nconfig_dir = "{folder}"\n'
-        home = ClaudeHome.make(tmp_path, api.server.url, toml=toml)
+        home = ClaudeHome.make(tmp_path, api.server.url, toml=subscription_toml(tmp_path))
         api.side.default = api.script.default = rate_limited(reset_s, retry_after_s=1)
         proc = home.vigil("doctor", "--probe")
     (line,) = probe_lines(proc.stdout)
