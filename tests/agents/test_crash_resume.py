@@ -76,6 +76,7 @@ def _prompt_records(home: ClaudeHome, run: Any) -> list[dict[str, Any]]:
     return [line for line in home.transcript(run) if line.get("type") == "vigil.prompt"]
 
 
+@pytest.mark.timeout(WAIT_S * 3)  # its waits' safety nets, longer than pytest's own
 @pytest.mark.parametrize("crash_with", CLIS)
 def test_after_a_dispatcher_crash_the_next_attempt_resumes_the_session(
     tmp_path: Path, crash_with: Callable[[Path], Any]
