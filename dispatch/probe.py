@@ -35,7 +35,8 @@ meets an overloaded API (5xx, 529)                     warn    reachable but bus
 is refused (401, 403, not logged in)                  FAIL    the key or login
 cannot reach the API (no connection, no answer        FAIL    unreachable
   within ``TIMEOUT_S``)
-fails otherwise (cannot start, another error)         FAIL    the CLI's error
+fails otherwise (cannot start, refuses its options,   FAIL    the outcome and the
+  another HTTP error)                                          CLI's error
 ====================================================  ======  ===================
 
 A CLI that would retry a failed request by itself (Claude Code retries a refused
@@ -199,7 +200,11 @@ def _verdict(kind: OutcomeKind, error: str | None, retry_at: int | None, answere
     if kind is OutcomeKind.USAGE_LIMITED:
         until = f" until {iso_utc(retry_at)}" if retry_at is not None else ""
         return Finding("warn", "probe", f"limited{until}: {error}" + (f"; {limit}" if limit else ""))
-    return _retried(error or str(kind))
+    if kind is OutcomeKind.AUTH:
+        return Finding("fail", "probe", f"refused: {error}: check the account's key or login")
+    if kind is OutcomeKind.TRANSIENT:  # the API's trouble or the way to it
+        return _retried(error or str(kind))
+    return Finding("fail", "probe", f"{kind}: {error}")  # the CLI refused to start, the API the request …
 
 
 def _limit_text(info: Mapping[str, Any] | None) -> str:
