@@ -25,13 +25,17 @@ For each orphan:
    out a pid that is still some group's id, so the group cannot belong to a
    stranger). Another machine's agent cannot be reached from here: it runs on
    until its own timeout, and its result is not recorded (the run is closed);
-2. record the run as ``interrupted`` and settle the task as ``vigil.fate`` decides
+2. read what the run left (``salvage``, when given: ``dispatch.salvage``): its
+   agent session and that session's tokens and cost, from the transcript and the
+   CLI's own session file, once its group has ended and written its last;
+3. record the run as ``interrupted`` and settle the task as ``vigil.fate`` decides
    for any interrupted attempt: requeued after a backoff with the attempt counted,
    failed when attempts are exhausted, canceled when a person had asked to. A task
    its agent already closed keeps the status it was given.
 
 The attempt is counted so that a task which keeps killing its dispatcher ends up
-failed instead of looping forever.
+failed instead of looping forever. Its next attempt resumes the run's session where
+one was salvaged (``dispatch.resumption``).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from dispatch.process import end_process_group, group_alive, pid_alive, same_process
 from dispatch.worker_ids import parse_worker_id
@@ -54,6 +58,9 @@ log = logging.getLogger("vigil.dispatch")
 GROUP_GRACE_S = 5.0  # SIGTERM → SIGKILL for an orphaned agent group
 MIN_INTERVAL_S = 1.0
 MAX_INTERVAL_S = 30.0
+
+Salvage = Callable[[Run, Outcome], Awaitable[Outcome]]
+"""The interrupted run's outcome with what the run left on disk (``dispatch.salvage``)."""
 
 
 def recovery_interval_s(lease_ms: int) -> float:
@@ -90,10 +97,16 @@ def _ours_to_end(run: Run) -> bool:
 
 
 async def recover_orphans(
-    store: Store, clock: Clock, *, policy: Policy | None = None, grace_s: float = GROUP_GRACE_S
+    store: Store,
+    clock: Clock,
+    *,
+    policy: Policy | None = None,
+    grace_s: float = GROUP_GRACE_S,
+    salvage: Salvage | None = None,
 ) -> list[Task]:
     """Settle every orphaned open run as ``policy`` (None: the default settings)
-    decides; returns the tasks as recovered. Safe from any process at any time, the
+    decides, with what ``salvage`` reads of it (None: nothing: no tokens, no
+    session); returns the tasks as recovered. Safe from any process at any time, the
     dispatcher whose runs they are included: its task in flight keeps a fresh lease,
     and a run it abandoned (a database failure while recording it) is settled once
     the lease has expired."""
@@ -112,6 +125,8 @@ async def recover_orphans(
             if not await end_process_group(run.pgid, grace_s):
                 log.error("run %d: process group %d did not end; recovering the task anyway", run.id, run.pgid)
         outcome = Outcome(OutcomeKind.INTERRUPTED, summary=f"interrupted: {reason}", error=reason)
+        if salvage is not None:
+            outcome = await salvage(run, outcome)
         settled = await store.recover(run.id, outcome, policy=policy)
         # The run may have ended by itself between the read above and the recovery
         # (its dispatcher recorded it: the recovery then changes nothing); only a run
@@ -131,6 +146,7 @@ async def keep_recovering(
     interval_s: float,
     policy: Policy | None = None,
     on_recovered: Callable[[], None] | None = None,
+    salvage: Salvage | None = None,
 ) -> None:
     """Recover orphans every ``interval_s`` until ``stop``, so that a dead host's task
     is picked up once its lease expires even when no dispatcher starts. A failure is
@@ -143,7 +159,7 @@ async def keep_recovering(
         if stop.is_set():
             return
         try:
-            recovered = await recover_orphans(store, clock, policy=policy)
+            recovered = await recover_orphans(store, clock, policy=policy, salvage=salvage)
         except VigilError as err:
             log.warning("crash recovery failed: %s", err)
             continue

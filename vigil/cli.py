@@ -8,6 +8,7 @@ bad input, 1 for a failed operation); a traceback reaching a user is a bug.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -528,10 +529,17 @@ def stats(ctx: click.Context, since: str, by: str, as_json: bool) -> None:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: ok, and each check's level, what and detail.")
+@click.option(
+    "--probe",
+    is_flag=True,
+    help="Also send one minimal live request per account through the real agent CLI (it costs that request).",
+)
 @click.pass_context
-def doctor(ctx: click.Context, as_json: bool) -> None:
+def doctor(ctx: click.Context, as_json: bool, probe: bool) -> None:
     """Check the home, config (as vigil run would: the sensors too), database, the
-    loop's gate, versions and the agent CLI. Exits 1 when a check failed."""
+    loop's gate, versions and the agent CLI; with --probe, each account's login,
+    reach and limit state by a live request. Exits 1 when a check failed."""
+    from dispatch.probe import cost_note, probe_findings
     from dispatch.readiness import agent_findings
     from vigil.doctor import Finding, run_checks
 
@@ -545,7 +553,13 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
 
     found: list[Finding] = []
     echo = (lambda line: None) if as_json else echo_verdicts
-    ok = asyncio.run(run_checks(state.home_arg, echo, agent_findings, sensor_count, findings=found))
+    if probe:  # what it costs, before it runs (on stderr with --json, which prints one object)
+        with contextlib.suppress(VigilError):  # a broken home is the checks' to report
+            click.echo(cost_note(settings_for(ctx)), err=as_json)
+    probes = probe_findings if probe else None
+    ok = asyncio.run(
+        run_checks(state.home_arg, echo, agent_findings, sensor_count, findings=found, probe_checks=probes)
+    )
     if as_json:
         from vigil.render import dumps
 

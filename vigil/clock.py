@@ -136,3 +136,16 @@ def iso_utc(epoch_ms: int | None) -> str | None:
     except (ValueError, OverflowError, OSError):
         return f"epoch-ms:{epoch_ms}"
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def parse_iso_ms(text: object) -> int | None:
+    """Epoch ms of an ISO 8601 time with its offset (``2026-12-04T21:38:34.419Z``,
+    as the agent CLIs stamp their session files); None for anything else, a time
+    without an offset included."""
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return None if moment.tzinfo is None else int(moment.timestamp() * MS_PER_SECOND)

@@ -289,11 +289,15 @@ def _recovering(
     """Standing by or dispatching, this process settles what dead dispatchers left,
     every recovery interval until ``stop``."""
     from dispatch.recovery import keep_recovering, recovery_interval_s
+    from dispatch.salvage import Salvager
 
     every_s = recovery_interval_s(settings.dispatch.lease_ms)
     policy = Policy(settings.dispatch)
+    salvage = Salvager(settings)
     return asyncio.create_task(
-        keep_recovering(store, clock, stop, interval_s=every_s, policy=policy, on_recovered=on_recovered)
+        keep_recovering(
+            store, clock, stop, interval_s=every_s, policy=policy, on_recovered=on_recovered, salvage=salvage
+        )
     )
 
 
@@ -324,6 +328,7 @@ async def _dispatch(
     from dispatch.environment import base_env
     from dispatch.exposure import widenings
     from dispatch.recovery import recover_orphans
+    from dispatch.salvage import Salvager
     from dispatch.standby import dispatch_in_lane
     from dispatch.task_alerts import forward_task_events
     from dispatch.watchdog import watch
@@ -340,7 +345,7 @@ async def _dispatch(
     )
     for line in widenings(settings, base_env(settings, executor=settings.dispatch.executor)):
         log.warning("the agent can reach beyond its workspace: %s", line)
-    await recover_orphans(store, clock, policy=Policy(settings.dispatch))
+    await recover_orphans(store, clock, policy=Policy(settings.dispatch), salvage=Salvager(settings))
     await sensors.start()
     # Overdue sensors and a hung dispatcher loop alert from inside; a dead
     # process is caught by `vigil alerts check` from cron.
@@ -378,6 +383,7 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tu
     is taken) and recovers what dead dispatchers left first.
     """
     from dispatch.recovery import recover_orphans
+    from dispatch.salvage import Salvager
     from dispatch.standby import release_lane
     from dispatch.worker_ids import new_worker_id
     from vigil.store import open_store
@@ -393,7 +399,7 @@ async def dispatch_once(settings: Settings, *, clock: Clock | None = None) -> tu
         store = await open_store(settings, clock)
         alerts = _make_alerts(settings, store)
         try:
-            await recover_orphans(store, clock, policy=Policy(settings.dispatch))
+            await recover_orphans(store, clock, policy=Policy(settings.dispatch), salvage=Salvager(settings))
             dispatcher = _make_dispatcher(store, settings, clock, alerts, worker_id)
             stop = asyncio.Event()
             with _Signals(stop) as signals:

@@ -6,7 +6,8 @@ Each check prints one line (``ok``, ``warn`` or ``FAIL``); the command fails if 
 check failed. It never creates or modifies an SQLite database; on PostgreSQL it
 opens the store as every command does (an empty database gets the schema). The
 agent CLI's own checks live with the executors (``dispatch.readiness``) and are
-handed in by the CLI as ``agent_checks``.
+handed in by the CLI as ``agent_checks``; so is ``--probe``'s live request per
+account (``dispatch.probe``), as ``probe_checks``, which only it makes.
 """
 
 from __future__ import annotations
@@ -241,12 +242,15 @@ async def run_checks(
     config_checks: ConfigChecks | None = None,
     *,
     findings: list[Finding] | None = None,
+    probe_checks: AgentChecks | None = None,
 ) -> bool:
     """Run every check, printing one line each; True when nothing failed.
     ``agent_checks`` runs the configured agent CLI for real (None: only look it
     up on PATH); ``config_checks`` checks what `vigil run` would refuse in the
     config (the sensors: None, not checked). ``findings`` (if given) receives each
-    line as a ``Finding`` too (``vigil doctor --json``)."""
+    line as a ``Finding`` too (``vigil doctor --json``). ``probe_checks`` (None:
+    none) makes a live request per account (``vigil doctor --probe``): a probe
+    that fails fails the doctor."""
     report = _Report(echo, findings)
     _versions(report)
     try:
@@ -275,6 +279,8 @@ async def run_checks(
     else:
         _executor(report, settings)
     _accounts(report, settings)
+    for finding in [] if probe_checks is None else await probe_checks(settings):
+        report.add(finding)
     _guardrails(report, settings)
     if not settings.skills_dir.is_dir():
         report.warn("skills", f"{settings.skills_dir} does not exist")

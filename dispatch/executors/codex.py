@@ -34,7 +34,10 @@ agent said. The stream is read by ``codex_stream`` (tokens, answer, Codex's own 
 live progress notes, the outcome, refusals of Vigil's tools); the refusals of shell
 commands and patches come from Codex's session file (``codex_rollout``), and so
 does the usage while the run goes on (``codex_usage``), which the run's meter is
-held to. Codex
+held to. Codex counts a
+resumed thread's usage from the thread's start, in its stream and its session file
+alike; a resumed run's own is that less what the thread had spent before it
+(``thread_so_far``), so that no call is counted twice. Codex
 reports no dollar cost, so ``cost_usd`` and ``api_cost_usd`` are both computed from
 the price table (``dispatch.pricing``) for the model: the task's or skill's, else
 ``[executors.codex] model``, else the one in Codex's own ``config.toml``.
@@ -54,7 +57,7 @@ from dispatch.executors.answer import detail_of, summary_of
 from dispatch.executors.child import ChildResult, StopRun, ended_early
 from dispatch.executors.codex_rollout import rollout_path, rollout_refusals, rollout_sandbox_failures
 from dispatch.executors.codex_stream import CodexStream, classify
-from dispatch.executors.codex_usage import SessionUsage
+from dispatch.executors.codex_usage import SessionUsage, less, thread_usage
 from dispatch.executors.refusals import sandbox_failed_error
 from dispatch.executors.transcript import run_agent_cli
 from dispatch.pricing import TokenUsage, api_cost_usd
@@ -195,11 +198,24 @@ def _logged_rejections(stderr: str) -> list[str]:
     ]
 
 
-def _metered(stream: CodexStream, ctx: RunContext, model: str | None) -> Callable[[bytes], None]:
+def thread_so_far(env: Mapping[str, str], thread_id: str) -> TokenUsage:
+    """What the thread ``thread_id`` has spent so far, by its session file (none
+    found: nothing). Codex counts a resumed thread's usage from the thread's start,
+    in its stream and its session file alike: a resumed run's own share is what
+    it reports less this, read before it starts."""
+    path = rollout_path(env, thread_id)
+    try:
+        return TokenUsage() if path is None else thread_usage(path)[0]
+    except OSError:
+        return TokenUsage()
+
+
+def _metered(stream: CodexStream, ctx: RunContext, model: str | None, before: TokenUsage) -> Callable[[bytes], None]:
     """``stream.feed``, with the run's usage so far metered (``ctx.meter``) at each
     event, and the run stopped once it passes its spending limit. The usage is the
     session file's, response by response (``codex_usage``), or, where that says
-    less, the completed turns' of the stream."""
+    less, the completed turns' of the stream; less ``before``, what a resumed
+    thread had spent before this run."""
     session = SessionUsage(ctx.env)
 
     def feed(raw: bytes) -> None:
@@ -207,7 +223,7 @@ def _metered(stream: CodexStream, ctx: RunContext, model: str | None) -> Callabl
         so_far = session.read(stream.thread_id)
         if so_far is None or _tokens_in(so_far) < _tokens_in(stream.usage):
             so_far = stream.usage
-        ctx.meter.record("run", model, so_far)
+        ctx.meter.record("run", model, less(so_far, before))
         if ctx.meter.over:
             raise StopRun
 
@@ -247,8 +263,9 @@ class CodexExecutor:
         )
         model = model or configured_model(ctx.env)  # named in no event: priced as configured
         stream = CodexStream(on_progress=ctx.on_progress)
+        before = TokenUsage() if ctx.resume is None else thread_so_far(ctx.env, ctx.resume.session_id)
         try:
-            result = await run_agent_cli(self.name, argv, ctx, self.grace_s, _metered(stream, ctx, model))
+            result = await run_agent_cli(self.name, argv, ctx, self.grace_s, _metered(stream, ctx, model, before))
         finally:
             if stream.retries:
                 ctx.on_progress(None)  # the run is over: no retry is going on any more
@@ -268,7 +285,8 @@ class CodexExecutor:
             if failures:  # the agent may say it is done: its commands never ran
                 kind, error = OutcomeKind.SANDBOX_FAILED, sandbox_failed_error(failures)
             summary = summary_of(stream.answer if kind is OutcomeKind.SUCCESS else (error or stream.answer))
-        cost = api_cost_usd(self.settings.prices, model, stream.usage)
+        usage = less(stream.usage, before)
+        cost = api_cost_usd(self.settings.prices, model, usage)
         # a run cut short (timed out, stalled, over budget) keeps what was metered
         return ctx.meter.charge(
             Outcome(
@@ -279,10 +297,10 @@ class CodexExecutor:
                 exit_code=result.exit_code,
                 cost_usd=cost,
                 api_cost_usd=cost,
-                tokens_in=stream.usage.input,
-                tokens_out=stream.usage.output,
-                cache_read_tokens=stream.usage.cache_read,
-                cache_write_tokens=stream.usage.cache_write,
+                tokens_in=usage.input,
+                tokens_out=usage.output,
+                cache_read_tokens=usage.cache_read,
+                cache_write_tokens=usage.cache_write,
                 model=model,
                 session_id=stream.thread_id,
                 transcript_path=transcript_path,

@@ -20,6 +20,7 @@ from typing import Any
 
 from dispatch.executors.codex_rollout import rollout_path
 from dispatch.pricing import TokenUsage
+from vigil.clock import parse_iso_ms
 
 MARK = b'"token_count"'
 
@@ -82,3 +83,68 @@ class SessionUsage:
         total = info.get("total_token_usage") if isinstance(info, dict) else None
         if isinstance(total, dict):
             self.usage = codex_tokens(total)
+
+
+def less(total: TokenUsage, before: TokenUsage) -> TokenUsage:
+    """``total`` without ``before`` (each count at least 0): one run's share of a
+    thread's running total."""
+    return TokenUsage(
+        input=max(total.input - before.input, 0),
+        output=max(total.output - before.output, 0),
+        cache_read=max(total.cache_read - before.cache_read, 0),
+        cache_write=max(total.cache_write - before.cache_write, 0),
+    )
+
+
+def thread_usage(path: Path, since_ms: int | None = None) -> tuple[TokenUsage, str | None]:
+    """What the session file at ``path`` records as spent from ``since_ms`` (epoch
+    ms; None: ever) on: the last ``total_token_usage`` less the last one written
+    before ``since_ms`` (a resumed thread's total counts its earlier runs), and the
+    model of its last ``turn_context`` (None: none named). Raises ``OSError`` when
+    the file cannot be read; lines that are not the expected JSON are skipped."""
+    before = last = TokenUsage()
+    model = None
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if '"token_count"' not in line and '"turn_context"' not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            payload = record.get("payload") if isinstance(record, dict) else None
+            if not isinstance(payload, dict):
+                continue
+            if record.get("type") == "turn_context" and isinstance(payload.get("model"), str):
+                model = payload["model"]
+            info = payload.get("info") if payload.get("type") == "token_count" else None
+            total = info.get("total_token_usage") if isinstance(info, dict) else None
+            if not isinstance(total, dict):
+                continue
+            last = codex_tokens(total)
+            at = parse_iso_ms(record.get("timestamp"))
+            if since_ms is not None and at is not None and at < since_ms:
+                before = last
+    return less(last, before), model
+
+
+def last_rate_limits(path: Path) -> dict[str, Any] | None:
+    """The ``rate_limits`` of the last ``token_count`` in the session file at
+    ``path``: what the API's headers told Codex of the account's windows
+    (``primary``, ``secondary``: ``used_percent``, ``window_minutes``,
+    ``resets_at`` in epoch seconds; ``rate_limit_reached_type``). None when the file
+    has none. Raises ``OSError`` when it cannot be read."""
+    found = None
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if '"rate_limits"' not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            payload = record.get("payload") if isinstance(record, dict) else None
+            limits = payload.get("rate_limits") if isinstance(payload, dict) else None
+            if isinstance(limits, dict):
+                found = limits
+    return found

@@ -3,9 +3,12 @@
 The agent's stdout is copied line by line, byte for byte (noise lines included), so
 the file is complete even when the stored answer is capped. Vigil's own records
 (the prompt sent, stderr, how the run ended) are JSON lines whose ``type`` starts
-with ``vigil.``. The file is created 0600 in a 0700 folder: prompts and answers
-may hold private data. Secrets (``vigil.redaction``) are masked in everything
-written, the agent's own lines included.
+with ``vigil.``; the prompt's also names the account and the wall-clock moment
+the CLI started (``started_ms``), which crash recovery needs to read what a run
+left in the CLI's own session file (``dispatch.salvage``). The file is created
+0600 in a 0700 folder: prompts and answers may hold private data. Secrets
+(``vigil.redaction``) are masked in everything written, the agent's own lines
+included.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -79,7 +83,9 @@ async def run_agent_cli(
     text = ctx.prompt if resume is None else resume.message
     with Transcript(ctx.transcript_path, ctx.redactor, keep=ctx.keep_transcript) as transcript:
         resumed = {} if resume is None else {"resumes": resume.session_id, "from_run": resume.from_run}
-        transcript.record("prompt", executor=executor, argv=list(argv), text=text, **resumed)
+        started_ms = int(time.time() * 1000)  # the wall clock the CLI stamps its session file with
+        where = {"account": ctx.account, "started_ms": started_ms}
+        transcript.record("prompt", executor=executor, argv=list(argv), text=text, **where, **resumed)
 
         def on_line(raw: bytes) -> None:
             transcript.line(raw)

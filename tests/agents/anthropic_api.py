@@ -50,6 +50,7 @@ class MessagesApi:
         self.script = Script(Text(DEFAULT_ANSWER))
         self.side = Script(Text("ok"))
         self.by_credential: dict[str, Script] = {}
+        self.headers: tuple[tuple[str, str], ...] = ()  # sent with every streamed answer
         server.route("/v1/messages/count_tokens", self._count_tokens)
         server.route("/v1/messages", self._messages)
 
@@ -75,7 +76,7 @@ class MessagesApi:
         reply = script.next() if _is_conversation(body) else self.side.next()
         model = str(body.get("model") or "claude-test")
         streaming = bool(body.get("stream"))
-        deliver(exchange, reply, lambda ex, r: _render(ex, r, model, streaming))
+        deliver(exchange, reply, lambda ex, r: _render(ex, r, model, streaming, self.headers))
 
 
 def vigil_tool(name: str, **arguments: Any) -> ToolCall:
@@ -106,7 +107,9 @@ def _blocks(reply: Reply) -> list[dict[str, Any]]:
     raise TypeError(f"not a model answer: {reply!r}")
 
 
-def _render(exchange: Exchange, reply: Reply, model: str, streaming: bool) -> None:
+def _render(
+    exchange: Exchange, reply: Reply, model: str, streaming: bool, headers: tuple[tuple[str, str], ...] = ()
+) -> None:
     message_id = f"msg_{next(_ids):04d}"
     if isinstance(reply, Silent):
         exchange.start_events()
@@ -144,7 +147,7 @@ def _render(exchange: Exchange, reply: Reply, model: str, streaming: bool) -> No
             },
         )
         return
-    exchange.start_events()
+    exchange.start_events(headers)
     exchange.event("message_start", _start(message_id, model, reply.usage))
     for index, block in enumerate(blocks):
         for name, data in _block_events(index, block):

@@ -215,12 +215,15 @@ class Exchange:
         h.wfile.write(data)
         h.wfile.flush()
 
-    def start_events(self) -> None:
-        """Begin a server-sent-events answer; the connection closes at its end."""
+    def start_events(self, headers: Iterable[tuple[str, str]] = ()) -> None:
+        """Begin a server-sent-events answer, with extra ``headers``; the connection
+        closes at its end."""
         h = self._handler
         h.send_response(200)
         h.send_header("content-type", "text/event-stream")
         h.send_header("cache-control", "no-cache")
+        for name, value in headers:
+            h.send_header(name, value)
         h.send_header("connection", "close")
         h.end_headers()
         h.close_connection = True

@@ -118,6 +118,7 @@ class ResponsesApi:
     def __init__(self, server: ModelServer) -> None:
         self.server = server
         self.script = Script(Text(DEFAULT_ANSWER))
+        self.headers: tuple[tuple[str, str], ...] = ()  # sent with every answer (e.g. ``codex_limits``)
         server.route("/v1/responses", self._responses)
 
     def requests(self) -> list[dict[str, Any]]:
@@ -137,7 +138,19 @@ class ResponsesApi:
     def _responses(self, exchange: Exchange) -> None:
         body = exchange.body if isinstance(exchange.body, dict) else {}
         model = str(body.get("model") or "gpt-test")
-        deliver(exchange, self.script.next(), lambda ex, reply: _render(ex, reply, model))
+        deliver(exchange, self.script.next(), lambda ex, reply: _render(ex, reply, model, self.headers))
+
+
+def codex_limits(primary_percent: float, primary_reset_s: int, secondary_percent: float) -> tuple[tuple[str, str], ...]:
+    """The headers in which the API tells Codex (0.171.0) how much of its windows
+    is used: five hours (``primary``) and a week (``secondary``)."""
+    return (
+        ("x-codex-primary-used-percent", f"{primary_percent:g}"),
+        ("x-codex-primary-window-minutes", "300"),
+        ("x-codex-primary-reset-at", str(primary_reset_s)),
+        ("x-codex-secondary-used-percent", f"{secondary_percent:g}"),
+        ("x-codex-secondary-window-minutes", "10080"),
+    )
 
 
 def _usage(usage: Usage) -> dict[str, Any]:
@@ -155,9 +168,9 @@ def _message(item_id: str, text: str, status: str) -> dict[str, Any]:
     return {"type": "message", "id": item_id, "role": "assistant", "status": status, "content": content}
 
 
-def _render(exchange: Exchange, reply: Reply, model: str) -> None:
+def _render(exchange: Exchange, reply: Reply, model: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
     response_id = f"resp_{next(_ids):04d}"
-    exchange.start_events()
+    exchange.start_events(headers)
     exchange.event("response.created", {"type": "response.created", "response": {"id": response_id, "model": model}})
     if isinstance(reply, Silent):
         hold_silent(exchange, reply.hold_s)
