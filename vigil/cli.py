@@ -532,7 +532,7 @@ def stats(ctx: click.Context, since: str, by: str, as_json: bool) -> None:
 def doctor(ctx: click.Context, as_json: bool) -> None:
     """Check the home, config (as vigil run would: the sensors too), database, the
     loop's gate, versions and the agent CLI. Exits 1 when a check failed."""
-    from dispatch.readiness import agent_findings
+    from dispatch.agents.doctor import agent_findings
     from vigil.doctor import Finding, run_checks
 
     state: CliState = ctx.find_object(CliState)  # type: ignore[assignment]

@@ -5,7 +5,7 @@ and the configured agent CLI.
 Each check prints one line (``ok``, ``warn`` or ``FAIL``); the command fails if any
 check failed. It never creates or modifies an SQLite database; on PostgreSQL it
 opens the store as every command does (an empty database gets the schema). The
-agent CLI's own checks live with the executors (``dispatch.readiness``) and are
+agent CLI's own checks live with the executors (``dispatch.agents.doctor``) and are
 handed in by the CLI as ``agent_checks``.
 """
 

@@ -108,8 +108,8 @@ def build_executor(
     reset of a usage limit the agent names as a time of day.
     """
     # imported here: each executor module imports this one for RunContext
-    from dispatch.executors.claude import ClaudeExecutor
-    from dispatch.executors.codex import CodexExecutor
+    from dispatch.agents.claude.executor import ClaudeExecutor
+    from dispatch.agents.codex.executor import CodexExecutor
     from dispatch.executors.command import CommandExecutor
     from dispatch.executors.dryrun import DryRunExecutor
 

@@ -18,7 +18,7 @@ reach:
 * ``[dispatch] check_sandbox = false`` (or no bubblewrap): a task's checks, which run
   code the agent wrote, run unconfined.
 
-Each sandbox that is on is also started for real (``dispatch.sandbox_probe``): one
+Each sandbox that is on is also started for real (``dispatch.agents.sandbox_probe``): one
 that does not start fails ``vigil doctor``.
 """
 
@@ -28,11 +28,16 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from dispatch.claude_sandbox import sandbox_problem
-from dispatch.codex_readiness import Run
-from dispatch.executors.codex import configured_model
-from dispatch.pricing import PRICES_AS_OF, SHIPPED_PRICES, model_price, price_for
-from dispatch.sandbox_probe import USERNS_FIX, checks_sandbox_finding, claude_sandbox_problem, codex_sandbox_problem
+from dispatch.agents.claude.sandbox import sandbox_problem
+from dispatch.agents.codex.doctor import Run
+from dispatch.agents.codex.executor import configured_model
+from dispatch.agents.pricing import PRICES_AS_OF, SHIPPED_PRICES, model_price, price_for
+from dispatch.agents.sandbox_probe import (
+    USERNS_FIX,
+    checks_sandbox_finding,
+    claude_sandbox_problem,
+    codex_sandbox_problem,
+)
 from dispatch.workspace import contains
 from vigil.config import Settings
 from vigil.doctor import Finding
@@ -90,7 +95,7 @@ def _outside_dirs(section: str, folders: tuple[str, ...], home: Path) -> list[st
 async def reach_findings(settings: Settings, env: Mapping[str, str], run: Run) -> list[Finding]:
     """``vigil doctor``'s findings on the agent's workspace, its sandbox and the
     settings that widen them. ``run`` runs each sandbox's probe
-    (``dispatch.sandbox_probe``) in the agent's workspace, as a task would."""
+    (``dispatch.agents.sandbox_probe``) in the agent's workspace, as a task would."""
     keep_days = settings.dispatch.keep_workspace_ms / 86_400_000
     workdir = settings.dispatch.workdir
     where = (

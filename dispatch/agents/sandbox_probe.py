@@ -25,9 +25,9 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from dispatch.agents.codex.doctor import Run
+from dispatch.agents.codex.executor import NO_LOGIN_SHELL, WORKSPACE_NETWORK
 from dispatch.checks import check_sandbox
-from dispatch.codex_readiness import Run
-from dispatch.executors.codex import NO_LOGIN_SHELL, WORKSPACE_NETWORK
 from vigil.config import Settings
 from vigil.doctor import Finding
 
@@ -72,7 +72,7 @@ async def codex_sandbox_problem(settings: Settings, env: Mapping[str, str], cwd:
     """A ``fail`` finding when Codex's sandbox (``[executors.codex] sandbox``) does
     not start a command in ``cwd``; None when it does, when there is no sandbox to
     start (``danger-full-access``), off Linux, or when the CLI itself is missing
-    (``dispatch.codex_readiness`` says so)."""
+    (``dispatch.agents.codex.doctor`` says so)."""
     mode = settings.codex.sandbox
     command = settings.codex.command
     if mode == "danger-full-access" or platform.system() != "Linux":

@@ -1,8 +1,8 @@
 """Whether the configured agent CLI can work from this home: ``vigil doctor``'s
-checks of the real binary (``dispatch.claude_readiness``,
-``dispatch.codex_readiness``), then, for either, the agent's workspace, its
-sandbox (a command run through it: ``dispatch.sandbox_probe``), what a widened
-setting lets it reach, and how its runs are priced (``dispatch.exposure``).
+checks of the real binary (``dispatch.agents.claude.doctor``,
+``dispatch.agents.codex.doctor``), then, for either, the agent's workspace, its
+sandbox (a command run through it: ``dispatch.agents.sandbox_probe``), what a widened
+setting lets it reach, and how its runs are priced (``dispatch.agents.exposure``).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 
-from dispatch.claude_readiness import claude_findings
-from dispatch.codex_readiness import codex_findings
+from dispatch.agents.claude.doctor import claude_findings
+from dispatch.agents.codex.doctor import codex_findings
+from dispatch.agents.exposure import price_findings, reach_findings
 from dispatch.environment import base_env
-from dispatch.exposure import price_findings, reach_findings
 from vigil.config import Settings
 from vigil.doctor import Finding
 

@@ -1,5 +1,5 @@
 """``vigil doctor``'s checks of the ``codex`` executor, run for real
-(``dispatch.readiness`` calls them when Codex is the configured executor).
+(``dispatch.agents.doctor`` calls them when Codex is the configured executor).
 
 They run Codex as an agent run would (the same argv prefix, the environment an
 agent gets, in the working directory) and say what is wrong and what to do:
@@ -12,7 +12,7 @@ agent gets, in the working directory) and say what is wrong and what to do:
 - ``OPENAI_API_KEY`` set for Codex's built-in OpenAI provider, which does not read
   it (Codex 0.171.0 sends no key at all then).
 
-The sandbox and the workspace are reported by ``dispatch.exposure``.
+The sandbox and the workspace are reported by ``dispatch.agents.exposure``.
 """
 
 from __future__ import annotations
