@@ -1,8 +1,8 @@
 """Whether the configured agent CLI can work from this home: ``vigil doctor``'s
-checks of the real binary (``dispatch.agents.claude.doctor``,
-``dispatch.agents.codex.doctor``), then, for either, the agent's workspace, its
-sandbox (a command run through it: ``dispatch.agents.sandbox_probe``), what a widened
-setting lets it reach, and how its runs are priced (``dispatch.agents.exposure``).
+checks of the real binary (its ``AgentCli``'s ``checks``: ``dispatch.agents.claude.doctor``,
+``dispatch.agents.codex.doctor``), then the agent's workspace, its sandbox (a command
+run through it), what a widened setting lets it reach, and how its runs are priced
+(``dispatch.agents.exposure``).
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 
-from dispatch.agents.claude.doctor import claude_findings
-from dispatch.agents.codex.doctor import codex_findings
 from dispatch.agents.exposure import price_findings, reach_findings
+from dispatch.agents.registry import AGENT_CLIS
 from dispatch.environment import base_env
 from vigil.config import Settings
 from vigil.doctor import Finding
@@ -48,12 +47,9 @@ async def agent_findings(settings: Settings) -> list[Finding]:
     """The checks of the configured executor's CLI, then its workspace, sandbox and
     prices; none for executors without a CLI here (their command is checked by
     ``vigil doctor`` itself)."""
-    executor = settings.dispatch.executor
-    if executor == "claude":
-        found = await claude_findings(settings, run_briefly)
-    elif executor == "codex":
-        found = await codex_findings(settings, run_briefly)
-    else:
+    cli = AGENT_CLIS.get(settings.dispatch.executor)
+    if cli is None:
         return []
-    env = base_env(settings, executor=executor)
+    found = await cli.checks(settings, run_briefly)
+    env = base_env(settings, executor=cli.facts.name)
     return found + await reach_findings(settings, env, run_briefly) + price_findings(settings, env)

@@ -18,60 +18,41 @@ reach:
 * ``[dispatch] check_sandbox = false`` (or no bubblewrap): a task's checks, which run
   code the agent wrote, run unconfined.
 
-Each sandbox that is on is also started for real (``dispatch.agents.sandbox_probe``): one
-that does not start fails ``vigil doctor``.
+Each sandbox that is on is also started for real (each CLI's ``reach`` module, and
+``dispatch.agents.sandbox_probe`` for the checks'): one that does not start fails
+``vigil doctor``. What is particular to a CLI comes from its ``AgentCli``.
 """
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping
-from pathlib import Path
 
-from dispatch.agents.claude.sandbox import sandbox_problem
-from dispatch.agents.codex.doctor import Run
-from dispatch.agents.codex.executor import configured_model
+from dispatch.agents.cli import Run
 from dispatch.agents.pricing import PRICES_AS_OF, SHIPPED_PRICES, model_price, price_for
-from dispatch.agents.sandbox_probe import (
-    USERNS_FIX,
-    checks_sandbox_finding,
-    claude_sandbox_problem,
-    codex_sandbox_problem,
-)
+from dispatch.agents.registry import AGENT_CLIS
+from dispatch.agents.sandbox_probe import checks_sandbox_finding
 from dispatch.workspace import contains
 from vigil.config import Settings
 from vigil.doctor import Finding
-
-UNCONFINED_BASH = ("Bash", "Bash(*)", "Bash(*:*)")
 
 
 def widenings(settings: Settings, env: Mapping[str, str]) -> list[str]:
     """Each setting that lets the agent reach beyond its workspace, with what it
     then reaches (one line each); empty for the defaults. ``env`` is the agent's
     environment (whether Claude Code's sandbox can run depends on its PATH)."""
+    cli = AGENT_CLIS.get(settings.dispatch.executor)
+    if cli is None:
+        return []
     home = settings.home
     found = []
-    executor = settings.dispatch.executor
     workdir = settings.dispatch.workdir
-    if executor in ("claude", "codex") and workdir is not None and contains(workdir, home):
+    if workdir is not None and contains(workdir, home):
         found.append(f"[dispatch] workdir {workdir} contains the home: the agent can write vigil.toml and the database")
-    if executor == "claude":
-        cli = settings.claude
-        if cli.permission_mode == "bypassPermissions":
-            found.append("Claude Code runs with bypassPermissions: the agent can edit any file, the home's included")
-        unsandboxed = not cli.bash_sandbox or sandbox_problem(env) is not None
-        if unsandboxed and any(rule in UNCONFINED_BASH for rule in cli.allowed_tools):
-            found.append("Bash is allowed without Claude Code's sandbox: its commands can write the home")
-        found += _outside_dirs("executors.claude", cli.add_dirs, home)
-    if executor == "codex":
-        cli = settings.codex
-        if cli.sandbox == "danger-full-access":
-            found.append("Codex runs with danger-full-access: the agent's commands can write anywhere, the home too")
-        found += _outside_dirs("executors.codex", cli.add_dirs, home)
-    if executor in AGENT_CLIS and not settings.dispatch.check_sandbox:
+    found += cli.widenings(settings, env)
+    if not settings.dispatch.check_sandbox:
         found.append("[dispatch] check_sandbox is off: a task's checks run the agent's code, able to write the home")
     repo = settings.dispatch.code.repo
-    if executor in AGENT_CLIS and repo is not None:
+    if repo is not None:
         found.append(f"[dispatch] repo {repo}: the agent {GIT_REACH}")
     return found
 
@@ -81,21 +62,12 @@ GIT_REACH = (
     "can read it (its files and history: its clone borrows the objects) and writes only a clone of its own; "
     "its result is reviewed as a stored change"
 )
-AGENT_CLIS = ("claude", "codex")
-
-
-def _outside_dirs(section: str, folders: tuple[str, ...], home: Path) -> list[str]:
-    return [
-        f"[{section}] add_dirs {folder!r} contains the home: the agent can write vigil.toml and the database"
-        for folder in folders
-        if contains((home / Path(folder).expanduser()).resolve(), home)
-    ]
 
 
 async def reach_findings(settings: Settings, env: Mapping[str, str], run: Run) -> list[Finding]:
     """``vigil doctor``'s findings on the agent's workspace, its sandbox and the
-    settings that widen them. ``run`` runs each sandbox's probe
-    (``dispatch.agents.sandbox_probe``) in the agent's workspace, as a task would."""
+    settings that widen them. ``run`` runs each sandbox's probe in the agent's
+    workspace, as a task would."""
     keep_days = settings.dispatch.keep_workspace_ms / 86_400_000
     workdir = settings.dispatch.workdir
     where = (
@@ -107,72 +79,26 @@ async def reach_findings(settings: Settings, env: Mapping[str, str], run: Run) -
     found = [Finding("ok", "workspace", where)]
     # where a task works; a workdir that does not exist is its own FAIL line (readiness)
     cwd = workdir if workdir is not None and workdir.is_dir() else settings.home
-    if settings.dispatch.executor == "claude":
-        found.append(await _claude_sandbox(settings, env, cwd, run))
-    elif settings.dispatch.executor == "codex":
-        failed = await codex_sandbox_problem(settings, env, cwd, run)
-        sandbox = settings.codex.sandbox
-        if failed is not None:
-            found.append(failed)
-        elif sandbox == "read-only":
-            found.append(Finding("warn", "sandbox", "codex: read-only: the agent cannot change files in its workspace"))
-        elif sandbox == "workspace-write":
-            found.append(Finding("ok", "sandbox", "codex: workspace-write: the agent writes only in its workspace"))
-    if settings.dispatch.executor in AGENT_CLIS and settings.dispatch.check_sandbox:
-        found.append(await checks_sandbox_finding(settings, env, cwd, run))
+    cli = AGENT_CLIS.get(settings.dispatch.executor)
+    if cli is not None:
+        sandbox = await cli.sandbox(settings, env, cwd, run)
+        found += [] if sandbox is None else [sandbox]
+        if settings.dispatch.check_sandbox:
+            found.append(await checks_sandbox_finding(settings, env, cwd, run))
     found += [Finding("warn", "reach", line) for line in widenings(settings, env)]
     return found
-
-
-async def _claude_sandbox(settings: Settings, env: Mapping[str, str], cwd: Path, run: Run) -> Finding:
-    cli = settings.claude
-    if not cli.bash_sandbox:
-        return Finding(
-            "warn",
-            "sandbox",
-            "claude: bash_sandbox is off: Bash runs only what [executors.claude] allowed_tools allows, unconfined",
-        )
-    missing = sandbox_problem(env)
-    if missing is not None:
-        return Finding(
-            "warn",
-            "sandbox",
-            f"claude: the OS sandbox for Bash cannot run ({missing}); until it can, Bash runs only what "
-            "[executors.claude] allowed_tools allows, so the agent cannot run a project's tests",
-        )
-    bwrap = shutil.which("bwrap", path=env.get("PATH"))
-    failed = None if bwrap is None else await claude_sandbox_problem(bwrap, env, cwd, run)
-    if failed is not None:
-        # bwrap and socat are there, so the sandbox is on: every Bash command would fail
-        return Finding(
-            "fail",
-            "sandbox",
-            f"claude: the OS sandbox for Bash does not start, so every Bash command would fail ({failed}): "
-            f"{USERNS_FIX}, or set [executors.claude] bash_sandbox = false",
-        )
-    return Finding("ok", "sandbox", "claude: Bash runs in Claude Code's OS sandbox, writing only in the workspace")
 
 
 def price_findings(settings: Settings, env: Mapping[str, str]) -> list[Finding]:
     """How the configured executor's runs are priced, and a warning when a budget
     is set but the model has no price (its runs would count as $0)."""
     executor = settings.dispatch.executor
-    if executor == "claude":
-        # the budget counts the CLI's own figure; the table only gives api_cost_usd
-        return [Finding("ok", "prices", "claude: each run is priced by Claude Code's own total_cost_usd")]
-    if executor == "codex":
-        model = settings.codex.model or configured_model(env)
-        if model is None:
-            return [
-                Finding(
-                    "warn",
-                    "prices",
-                    "codex: no model is named ([executors.codex] model, or model in Codex's config.toml): "
-                    "its runs cannot be priced and count as $0 against the budget",
-                )
-            ]
-    else:
+    cli = AGENT_CLIS.get(executor)
+    if cli is None:
         return []
+    model = cli.priced_as(settings, env)
+    if isinstance(model, Finding):
+        return [model]
     price = model_price(settings.prices, model)
     if price is None:
         budget = settings.budget.daily_usd is not None

@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import Mapping
 
-from dispatch.agents.codex.doctor import Run
+from dispatch.agents.cli import Run
 from dispatch.environment import base_env
 from vigil.config import Settings
 from vigil.doctor import Finding

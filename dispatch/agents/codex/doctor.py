@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
+from dispatch.agents.cli import Run
 from dispatch.environment import base_env
 from vigil.config import Settings
 from vigil.doctor import Finding
 
-Run = Callable[[list[str], Mapping[str, str], Path], Awaitable[tuple[int | None, str]]]
 BUILTIN_PROVIDER = "openai"
 KEY_NAMES = ("CODEX_API_KEY", "OPENAI_API_KEY", "CODEX_HOME")  # what Codex reads besides a provider's env_key
 

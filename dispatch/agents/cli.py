@@ -1,0 +1,46 @@
+"""``AgentCli``: one agent CLI as the dispatcher and ``vigil doctor`` use it.
+
+Each CLI's folder (``dispatch/agents/claude/``, ``dispatch/agents/codex/``) makes
+one, named in ``dispatch.agents.registry``; everything else looks a CLI up there by
+its executor's name and never compares the name. The CLI's pure facts (its
+settings table, credential and folder variables) are the core's
+(``vigil.agent_clis``): the core reads them without importing ``dispatch``. Its
+argv builder and stream parser are its executor's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from dispatch.executors import Executor
+from vigil.agent_clis import CliFacts
+from vigil.config import Settings
+from vigil.doctor import Finding
+
+# runs a short command for ``vigil doctor``: (argv, env, cwd) → exit code (None: it
+# did not start or answer in time) and its output
+Run = Callable[[list[str], Mapping[str, str], Path], Awaitable[tuple[int | None, str]]]
+
+
+class ExecutorFactory(Protocol):
+    def __call__(self, settings: Settings, *, grace_s: float, now_ms: Callable[[], int] | None) -> Executor: ...
+
+
+@dataclass(frozen=True)
+class AgentCli:
+    """One agent CLI. ``executor`` makes its executor. For ``vigil doctor``:
+    ``checks`` (its binary, login and settings, each command run by the given
+    ``Run``), ``sandbox`` (whether its sandbox starts in a folder; None: nothing to
+    say), ``widenings`` (each of its settings that lets the agent reach beyond its
+    workspace) and ``priced_as``, its pricing source: the model its runs are priced
+    as from the price table, or the finding that says why the table is not used."""
+
+    facts: CliFacts
+    executor: ExecutorFactory
+    checks: Callable[[Settings, Run], Awaitable[list[Finding]]]
+    sandbox: Callable[[Settings, Mapping[str, str], Path, Run], Awaitable[Finding | None]]
+    widenings: Callable[[Settings, Mapping[str, str]], list[str]]
+    priced_as: Callable[[Settings, Mapping[str, str]], str | Finding]
