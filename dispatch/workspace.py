@@ -15,7 +15,7 @@ from what the earlier ones left.
 The agent CLIs are started in the workspace and their sandboxes let the agent write
 there and nowhere else in the home (``dispatch.agents.claude.executor``,
 ``dispatch.agents.codex.executor``). A workspace that contains the home widens that wall:
-``exposure`` says so at start-up and in ``vigil doctor``.
+``dispatch.agents.doctor`` says so at start-up and in ``vigil doctor``.
 """
 
 from __future__ import annotations

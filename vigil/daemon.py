@@ -321,7 +321,7 @@ async def _dispatch(
 ) -> bool:
     """Recover, start the sensors and helpers, and dispatch while the lane is held.
     Returns True when the lane was lost, False on ``stop``."""
-    from dispatch.agents.exposure import widenings
+    from dispatch.agents.doctor import widenings
     from dispatch.environment import base_env
     from dispatch.recovery import recover_orphans
     from dispatch.standby import dispatch_in_lane

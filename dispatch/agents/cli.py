@@ -5,7 +5,8 @@ one, named in ``dispatch.agents.registry``; everything else looks a CLI up there
 its executor's name and never compares the name. The CLI's pure facts (its
 settings table, credential and folder variables) are the core's
 (``vigil.agent_clis``): the core reads them without importing ``dispatch``. Its
-argv builder and stream parser are its executor's own.
+argv builder and stream parser are its executor's own. Below: what the CLIs' doctor
+checks share.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from dispatch.executors import Executor
+from dispatch.workspace import contains
 from vigil.agent_clis import CliFacts
 from vigil.config import Settings
 from vigil.doctor import Finding
@@ -23,6 +25,26 @@ from vigil.doctor import Finding
 # runs a short command for ``vigil doctor``: (argv, env, cwd) → exit code (None: it
 # did not start or answer in time) and its output
 Run = Callable[[list[str], Mapping[str, str], Path], Awaitable[tuple[int | None, str]]]
+USERNS_FIX = (
+    "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 "
+    "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap)"
+)
+
+
+def said(output: str) -> str:
+    """What a sandbox said, one line: its lines joined, Codex's WARNING lines last."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    warnings = [line for line in lines if line.startswith("WARNING")]
+    return "; ".join([line for line in lines if not line.startswith("WARNING")] + warnings)
+
+
+def outside_dirs(section: str, folders: tuple[str, ...], home: Path) -> list[str]:
+    """A reach line for each of ``[section] add_dirs`` that contains the home."""
+    return [
+        f"[{section}] add_dirs {folder!r} contains the home: the agent can write vigil.toml and the database"
+        for folder in folders
+        if contains((home / Path(folder).expanduser()).resolve(), home)
+    ]
 
 
 class ExecutorFactory(Protocol):

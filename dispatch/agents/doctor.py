@@ -1,8 +1,31 @@
-"""Whether the configured agent CLI can work from this home: ``vigil doctor``'s
-checks of the real binary (its ``AgentCli``'s ``checks``: ``dispatch.agents.claude.doctor``,
-``dispatch.agents.codex.doctor``), then the agent's workspace, its sandbox (a command
-run through it), what a widened setting lets it reach, and how its runs are priced
-(``dispatch.agents.exposure``).
+"""Whether the configured agent CLI can work from this home, and what it can reach:
+the facts ``vigil doctor`` reports (``agent_findings``) and ``vigil run`` logs at
+start-up (``widenings``).
+
+First the checks of the real binary (its ``AgentCli``'s ``checks``: e.g.
+``dispatch.agents.claude.doctor``), then the agent's workspace, its sandbox, the
+settings that widen its reach and how its runs are priced. Each sandbox that is on
+is started for real with a trivial command, as a task would start it (each CLI's
+probe is in its folder; the checks' is ``true`` through ``dispatch.checks.Sandbox``,
+the very command line a check gets): one that does not start fails ``vigil doctor``
+with the sandbox's own words and the fix.
+
+By default the agent writes only its workspace (``dispatch.workspace``), through
+Claude Code's permission mode and OS sandbox or Codex's ``workspace-write``
+sandbox, and reaches Vigil only through its MCP tools. An operator may widen that
+on purpose; each setting that does is named here with what the agent can then
+reach:
+
+* ``[executors.claude] permission_mode = "bypassPermissions"``: edits anywhere;
+* ``[executors.claude] bash_sandbox = false``, or a sandbox that cannot run: Bash
+  goes by ``allowed_tools`` alone, unconfined if they allow it;
+* ``[executors.codex] sandbox = "danger-full-access"``: commands anywhere;
+* a workspace (``[dispatch] workdir``) or ``add_dirs`` folder that contains the
+  home: ``vigil.toml``, the identity file, the skills and the database;
+* ``[dispatch] repo``: the agent reads that repository (its clone borrows the
+  objects) but writes only its own clone (docs/coding.md);
+* ``[dispatch] check_sandbox = false`` (or no bubblewrap): a task's checks, which run
+  code the agent wrote, run unconfined.
 """
 
 from __future__ import annotations
@@ -11,9 +34,12 @@ import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 
-from dispatch.agents.exposure import price_findings, reach_findings
+from dispatch.agents.cli import USERNS_FIX, Run, said
+from dispatch.agents.pricing import PRICES_AS_OF, SHIPPED_PRICES, model_price, price_for
 from dispatch.agents.registry import AGENT_CLIS
+from dispatch.checks import check_sandbox
 from dispatch.environment import base_env
+from dispatch.workspace import contains
 from vigil.config import Settings
 from vigil.doctor import Finding
 
@@ -53,3 +79,119 @@ async def agent_findings(settings: Settings) -> list[Finding]:
     found = await cli.checks(settings, run_briefly)
     env = base_env(settings, executor=cli.facts.name)
     return found + await reach_findings(settings, env, run_briefly) + price_findings(settings, env)
+
+
+def widenings(settings: Settings, env: Mapping[str, str]) -> list[str]:
+    """Each setting that lets the agent reach beyond its workspace, with what it
+    then reaches (one line each); empty for the defaults. ``env`` is the agent's
+    environment (whether Claude Code's sandbox can run depends on its PATH)."""
+    cli = AGENT_CLIS.get(settings.dispatch.executor)
+    if cli is None:
+        return []
+    home = settings.home
+    found = []
+    workdir = settings.dispatch.workdir
+    if workdir is not None and contains(workdir, home):
+        found.append(f"[dispatch] workdir {workdir} contains the home: the agent can write vigil.toml and the database")
+    found += cli.widenings(settings, env)
+    if not settings.dispatch.check_sandbox:
+        found.append("[dispatch] check_sandbox is off: a task's checks run the agent's code, able to write the home")
+    repo = settings.dispatch.code.repo
+    if repo is not None:
+        found.append(f"[dispatch] repo {repo}: the agent {GIT_REACH}")
+    return found
+
+
+# What an agent CLI reaches of a task's repository (docs/coding.md), either CLI
+GIT_REACH = (
+    "can read it (its files and history: its clone borrows the objects) and writes only a clone of its own; "
+    "its result is reviewed as a stored change"
+)
+
+
+async def reach_findings(settings: Settings, env: Mapping[str, str], run: Run) -> list[Finding]:
+    """``vigil doctor``'s findings on the agent's workspace, its sandbox and the
+    settings that widen them. ``run`` runs each sandbox's probe in the agent's
+    workspace, as a task would."""
+    keep_days = settings.dispatch.keep_workspace_ms / 86_400_000
+    workdir = settings.dispatch.workdir
+    where = (
+        f"tasks work in {workdir} unless they or their skill name another folder"
+        if workdir is not None
+        else f"each task works in a folder of its own under {settings.home / 'work'}, "
+        f"kept {keep_days:g} d after it ends"
+    )
+    found = [Finding("ok", "workspace", where)]
+    # where a task works; a workdir that does not exist is its own FAIL line (readiness)
+    cwd = workdir if workdir is not None and workdir.is_dir() else settings.home
+    cli = AGENT_CLIS.get(settings.dispatch.executor)
+    if cli is not None:
+        sandbox = await cli.sandbox(settings, env, cwd, run)
+        found += [] if sandbox is None else [sandbox]
+        if settings.dispatch.check_sandbox:
+            found.append(await checks_sandbox_finding(settings, env, cwd, run))
+    found += [Finding("warn", "reach", line) for line in widenings(settings, env)]
+    return found
+
+
+async def checks_sandbox_finding(settings: Settings, env: Mapping[str, str], cwd: Path, run: Run) -> Finding:
+    """Where a task's checks run (docs/coding.md, *Checks*): in bubblewrap when it
+    is installed, with or without network; ``true`` is run through that sandbox to
+    show that it starts."""
+    network = settings.checks.network
+    sandbox = check_sandbox(env, (), network=network)
+    if sandbox is None:
+        return Finding(
+            "warn",
+            "checks",
+            "bwrap not found: a task's checks (code the agent wrote) run unconfined, able to write the home; "
+            "install bubblewrap (e.g. apt install bubblewrap)",
+        )
+    code, output = await run(sandbox.wrap(("true",), cwd), env, cwd)
+    if code != 0:
+        words = said(output) or f"exit code {code}"
+        return Finding(
+            "fail",
+            "checks",
+            f"a task's checks cannot start in bubblewrap, so every check would fail ({words}): "
+            f"{USERNS_FIX}, or set [dispatch] check_sandbox = false",
+        )
+    reach = (
+        "with the host's network ([checks] network = true)"
+        if network
+        else "without network ([checks] network = true allows it)"
+    )
+    return Finding("ok", "checks", f"a task's checks run in bubblewrap, writing only the workspace, {reach}")
+
+
+def price_findings(settings: Settings, env: Mapping[str, str]) -> list[Finding]:
+    """How the configured executor's runs are priced, and a warning when a budget
+    is set but the model has no price (its runs would count as $0)."""
+    executor = settings.dispatch.executor
+    cli = AGENT_CLIS.get(executor)
+    if cli is None:
+        return []
+    model = cli.priced_as(settings, env)
+    if isinstance(model, Finding):
+        return [model]
+    price = model_price(settings.prices, model)
+    if price is None:
+        budget = settings.budget.daily_usd is not None
+        return [
+            Finding(
+                "warn" if budget else "ok",
+                "prices",
+                f"{executor}: model {model!r} has no price: add [prices.{model!r}] (USD per million tokens), "
+                "else its runs count as $0" + (" against the budget" if budget else ""),
+            )
+        ]
+    origin = "[prices]" if price_for(settings.prices, model) is not None else f"the table of {PRICES_AS_OF}"
+    shipped = "" if model in SHIPPED_PRICES or origin == "[prices]" else " (by its family)"
+    return [
+        Finding(
+            "ok",
+            "prices",
+            f"{executor}: {model} at ${price.input:g} in / ${price.output:g} out per million tokens, "
+            f"from {origin}{shipped}",
+        )
+    ]

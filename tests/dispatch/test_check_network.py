@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatch.agents.doctor import run_briefly
-from dispatch.agents.sandbox_probe import checks_sandbox_finding
+from dispatch.agents.doctor import checks_sandbox_finding, run_briefly
 from dispatch.executors import RunContext
 from tests.agents.clis import needs_bwrap
 from tests.dispatch.conftest import MakeDispatcher

@@ -12,7 +12,7 @@ agent gets, in the working directory) and say what is wrong and what to do:
 - ``OPENAI_API_KEY`` set for Codex's built-in OpenAI provider, which does not read
   it (Codex 0.171.0 sends no key at all then).
 
-The sandbox and the workspace are reported by ``dispatch.agents.exposure``.
+The sandbox and the workspace are reported by ``dispatch.agents.doctor``.
 """
 
 from __future__ import annotations
