@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vigil.accounts import AccountLimit, account_key, account_names
-from vigil.agent_clis import AGENT_CLIS
+from vigil.agent_clis import CLI_FACTS
 from vigil.config import AGENT_EXECUTORS, Account, Settings
 
 
@@ -96,7 +96,7 @@ def account_env(base: Mapping[str, str], executor: str, account: Account, origin
     """``base`` (the executor's environment) selecting ``account``: its folder or its
     key (read from ``origin``, ``vigil run``'s environment) in the CLI's own
     variables, every other credential of the CLI taken away."""
-    cli = AGENT_CLIS[executor]
+    cli = CLI_FACTS[executor]
     env = {name: value for name, value in base.items() if name not in cli.credentials}
     if account.config_dir is not None:
         env[cli.folder_variable] = str(account.config_dir)

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from vigil.agent_clis import AGENT_CLIS
+from vigil.agent_clis import CLI_FACTS
 from vigil.config import STORE_URL_ENV, Settings
 from vigil.environment import BASE_NAMES, DEFAULT_PATH, NETWORK_VARIABLES
 
@@ -73,7 +73,7 @@ def base_env(
     """
     origin = os.environ if source is None else source
     env = {name: origin[name] for name in BASE_NAMES if name in origin}
-    cli = AGENT_CLIS.get(executor or "")
+    cli = CLI_FACTS.get(executor or "")
     if cli is not None:
         env.update(cli.variables.pick(origin))
         env.update({name: origin[name] for name in NETWORK_VARIABLES if name in origin})

@@ -93,4 +93,4 @@ CODEX = CliFacts(
     lists=("add_dirs",),
 )
 
-AGENT_CLIS: Mapping[str, CliFacts] = {cli.name: cli for cli in (CLAUDE, CODEX)}
+CLI_FACTS: Mapping[str, CliFacts] = {cli.name: cli for cli in (CLAUDE, CODEX)}

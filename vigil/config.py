@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from vigil.agent_clis import AGENT_CLIS
+from vigil.agent_clis import CLI_FACTS
 from vigil.codework import CODE_KEYS, CodeOptions, options_from
 from vigil.durations import MAX_DURATION_DAYS, parse_duration_ms
 from vigil.errors import ConfigError, InputError
@@ -29,7 +29,7 @@ from vigil.store_url import check_store_url, mask_password
 
 CONFIG_NAME = "vigil.toml"
 STORE_URL_ENV = "VIGIL_STORE_URL"  # a PostgreSQL URL; wins over [store] url
-AGENT_EXECUTORS = tuple(AGENT_CLIS)  # the agent CLIs: accounts, usage limits, fallback
+AGENT_EXECUTORS = tuple(CLI_FACTS)  # the agent CLIs: accounts, usage limits, fallback
 EXECUTORS = (*AGENT_EXECUTORS, "command", "dry-run")
 MAX_LANES = 256  # [dispatch] lanes: each is a lock file or an advisory lock to try in turn
 MAX_INT = 1_000_000_000  # the largest integer a key takes, unless it says less
@@ -349,7 +349,7 @@ class Settings:
     def agent_clis(self) -> dict[str, AgentCliSettings]:
         """Each agent CLI's settings, by executor name: its ``[executors.NAME]``,
         the field of that name."""
-        return {name: getattr(self, name) for name in AGENT_CLIS}
+        return {name: getattr(self, name) for name in CLI_FACTS}
 
     def agent_cli(self, executor: str) -> AgentCliSettings | None:
         """The settings of the agent CLI ``executor``; None for an executor that is
@@ -549,7 +549,7 @@ def _accounts(section: _Section, executor: str, home: Path, source: Path | None)
         return ()
     if not isinstance(value, list) or not all(isinstance(entry, dict) for entry in value):
         raise section._fail("accounts", "[[executors." + executor + ".accounts]] tables")
-    dir_key = AGENT_CLIS[executor].folder_key  # the key that names an account's folder
+    dir_key = CLI_FACTS[executor].folder_key  # the key that names an account's folder
     accounts: list[Account] = []
     for number, entry in enumerate(value, start=1):
         table = _Section(entry, f"executors.{executor}.accounts #{number}", source)
@@ -586,7 +586,7 @@ def _agent_cli(data: Mapping[str, Any], name: str, source: Path | None, home: Pa
         accounts=_accounts(section, name, home, source),
         resume_after_failure=section.bool_("resume_after_failure", True),
     )
-    facts = AGENT_CLIS[name]  # the keys of this CLI's own, with the defaults as read above
+    facts = CLI_FACTS[name]  # the keys of this CLI's own, with the defaults as read above
     own: dict[str, Any] = {key: section.choice(key, getattr(settings, key), ok) for key, ok in facts.choices.items()}
     own |= {key: section.argv(key, getattr(settings, key)) for key in facts.lists}
     own |= {key: section.bool_(key, getattr(settings, key)) for key in facts.flags}
@@ -888,8 +888,8 @@ def settings_from_mapping(
 
     executors = _table(data, "executors", source)
     for name in executors:
-        if name not in AGENT_CLIS:
-            raise ConfigError(f"{source}: [executors.{name}] unknown executor (expected {' or '.join(AGENT_CLIS)})")
+        if name not in CLI_FACTS:
+            raise ConfigError(f"{source}: [executors.{name}] unknown executor (expected {' or '.join(CLI_FACTS)})")
 
     s = _Section(_table(data, "sensor_defaults", source), "sensor_defaults", source)
     sd = SensorDefaults()

@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
-from vigil.agent_clis import AGENT_CLIS
+from vigil.agent_clis import CLI_FACTS
 from vigil.clock import SystemClock
 from vigil.config import CONFIG_NAME, Settings, load_settings
 from vigil.distribution import DISTRIBUTION
@@ -197,7 +197,7 @@ def _accounts(report: _Report, settings: Settings) -> None:
                 if account.config_dir.is_dir():
                     report.ok(what, f"login in {account.config_dir}")
                 else:
-                    login = AGENT_CLIS[executor].login.format(account.config_dir)
+                    login = CLI_FACTS[executor].login.format(account.config_dir)
                     report.fail(what, f"{account.config_dir} does not exist: log in with {login}")
             elif account.api_key_env is not None:
                 if os.environ.get(account.api_key_env):
