@@ -21,15 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vigil.accounts import AccountLimit, account_key, account_names
+from vigil.agent_clis import CLI_FACTS
 from vigil.config import AGENT_EXECUTORS, Account, Settings
-
-# What each CLI would take as its credentials from the environment.
-CREDENTIALS = {
-    "claude": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
-    "codex": ("CODEX_API_KEY",),
-}
-KEY_VARIABLES = {"claude": ("ANTHROPIC_API_KEY",), "codex": ("CODEX_API_KEY", "OPENAI_API_KEY")}
-FOLDER_VARIABLE = {"claude": "CLAUDE_CONFIG_DIR", "codex": "CODEX_HOME"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +96,10 @@ def account_env(base: Mapping[str, str], executor: str, account: Account, origin
     """``base`` (the executor's environment) selecting ``account``: its folder or its
     key (read from ``origin``, ``vigil run``'s environment) in the CLI's own
     variables, every other credential of the CLI taken away."""
-    env = {name: value for name, value in base.items() if name not in CREDENTIALS[executor]}
+    cli = CLI_FACTS[executor]
+    env = {name: value for name, value in base.items() if name not in cli.credentials}
     if account.config_dir is not None:
-        env[FOLDER_VARIABLE[executor]] = str(account.config_dir)
+        env[cli.folder_variable] = str(account.config_dir)
     elif account.api_key_env is not None and origin.get(account.api_key_env):
-        env.update(dict.fromkeys(KEY_VARIABLES[executor], origin[account.api_key_env]))
+        env.update(dict.fromkeys(cli.key_variables, origin[account.api_key_env]))
     return env

@@ -65,7 +65,6 @@ def transcript_path(settings: Settings, task_id: int, attempt: int) -> Path:
     return transcripts_dir(settings) / transcript_name(task_id, attempt)
 
 
-AGENT_CLIS = ("claude", "codex")  # the executors that get Vigil's MCP server
 DRY_RUN = "dry-run"  # builds and stores the prompt; starts no process
 
 
@@ -107,19 +106,23 @@ def choose_executor(
     executor (``[dispatch] fallback``, unless a skill forbids it) runs it with its
     own default model; with none free either, the account whose limit ends first."""
     executor = next((s.executor for s in skills if s.executor), None) or settings.dispatch.executor
-    default_models = {"claude": settings.claude.model, "codex": settings.codex.model}
     # The task's own model (vigil task add --model) wins: it was chosen for this task.
-    model = task.model or next((s.model for s in skills if s.model), None) or default_models.get(executor)
+    model = task.model or next((s.model for s in skills if s.model), None) or _default_model(settings, executor)
     where = pick(settings, executor, limits, now_ms, may_fall_back=all(s.fallback for s in skills))
     if where.executor != executor:
         # every account of its own is limited: a model named for it means nothing here
-        executor, model = where.executor, default_models.get(where.executor)
+        executor, model = where.executor, _default_model(settings, where.executor)
     account = where.account
     if account is None and where.free_at is not None:
         account = soonest(settings, executor, limits)
     timeout_ms = next((s.timeout_ms for s in skills if s.timeout_ms), None) or settings.dispatch.timeout_ms
     command = next((s.command for s in skills if s.command), None)
     return ExecutorChoice(executor, model, account, timeout_ms, command)
+
+
+def _default_model(settings: Settings, executor: str) -> str | None:
+    cli = settings.agent_cli(executor)
+    return None if cli is None else cli.model
 
 
 def mcp_command(settings: Settings, run_id: int) -> tuple[str, ...]:
@@ -150,8 +153,8 @@ class AttemptPreparer:
         # each account's: its folder or its key in the CLI's own variables
         self._account_envs = {
             (name, account.name): account_env(self._envs[name], name, account, os.environ)
-            for name in AGENT_EXECUTORS
-            for account in (settings.claude if name == "claude" else settings.codex).accounts
+            for name, cli in settings.agent_clis.items()
+            for account in cli.accounts
         }
         # the agent can only print the secrets it was given
         envs = [self._plain_env, *self._envs.values(), *self._account_envs.values()]
@@ -192,7 +195,7 @@ class AttemptPreparer:
             worktree = await prepare_worktree(store, task, workspace, code)
         previous_runs = [r for r in await store.list_runs(task.id) if r.id != claim.run_id]
         checks, review = code.checks or (), bool(code.review)
-        cli = {"claude": settings.claude, "codex": settings.codex}.get(choice.executor)
+        cli = settings.agent_cli(choice.executor)
         after_failure = resume_after_failure(cli, skills)
         notes = await store.list_notes(task.id)
         resume = resume_for(
@@ -230,7 +233,6 @@ class AttemptPreparer:
 
         # the clone's own git folder, which Codex keeps read-only in a workspace
         writable = () if worktree is None else (Path(worktree.path) / ".git",)
-        agent_cli = choice.executor in AGENT_CLIS
         ctx = RunContext(
             home=settings.home,
             run_id=run_id,
@@ -244,13 +246,13 @@ class AttemptPreparer:
             on_process_start=on_process_start,
             redactor=self._redactor,
             workdir=workspace.path,
-            mcp_command=mcp_command(settings, run_id) if agent_cli else (),
+            mcp_command=mcp_command(settings, run_id) if cli is not None else (),
             meter=Meter(settings.prices, await self._spend_limit(task, skills)),
             stall_timeout_s=settings.dispatch.stall_timeout_ms / 1000 or None,
             account=choice.account,
             writable_dirs=writable,
             repo=None if worktree is None else Path(worktree.repo),
-            resume=resume if agent_cli else None,
+            resume=resume if cli is not None else None,
         )
         check_env = self._check_env(task.id, run_id)
         work = CodeWork(

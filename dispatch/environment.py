@@ -4,7 +4,7 @@ The daemon's own environment may hold secrets meant for other programs; the agen
 gets only what it needs to run (PATH, HOME, locale, TMPDIR), the three ``VIGIL_*``
 variables that tell it where it is and which task it works on (and
 ``VIGIL_STORE_URL`` when the loop's store comes from it), its own CLI's variables
-(``CLI_VARIABLES``: credentials, endpoint, config folder, the CLI's own switches;
+(``vigil.agent_clis``: credentials, endpoint, config folder, the CLI's own switches;
 the cloud variables of Bedrock or Vertex only when the switch that uses them is
 set), the proxy and CA-bundle variables (``NETWORK_VARIABLES``), and the names an
 operator lists in ``[dispatch] pass_env``. The ``claude`` executor's process never
@@ -17,44 +17,13 @@ import functools
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from vigil.agent_clis import CLI_FACTS
 from vigil.config import STORE_URL_ENV, Settings
 from vigil.environment import BASE_NAMES, DEFAULT_PATH, NETWORK_VARIABLES
 
-__all__ = ["BASE_NAMES", "CLI_VARIABLES", "DEFAULT_PATH", "NETWORK_VARIABLES", "agent_env", "base_env", "with_run_ids"]
-
-
-@dataclass(frozen=True)
-class CliVariables:
-    """The variables one agent CLI reads: names with these ``prefixes``, the exact
-    ``names``, and the ``cloud`` ones only while one of ``cloud_switches`` is set."""
-
-    prefixes: tuple[str, ...]
-    names: tuple[str, ...] = ()
-    cloud_switches: tuple[str, ...] = ()
-    cloud: tuple[str, ...] = ()
-
-    def pick(self, origin: Mapping[str, str]) -> dict[str, str]:
-        picked = {k: v for k, v in origin.items() if k.startswith(self.prefixes) or k in self.names}
-        if any(origin.get(switch) for switch in self.cloud_switches):
-            picked.update({k: v for k, v in origin.items() if k.startswith(self.cloud)})
-        return picked
-
-
-CLI_VARIABLES = {
-    # ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL, ANTHROPIC_MODEL …;
-    # CLAUDE_CODE_OAUTH_TOKEN, CLAUDE_CODE_USE_BEDROCK / _VERTEX, CLAUDE_CONFIG_DIR …
-    "claude": CliVariables(
-        prefixes=("ANTHROPIC_", "CLAUDE_CODE_"),
-        names=("CLAUDE_CONFIG_DIR",),
-        cloud_switches=("CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"),
-        cloud=("AWS_", "CLOUD_ML_REGION", "VERTEX_REGION_", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_"),
-    ),
-    # OPENAI_API_KEY, OPENAI_BASE_URL …; CODEX_HOME …
-    "codex": CliVariables(prefixes=("OPENAI_", "CODEX_")),
-}
+__all__ = ["BASE_NAMES", "DEFAULT_PATH", "NETWORK_VARIABLES", "agent_env", "base_env", "with_run_ids"]
 
 
 @functools.cache
@@ -104,8 +73,9 @@ def base_env(
     """
     origin = os.environ if source is None else source
     env = {name: origin[name] for name in BASE_NAMES if name in origin}
-    if executor in CLI_VARIABLES:
-        env.update(CLI_VARIABLES[executor].pick(origin))
+    cli = CLI_FACTS.get(executor or "")
+    if cli is not None:
+        env.update(cli.variables.pick(origin))
         env.update({name: origin[name] for name in NETWORK_VARIABLES if name in origin})
     env["PATH"] = _path_with_vigil(env.get("PATH", DEFAULT_PATH))
     # a UTF-8 locale keeps agent CLIs from mangling non-ASCII task text

@@ -5,7 +5,7 @@ An executor records usage as the agent CLI reports it while the run goes on
 usage of its message as that message began: its input and cache tokens, not yet
 its whole output), Codex's usage after each response (its session file,
 ``codex_usage``; its stream only says it at the end of its one turn). Priced with the
-price table (``dispatch.pricing``), that is what the dispatcher holds against the
+price table (``dispatch.agents.pricing``), that is what the dispatcher holds against the
 run's ``SpendLimit``: once the metered cost passes it, the executor ends the run's
 process group and the run is ``over_budget``.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from dispatch.pricing import TokenUsage, api_cost_usd
+from dispatch.agents.pricing import TokenUsage, api_cost_usd
 from vigil.config import Price
 from vigil.models import Outcome
 

@@ -37,13 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from dispatch.accounts import account_env
+from dispatch.agents.pricing import TokenUsage, api_cost_usd
+from dispatch.agents.registry import AGENT_CLIS
 from dispatch.attempt import transcript_path
 from dispatch.environment import base_env
-from dispatch.executors.claude_session import session_path, session_usage
-from dispatch.executors.codex_rollout import rollout_path
-from dispatch.executors.codex_usage import thread_usage
-from dispatch.pricing import TokenUsage, api_cost_usd
-from vigil.config import AGENT_EXECUTORS, Settings
+from vigil.config import Settings
 from vigil.models import Outcome, Run
 
 log = logging.getLogger("vigil.dispatch")
@@ -69,7 +67,7 @@ def read_transcript(path: Path) -> Left | None:
         for line in lines:
             record = _json(line)
             kind = record.get("type")
-            if kind == "vigil.prompt" and record.get("executor") in AGENT_EXECUTORS:
+            if kind == "vigil.prompt" and record.get("executor") in AGENT_CLIS:
                 started = record.get("started_ms")
                 account = record.get("account")
                 found = Left(
@@ -79,7 +77,7 @@ def read_transcript(path: Path) -> Left | None:
                     None,
                 )
             elif found is not None and found.session is None:
-                session = _session_of(found.executor, record)
+                session = AGENT_CLIS[found.executor].session_named(record)
                 if session is not None:
                     found = replace(found, session=session)
     return found
@@ -95,18 +93,6 @@ def _json(line: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _session_of(executor: str, record: Mapping[str, Any]) -> str | None:
-    """The session a line of the CLI's stream names: Claude Code's ``init``,
-    Codex's ``thread.started``."""
-    if executor == "claude" and record.get("type") == "system" and record.get("subtype") == "init":
-        value = record.get("session_id")
-    elif executor == "codex" and record.get("type") == "thread.started":
-        value = record.get("thread_id")
-    else:
-        return None
-    return value if isinstance(value, str) and value else None
-
-
 class Salvager:
     """Reads what interrupted runs of one home left (see the module docstring).
     The agent CLIs' environments, per account, are worked out once from this
@@ -116,10 +102,10 @@ class Salvager:
         self._settings = settings
         origin = os.environ if source is None else source
         self._envs: dict[tuple[str, str | None], dict[str, str]] = {}
-        for executor in AGENT_EXECUTORS:
+        for executor, cli in settings.agent_clis.items():
             env = base_env(settings, source=origin, executor=executor)
             self._envs[(executor, None)] = env
-            for account in (settings.claude if executor == "claude" else settings.codex).accounts:
+            for account in cli.accounts:
                 self._envs[(executor, account.name)] = account_env(env, executor, account, origin)
 
     async def __call__(self, run: Run, outcome: Outcome) -> Outcome:
@@ -143,16 +129,11 @@ class Salvager:
         outcome = replace(outcome, account=left.account)
         if left.session is None:
             return outcome
-        found = self._session_file(left)
-        if found is None:
+        since = left.started_ms if left.started_ms is not None else run.started_at
+        by_model = self._session_usage(left, since)
+        if by_model is None:
             log.info("run %d: no file of its session %s: the next attempt starts afresh", run.id, left.session)
             return outcome
-        since = left.started_ms if left.started_ms is not None else run.started_at
-        if left.executor == "claude":
-            by_model = session_usage(found, since)
-        else:
-            tokens, model = thread_usage(found, since)
-            by_model = {model or "unknown": tokens} if tokens != TokenUsage() else {}
         total = sum(by_model.values(), TokenUsage())
         cost = sum(api_cost_usd(self._settings.prices, model, tokens) for model, tokens in by_model.items())
         busiest = max(by_model, key=lambda m: _count(by_model[m]), default=None)
@@ -169,15 +150,17 @@ class Salvager:
             model=busiest if busiest != "unknown" else None,
         )
 
-    def _session_file(self, left: Left) -> Path | None:
-        """The session's file in the run's account's folder, else in any folder the
-        CLI may have used (an account the transcript does not name)."""
+    def _session_usage(self, left: Left, since_ms: int) -> dict[str, TokenUsage] | None:
+        """The tokens by model its session's file records from ``since_ms`` on, the
+        file looked up in the run's account's folder, else in any folder the CLI may
+        have used (an account the transcript does not name); None: no file found."""
         assert left.session is not None
+        cli = AGENT_CLIS[left.executor]
         first = self._envs.get((left.executor, left.account))
         envs = [first] if first is not None else []
         envs += [env for (executor, _), env in self._envs.items() if executor == left.executor]
         for env in envs:
-            found = session_path(env, left.session) if left.executor == "claude" else rollout_path(env, left.session)
+            found = cli.session_left(env, left.session, since_ms)
             if found is not None:
                 return found
         return None

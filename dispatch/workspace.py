@@ -13,9 +13,9 @@ retention. Retries of a task reuse its scratch folder; its clone (also at
 from what the earlier ones left.
 
 The agent CLIs are started in the workspace and their sandboxes let the agent write
-there and nowhere else in the home (``dispatch.executors.claude``,
-``dispatch.executors.codex``). A workspace that contains the home widens that wall:
-``exposure`` says so at start-up and in ``vigil doctor``.
+there and nowhere else in the home (``dispatch.agents.claude.executor``,
+``dispatch.agents.codex.executor``). A workspace that contains the home widens that wall:
+``dispatch.agents.doctor`` says so at start-up and in ``vigil doctor``.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def account_key(executor: str, account: str) -> str:
 def account_names(settings: Settings, executor: str) -> tuple[str, ...]:
     """The accounts of ``executor`` in the configured order (``default`` when none is,
     or it is no agent CLI)."""
-    cli = {"claude": settings.claude, "codex": settings.codex}.get(executor)
+    cli = settings.agent_cli(executor)
     return tuple(account.name for account in cli.accounts) if cli and cli.accounts else (DEFAULT_ACCOUNT,)
 
 
@@ -115,7 +115,7 @@ def shown_executors(settings: Settings, limits: Mapping[str, AccountLimit]) -> l
     """The agent executors whose accounts ``vigil status`` and the TUI show: the
     configured one, the fallbacks, any with accounts configured, any with a limit."""
     used = {settings.dispatch.executor, *settings.dispatch.fallback}
-    used |= {name for name in AGENT_EXECUTORS if (settings.claude if name == "claude" else settings.codex).accounts}
+    used |= {name for name, cli in settings.agent_clis.items() if cli.accounts}
     used |= {key.split(":", 1)[0] for key in limits}
     return [name for name in AGENT_EXECUTORS if name in used]
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from vigil.agent_clis import CLI_FACTS
 from vigil.codework import CODE_KEYS, CodeOptions, options_from
 from vigil.durations import MAX_DURATION_DAYS, parse_duration_ms
 from vigil.errors import ConfigError, InputError
@@ -29,14 +30,14 @@ from vigil.store_url import check_store_url, mask_password
 
 CONFIG_NAME = "vigil.toml"
 STORE_URL_ENV = "VIGIL_STORE_URL"  # a PostgreSQL URL; wins over [store] url
-EXECUTORS = ("claude", "codex", "command", "dry-run")
+AGENT_EXECUTORS = tuple(CLI_FACTS)  # the agent CLIs: accounts, usage limits, fallback
+EXECUTORS = (*AGENT_EXECUTORS, "command", "dry-run")
 # The loop's backoff after transient failures (overload, 5xx, cut streams), by how
 # long the outage has lasted: it waits the longest step not longer than the outage so
 # far (the first step at least), so a provider that recovers is probed again within
 # about as long as it was down, and never more than 10 minutes later
 # ([dispatch] outage_backoff; dispatch.guard).
 OUTAGE_BACKOFF_MS = (30_000, 60_000, 120_000, 300_000, 600_000)
-AGENT_EXECUTORS = ("claude", "codex")  # the agent CLIs: accounts, usage limits, fallback
 MAX_LANES = 256  # [dispatch] lanes: each is a lock file or an advisory lock to try in turn
 MAX_INT = 1_000_000_000  # the largest integer a key takes, unless it says less
 MIN_HEARTBEAT_MS = 100  # a heartbeat renews the lease: it must tick
@@ -60,16 +61,11 @@ class StoreSettings:
         return str(self.path) if self.url is None else mask_password(self.url)
 
 
-# Claude Code's permission modes (2.1.197). bypassPermissions is refused as root.
-CLAUDE_PERMISSION_MODES = ("default", "acceptEdits", "auto", "dontAsk", "plan", "bypassPermissions")
 # The agent reports back through Vigil's MCP tools (``mcp__vigil__*``, always
 # allowed), not through the shell: `vigil` and `sqlite3` in Bash are refused, so that
 # an attempt on the database or on a person-only command is a recorded denial even
 # where the OS sandbox would have stopped it anyway.
 CLAUDE_DISALLOWED_TOOLS = ("Bash(vigil:*)", "Bash(sqlite3:*)")
-# Codex's sandbox modes (0.171.0). workspace-write: the agent may write in its
-# workspace (and add_dirs), nowhere else.
-CODEX_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 ON_DENIAL = ("review", "complete")  # [dispatch] on_denial
 
 
@@ -87,7 +83,6 @@ class Account:
 
 
 ACCOUNT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
-ACCOUNT_DIR_KEYS = {"claude": "config_dir", "codex": "codex_home"}  # the key that names an account's folder
 
 
 @dataclass(frozen=True)
@@ -364,6 +359,17 @@ class Settings:
     serve: ServeSettings = field(default_factory=ServeSettings)
 
     @property
+    def agent_clis(self) -> dict[str, AgentCliSettings]:
+        """Each agent CLI's settings, by executor name: its ``[executors.NAME]``,
+        the field of that name."""
+        return {name: getattr(self, name) for name in CLI_FACTS}
+
+    def agent_cli(self, executor: str) -> AgentCliSettings | None:
+        """The settings of the agent CLI ``executor``; None for an executor that is
+        no agent CLI (``command``, ``dry-run``)."""
+        return self.agent_clis.get(executor)
+
+    @property
     def skills_dir(self) -> Path:
         return self.home / "skills"
 
@@ -573,7 +579,7 @@ def _accounts(section: _Section, executor: str, home: Path, source: Path | None)
         return ()
     if not isinstance(value, list) or not all(isinstance(entry, dict) for entry in value):
         raise section._fail("accounts", "[[executors." + executor + ".accounts]] tables")
-    dir_key = ACCOUNT_DIR_KEYS[executor]
+    dir_key = CLI_FACTS[executor].folder_key  # the key that names an account's folder
     accounts: list[Account] = []
     for number, entry in enumerate(value, start=1):
         table = _Section(entry, f"executors.{executor}.accounts #{number}", source)
@@ -610,21 +616,11 @@ def _agent_cli(data: Mapping[str, Any], name: str, source: Path | None, home: Pa
         accounts=_accounts(section, name, home, source),
         resume_after_failure=section.bool_("resume_after_failure", True),
     )
-    if name == "claude":
-        settings = replace(
-            settings,
-            permission_mode=section.choice("permission_mode", settings.permission_mode, CLAUDE_PERMISSION_MODES),
-            allowed_tools=section.argv("allowed_tools", settings.allowed_tools),
-            disallowed_tools=section.argv("disallowed_tools", settings.disallowed_tools),
-            bash_sandbox=section.bool_("bash_sandbox", settings.bash_sandbox),
-            add_dirs=section.argv("add_dirs", ()),
-        )
-    if name == "codex":
-        settings = replace(
-            settings,
-            sandbox=section.choice("sandbox", settings.sandbox, CODEX_SANDBOXES),
-            add_dirs=section.argv("add_dirs", ()),
-        )
+    facts = CLI_FACTS[name]  # the keys of this CLI's own, with the defaults as read above
+    own: dict[str, Any] = {key: section.choice(key, getattr(settings, key), ok) for key, ok in facts.choices.items()}
+    own |= {key: section.argv(key, getattr(settings, key)) for key in facts.lists}
+    own |= {key: section.bool_(key, getattr(settings, key)) for key in facts.flags}
+    settings = replace(settings, **own)
     section.done()
     return settings
 
@@ -924,8 +920,8 @@ def settings_from_mapping(
 
     executors = _table(data, "executors", source)
     for name in executors:
-        if name not in ("claude", "codex"):
-            raise ConfigError(f"{source}: [executors.{name}] unknown executor (expected claude or codex)")
+        if name not in CLI_FACTS:
+            raise ConfigError(f"{source}: [executors.{name}] unknown executor (expected {' or '.join(CLI_FACTS)})")
 
     s = _Section(_table(data, "sensor_defaults", source), "sensor_defaults", source)
     sd = SensorDefaults()

@@ -325,8 +325,8 @@ async def _dispatch(
 ) -> bool:
     """Recover, start the sensors and helpers, and dispatch while the lane is held.
     Returns True when the lane was lost, False on ``stop``."""
+    from dispatch.agents.doctor import widenings
     from dispatch.environment import base_env
-    from dispatch.exposure import widenings
     from dispatch.recovery import recover_orphans
     from dispatch.salvage import Salvager
     from dispatch.standby import dispatch_in_lane

@@ -5,9 +5,9 @@ and the configured agent CLI.
 Each check prints one line (``ok``, ``warn`` or ``FAIL``); the command fails if any
 check failed. It never creates or modifies an SQLite database; on PostgreSQL it
 opens the store as every command does (an empty database gets the schema). The
-agent CLI's own checks live with the executors (``dispatch.readiness``) and are
+agent CLI's own checks live with the executors (``dispatch.agents.doctor``) and are
 handed in by the CLI as ``agent_checks``; so is ``--probe``'s live request per
-account (``dispatch.probe``), as ``probe_checks``, which only it makes.
+account (``dispatch.agents.probe``), as ``probe_checks``, which only it makes.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
+from vigil.agent_clis import CLI_FACTS
 from vigil.clock import SystemClock
 from vigil.config import CONFIG_NAME, Settings, load_settings
 from vigil.distribution import DISTRIBUTION
@@ -173,11 +174,11 @@ def _loop(report: _Report, health: LoopHealth) -> None:
 
 def _executor(report: _Report, settings: Settings) -> None:
     name = settings.dispatch.executor
-    commands = {"claude": settings.claude.command, "codex": settings.codex.command}
-    if name not in commands:
+    cli = settings.agent_cli(name)
+    if cli is None:
         report.ok("executor", name)
         return
-    binary = commands[name][0]
+    binary = cli.command[0]
     if shutil.which(binary) is None:
         report.fail("executor", f"{name}: command {binary!r} not found on PATH")
     else:
@@ -189,16 +190,15 @@ def _accounts(report: _Report, settings: Settings) -> None:
     its key variable is set. A missing login fails every run on that account as an
     auth failure, which waits for a person; a key variable may be set only in the
     service's environment, so its absence here is a warning."""
-    logins = {"claude": "CLAUDE_CONFIG_DIR={} claude, then /login", "codex": "CODEX_HOME={} codex login"}
-    clis = {"claude": settings.claude, "codex": settings.codex}
     for executor in dict.fromkeys((settings.dispatch.executor, *settings.dispatch.fallback)):
-        for account in clis[executor].accounts if executor in clis else ():
+        cli = settings.agent_cli(executor)
+        for account in cli.accounts if cli is not None else ():
             what = f"account {executor}:{account.name}"
             if account.config_dir is not None:
                 if account.config_dir.is_dir():
                     report.ok(what, f"login in {account.config_dir}")
                 else:
-                    login = logins[executor].format(account.config_dir)
+                    login = CLI_FACTS[executor].login.format(account.config_dir)
                     report.fail(what, f"{account.config_dir} does not exist: log in with {login}")
             elif account.api_key_env is not None:
                 if os.environ.get(account.api_key_env):

@@ -108,8 +108,7 @@ def build_executor(
     reset of a usage limit the agent names as a time of day.
     """
     # imported here: each executor module imports this one for RunContext
-    from dispatch.executors.claude import ClaudeExecutor
-    from dispatch.executors.codex import CodexExecutor
+    from dispatch.agents.registry import AGENT_CLIS
     from dispatch.executors.command import CommandExecutor
     from dispatch.executors.dryrun import DryRunExecutor
 
@@ -117,10 +116,8 @@ def build_executor(
         return DryRunExecutor()
     grace = DEFAULT_GRACE_S if grace_s is None else grace_s
     now_ms = None if clock is None else clock.now_ms
-    if name == "claude":
-        return ClaudeExecutor(settings, grace_s=grace, now_ms=now_ms)
-    if name == "codex":
-        return CodexExecutor(settings, grace_s=grace, now_ms=now_ms)
+    if name in AGENT_CLIS:
+        return AGENT_CLIS[name].executor(settings, grace_s=grace, now_ms=now_ms)
     if name == "command":
         return CommandExecutor(grace_s=grace)
-    raise ConfigError(f"unknown executor {name!r}: expected claude, codex, command or dry-run")
+    raise ConfigError(f"unknown executor {name!r}: expected {', '.join(AGENT_CLIS)}, command or dry-run")

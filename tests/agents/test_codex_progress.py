@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from dispatch.agents.codex.executor import CodexExecutor
 from dispatch.executors import RunContext
-from dispatch.executors.codex import CodexExecutor
 from tests.agents.clis import codex_path, needs_codex
 from tests.agents.codex_home import TEST_KEY
 from tests.agents.model_server import Slow, Text

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatch.exposure import reach_findings, widenings
-from dispatch.readiness import run_briefly
+from dispatch.agents.doctor import reach_findings, run_briefly, widenings
 from tests.agents.clis import needs_bwrap
 from vigil.codework import CodeOptions
 from vigil.config import load_settings

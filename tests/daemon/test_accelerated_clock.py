@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from dispatch.agents.claude.executor import ClaudeExecutor
+from dispatch.agents.codex.executor import CodexExecutor
 from dispatch.executors import build_executor
-from dispatch.executors.claude import ClaudeExecutor
-from dispatch.executors.codex import CodexExecutor
 from tests.conftest import VigilRunner
 from vigil.clock import (
     ACCELERATED_CLOCK_ENV,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from dispatch.agents.pricing import TokenUsage, api_cost_usd, model_price, price_for
 from dispatch.environment import agent_env
 from dispatch.executors.answer import DETAIL_MAX_CHARS, detail_of, summary_of
 from dispatch.executors.resets import bar_epoch_ms, clock_zone_ms, reset_ms, try_again_clock_ms, try_again_ms
-from dispatch.pricing import TokenUsage, api_cost_usd, model_price, price_for
 from tests.dispatch.agent_support import agent_settings
 from vigil.config import Price
 from vigil.errors import ConfigError

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from dispatch.agents.doctor import checks_sandbox_finding, run_briefly
 from dispatch.executors import RunContext
-from dispatch.readiness import run_briefly
-from dispatch.sandbox_probe import checks_sandbox_finding
 from tests.agents.clis import needs_bwrap
 from tests.dispatch.conftest import MakeDispatcher
 from vigil.codework import Check, CodeOptions

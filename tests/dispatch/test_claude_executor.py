@@ -12,8 +12,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from dispatch.agents.claude.executor import ClaudeExecutor, claude_argv
 from dispatch.executors.answer import DETAIL_MAX_CHARS, SUMMARY_MAX_CHARS
-from dispatch.executors.claude import ClaudeExecutor, claude_argv
 from tests.dispatch.agent_support import (
     CLAUDE_FAKE,
     Started,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dispatch.executors.claude_stream import ClaudeStream, classify
+from dispatch.agents.claude.stream import ClaudeStream, classify
 from vigil.models import OutcomeKind
 
 NOW_MS = 1_767_100_000_000

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatch.executors.codex import CodexExecutor, codex_argv, home_under_tmp, tmp_taken_away, writable_dirs
+from dispatch.agents.codex.executor import CodexExecutor, codex_argv, home_under_tmp, tmp_taken_away, writable_dirs
 from tests.dispatch.agent_support import CODEX_FAKE, agent_settings, fake_argv, make_ctx, make_task, recorded
 from vigil.config import Settings
 from vigil.errors import ConfigError

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dispatch.executors.codex_rollout import rollout_path, rollout_refusals, rollout_sandbox_failures
-from dispatch.executors.codex_usage import SessionUsage
-from dispatch.pricing import TokenUsage
+from dispatch.agents.codex.rollout import rollout_path, rollout_refusals, rollout_sandbox_failures
+from dispatch.agents.codex.usage import SessionUsage
+from dispatch.agents.pricing import TokenUsage
 
 THREAD = "01a2345c-b41d-7193-9613-e1cba1be5167"
 

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from dispatch.executors.codex_stream import CodexStream, classify, retry_note, stderr_error
+from dispatch.agents.codex.stream import CodexStream, classify, retry_note, stderr_error
 from vigil.models import OutcomeKind
 
 PATH_WARNING = (

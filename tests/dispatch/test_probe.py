@@ -1,11 +1,11 @@
-"""What ``vigil doctor --probe`` probes and says it costs (``dispatch.probe``); the
+"""What ``vigil doctor --probe`` probes and says it costs (``dispatch.agents.probe``); the
 probes themselves run the real CLIs in tests/agents/test_doctor_probe.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from dispatch.probe import _limit_text, cost_note, targets
+from dispatch.agents.probe import _limit_text, cost_note, targets
 from vigil.config import load_settings
 from vigil.home import init_home
 

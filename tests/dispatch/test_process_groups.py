@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from dispatch.agents.claude.executor import ClaudeExecutor
+from dispatch.agents.codex.executor import CodexExecutor
 from dispatch.executors.child import run_child
-from dispatch.executors.claude import ClaudeExecutor
-from dispatch.executors.codex import CodexExecutor
 from dispatch.executors.command import CommandExecutor
 from dispatch.process import (
     end_process_group,

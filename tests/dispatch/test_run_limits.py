@@ -10,8 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from dispatch.accounts import account_env
+from dispatch.agents.pricing import TokenUsage
 from dispatch.executors import RunContext
-from dispatch.pricing import TokenUsage
 from tests.dispatch.conftest import MakeDispatcher, write_skill
 from vigil.accounts import limit_account
 from vigil.clock import ManualClock

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dispatch.agents.claude.session import session_usage
+from dispatch.agents.codex.usage import thread_usage
+from dispatch.agents.pricing import TokenUsage
 from dispatch.attempt import transcript_path
-from dispatch.executors.claude_session import session_usage
-from dispatch.executors.codex_usage import thread_usage
-from dispatch.pricing import TokenUsage
 from dispatch.recovery import recover_orphans
 from dispatch.salvage import Salvager
 from dispatch.worker_ids import this_host

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from dispatch.agents.claude.executor import ClaudeExecutor
+from dispatch.agents.codex.executor import CodexExecutor
 from dispatch.executors import RunContext, build_executor
-from dispatch.executors.claude import ClaudeExecutor
-from dispatch.executors.codex import CodexExecutor
 from dispatch.executors.command import CommandExecutor
 from dispatch.executors.dryrun import DryRunExecutor
 from dispatch.executors.fake import FakeExecutor

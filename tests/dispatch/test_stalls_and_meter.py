@@ -7,9 +7,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from dispatch.agents.pricing import TokenUsage
 from dispatch.executors.child import ended_early, run_child
 from dispatch.meter import Meter, SpendLimit
-from dispatch.pricing import TokenUsage
 from dispatch.process import group_alive
 from tests.dispatch.agent_support import Started
 from vigil.config import Price

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dispatch.executors.claude_stream import ClaudeStream, classify
+from dispatch.agents.claude.stream import ClaudeStream, classify
 from vigil.models import OutcomeKind
 
 pytestmark = pytest.mark.slow

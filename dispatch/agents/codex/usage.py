@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dispatch.executors.codex_rollout import rollout_path
-from dispatch.pricing import TokenUsage
+from dispatch.agents.codex.rollout import rollout_path
+from dispatch.agents.pricing import TokenUsage
 from vigil.clock import parse_iso_ms
 
 MARK = b'"token_count"'

@@ -1,5 +1,5 @@
 """``vigil doctor``'s checks of the ``codex`` executor, run for real
-(``dispatch.readiness`` calls them when Codex is the configured executor).
+(``dispatch.agents.doctor`` calls them when Codex is the configured executor).
 
 They run Codex as an agent run would (the same argv prefix, the environment an
 agent gets, in the working directory) and say what is wrong and what to do:
@@ -12,21 +12,21 @@ agent gets, in the working directory) and say what is wrong and what to do:
 - ``OPENAI_API_KEY`` set for Codex's built-in OpenAI provider, which does not read
   it (Codex 0.171.0 sends no key at all then).
 
-The sandbox and the workspace are reported by ``dispatch.exposure``.
+The sandbox and the workspace are reported by ``dispatch.agents.doctor``.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
+from dispatch.agents.cli import Run
 from dispatch.environment import base_env
 from vigil.config import Settings
 from vigil.doctor import Finding
 
-Run = Callable[[list[str], Mapping[str, str], Path], Awaitable[tuple[int | None, str]]]
 BUILTIN_PROVIDER = "openai"
 KEY_NAMES = ("CODEX_API_KEY", "OPENAI_API_KEY", "CODEX_HOME")  # what Codex reads besides a provider's env_key
 

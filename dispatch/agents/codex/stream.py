@@ -44,10 +44,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dispatch.executors.codex_usage import codex_tokens
+from dispatch.agents.codex.usage import codex_tokens
+from dispatch.agents.pricing import TokenUsage
 from dispatch.executors.refusals import channel_refusal, denial_line
 from dispatch.executors.resets import reset_ms
-from dispatch.pricing import TokenUsage
 from vigil.models import OutcomeKind
 
 ProgressNote = Callable[[str | None], None]

@@ -11,7 +11,7 @@ sandbox (``allowUnsandboxedCommands`` off), and a sandbox that is unavailable ma
 the CLI refuse the run rather than run Bash unconfined (``failIfUnavailable``); one
 whose bubblewrap fails to start a command fails that command (the run is then
 ``sandbox_failed``: ``dispatch.executors.refusals``), and ``vigil doctor`` starts one
-the same way first (``dispatch.sandbox_probe``). The
+the same way first (``dispatch.agents.doctor``). The
 store's URL, when the loop uses PostgreSQL, is unset for sandboxed commands: only
 Vigil's MCP server needs it.
 

@@ -1,6 +1,6 @@
 """``vigil doctor``'s checks of the ``claude`` executor, run for real as the loop
 would run it (the agent's environment and working directory;
-``dispatch.readiness`` calls them when Claude Code is the configured executor).
+``dispatch.agents.doctor`` calls them when Claude Code is the configured executor).
 
 That the command starts (``--version``); that it is logged in (``claude auth
 status`` prints JSON with ``loggedIn``); that the settings do not make it refuse to
@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import Mapping
 
-from dispatch.codex_readiness import Run
+from dispatch.agents.cli import Run
 from dispatch.environment import base_env
 from vigil.config import Settings
 from vigil.doctor import Finding

@@ -39,7 +39,7 @@ resumed thread's usage from the thread's start, in its stream and its session fi
 alike; a resumed run's own is that less what the thread had spent before it
 (``thread_so_far``), so that no call is counted twice. Codex
 reports no dollar cost, so ``cost_usd`` and ``api_cost_usd`` are both computed from
-the price table (``dispatch.pricing``) for the model: the task's or skill's, else
+the price table (``dispatch.agents.pricing``) for the model: the task's or skill's, else
 ``[executors.codex] model``, else the one in Codex's own ``config.toml``.
 """
 
@@ -52,15 +52,15 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from dispatch.agents.codex.rollout import rollout_path, rollout_refusals, rollout_sandbox_failures
+from dispatch.agents.codex.stream import CodexStream, classify
+from dispatch.agents.codex.usage import SessionUsage, less, thread_usage
+from dispatch.agents.pricing import TokenUsage, api_cost_usd
 from dispatch.executors import DEFAULT_GRACE_S, RunContext
 from dispatch.executors.answer import detail_of, summary_of
 from dispatch.executors.child import ChildResult, StopRun, ended_early
-from dispatch.executors.codex_rollout import rollout_path, rollout_refusals, rollout_sandbox_failures
-from dispatch.executors.codex_stream import CodexStream, classify
-from dispatch.executors.codex_usage import SessionUsage, less, thread_usage
 from dispatch.executors.refusals import sandbox_failed_error
 from dispatch.executors.transcript import run_agent_cli
-from dispatch.pricing import TokenUsage, api_cost_usd
 from vigil.clock import SystemClock
 from vigil.config import STORE_URL_ENV, AgentCliSettings, Settings
 from vigil.models import Outcome, OutcomeKind, Task

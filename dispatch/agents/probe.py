@@ -57,16 +57,16 @@ from pathlib import Path
 from typing import Any
 
 from dispatch.accounts import account_env
+from dispatch.agents.claude.stream import ClaudeStream
+from dispatch.agents.claude.stream import classify as classify_claude
+from dispatch.agents.codex.executor import configured_model
+from dispatch.agents.codex.rollout import rollout_path
+from dispatch.agents.codex.stream import CodexStream, retry_note
+from dispatch.agents.codex.stream import classify as classify_codex
+from dispatch.agents.codex.usage import last_rate_limits
+from dispatch.agents.pricing import api_cost_usd
 from dispatch.environment import base_env
 from dispatch.executors.child import ChildResult, StopRun, run_child
-from dispatch.executors.claude_stream import ClaudeStream
-from dispatch.executors.claude_stream import classify as classify_claude
-from dispatch.executors.codex import configured_model
-from dispatch.executors.codex_rollout import rollout_path
-from dispatch.executors.codex_stream import CodexStream, retry_note
-from dispatch.executors.codex_stream import classify as classify_codex
-from dispatch.executors.codex_usage import last_rate_limits
-from dispatch.pricing import api_cost_usd
 from vigil.accounts import DEFAULT_ACCOUNT
 from vigil.clock import iso_utc
 from vigil.config import AGENT_EXECUTORS, Settings

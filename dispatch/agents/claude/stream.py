@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatch.agents.pricing import TokenUsage
 from dispatch.executors.answer import error_line
 from dispatch.executors.refusals import (
     VIGIL_TOOL_PREFIX,
@@ -47,7 +48,6 @@ from dispatch.executors.refusals import (
     unknown_vigil_tool,
 )
 from dispatch.executors.resets import reset_ms
-from dispatch.pricing import TokenUsage
 from vigil.models import OutcomeKind
 
 MS_PER_S = 1000

@@ -6,7 +6,7 @@ session, its new message on stdin) + ``--model M`` (the task's model: skill, els
 ``--max-budget-usd N`` (if configured) + ``--permission-mode M`` + Vigil's MCP
 server for the run (``--mcp-config`` naming only it, ``--strict-mcp-config``, and
 ``--allowedTools mcp__vigil``) + ``--settings`` turning on the OS sandbox for Bash
-(``dispatch.claude_sandbox``, where it can run) + one ``--allowedTools T`` /
+(``dispatch.agents.claude.sandbox``, where it can run) + one ``--allowedTools T`` /
 ``--disallowedTools T`` per rule + ``--add-dir D`` per folder + ``extra_args``. The
 prompt goes on stdin, never into argv; the process runs in the agent's workspace,
 where ``acceptEdits`` (the default) lets it edit files and nowhere else. The stream
@@ -26,13 +26,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from dispatch.claude_sandbox import sandbox_problem, sandbox_settings
+from dispatch.agents.claude.sandbox import sandbox_problem, sandbox_settings
+from dispatch.agents.claude.stream import ClaudeStream, classify
+from dispatch.agents.pricing import TokenUsage, api_cost_usd
 from dispatch.executors import DEFAULT_GRACE_S, RunContext
 from dispatch.executors.answer import detail_of, summary_of
 from dispatch.executors.child import ChildResult, StopRun, ended_early
-from dispatch.executors.claude_stream import ClaudeStream, classify
 from dispatch.executors.transcript import run_agent_cli
-from dispatch.pricing import TokenUsage, api_cost_usd
 from vigil.clock import SystemClock
 from vigil.config import AgentCliSettings, Settings
 from vigil.models import Outcome, OutcomeKind, Task

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dispatch.pricing import TokenUsage
+from dispatch.agents.pricing import TokenUsage
 from vigil.clock import parse_iso_ms
 
 

@@ -1,0 +1,1 @@
+"""Claude Code: its executor, stream, sandbox and doctor checks."""

@@ -1,0 +1,1 @@
+"""Codex: its executor, stream, rollout, usage and doctor checks."""
