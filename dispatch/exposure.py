@@ -25,17 +25,19 @@ that does not start fails ``vigil doctor``.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from dispatch.claude_sandbox import sandbox_problem
 from dispatch.codex_readiness import Run
 from dispatch.executors.codex import configured_model
-from dispatch.pricing import PRICES_AS_OF, SHIPPED_PRICES, model_price, price_for
+from dispatch.pricing import SHIPPED_PRICES, model_price, priced
 from dispatch.sandbox_probe import USERNS_FIX, checks_sandbox_finding, claude_sandbox_problem, codex_sandbox_problem
+from dispatch.skills import load_skills
 from dispatch.workspace import contains
 from vigil.config import Settings
 from vigil.doctor import Finding
+from vigil.errors import InputError
 
 UNCONFINED_BASH = ("Bash", "Bash(*)", "Bash(*:*)")
 
@@ -148,9 +150,60 @@ async def _claude_sandbox(settings: Settings, env: Mapping[str, str], cwd: Path,
     return Finding("ok", "sandbox", "claude: Bash runs in Claude Code's OS sandbox, writing only in the workspace")
 
 
-def price_findings(settings: Settings, env: Mapping[str, str]) -> list[Finding]:
-    """How the configured executor's runs are priced, and a warning when a budget
-    is set but the model has no price (its runs would count as $0)."""
+def price_findings(settings: Settings, env: Mapping[str, str], recent: Iterable[str] = ()) -> list[Finding]:
+    """How the configured executor's runs are priced, then each model in use that
+    has no price of its own (``models_in_use``: configured, named by a skill, or
+    seen in ``recent`` runs): one warning each, saying what prices it instead (its
+    family's price, Claude Code's own figure) or that a cap on it is refused. A
+    model that cannot be priced under a daily budget is a failure: every task the
+    budget holds would be refused."""
+    found = _executor_prices(settings, env)
+    named = {m for m in (settings.codex.model or configured_model(env),) if settings.dispatch.executor == "codex"}
+    for model, where in models_in_use(settings, env, recent).items():
+        if model in named or model_price(settings.prices, model) is not None:
+            continue  # the executor's own line above speaks of it
+        family = priced(settings.prices, model)
+        fix = f"add [prices.{model!r}] (USD per million tokens)"
+        if family is not None:
+            said = f"model {model!r} ({where}) has no price of its own: its tokens are priced at {family.by}; {fix}"
+        else:
+            said = (
+                f"model {model!r} ({where}) has no price: its tokens count $0, and a cap on its runs is held only "
+                f"by Claude Code's own total_cost_usd (refused under Codex); {fix}"
+            )
+        found.append(Finding("warn", "prices", said))
+    return found
+
+
+def models_in_use(settings: Settings, env: Mapping[str, str], recent: Iterable[str] = ()) -> dict[str, str]:
+    """Every model Vigil's runs may use, with where it is named: ``[executors.*]
+    model``, Codex's own ``config.toml``, a skill's ``model``, or ``recent`` runs
+    (``vigil doctor`` reads the last week's)."""
+    found: dict[str, str] = {}
+    for name, model in (("claude", settings.claude.model), ("codex", settings.codex.model)):
+        if model:
+            found.setdefault(model, f"[executors.{name}] model")
+    if settings.dispatch.executor == "codex" and settings.codex.model is None:
+        model = configured_model(env)
+        if model:
+            found.setdefault(model, "Codex's config.toml")
+    names = sorted(p.parent.name for p in settings.skills_dir.glob("*/SKILL.md"))
+    for name in names:
+        try:
+            (skill,) = load_skills(settings.skills_dir, [name])
+        except InputError:
+            continue  # the skill's own problem, reported when a task uses it
+        if skill.model:
+            found.setdefault(skill.model, f"skill {name}")
+    for model in recent:
+        found.setdefault(model, "seen in recent runs")
+    return found
+
+
+def _executor_prices(settings: Settings, env: Mapping[str, str]) -> list[Finding]:
+    """How the configured executor's runs are priced, and a warning (a failure
+    under a daily budget, whose tasks would be refused) when Codex's model has no
+    price."""
     executor = settings.dispatch.executor
     if executor == "claude":
         # the budget counts the CLI's own figure; the table only gives api_cost_usd
@@ -163,29 +216,30 @@ def price_findings(settings: Settings, env: Mapping[str, str]) -> list[Finding]:
                     "warn",
                     "prices",
                     "codex: no model is named ([executors.codex] model, or model in Codex's config.toml): "
-                    "its runs cannot be priced and count as $0 against the budget",
+                    "its runs cannot be priced and count as $0; a cap on them is refused",
                 )
             ]
     else:
         return []
-    price = model_price(settings.prices, model)
-    if price is None:
+    found = priced(settings.prices, model)
+    if found is None:
         budget = settings.budget.daily_usd is not None
         return [
             Finding(
-                "warn" if budget else "ok",
+                "fail" if budget else "warn",
                 "prices",
                 f"{executor}: model {model!r} has no price: add [prices.{model!r}] (USD per million tokens), "
-                "else its runs count as $0" + (" against the budget" if budget else ""),
+                "else its runs count as $0 and a cap on them is refused"
+                + ("; under the daily budget every task is refused" if budget else ""),
             )
         ]
-    origin = "[prices]" if price_for(settings.prices, model) is not None else f"the table of {PRICES_AS_OF}"
-    shipped = "" if model in SHIPPED_PRICES or origin == "[prices]" else " (by its family)"
+    price = found.price
+    shipped = "" if model in SHIPPED_PRICES or found.by == "[prices]" else " (by its family)"
+    origin = found.by if found.by.endswith("family's price") else (found.by + shipped)
     return [
         Finding(
-            "ok",
+            "ok" if not found.by.endswith("family's price") else "warn",
             "prices",
-            f"{executor}: {model} at ${price.input:g} in / ${price.output:g} out per million tokens, "
-            f"from {origin}{shipped}",
+            f"{executor}: {model} at ${price.input:g} in / ${price.output:g} out per million tokens, from {origin}",
         )
     ]

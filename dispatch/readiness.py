@@ -15,10 +15,16 @@ from dispatch.claude_readiness import claude_findings
 from dispatch.codex_readiness import codex_findings
 from dispatch.environment import base_env
 from dispatch.exposure import price_findings, reach_findings
+from vigil.clock import MS_PER_DAY, SystemClock
 from vigil.config import Settings
 from vigil.doctor import Finding
+from vigil.errors import VigilError
+from vigil.models import CostGroup
+from vigil.store.opening import open_store
 
 CHECK_TIMEOUT_S = 30.0
+RECENT_MS = 7 * MS_PER_DAY  # the runs whose models doctor looks at
+NO_MODEL = "(none)"  # the roll-up's key for runs that named no model
 
 
 async def run_briefly(argv: list[str], env: Mapping[str, str], cwd: Path) -> tuple[int | None, str]:
@@ -56,4 +62,24 @@ async def agent_findings(settings: Settings) -> list[Finding]:
     else:
         return []
     env = base_env(settings, executor=executor)
-    return found + await reach_findings(settings, env, run_briefly) + price_findings(settings, env)
+    prices = price_findings(settings, env, await recent_models(settings))
+    return found + await reach_findings(settings, env, run_briefly) + prices
+
+
+async def recent_models(settings: Settings) -> list[str]:
+    """The models the runs of the last ``RECENT_MS`` used, by the store's cost
+    roll-up; none when the database is not there yet or cannot be opened (its own
+    check says why)."""
+    if settings.store.url is None and not settings.store.path.exists():
+        return []
+    try:
+        store = await open_store(settings)
+    except VigilError:
+        return []
+    try:
+        rows = await store.cost_rollup(since_ms=SystemClock().now_ms() - RECENT_MS, by=CostGroup.MODEL)
+    except VigilError:
+        return []
+    finally:
+        await store.close()
+    return [row.key for row in rows if row.key != NO_MODEL]

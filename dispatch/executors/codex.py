@@ -36,8 +36,10 @@ commands and patches come from Codex's session file (``codex_rollout``), and so
 does the usage while the run goes on (``codex_usage``), which the run's meter is
 held to. Codex
 reports no dollar cost, so ``cost_usd`` and ``api_cost_usd`` are both computed from
-the price table (``dispatch.pricing``) for the model: the task's or skill's, else
-``[executors.codex] model``, else the one in Codex's own ``config.toml``.
+the price table (``dispatch.pricing``: ``[prices]``, the shipped table, else the
+model's family's price) for the model: the task's or skill's, else ``[executors.codex]
+model``, else the one in Codex's own ``config.toml``. A cap on a model with no price
+is refused before the run starts (``dispatch.meter.meter_problem``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from dispatch.executors.codex_stream import CodexStream, classify
 from dispatch.executors.codex_usage import SessionUsage
 from dispatch.executors.refusals import sandbox_failed_error
 from dispatch.executors.transcript import run_agent_cli
+from dispatch.meter import priced_by
 from dispatch.pricing import TokenUsage, api_cost_usd
 from vigil.clock import SystemClock
 from vigil.config import STORE_URL_ENV, AgentCliSettings, Settings
@@ -290,5 +293,6 @@ class CodexExecutor:
                 permission_denials=refusals_of(stream, result, ctx.env),
                 # "thread/resume failed: no rollout found for thread id …" (0.171.0), exit 1, no event
                 resume_refused=ctx.resume is not None and stream.events == 0 and result.exit_code != 0,
+                priced_by=priced_by(self.settings.prices, [model]),
             )
         )

@@ -293,7 +293,7 @@ async def test_a_v10_archive_gets_the_account_in_its_key_and_keeps_its_totals(po
     store = await PostgresStore.open(postgres_url, clock=clock)
     try:
         with psycopg.connect(postgres_url) as conn:
-            assert conn.execute("SELECT version FROM vigil_schema").fetchone() == (SCHEMA_VERSION,) == (13,)
+            assert conn.execute("SELECT version FROM vigil_schema").fetchone() == (SCHEMA_VERSION,) == (14,)
             assert conn.execute(archive_upgrade.SQL_SUMS).fetchall() == sums
             assert conn.execute(archive_upgrade.SQL_NOT_NONE).fetchall() == [(0,)]
             key = conn.execute(

@@ -68,7 +68,7 @@ async def test_a_v1_file_is_upgraded_in_place_and_keeps_its_rows(tmp_path: Path)
     assert _user_version(path) == 1
 
     async with await SqliteStore.open(path, clock=clock) as store:
-        assert _user_version(path) == SCHEMA_VERSION == 11
+        assert _user_version(path) == SCHEMA_VERSION == 12
         assert [t.subject for t in await store.list_tasks()] == ["open", "old work"]
         (feeds,) = await store.sensor_states()
         assert (feeds.last_run_at, feeds.skips) == (start, ())  # v5: no runs skipped yet
@@ -196,7 +196,7 @@ async def test_a_v8_archive_is_rebuilt_with_the_account_and_keeps_its_totals(tmp
     sums = _query(path, archive_upgrade.SQL_SUMS)
 
     async with await SqliteStore.open(path, clock=clock) as store:
-        assert _user_version(path) == SCHEMA_VERSION == 11
+        assert _user_version(path) == SCHEMA_VERSION == 12
         assert _query(path, archive_upgrade.SQL_SUMS) == sums
         assert _query(path, archive_upgrade.SQL_NOT_NONE) == [(0,)]
         await archive_upgrade.assert_upgraded_archive_counts(store, clock)

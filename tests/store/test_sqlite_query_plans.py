@@ -136,7 +136,7 @@ def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object] | Sequence[o
     return {
         "claim_next": (
             SQL_CLAIM,
-            {"now": now, "worker": "w", "lease_until": now + 1, "executor": None, "max_priority": 9},
+            {"now": now, "worker": "w", "lease_until": now + 1, "executor": None, "max_priority": 9, "anyone": True},
         ),
         "next_due_at": (SQL_NEXT_DUE_AT, {}),
         "queue": (SQL_QUEUE, {"now": now, "limit": 200}),
