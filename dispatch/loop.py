@@ -105,7 +105,7 @@ class Dispatcher:
     @property
     def claim_restriction(self) -> ClaimDecision | None:
         """The guard's last refusal to claim (paused, gated) or restriction (over
-        budget: urgent tasks only), while it lasts; else None. Its ``until`` is when
+        budget: only tasks a person made urgent), while it lasts; else None. Its ``until`` is when
         the idle loop asks the guard again."""
         return self._restriction
 
