@@ -202,6 +202,7 @@ async def test_only_tasks_a_person_made_urgent_run_free_of_the_daily_budget(
     assert limits["raised by a person"] is None
     for subject in ("the agent's urgent follow-up", "a sensor's urgent task"):
         limit = limits[subject]
-        assert limit is not None and limit.daily, subject
+        assert limit is not None, subject
+        assert limit.daily, subject
     assert agents.task_id is not None
     assert sensors.task_id is not None
