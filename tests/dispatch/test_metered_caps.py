@@ -7,16 +7,18 @@ tasks a person made urgent run above it."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from dispatch.alerts import AlertHook
 from dispatch.executors import RunContext
 from dispatch.executors.claude import claude_argv
+from dispatch.exposure import price_findings
 from dispatch.guard import Guard
 from dispatch.meter import Meter, SpendLimit, meter_problem, priced_by
 from dispatch.pricing import PRICES_AS_OF, TokenUsage, api_cost_usd, family_of, priced
-from tests.dispatch.conftest import MakeDispatcher
+from tests.dispatch.conftest import MakeDispatcher, write_skill
 from vigil.clock import ManualClock
 from vigil.config import BudgetSettings, Price, Settings
 from vigil.gate import read_gate
@@ -206,3 +208,42 @@ async def test_only_tasks_a_person_made_urgent_run_free_of_the_daily_budget(
         assert limit.daily, subject
     assert agents.task_id is not None
     assert sensors.task_id is not None
+
+
+def test_doctor_names_every_model_in_use_that_has_no_price(settings: Settings, home: Path) -> None:
+    write_skill(home, "house", "description: House model.\nmodel: house-model-1")
+    claude = replace(
+        settings,
+        dispatch=replace(settings.dispatch, executor="claude"),
+        claude=replace(settings.claude, model="claude-sonnet-5"),
+    )
+    found = price_findings(claude, {}, recent=["claude-sonnet-4-5", "gpt-7"])
+    assert [(f.level, f.detail) for f in found] == [
+        ("ok", "claude: each run is priced by Claude Code's own total_cost_usd"),
+        (
+            "warn",
+            "model 'claude-sonnet-5' ([executors.claude] model) has no price of its own: its tokens are priced at "
+            "the claude-sonnet family's price; add [prices.'claude-sonnet-5'] (USD per million tokens)",
+        ),
+        (
+            "warn",
+            "model 'house-model-1' (skill house) has no price: its tokens count $0, and a cap on its runs is held "
+            "only by Claude Code's own total_cost_usd (refused under Codex); add [prices.'house-model-1'] "
+            "(USD per million tokens)",
+        ),
+        (
+            "warn",
+            "model 'gpt-7' (seen in recent runs) has no price of its own: its tokens are priced at the gpt "
+            "family's price; add [prices.'gpt-7'] (USD per million tokens)",
+        ),
+    ]
+    priced_claude = replace(claude, prices={"claude-sonnet-5": Price(3.0, 15.0), "house-model-1": Price(1.0, 1.0)})
+    assert [f.level for f in price_findings(priced_claude, {}, recent=["claude-sonnet-4-5"])] == ["ok"]
+
+
+def test_doctor_fails_a_codex_model_of_no_price_under_a_daily_budget(settings: Settings) -> None:
+    (found,) = price_findings(_codex(settings, "house-model-1", daily_usd=5.0), {})
+    assert found.level == "fail"
+    assert found.detail.endswith("a cap on them is refused; under the daily budget every task is refused")
+    (found,) = price_findings(_codex(settings, "house-model-1"), {})
+    assert found.level == "warn"
