@@ -180,7 +180,9 @@ class Guard:
             )
             self._alerts.notify(event)
         if use.over:
-            reason = f"over budget (${use.spent_usd:.2f} of ${use.cap_usd:.2f} in 24 h): only tasks a person made urgent"
+            reason = (
+                f"over budget (${use.spent_usd:.2f} of ${use.cap_usd:.2f} in 24 h): only tasks a person made urgent"
+            )
             until = now_ms + BUDGET_RECHECK_MS
             return ClaimDecision(True, max_priority=budget.urgent_priority, reason=reason, until=until, by_person=True)
         return ClaimDecision(True)
