@@ -157,6 +157,7 @@ def run_json(run: Run) -> dict[str, object]:
         "checks": [check_json(c) for c in run.checks],
         "changes": None if run.changes is None else changes_json(run.changes),
         "resumed_from": run.resumed_from,
+        "priced_by": run.priced_by,
     }
 
 
@@ -333,6 +334,8 @@ def task_details(
         run_lines += [f"     check {c.how()}: {c.label}" for c in r.checks]
         if r.resumed_from is not None:
             run_lines.append(f"     resumed the session of run {r.resumed_from}")
+        if r.priced_by:
+            run_lines.append(f"     priced by {one_line(r.priced_by, 160)}")
     if run_lines:
         lines += ["runs:", *run_lines]
     note_lines = [f"  [{iso_utc(n.at)}] {n.author}: {capped(n.text, TEXT_SHOWN_CHARS)}" for n in notes]
