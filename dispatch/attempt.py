@@ -47,6 +47,7 @@ from vigil.budget import budget_use, exempt
 from vigil.clock import Clock, SystemClock
 from vigil.codework import CodeOptions
 from vigil.config import AGENT_EXECUTORS, STORE_URL_ENV, Settings
+from vigil.errors import InputError
 from vigil.lineage import parent_chain
 from vigil.models import Claim, Outcome, Task
 from vigil.redaction import Redactor
@@ -339,7 +340,10 @@ def unmetered_cap(
     None when it has no cap or the cap can be metered. The executor and model are
     chosen as for its attempt (``choose_executor``, with every account free); a
     fallback executor met at run time is checked again when the task is claimed."""
-    skills = load_skills(settings.skills_dir, skill_names)
+    try:
+        skills = load_skills(settings.skills_dir, skill_names)
+    except InputError:
+        return None  # an unknown or broken skill: refused on its own account, as the task is added
     caps = [max_cost_usd, *(s.max_cost_usd for s in skills)]
     cap = next((usd for usd in caps if usd is not None), None)
     if cap is None:
