@@ -126,5 +126,5 @@ def budget_line(use: BudgetUse) -> str:
     """One line for people: spend of the last 24 h against the cap."""
     if use.cap_usd is None:
         return f"budget: ${use.spent_usd:.2f} spent in the last 24 h (no cap)"
-    over = "; over the cap: only urgent tasks run" if use.over else ""
+    over = "; over the cap: only urgent tasks run, those a person made urgent" if use.over else ""
     return f"budget: ${use.spent_usd:.2f} of ${use.cap_usd:.2f} in the last 24 h ({use.fraction or 0:.0%}){over}"
