@@ -20,8 +20,8 @@ family's price). A run with a spending limit is metered from each message's usag
 (``dispatch.meter``); a model named for it with no price in the table also gets
 the limit as ``--max-budget-usd``, which Claude Code holds by its own running total
 (its ``error_max_budget_usd`` is then ``over_budget``), and a run whose model turns
-out to have no price at all (its ``init`` line names it) is ended before its first
-request, refused: its cap could not be metered.
+out to have no price at all (its ``init`` line names it) is ended there, at its
+start, refused: its cap could not be metered.
 """
 
 from __future__ import annotations
