@@ -211,12 +211,14 @@ def _executor_prices(settings: Settings, env: Mapping[str, str]) -> list[Finding
     if executor == "codex":
         model = settings.codex.model or configured_model(env)
         if model is None:
+            budget = settings.budget.daily_usd is not None
             return [
                 Finding(
-                    "warn",
+                    "fail" if budget else "warn",
                     "prices",
                     "codex: no model is named ([executors.codex] model, or model in Codex's config.toml): "
-                    "its runs cannot be priced and count as $0; a cap on them is refused",
+                    "its runs cannot be priced and count as $0; a cap on them is refused"
+                    + ("; under the daily budget every task is refused" if budget else ""),
                 )
             ]
     else:
@@ -233,13 +235,14 @@ def _executor_prices(settings: Settings, env: Mapping[str, str]) -> list[Finding
                 + ("; under the daily budget every task is refused" if budget else ""),
             )
         ]
-    price = found.price
-    shipped = "" if model in SHIPPED_PRICES or found.by == "[prices]" else " (by its family)"
-    origin = found.by if found.by.endswith("family's price") else (found.by + shipped)
+    price, by_family = found.price, found.by.endswith("family's price")
+    # an entry also prices the longer names it is a prefix of (gpt-5 prices gpt-5-codex)
+    longer = "" if by_family or model in SHIPPED_PRICES or found.by == "[prices]" else " (a longer name of an entry)"
     return [
         Finding(
-            "ok" if not found.by.endswith("family's price") else "warn",
+            "warn" if by_family else "ok",  # a guess from a newer model's family: say so
             "prices",
-            f"{executor}: {model} at ${price.input:g} in / ${price.output:g} out per million tokens, from {origin}",
+            f"{executor}: {model} at ${price.input:g} in / ${price.output:g} out per million tokens, "
+            f"from {found.by}{longer}",
         )
     ]
