@@ -5,9 +5,11 @@ last 24 h. Above ``daily_usd`` only tasks a person made at least as urgent as
 ``urgent_priority`` (priority ≤ it) are claimed (``exempt``): a person added the
 task at that priority or set it so. An agent's follow-up, a sensor's task, or one
 whose priority only an agent or a sensor chose waits for the budget, however
-urgent (a person can raise it: ``vigil task prio``). Each ``warn_at`` fraction alerts once per window: it
-fires when spend reaches it and it has not fired in the last 24 h. The times each
-fired are kept in ``loop_state`` under ``budget_warnings`` (``{"0.5": epoch_ms}``).
+urgent (a person can raise it: ``vigil task prio``).
+
+Each ``warn_at`` fraction alerts once per window: it fires when spend reaches it
+and it has not fired in the last 24 h. The times each fired are kept in
+``loop_state`` under ``budget_warnings`` (``{"0.5": epoch_ms}``).
 
 ``per_sensor`` caps the work each sensor started (its tasks and their follow-ups,
 ``vigil stats --by sensor``) the same way; the dispatcher puts such a task back
