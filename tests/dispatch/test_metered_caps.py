@@ -15,7 +15,7 @@ from dispatch.alerts import AlertHook
 from dispatch.executors import RunContext
 from dispatch.executors.claude import claude_argv
 from dispatch.exposure import price_findings
-from dispatch.guard import Guard
+from dispatch.guard import SENSOR_RECHECK_MS, Guard
 from dispatch.meter import Meter, SpendLimit, meter_problem, priced_by
 from dispatch.pricing import PRICES_AS_OF, TokenUsage, api_cost_usd, family_of, priced
 from tests.dispatch.conftest import MakeDispatcher, write_skill
@@ -247,3 +247,33 @@ def test_doctor_fails_a_codex_model_of_no_price_under_a_daily_budget(settings: S
     assert found.detail.endswith("a cap on them is refused; under the daily budget every task is refused")
     (found,) = price_findings(_codex(settings, "house-model-1"), {})
     assert found.level == "warn"
+
+
+async def test_an_agents_urgent_follow_up_is_held_to_its_sensors_cap(
+    db: SqliteStore, make_dispatcher: MakeDispatcher, settings: Settings, clock: ManualClock
+) -> None:
+    capped = replace(settings, budget=BudgetSettings(urgent_priority=1, warn_at=(), per_sensor={"feeds": 1.0}))
+    hook = AlertHook(capped.alerts, capped.home)
+    dispatcher_of, _ = make_dispatcher(spend, settings=capped, guard=Guard(db, capped, clock, hook))
+    root = await db.add_task(NewTask("feed entry", source="sensor:feeds", priority=1), actor="sensor:feeds")
+    assert root.task_id is not None
+    assert await dispatcher_of.run_once() is not None  # $1.50: the sensor is over its cap
+    follow_up = await db.add_task(
+        NewTask("urgent follow-up", priority=1, parent_id=root.task_id, source=f"task:{root.task_id}"), actor="agent"
+    )
+    assert follow_up.task_id is not None
+    held = await dispatcher_of.run_once()
+    assert held is not None
+    assert (held.id, held.status, held.attempt_count) == (follow_up.task_id, TaskStatus.PENDING, 0)
+    assert await db.list_runs(follow_up.task_id) == []
+    await db.set_priority(follow_up.task_id, 2, actor="human")
+    await db.set_priority(follow_up.task_id, 1, actor="human")  # a person made it urgent: it runs
+    clock.advance(SENSOR_RECHECK_MS)
+    ran = await dispatcher_of.run_once()
+    assert ran is not None
+    assert (ran.id, ran.status) == (follow_up.task_id, TaskStatus.COMPLETED)
+    await hook.drain()
+
+
+def spend(task: Task, ctx: RunContext) -> Outcome:
+    return Outcome(OutcomeKind.SUCCESS, cost_usd=1.5)
