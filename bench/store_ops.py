@@ -275,7 +275,14 @@ def claim_big(runner: asyncio.Runner, folder: Path, sizes: Sizes) -> tuple[str, 
     print(f"built {sizes.finished:,} finished + {sizes.not_due:,} not-yet-due tasks in {took:.0f} s")
     big = runner.run(SqliteStore.open(big_path))
     small = runner.run(SqliteStore.open(folder / "claim-small.db"))
-    claim_params = {"now": now_ms(), "worker": "x", "lease_until": 0, "executor": None, "max_priority": 9}
+    claim_params = {
+        "now": now_ms(),
+        "worker": "x",
+        "lease_until": 0,
+        "executor": None,
+        "max_priority": 9,
+        "anyone": True,
+    }
     with contextlib.closing(sqlite3.connect(big_path)) as conn:  # a plan, read beside the store
         plan = [str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + SQL_CLAIM, claim_params)]
     scans = [line for line in plan if line.startswith("SCAN tasks")]

@@ -16,7 +16,9 @@ An agent CLI's task runs on a free account (``dispatch.accounts``), or on a
 fallback executor when every account of its own is limited, with the environment
 that selects that account. Each run gets a meter (``dispatch.meter``) with the
 most it may spend: what is left of its task's ``max_cost_usd`` and of the daily
-budget; and the stall timeout, ``[dispatch] stall_timeout``. The attempt may
+budget (unless a person made the task urgent: ``vigil.budget.exempt``); a limit its
+run cannot be metered against is refused here (``dispatch.meter.Unmetered``); and
+the stall timeout, ``[dispatch] stall_timeout``. The attempt may
 continue an earlier run's agent session (``dispatch.resumption``); the prompt is
 built all the same, for a CLI that will not resume it.
 """
@@ -30,20 +32,22 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dispatch.accounts import account_env, pick, soonest
+from dispatch.agents.registry import AGENT_CLIS
 from dispatch.checks import check_sandbox
 from dispatch.environment import base_env, with_run_ids
 from dispatch.executors import RunContext
-from dispatch.meter import Meter, SpendLimit
+from dispatch.meter import Meter, SpendLimit, Unmetered, meter_problem
 from dispatch.prompt import build_prompt
 from dispatch.resumption import resume_after_failure, resume_for
 from dispatch.skills import Skill, load_skills
 from dispatch.workspace import code_of, is_agents_followup, make_workspace, workspace_of
 from dispatch.worktree import CodeWork, Publish, prepare_worktree, start_of
 from vigil.accounts import AccountLimit, read_limits
-from vigil.budget import budget_use
+from vigil.budget import budget_use, exempt
 from vigil.clock import Clock, SystemClock
 from vigil.codework import PULL_REQUEST, CodeOptions
 from vigil.config import AGENT_EXECUTORS, STORE_URL_ENV, Settings
+from vigil.errors import InputError
 from vigil.lineage import parent_chain
 from vigil.models import Claim, Outcome, Task
 from vigil.redaction import Redactor
@@ -176,8 +180,10 @@ class AttemptPreparer:
         """The executor, context and code work for ``claim``'s attempt with the
         task's ``skills`` (loaded by the caller).
 
-        Raises ``RepositoryError`` (``InputError``) for a repository or base that
-        cannot be used: the task's own fault, recorded as a failure; ``OSError``
+        Raises ``Unmetered`` (``InputError``) for a spending limit the run could
+        not be metered against (``dispatch.meter``); ``RepositoryError``
+        (``InputError``) for a repository or base that cannot be used: the task's
+        own fault, recorded as a failure; ``OSError``
         when the transcripts folder or the scratch workspace cannot be made, or the
         identity file cannot be read; ``GitError`` when git fails on a usable
         repository.
@@ -186,6 +192,10 @@ class AttemptPreparer:
         task = claim.task
         limits = read_limits(await store.loop_values())
         choice = choose_executor(task, skills, settings, limits, self._clock.now_ms())
+        env = with_run_ids(self._env(choice.executor, choice.account), task.id, claim.run_id)
+        limit = await self._spend_limit(task, skills)
+        if limit is not None:  # before anything is made for a run that will not start
+            _refuse_unmetered(limit, choice, env, settings)
         parents = await parent_chain(store, task)
         code = code_of(task, skills, settings, self._gates(task, parents))
         workspace = workspace_of(task, skills, settings, parents)
@@ -240,14 +250,14 @@ class AttemptPreparer:
             prompt=prompt,
             timeout_s=choice.timeout_ms / 1000,
             transcript_path=self._runs_dir / transcript_name(task.id, claim.attempt),
-            env=with_run_ids(self._env(choice.executor, choice.account), task.id, run_id),
+            env=env,
             model=choice.model,
             command=choice.command,
             on_process_start=on_process_start,
             redactor=self._redactor,
             workdir=workspace.path,
             mcp_command=mcp_command(settings, run_id) if cli is not None else (),
-            meter=Meter(settings.prices, await self._spend_limit(task, skills)),
+            meter=Meter(settings.prices, limit),
             stall_timeout_s=settings.dispatch.stall_timeout_ms / 1000 or None,
             account=choice.account,
             writable_dirs=writable,
@@ -299,8 +309,8 @@ class AttemptPreparer:
     async def _spend_limit(self, task: Task, skills: Sequence[Skill]) -> SpendLimit | None:
         """The most this run may spend: what is left of the task's own
         ``max_cost_usd`` (else its first skill's that sets one) after its earlier
-        runs, and of the daily budget (``[budget] daily_usd``) unless the task is
-        urgent enough to run above it; the smaller. None: no limit."""
+        runs, and of the daily budget (``[budget] daily_usd``) unless a person made
+        the task urgent enough to run above it; the smaller. None: no limit."""
         limits = []
         own = task.max_cost_usd
         if own is None:
@@ -309,10 +319,10 @@ class AttemptPreparer:
             spent = f" (${task.cost_usd:.2f} spent by earlier runs)" if task.cost_usd else ""
             limits.append(SpendLimit(own - task.cost_usd, f"the task's max_cost_usd of ${own:.2f}{spent}"))
         budget = self._settings.budget
-        if budget.daily_usd is not None and task.priority > budget.urgent_priority:
+        if budget.daily_usd is not None and not await exempt(self._store, task, budget):
             use = await budget_use(self._store, budget, self._clock.now_ms())
             why = f"the daily budget of ${budget.daily_usd:.2f} (${use.spent_usd:.2f} spent in the last 24 h)"
-            limits.append(SpendLimit(budget.daily_usd - use.spent_usd, why))
+            limits.append(SpendLimit(budget.daily_usd - use.spent_usd, why, daily=True))
         return min(limits, key=lambda limit: limit.usd, default=None)
 
     def _check_env(self, task_id: int, run_id: int) -> dict[str, str]:
@@ -322,9 +332,50 @@ class AttemptPreparer:
         return with_run_ids(env, task_id, run_id)
 
 
+def _refuse_unmetered(limit: SpendLimit, choice: ExecutorChoice, env: Mapping[str, str], settings: Settings) -> None:
+    """Raise ``Unmetered`` when ``limit`` cannot be metered on the run ``choice``
+    starts (its model, else the one Codex's own config names, has no price and the
+    CLI reports no cost): refused when claimed, never run as if there were no cap."""
+    model = choice.model or _own_model(choice.executor, env)
+    problem = meter_problem(choice.executor, model, settings.prices)
+    if problem is not None:
+        raise Unmetered(f"refused: {limit.why} cannot be metered: {problem}", daily=limit.daily)
+
+
+def unmetered_cap(
+    settings: Settings, skill_names: Sequence[str], model: str | None, max_cost_usd: float | None
+) -> str | None:
+    """Why a task about to be added (its skills, its own model and cap) would have
+    a cap its runs cannot be metered against, as ``vigil task add`` refuses it;
+    None when it has no cap or the cap can be metered. The executor and model are
+    chosen as for its attempt (``choose_executor``, with every account free); a
+    fallback executor met at run time is checked again when the task is claimed."""
+    try:
+        skills = load_skills(settings.skills_dir, skill_names)
+    except InputError:
+        return None  # an unknown or broken skill: refused on its own account, as the task is added
+    caps = [max_cost_usd, *(s.max_cost_usd for s in skills)]
+    cap = next((usd for usd in caps if usd is not None), None)
+    if cap is None:
+        return None
+    executor = next((s.executor for s in skills if s.executor), None) or settings.dispatch.executor
+    model = model or next((s.model for s in skills if s.model), None) or _default_model(settings, executor)
+    model = model or _own_model(executor, base_env(settings, executor=executor))
+    problem = meter_problem(executor, model, settings.prices)
+    return None if problem is None else f"refused: a cap of ${cap:.2f} cannot be metered: {problem}"
+
+
+def _own_model(executor: str, env: Mapping[str, str]) -> str | None:
+    """The model the CLI's own configuration names (None: none, or no agent CLI)."""
+    cli = AGENT_CLIS.get(executor)
+    return None if cli is None else cli.own_model(env)
+
+
 def settled(outcome: Outcome, ctx: RunContext) -> Outcome:
     """The outcome to record for a run of ``ctx``: what the agent printed with the
     secrets it was given masked, the tokens and cost its stream carried when the
-    outcome has none of its own (a run canceled or stopped mid-way), and the
-    account it ran on."""
-    return replace(ctx.redactor.outcome(ctx.meter.charge(outcome)), account=ctx.account)
+    outcome has none of its own (a run canceled or stopped mid-way), held against
+    the run's limit with its final spend (``Meter.reconcile``: ``over_budget`` when
+    the overrun showed only at the end), and the account it ran on."""
+    charged = ctx.meter.reconcile(ctx.meter.charge(outcome))
+    return replace(ctx.redactor.outcome(charged), account=ctx.account)

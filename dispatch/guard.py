@@ -4,7 +4,8 @@ Before each claim the loop asks ``may_claim(now)``:
 
 * paused by a person, or gated → no claim (``until``: when to ask again);
 * a gate whose ``until`` has passed (a usage limit's reset) is lifted here, by itself;
-* over the rolling-24 h budget → claim only tasks with priority ≤ ``urgent_priority``
+* over the rolling-24 h budget → claim only tasks a person made urgent, priority ≤
+  ``urgent_priority`` (``vigil.budget.exempt``)
   (``until``: when to look at the budget again, so an idle loop does not spin);
 * budget warnings that are due fire here, each once per window.
 
@@ -71,7 +72,7 @@ from dispatch.alerts import AlertHook, make_event, waiting_event
 from dispatch.holds import ACTOR, Holds, outage_wait_ms
 from dispatch.skills import Skill
 from vigil.accounts import DEFAULT_ACCOUNT, account_key, account_worked, limit_account, read_limits
-from vigil.budget import WINDOW_MS, budget_use, claim_once, claim_warnings
+from vigil.budget import WINDOW_MS, budget_use, claim_once, claim_warnings, exempt
 from vigil.clock import Clock, iso_utc
 from vigil.config import AGENT_EXECUTORS, Settings
 from vigil.fate import Policy
@@ -137,6 +138,7 @@ class ClaimDecision:
     max_priority: int | None = None
     reason: str = ""
     until: int | None = None
+    by_person: bool = False  # only tasks a person made that urgent (over budget: ``vigil.budget.exempt``)
 
 
 class Guardrails(Protocol):
@@ -200,9 +202,11 @@ class Guard:
             )
             self._alerts.notify(event)
         if use.over:
-            reason = f"over budget (${use.spent_usd:.2f} of ${use.cap_usd:.2f} in 24 h): urgent tasks only"
+            reason = (
+                f"over budget (${use.spent_usd:.2f} of ${use.cap_usd:.2f} in 24 h): only tasks a person made urgent"
+            )
             until = now_ms + BUDGET_RECHECK_MS
-            return ClaimDecision(True, max_priority=budget.urgent_priority, reason=reason, until=until)
+            return ClaimDecision(True, max_priority=budget.urgent_priority, reason=reason, until=until, by_person=True)
         return ClaimDecision(True)
 
     async def after_outcome(self, task: Task, outcome: Outcome) -> None:
@@ -277,7 +281,7 @@ class Guard:
 
     async def _sensor_over_budget(self, task: Task) -> int | None:
         caps = self._settings.budget.per_sensor
-        if not caps or task.priority <= self._settings.budget.urgent_priority:
+        if not caps or await exempt(self._store, task, self._settings.budget):
             return None
         origin = await self._store.origin_of(task.id)
         name = origin.removeprefix("sensor:")

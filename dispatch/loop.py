@@ -30,6 +30,7 @@ from dispatch.attempt import AttemptPreparer, settled
 from dispatch.executors import Executor, ProgressNoted, RunContext
 from dispatch.guard import ClaimDecision, Guardrails
 from dispatch.heartbeat import Heartbeat
+from dispatch.meter import Unmetered
 from dispatch.skills import Skill, load_skills
 from dispatch.space import OutOfSpace, SpaceWait, out_of_space
 from vigil.clock import Clock, real_seconds
@@ -104,7 +105,7 @@ class Dispatcher:
     @property
     def claim_restriction(self) -> ClaimDecision | None:
         """The guard's last refusal to claim (paused, gated) or restriction (over
-        budget: urgent tasks only), while it lasts; else None. Its ``until`` is when
+        budget: only tasks a person made urgent), while it lasts; else None. Its ``until`` is when
         the idle loop asks the guard again."""
         return self._restriction
 
@@ -165,6 +166,7 @@ class Dispatcher:
             lease_ms=self._settings.dispatch.lease_ms,
             executor=self._settings.dispatch.executor,
             max_priority=decision.max_priority,
+            by_person=decision.by_person,
         )
 
     async def _attempt(self, claim: Claim) -> Task:
@@ -221,6 +223,8 @@ class Dispatcher:
             if attempt.executor != self._settings.dispatch.executor:
                 # The claim recorded the configured executor; a skill chose this one.
                 await self._store.set_executor(claim, attempt.executor)
+        except Unmetered as err:  # a cap that cannot be metered: the task's, or the daily budget's (gated)
+            return Outcome(OutcomeKind.REFUSED if err.daily else OutcomeKind.FAILED, summary=str(err), error=str(err))
         except InputError as err:  # no such repository, no such base: the task's fault
             return Outcome(OutcomeKind.FAILED, summary=str(err), error=str(err))
         except (OSError, GitError) as err:  # logs/ not writable, disk full, git failed: retried

@@ -6,7 +6,7 @@ only what belongs to that run's task: a view of it (``show``: the task, its pare
 chain, its notes), ``note``, ``close`` (completed, failed, blocked, or pending with
 a delay), ``ask`` (a question to a person, with optional choices: the task waits
 for the answer once the run ends) and ``add_followup`` (a child task, inside the
-flood limits, in its parent's workspace). Everything is written with actor
+flood limits, in its parent's workspace, never more urgent than its parent). Everything is written with actor
 ``agent``. A run whose result checks or a person decide (``Run.gated``) does not
 close its task as completed by the agent's word: the summary becomes a note and
 the dispatcher decides when the run ends.
@@ -151,7 +151,9 @@ class AgentChannel:
         task_id: int | None = None,
     ) -> str:
         """A new task that follows up this one, in the same workspace (its subject
-        and priority are checked by the store, as every new task's)."""
+        and priority are checked by the store, as every new task's; its priority is
+        never more urgent than this task's nor ``[limits] agent_priority_floor``:
+        raised to that, and the answer says so)."""
         for name in skills:
             problem = skill_name_problem(name)
             if problem is not None:
@@ -171,7 +173,8 @@ class AgentChannel:
             requires_approval=parent.approval is not None,
         )
         added = await self._store.add_task(new, actor=ACTOR, run_id=self._run_id)
-        return f"created task #{added.task_id} (a follow-up of task #{parent.id})"
+        clamped = f"; {added.clamped}" if added.clamped else ""
+        return f"created task #{added.task_id} (a follow-up of task #{parent.id}){clamped}"
 
     def _inherited_workdir(self, bound: Bound) -> str | None:
         """The follow-up's workspace: its parent's named one (the task's own, or the

@@ -41,7 +41,10 @@ class CliFacts:
     and passed as ``folder_variable``, or by its key, passed as ``key_variables``;
     the CLI's other ``credentials`` are then taken away. ``login`` says how a
     person logs a folder in (``{}``: the folder). ``variables``: what of ``vigil
-    run``'s environment reaches the CLI."""
+    run``'s environment reaches the CLI. ``cost_figure``: the CLI's own figure of
+    what a run cost, in words, when it reports one (that figure is the run's spend,
+    and a cap is passed to the CLI to hold by it); None: its runs are priced by
+    their tokens alone."""
 
     name: str
     folder_key: str
@@ -53,6 +56,7 @@ class CliFacts:
     choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     lists: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
+    cost_figure: str | None = None
 
 
 # Claude Code's permission modes (2.1.197). bypassPermissions is refused as root.
@@ -79,6 +83,7 @@ CLAUDE = CliFacts(
     choices={"permission_mode": CLAUDE_PERMISSION_MODES},
     lists=("allowed_tools", "disallowed_tools", "add_dirs"),
     flags=("bash_sandbox",),
+    cost_figure="Claude Code's total_cost_usd",
 )
 CODEX = CliFacts(
     "codex",

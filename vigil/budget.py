@@ -1,10 +1,15 @@
 """The rolling-24 h spend cap (``[budget]``): how much is used, and which warnings are due.
 
 Spend is what the agent CLIs reported (``runs.cost_usd``) for runs finished in the
-last 24 h. Above ``daily_usd`` only tasks at least as urgent as ``urgent_priority``
-(priority ≤ it) are claimed. Each ``warn_at`` fraction alerts once per window: it
-fires when spend reaches it and it has not fired in the last 24 h. The times each
-fired are kept in ``loop_state`` under ``budget_warnings`` (``{"0.5": epoch_ms}``).
+last 24 h. Above ``daily_usd`` only tasks a person made at least as urgent as
+``urgent_priority`` (priority ≤ it) are claimed (``exempt``): a person added the
+task at that priority or set it so. An agent's follow-up, a sensor's task, or one
+whose priority only an agent or a sensor chose waits for the budget, however
+urgent (a person can raise it: ``vigil task prio``).
+
+Each ``warn_at`` fraction alerts once per window: it fires when spend reaches it
+and it has not fired in the last 24 h. The times each fired are kept in
+``loop_state`` under ``budget_warnings`` (``{"0.5": epoch_ms}``).
 
 ``per_sensor`` caps the work each sensor started (its tasks and their follow-ups,
 ``vigil stats --by sensor``) the same way; the dispatcher puts such a task back
@@ -18,10 +23,29 @@ from dataclasses import dataclass
 
 from vigil.clock import MS_PER_DAY
 from vigil.config import BudgetSettings
+from vigil.models import Task
 from vigil.store import Store
 
 WINDOW_MS = MS_PER_DAY
 WARNINGS_KEY = "budget_warnings"
+PRIORITY_KINDS = ("created", "priority")  # the audit rows that set a task's priority
+
+
+def is_person(actor: str) -> bool:
+    """Whether ``actor`` (an audit row's) is a person: ``human``, ``human via
+    telegram …``, ``human (browser session …)``."""
+    return actor.startswith("human")
+
+
+async def exempt(store: Store, task: Task, settings: BudgetSettings) -> bool:
+    """Whether ``task`` runs above the daily budget: it is at least as urgent as
+    ``urgent_priority`` and a person made it so (the last audit row that set its
+    priority is a person's; with none left, a person added it). The same rule as
+    the claim's over the budget (the store's ``PERSON_SET_PRIORITY``)."""
+    if task.priority > settings.urgent_priority:
+        return False
+    set_by = [event.actor for event in await store.list_events(task.id) if event.kind in PRIORITY_KINDS]
+    return is_person(set_by[-1]) if set_by else task.source == "human"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,5 +128,5 @@ def budget_line(use: BudgetUse) -> str:
     """One line for people: spend of the last 24 h against the cap."""
     if use.cap_usd is None:
         return f"budget: ${use.spent_usd:.2f} spent in the last 24 h (no cap)"
-    over = "; over the cap: only urgent tasks run" if use.over else ""
+    over = "; over the cap: only urgent tasks run, those a person made urgent" if use.over else ""
     return f"budget: ${use.spent_usd:.2f} of ${use.cap_usd:.2f} in the last 24 h ({use.fraction or 0:.0%}){over}"

@@ -28,7 +28,7 @@ from vigil.printable import printable
 if TYPE_CHECKING:  # imported inside the commands at run time: start-up stays light
     from vigil.batch import LineReport
     from vigil.config import Settings
-    from vigil.models import TaskEvent
+    from vigil.models import AddResult, Task, TaskEvent
     from vigil.store import Store
     from vigil.store.tasks import Tasks
 
@@ -260,14 +260,25 @@ def task_add(ctx: click.Context, /, subject: str | None, **opts: Any) -> None:
     if subject is None:
         raise click.UsageError("Missing argument 'SUBJECT' (or --from FILE for many tasks).", ctx)
 
-    result, task = with_tasks(ctx, lambda tasks, settings: add_task(tasks, subject, opts, actor(), settings.skills_dir))
+    def add(tasks: Tasks, settings: Settings) -> tuple[AddResult, Task | None]:
+        skills = [name.strip() for name in (opts.get("skills") or "").split(",") if name.strip()]
+        if opts.get("max_cost_usd") is not None or skills:  # a cap never goes unmetered: said now
+            from dispatch.attempt import unmetered_cap
+
+            refused = unmetered_cap(settings, skills, opts.get("model"), opts.get("max_cost_usd"))
+            if refused is not None:
+                raise InputError(refused)
+        return add_task(tasks, subject, opts, actor(), settings.skills_dir)
+
+    result, task = with_tasks(ctx, add)
     if opts["as_json"]:
         from vigil.render import dumps, task_json
 
         click.echo(dumps({"id": result.task_id, "created": result.created, "task": task and task_json(task)}))
     elif result.created:
         waits = f" (awaiting approval: vigil task approve {result.task_id})" if opts["requires_approval"] else ""
-        click.echo(f"created task #{result.task_id}{waits}")
+        clamped = f" ({result.clamped})" if result.clamped else ""
+        click.echo(f"created task #{result.task_id}{waits}{clamped}")
     elif result.task_id is not None:
         click.echo(f"exists: task #{result.task_id} already has key {opts['source_key']!r}")
     else:

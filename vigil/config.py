@@ -248,6 +248,9 @@ class LimitsSettings:
     max_per_source_per_day: int = 500
     per_source: Mapping[str, int] = field(default_factory=dict)
     max_consecutive_failures: int = 5  # failed runs in a row that gate the loop
+    # the most urgent priority an agent's task may have (1 most urgent … 9); an agent's
+    # follow-up is also never more urgent than its parent (``vigil.store.limits``)
+    agent_priority_floor: int = 1
 
 
 @dataclass(frozen=True)
@@ -712,6 +715,7 @@ def _limits(data: Mapping[str, Any], source: Path | None) -> LimitsSettings:
         max_per_source_per_day=section.int_("max_per_source_per_day", defaults.max_per_source_per_day),
         per_source=section.counts("per_source"),
         max_consecutive_failures=section.int_("max_consecutive_failures", defaults.max_consecutive_failures),
+        agent_priority_floor=section.int_("agent_priority_floor", defaults.agent_priority_floor, minimum=1, maximum=9),
     )
     section.done()
     return settings

@@ -142,7 +142,8 @@ def build_server(channel: AgentChannel) -> MCPServer:
         task_id: int | None = None,
     ) -> str:
         """Add follow-up work as a new task (priority 1 is the most urgent, 9 the
-        least; skills by name). It runs later, in the same workspace as this task."""
+        least; never more urgent than this task; skills by name). It runs later, in
+        the same workspace as this task."""
         return await answer(
             "add_followup",
             channel.add_followup(

@@ -256,6 +256,8 @@ class AddResult:
 
     task_id: int | None
     created: bool
+    # why the priority asked for was raised (an agent's task: ``vigil.store.limits.agent_priority``)
+    clamped: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +343,8 @@ class Outcome:
     changes: RunChanges | None = None  # what the run left on its task's branch; None: no worktree
     review: bool = False  # a person reviews the task's result: a success waits for them (``review = true``)
     resumed_from: int | None = None  # the run whose agent session this one continued; None: a fresh session
+    # how its spend was priced (the CLI's own figure, the price table, a family's price); None: not priced
+    priced_by: str | None = None
     resume_refused: bool = False  # the CLI would not resume the session asked for (not stored: run afresh)
 
 
@@ -391,6 +395,7 @@ class Run:
     # agent's own ``close`` as completed does not close the task
     gated: bool = False
     resumed_from: int | None = None  # the run whose agent session this one continued; None: a fresh session
+    priced_by: str | None = None  # ``Outcome.priced_by``
 
 
 @dataclass(frozen=True, slots=True)

@@ -157,6 +157,7 @@ def run_json(run: Run) -> dict[str, object]:
         "checks": [check_json(c) for c in run.checks],
         "changes": None if run.changes is None else changes_json(run.changes),
         "resumed_from": run.resumed_from,
+        "priced_by": run.priced_by,
     }
 
 
@@ -291,6 +292,12 @@ def more_line(shown: int, total: int) -> str:
     return f"… {total - shown:,} more ({shown:,} of {total:,} shown; --limit N or --all shows more)"
 
 
+def _run_origins(run: Run) -> list[str]:
+    """Where a run's session and its price came from, a line each (none: neither said)."""
+    lines = [] if run.resumed_from is None else [f"     resumed the session of run {run.resumed_from}"]
+    return lines + ([f"     priced by {one_line(run.priced_by, 160)}"] if run.priced_by else [])
+
+
 def task_details(
     task: Task,
     runs: Iterable[Run],
@@ -331,8 +338,7 @@ def task_details(
         if r.changes is not None:
             run_lines.append(f"     {changes_line(r.changes)}")
         run_lines += [f"     check {c.how()}: {c.label}" for c in r.checks]
-        if r.resumed_from is not None:
-            run_lines.append(f"     resumed the session of run {r.resumed_from}")
+        run_lines += _run_origins(r)
     if run_lines:
         lines += ["runs:", *run_lines]
     note_lines = [f"  [{iso_utc(n.at)}] {n.author}: {capped(n.text, TEXT_SHOWN_CHARS)}" for n in notes]

@@ -64,7 +64,8 @@ class AgentCli:
     of its stream names (None: the line names none), and ``session_left``, the
     tokens by model of each model call its own file of a session records from an
     epoch-ms moment on, looked up with the CLI's environment (None: no file of that
-    session there)."""
+    session there). ``own_model``: the model the CLI's own configuration names
+    (Codex's ``config.toml``), read with its environment; None: none."""
 
     facts: CliFacts
     executor: ExecutorFactory
@@ -74,3 +75,4 @@ class AgentCli:
     priced_as: Callable[[Settings, Mapping[str, str]], str | Finding]
     session_named: Callable[[Mapping[str, Any]], str | None]
     session_left: Callable[[Mapping[str, str], str, int], dict[str, TokenUsage] | None]
+    own_model: Callable[[Mapping[str, str]], str | None]

@@ -32,21 +32,28 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
 from dispatch.accounts import account_env
 from dispatch.agents.cli import USERNS_FIX, Run, said
-from dispatch.agents.pricing import PRICES_AS_OF, SHIPPED_PRICES, model_price, price_for
+from dispatch.agents.pricing import SHIPPED_PRICES, model_price, priced
 from dispatch.agents.registry import AGENT_CLIS
 from dispatch.checks import check_sandbox
 from dispatch.environment import base_env
+from dispatch.skills import load_skills
 from dispatch.workspace import contains
+from vigil.clock import MS_PER_DAY, SystemClock
 from vigil.config import Settings
 from vigil.doctor import Finding
+from vigil.errors import InputError, VigilError
+from vigil.models import CostGroup
+from vigil.store.opening import open_store
 
 CHECK_TIMEOUT_S = 30.0
+RECENT_MS = 7 * MS_PER_DAY  # the runs whose models doctor looks at
+NO_MODEL = "(none)"  # the roll-up's key for runs that named no model
 
 
 async def run_briefly(argv: list[str], env: Mapping[str, str], cwd: Path) -> tuple[int | None, str]:
@@ -80,6 +87,7 @@ async def agent_findings(settings: Settings) -> list[Finding]:
     ``vigil doctor`` itself). A fallback or an account that cannot start fails
     here: at run time it would be skipped, its work waiting for a limit's reset."""
     found: list[Finding] = []
+    recent = await recent_models(settings)
     for executor in dict.fromkeys((settings.dispatch.executor, *settings.dispatch.fallback)):
         cli = AGENT_CLIS.get(executor)
         if cli is None:
@@ -92,7 +100,9 @@ async def agent_findings(settings: Settings) -> list[Finding]:
             checks = await cli.checks(as_configured, run_briefly, origin)
             if n == 0:
                 env = base_env(as_configured, source=origin, executor=executor)
-                checks += await reach_findings(as_configured, env, run_briefly) + price_findings(as_configured, env)
+                checks += await reach_findings(as_configured, env, run_briefly) + price_findings(
+                    as_configured, env, recent
+                )
             else:  # the workspace, sandbox and prices are the executor's: said once
                 checks = [c for c in checks if c.what == "login" or c.level == "fail"]
             if account is not None and account.api_key_env and not os.environ.get(account.api_key_env):
@@ -185,9 +195,61 @@ async def checks_sandbox_finding(settings: Settings, env: Mapping[str, str], cwd
     return Finding("ok", "checks", f"a task's checks run in bubblewrap, writing only the workspace, {reach}")
 
 
-def price_findings(settings: Settings, env: Mapping[str, str]) -> list[Finding]:
-    """How the configured executor's runs are priced, and a warning when a budget
-    is set but the model has no price (its runs would count as $0)."""
+def price_findings(settings: Settings, env: Mapping[str, str], recent: Iterable[str] = ()) -> list[Finding]:
+    """How the configured executor's runs are priced, then each model in use that
+    has no price of its own (``models_in_use``: configured, named by a skill, or
+    seen in ``recent`` runs): one warning each, saying what prices it instead (its
+    family's price, Claude Code's own figure) or that a cap on it is refused. A
+    model that cannot be priced under a daily budget is a failure: every task the
+    budget holds would be refused."""
+    found = _executor_prices(settings, env)
+    cli = AGENT_CLIS.get(settings.dispatch.executor)
+    own = cli.priced_as(settings, env) if cli is not None else None
+    for model, where in models_in_use(settings, env, recent).items():
+        if model == own or model_price(settings.prices, model) is not None:
+            continue  # the executor's own line above speaks of it
+        family = priced(settings.prices, model)
+        fix = f"add [prices.{model!r}] (USD per million tokens)"
+        if family is not None:
+            said = f"model {model!r} ({where}) has no price of its own: its tokens are priced at {family.by}; {fix}"
+        else:
+            said = (
+                f"model {model!r} ({where}) has no price: its tokens count $0, and a cap on its runs is held only "
+                f"by Claude Code's own total_cost_usd (refused under Codex); {fix}"
+            )
+        found.append(Finding("warn", "prices", said))
+    return found
+
+
+def models_in_use(settings: Settings, env: Mapping[str, str], recent: Iterable[str] = ()) -> dict[str, str]:
+    """Every model Vigil's runs may use, with where it is named: ``[executors.*]
+    model``, the configured CLI's own configuration (Codex's ``config.toml``), a
+    skill's ``model``, or ``recent`` runs (``vigil doctor`` reads the last week's)."""
+    found: dict[str, str] = {}
+    for name, cli_settings in settings.agent_clis.items():
+        if cli_settings.model:
+            found.setdefault(cli_settings.model, f"[executors.{name}] model")
+    cli = AGENT_CLIS.get(settings.dispatch.executor)
+    own = cli.priced_as(settings, env) if cli is not None else None
+    if isinstance(own, str):
+        found.setdefault(own, f"{settings.dispatch.executor}'s own configuration")
+    names = sorted(p.parent.name for p in settings.skills_dir.glob("*/SKILL.md"))
+    for name in names:
+        try:
+            (skill,) = load_skills(settings.skills_dir, [name])
+        except InputError:
+            continue  # the skill's own problem, reported when a task uses it
+        if skill.model:
+            found.setdefault(skill.model, f"skill {name}")
+    for model in recent:
+        found.setdefault(model, "seen in recent runs")
+    return found
+
+
+def _executor_prices(settings: Settings, env: Mapping[str, str]) -> list[Finding]:
+    """How the configured executor's runs are priced, and a warning (a failure
+    under a daily budget, whose tasks would be refused) when its model has no
+    price."""
     executor = settings.dispatch.executor
     cli = AGENT_CLIS.get(executor)
     if cli is None:
@@ -195,24 +257,45 @@ def price_findings(settings: Settings, env: Mapping[str, str]) -> list[Finding]:
     model = cli.priced_as(settings, env)
     if isinstance(model, Finding):
         return [model]
-    price = model_price(settings.prices, model)
-    if price is None:
+    found = priced(settings.prices, model)
+    if found is None:
         budget = settings.budget.daily_usd is not None
         return [
             Finding(
-                "warn" if budget else "ok",
+                "fail" if budget else "warn",
                 "prices",
                 f"{executor}: model {model!r} has no price: add [prices.{model!r}] (USD per million tokens), "
-                "else its runs count as $0" + (" against the budget" if budget else ""),
+                "else its runs count as $0 and a cap on them is refused"
+                + ("; under the daily budget every task is refused" if budget else ""),
             )
         ]
-    origin = "[prices]" if price_for(settings.prices, model) is not None else f"the table of {PRICES_AS_OF}"
-    shipped = "" if model in SHIPPED_PRICES or origin == "[prices]" else " (by its family)"
+    price, by_family = found.price, found.by.endswith("family's price")
+    # an entry also prices the longer names it is a prefix of (gpt-5 prices gpt-5-codex)
+    longer = "" if by_family or model in SHIPPED_PRICES or found.by == "[prices]" else " (a longer name of an entry)"
     return [
         Finding(
-            "ok",
+            "warn" if by_family else "ok",  # a guess from a newer model's family: say so
             "prices",
             f"{executor}: {model} at ${price.input:g} in / ${price.output:g} out per million tokens, "
-            f"from {origin}{shipped}",
+            f"from {found.by}{longer}",
         )
     ]
+
+
+async def recent_models(settings: Settings) -> list[str]:
+    """The models the runs of the last ``RECENT_MS`` used, by the store's cost
+    roll-up; none when the database is not there yet or cannot be opened (its own
+    check says why)."""
+    if settings.store.url is None and not settings.store.path.exists():
+        return []
+    try:
+        store = await open_store(settings)
+    except VigilError:
+        return []
+    try:
+        rows = await store.cost_rollup(since_ms=SystemClock().now_ms() - RECENT_MS, by=CostGroup.MODEL)
+    except VigilError:
+        return []
+    finally:
+        await store.close()
+    return [row.key for row in rows if row.key != NO_MODEL]

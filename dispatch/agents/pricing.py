@@ -7,8 +7,13 @@ Codex, which reports no cost, a figure at all.
 
 Vigil ships a dated table (``SHIPPED_PRICES``, as published on ``PRICES_AS_OF``) for
 the models the two CLIs report; ``[prices]`` in ``vigil.toml`` overrides an entry or
-adds one, and is looked at first. A model in neither costs 0 here (``vigil doctor``
-warns when a budget is set and the executor's model has no price).
+adds one, and is looked at first. A model in neither (one newer than the table, such
+as ``claude-sonnet-5``) is priced at its family's price (``FAMILY_PRICES``: the
+newest generation's price of ``claude-sonnet``, ``gpt-mini`` …), and the run says so
+(``priced``'s ``by``). Only a model of no known family has no price at all: its
+tokens count 0 here, a cap on its runs is metered by the CLI's own figure where it
+reports one, and refused where it does not (``dispatch.meter``); ``vigil doctor``
+names every such model in use.
 """
 
 from __future__ import annotations
@@ -48,6 +53,22 @@ SHIPPED_PRICES: Mapping[str, Price] = {
 }
 
 
+# The newest generation's price of each family, for a model the table does not know
+# yet (``claude-sonnet-5``). A family is the name without its version numbers
+# (``family_of``); a family not here is looked up again without its last word
+# (``gpt-5.9-pro`` → ``gpt-pro`` → ``gpt``). A higher price errs on the safe side.
+FAMILY_PRICES: Mapping[str, Price] = {
+    "claude-opus": Price(5.0, 25.0, 0.50, 6.25),
+    "claude-sonnet": Price(3.0, 15.0, 0.30, 3.75),
+    "claude-haiku": Price(1.0, 5.0, 0.10, 1.25),
+    "gpt": Price(5.0, 30.0, 0.50),
+    "gpt-codex": Price(5.0, 30.0, 0.50),
+    "gpt-mini": Price(0.75, 4.50, 0.075),
+    "gpt-codex-mini": Price(0.75, 4.50, 0.075),
+    "gpt-nano": Price(0.05, 0.40, 0.005),
+}
+
+
 @dataclass(frozen=True)
 class TokenUsage:
     """Token counts of one model. ``input`` excludes cached tokens, which are counted
@@ -83,19 +104,60 @@ def price_for(prices: Mapping[str, Price], model: str | None) -> Price | None:
 
 def model_price(configured: Mapping[str, Price], model: str | None) -> Price | None:
     """The price of ``model``: ``[prices]`` first, then the shipped table; None when
-    neither knows it."""
+    neither knows it (see ``priced`` for the family's price)."""
     return price_for(configured, model) or price_for(SHIPPED_PRICES, model)
 
 
-def api_cost_usd(prices: Mapping[str, Price], model: str | None, usage: TokenUsage) -> float:
-    """USD for ``usage`` of ``model`` at ``prices`` (``[prices]``), else at the
-    shipped prices; 0.0 for a model neither knows."""
-    price = model_price(prices, model)
-    if price is None:
-        return 0.0
+def family_of(model: str) -> str:
+    """``model``'s family: its name without version numbers, dates or a context-size
+    suffix (``claude-sonnet-4-5-20250929`` → ``claude-sonnet``, ``gpt-5.4-mini`` →
+    ``gpt-mini``, ``claude-3-5-haiku`` → ``claude-haiku``)."""
+    words = model.split("[", 1)[0].split("-")
+    return "-".join(word for word in words if word and not word[0].isdigit())
+
+
+@dataclass(frozen=True, slots=True)
+class Priced:
+    """A model's price and where it came from (``by``, one phrase for people: "[prices]",
+    "the price table of 2026-05-13", "the claude-sonnet family's price")."""
+
+    price: Price
+    by: str
+
+
+def priced(configured: Mapping[str, Price], model: str | None) -> Priced | None:
+    """``model``'s price: ``[prices]``, then the shipped table, then its family's
+    (``FAMILY_PRICES``, the longest family name that is known); None for a model of
+    no known family, or no model at all."""
+    if model is None:
+        return None
+    own = price_for(configured, model)
+    if own is not None:
+        return Priced(own, "[prices]")
+    shipped = price_for(SHIPPED_PRICES, model)
+    if shipped is not None:
+        return Priced(shipped, f"the price table of {PRICES_AS_OF}")
+    words = family_of(model).split("-")
+    while words:
+        family = "-".join(words)
+        if family in FAMILY_PRICES:
+            return Priced(FAMILY_PRICES[family], f"the {family} family's price")
+        words.pop()
+    return None
+
+
+def cost_at(price: Price, usage: TokenUsage) -> float:
+    """USD for ``usage`` at ``price``."""
     return (
         usage.input * price.input
         + usage.output * price.output
         + usage.cache_read * price.cache_read
         + usage.cache_write * price.cache_write
     ) / PER_MILLION
+
+
+def api_cost_usd(prices: Mapping[str, Price], model: str | None, usage: TokenUsage) -> float:
+    """USD for ``usage`` of ``model`` at its price (``priced``: ``[prices]``, the
+    shipped table, its family's); 0.0 for a model of no known family."""
+    found = priced(prices, model)
+    return 0.0 if found is None else cost_at(found.price, usage)

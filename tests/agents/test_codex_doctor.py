@@ -82,7 +82,7 @@ def test_a_new_home_reports_its_workspace_sandbox_and_prices(tmp_path: Path) -> 
     assert lines(proc.stdout, "reach") == []
 
 
-def test_an_unpriced_model_under_a_budget_and_full_access_are_warnings(tmp_path: Path) -> None:
+def test_an_unpriced_model_under_a_budget_fails_and_full_access_is_a_warning(tmp_path: Path) -> None:
     home = CodexHome.create(
         tmp_path, "http://127.0.0.1:9", codex={"model": "house-model-1", "sandbox": "danger-full-access"}
     )
@@ -90,9 +90,10 @@ def test_an_unpriced_model_under_a_budget_and_full_access_are_warnings(tmp_path:
         config.write("\n[budget]\ndaily_usd = 5.0\n")
     proc = home.vigil("doctor")
     (prices,) = lines(proc.stdout, "prices")
-    assert prices.startswith("warn")
+    assert prices.startswith("FAIL")  # every task under the budget would be refused
     assert "'house-model-1' has no price" in prices
-    assert "budget" in prices
+    assert "under the daily budget every task is refused" in prices
+    assert proc.returncode == 1
     (reach,) = lines(proc.stdout, "reach")
     assert reach.startswith("warn")
     assert "danger-full-access" in reach

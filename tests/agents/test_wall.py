@@ -141,7 +141,7 @@ def test_a_new_home_completes_a_coding_task_in_its_workspace(tmp_path: Path, run
             *agent.edit(repo / "calc.py", "    return a - b", "    return a + b"),
             agent.shell("python3 -m unittest 2>&1"),
             agent.vigil("note", text=NOTE),
-            agent.vigil("add_followup", subject="Test add() with negative numbers", priority=4),
+            agent.vigil("add_followup", subject="Test add() with negative numbers", priority=6),
             agent.vigil("close", status="completed", summary="add() adds; its test passes"),
             Text("add() now adds; the test passes."),
         )
@@ -155,7 +155,7 @@ def test_a_new_home_completes_a_coding_task_in_its_workspace(tmp_path: Path, run
         assert home.completed_by(task_id) == ["agent"]
         assert home.notes(task_id) == [("agent", NOTE)]  # verbatim, no shell in between
         (followup,) = home.rows("SELECT * FROM tasks WHERE parent_id = ?", task_id)
-        assert (followup["subject"], followup["priority"]) == ("Test add() with negative numbers", 4)
+        assert (followup["subject"], followup["priority"]) == ("Test add() with negative numbers", 6)
         assert (followup["source"], followup["workdir"]) == (f"task:{task_id}", str(repo))
         (run,) = home.runs(task_id)
         assert run["outcome"] == "success", run["error"]

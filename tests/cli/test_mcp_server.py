@@ -73,8 +73,14 @@ async def test_each_tool_acts_on_the_runs_own_task_as_the_agent(home: Path) -> N
     assert "It drops the last line." in shown[1]
     assert noted == (False, f"noted on task #{task_id}")
     assert [(n.author, n.text) for n in notes] == [("agent", note)]  # verbatim
-    assert added == (False, f"created task #{followup.id} (a follow-up of task #{task_id})")
-    assert (followup.source, followup.priority) == (f"task:{task_id}", 3)
+    # never more urgent than its parent (priority 5): raised, and the agent is told
+    assert added == (
+        False,
+        f"created task #{followup.id} (a follow-up of task #{task_id}); priority 5, not 3: a task an agent adds "
+        f"is never more urgent than its parent or [limits] agent_priority_floor (its parent, task #{task_id}, "
+        "has priority 5)",
+    )
+    assert (followup.source, followup.priority) == (f"task:{task_id}", 5)
     assert closed == (False, f"task #{task_id} closed as completed")
     assert (task.status, task.result_summary) == (TaskStatus.COMPLETED, "parser keeps the last line")
     assert [e.actor for e in events if e.kind == "status" and e.to_value == "completed"] == ["agent"]

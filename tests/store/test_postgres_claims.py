@@ -113,7 +113,14 @@ async def test_the_claim_seeks_the_claim_index_and_sorts_nothing(
     try:
         await asyncio.to_thread(_fill, postgres_migrated_url, now)
         due = await store.add_task(NewTask("due, not urgent", priority=7))
-        params = {"now": now, "worker": "w", "lease_until": now + 1000, "executor": None, "max_priority": 9}
+        params = {
+            "now": now,
+            "worker": "w",
+            "lease_until": now + 1000,
+            "executor": None,
+            "max_priority": 9,
+            "anyone": True,
+        }
 
         plan = await postgres_plan(store, SQL_CLAIM, params)
         due_plan = await postgres_plan(store, SQL_NEXT_DUE_AT, {})

@@ -13,7 +13,7 @@ import pytest
 
 from tests.postgres_server import with_database
 from tests.store import archive_upgrade
-from tests.store.contract import new
+from tests.store.contract import new, success
 from vigil.clock import ManualClock
 from vigil.errors import OperationError, SchemaTooNew, StoreBusy, StoreError
 from vigil.models import TaskStatus
@@ -293,7 +293,7 @@ async def test_a_v10_archive_gets_the_account_in_its_key_and_keeps_its_totals(po
     store = await PostgresStore.open(postgres_url, clock=clock)
     try:
         with psycopg.connect(postgres_url) as conn:
-            assert conn.execute("SELECT version FROM vigil_schema").fetchone() == (SCHEMA_VERSION,) == (13,)
+            assert conn.execute("SELECT version FROM vigil_schema").fetchone() == (SCHEMA_VERSION,) == (14,)
             assert conn.execute(archive_upgrade.SQL_SUMS).fetchall() == sums
             assert conn.execute(archive_upgrade.SQL_NOT_NONE).fetchall() == [(0,)]
             key = conn.execute(
@@ -313,3 +313,20 @@ async def test_a_v10_archive_gets_the_account_in_its_key_and_keeps_its_totals(po
         await archive_upgrade.assert_upgraded_archive_counts(store, clock)
     finally:
         await store.close()
+
+
+async def test_a_v13_database_gets_the_runs_price_source(postgres_url: str) -> None:
+    """V14 adds ``runs.priced_by``, as SQLite's V12."""
+    _migrate_to(postgres_url, 13)
+    store = await PostgresStore.open(postgres_url, clock=ManualClock())
+    try:
+        await store.add_task(new("priced"))
+        claim = await store.claim_next(worker="w", lease_ms=60_000)
+        assert claim is not None
+        await store.record(claim, success(cost_usd=0.5, priced_by="Claude Code's total_cost_usd"), worker="w")
+        (run,) = await store.list_runs(claim.task.id)
+        assert (run.cost_usd, run.priced_by) == (0.5, "Claude Code's total_cost_usd")
+    finally:
+        await store.close()
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT version FROM vigil_schema").fetchone() == (SCHEMA_VERSION,) == (14,)

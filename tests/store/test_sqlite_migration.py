@@ -68,7 +68,7 @@ async def test_a_v1_file_is_upgraded_in_place_and_keeps_its_rows(tmp_path: Path)
     assert _user_version(path) == 1
 
     async with await SqliteStore.open(path, clock=clock) as store:
-        assert _user_version(path) == SCHEMA_VERSION == 11
+        assert _user_version(path) == SCHEMA_VERSION == 12
         assert [t.subject for t in await store.list_tasks()] == ["open", "old work"]
         (feeds,) = await store.sensor_states()
         assert (feeds.last_run_at, feeds.skips) == (start, ())  # v5: no runs skipped yet
@@ -196,7 +196,7 @@ async def test_a_v8_archive_is_rebuilt_with_the_account_and_keeps_its_totals(tmp
     sums = _query(path, archive_upgrade.SQL_SUMS)
 
     async with await SqliteStore.open(path, clock=clock) as store:
-        assert _user_version(path) == SCHEMA_VERSION == 11
+        assert _user_version(path) == SCHEMA_VERSION == 12
         assert _query(path, archive_upgrade.SQL_SUMS) == sums
         assert _query(path, archive_upgrade.SQL_NOT_NONE) == [(0,)]
         await archive_upgrade.assert_upgraded_archive_counts(store, clock)
@@ -208,3 +208,30 @@ async def test_a_v8_archive_is_rebuilt_with_the_account_and_keeps_its_totals(tmp
         ("index", "ix_cost_archive_hours"),
     ]
     assert _query(path, "SELECT sql LIKE '%) WITHOUT ROWID%' FROM sqlite_master WHERE name = 'cost_archive'") == [(1,)]
+
+
+async def test_a_v11_file_gets_the_runs_price_source_and_keeps_its_runs(tmp_path: Path) -> None:
+    """V12 adds ``runs.priced_by``: a run recorded before has none; a run recorded
+    after says what priced it."""
+    path = tmp_path / "data" / "vigil.db"
+    path.parent.mkdir(parents=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        for statements in MIGRATIONS[:11]:
+            for statement in statements:
+                statement(conn) if callable(statement) else conn.execute(statement)
+        conn.execute("PRAGMA user_version = 11")
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    clock = ManualClock()
+    async with await SqliteStore.open(path, clock=clock) as store:
+        assert _user_version(path) == SCHEMA_VERSION == 12
+        for subject, priced_by in (("before", None), ("after", "tokens: gpt-7 at the gpt family's price")):
+            await store.add_task(new(subject))
+            claim = await store.claim_next(worker="w", lease_ms=60_000)
+            assert claim is not None
+            await store.record(claim, success(cost_usd=0.25, priced_by=priced_by), worker="w")
+            (run,) = await store.list_runs(claim.task.id)
+            assert (run.cost_usd, run.priced_by) == (0.25, priced_by)

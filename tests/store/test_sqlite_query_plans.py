@@ -136,7 +136,12 @@ def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object] | Sequence[o
     return {
         "claim_next": (
             SQL_CLAIM,
-            {"now": now, "worker": "w", "lease_until": now + 1, "executor": None, "max_priority": 9},
+            {"now": now, "worker": "w", "lease_until": now + 1, "executor": None, "max_priority": 9, "anyone": True},
+        ),
+        # over the budget: the urgent levels only, each candidate's priority setter by its audit rows' index
+        "claim_next by a person": (
+            SQL_CLAIM,
+            {"now": now, "worker": "w", "lease_until": now + 1, "executor": None, "max_priority": 1, "anyone": False},
         ),
         "next_due_at": (SQL_NEXT_DUE_AT, {}),
         "queue": (SQL_QUEUE, {"now": now, "limit": 200}),
@@ -174,7 +179,9 @@ async def _assert_no_full_scan(store: SqliteStore, now: int) -> None:
         plan = await sqlite_plan(store, sql, params)
         scans = [step for step in plan if FULL_SCAN.match(step)]
         assert not scans, f"{name} scans a whole table: {plan}"
-        if name in ("claim_next", "next_due_at"):
+        if name == "claim_next by a person":
+            assert any("ix_task_events_task" in step for step in plan), f"{name}: {plan}"
+        if name in ("claim_next", "claim_next by a person", "next_due_at"):
             assert any("ix_tasks_claim" in step for step in plan), f"{name}: {plan}"
         if name == "claim_next":
             # One bounded seek per priority, in order: no sort of the pending tasks.

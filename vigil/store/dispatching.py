@@ -79,12 +79,20 @@ class Dispatching:
         self._clock = clock
 
     def claim_next(
-        self, *, worker: str, lease_ms: int, executor: str | None = None, max_priority: int | None = None
+        self,
+        *,
+        worker: str,
+        lease_ms: int,
+        executor: str | None = None,
+        max_priority: int | None = None,
+        by_person: bool = False,
     ) -> Claim | None:
         """Claim the most urgent due task (priority, then due time, then id; only
         due tasks with no unfinished dependency; with ``max_priority`` only those at
-        least that urgent), mark it active under ``worker`` until ``now + lease_ms``,
-        count the attempt and open its run, in one transaction. None: nothing due."""
+        least that urgent; with ``by_person`` only those a person made as urgent as
+        they are: added or reprioritised by a person, ``PERSON_SET_PRIORITY``),
+        mark it active under ``worker`` until ``now + lease_ms``, count the attempt
+        and open its run, in one transaction. None: nothing due."""
         if max_priority is not None and not MIN_PRIORITY <= max_priority <= MAX_PRIORITY:
             raise InputError(f"max_priority must be {MIN_PRIORITY}-{MAX_PRIORITY}, not {max_priority}")
         now = self._clock.now_ms()
@@ -94,6 +102,7 @@ class Dispatching:
             "lease_until": now + lease_ms,
             "executor": executor,
             "max_priority": MAX_PRIORITY if max_priority is None else max_priority,
+            "anyone": not by_person,
         }
 
         def body(tx: Tx) -> Claim | None:

@@ -12,6 +12,12 @@ disable:
 * ``max_per_source_per_day``: tasks one source adds in a rolling 24 h (``per_source``
   overrides it for named sources). People (source ``human``) are never limited.
 
+An agent's task cannot jump the queue (``agent_priority``): a task the agent adds
+(actor ``agent``: a follow-up through its MCP tools or ``vigil task add`` inside its
+run) is never more urgent than its parent, nor than ``agent_priority_floor``; a more
+urgent priority asked for is raised to that, in the same transaction as the insert,
+and the result says so.
+
 A refused insert is never silent: it is counted in loop state ``rejected_inserts``
 in the same transaction, and the caller reports it (``FloodLimited`` for one task,
 ``BatchResult.rejected`` and the sensor's ``rejected_last`` for a batch).
@@ -19,15 +25,44 @@ in the same transaction, and the caller reports it (``FloodLimited`` for one tas
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from vigil.clock import MS_PER_DAY
 from vigil.config import LimitsSettings
+from vigil.errors import TaskNotFound
 from vigil.models import REJECTED_INSERTS_KEY, NewTask
 from vigil.store.transaction import Tx
 
 UNLIMITED_SOURCES = frozenset({"human"})
+AGENT_ACTOR = "agent"
+
+
+def agent_priority(tx: Tx, new: NewTask, actor: str, limits: LimitsSettings | None) -> tuple[NewTask, str | None]:
+    """``new`` as ``actor`` may add it, and why its priority was changed (None: it
+    was not). An agent's task is never more urgent (a lower number) than its parent's
+    priority as it is now, read in the caller's transaction, nor than ``[limits]
+    agent_priority_floor``; anyone else's is left as asked. Raises ``TaskNotFound``
+    for a missing parent."""
+    if actor != AGENT_ACTOR:
+        return new, None
+    floor = 1 if limits is None else limits.agent_priority_floor
+    bounds = [(floor, f"[limits] agent_priority_floor = {floor}")] if floor > new.priority else []
+    if new.parent_id is not None:
+        row = tx.one(tx.q.SQL_GET_TASK, {"id": new.parent_id})
+        if row is None:
+            raise TaskNotFound(new.parent_id)
+        parent = int(row["priority"])
+        if parent > new.priority:
+            bounds.append((parent, f"its parent, task #{new.parent_id}, has priority {parent}"))
+    if not bounds:
+        return new, None
+    priority, why = max(bounds)
+    note = (
+        f"priority {priority}, not {new.priority}: a task an agent adds is never more urgent than its parent "
+        f"or [limits] agent_priority_floor ({why})"
+    )
+    return replace(new, priority=priority), note
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +77,14 @@ class FloodGate:
     tasks are added, so a batch costs one count query per parent and per source."""
 
     def __init__(self, limits: LimitsSettings, now_ms: int) -> None:
-        self._limits = limits
+        self.limits = limits
         self._now_ms = now_ms
         self._children: dict[int, int] = {}
         self._per_source: dict[str, int] = {}
         self.refused = 0
 
     def _source_cap(self, source: str) -> int:
-        return self._limits.per_source.get(source, self._limits.max_per_source_per_day)
+        return self.limits.per_source.get(source, self.limits.max_per_source_per_day)
 
     @staticmethod
     def _count(tx: Tx, lock_name: str, sql: str, params: dict[str, Any]) -> int:
@@ -61,7 +96,7 @@ class FloodGate:
 
     def check(self, tx: Tx, new: NewTask) -> Refusal | None:
         """The limit ``new`` would break, or None when it may be added."""
-        limits = self._limits
+        limits = self.limits
         if new.parent_id is not None and limits.max_depth:
             params = {"parent_id": new.parent_id, "max_depth": limits.max_depth}
             row = tx.one(tx.q.SQL_FOLLOW_UP_DEPTH, params)

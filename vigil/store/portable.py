@@ -239,6 +239,15 @@ WHERE id = :id AND status = 'blocked' AND coalesce(approval, '') <> 'pending' AN
 RETURNING *
 """
 
+# Whether a person made the task (``tasks``) as urgent as it is: the last audit row
+# that set its priority (its creation, a change) was a person's ("human", "human via
+# telegram …", "human (browser session …)"), or, its audit rows pruned, a person added
+# it. Over the daily budget only such tasks are claimed (``vigil.budget.exempt``).
+PERSON_SET_PRIORITY = """coalesce(
+    (SELECT substr(e.actor, 1, 5) FROM task_events AS e WHERE e.task_id = tasks.id AND e.kind IN ('created', 'priority')
+     ORDER BY e.id DESC LIMIT 1),
+    CASE WHEN tasks.source = 'human' THEN 'human' END) = 'human'"""
+
 # Only an open run: a claim replayed after its run was recorded (or recovered) must
 # not overwrite that record, count its costs twice or touch the next attempt. A
 # summary the agent gave it (SQL_CLOSE_RUN) is kept.
@@ -249,7 +258,7 @@ UPDATE runs SET finished_at = :now, outcome = :outcome, error = :error, exit_cod
        cache_write_tokens = :cache_write_tokens, model = :model, session_id = :session_id,
        transcript_path = :transcript_path, permission_denials = :permission_denials,
        summary = coalesce(summary, :summary), account = :account, checks = :checks, changes = :changes,
-       resumed_from = :resumed_from
+       resumed_from = :resumed_from, priced_by = :priced_by
 WHERE id = :run_id AND finished_at IS NULL
 """
 

@@ -17,6 +17,7 @@ from vigil.store import postgres_retention
 # The statements both backends run as written: this module is its backend's
 # ``Queries``, so it names them too (exports: F401 and mypy's re-export rule are off here).
 from vigil.store.portable import (
+    PERSON_SET_PRIORITY,
     SQL_ACTIVE_TASKS,
     SQL_ADD_COSTS,
     SQL_ADD_DEP,
@@ -108,12 +109,12 @@ SQL_ADD_TASK, SQL_ADD_TASK_EVER = (dialect(sql) for sql in add_task_sql(_ADD_TAS
 # ``status = 'pending'`` re-check is what makes a claim exclusive. A pending task
 # still claimed is one whose run asked for a retry and has not been recorded yet: no
 # second run of it starts until that one has ended.
-_NEXT_DUE_ID = """
+_NEXT_DUE_ID = f"""
 SELECT c.id FROM generate_series(1, %(max_priority)s::int) AS p (priority)
 CROSS JOIN LATERAL (
     SELECT id FROM tasks
     WHERE status = 'pending' AND waiting_on = 0 AND priority = p.priority AND scheduled_for <= %(now)s
-      AND claimed_by IS NULL
+      AND claimed_by IS NULL AND (%(anyone)s::boolean OR {PERSON_SET_PRIORITY})
     ORDER BY scheduled_for, id LIMIT 1
     FOR UPDATE SKIP LOCKED
 ) AS c

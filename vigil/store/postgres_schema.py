@@ -508,7 +508,12 @@ V13 = [
     "ALTER TABLE tasks ADD COLUMN github text",
 ]
 
-MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13]
+# V14: how each run's spend was priced, as SQLite's V12.
+V14 = [
+    "ALTER TABLE runs ADD COLUMN priced_by text",
+]
+
+MIGRATIONS: list[list[str]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # After copying rows with their own ids: the identity columns continue past them.

@@ -161,6 +161,7 @@ def run_record_values(claim: Claim, outcome: Outcome, now: int) -> dict[str, Any
         "transcript_path": outcome.transcript_path,
         "permission_denials": denials_to_text(outcome.permission_denials),
         "resumed_from": outcome.resumed_from,
+        "priced_by": outcome.priced_by,
         "denials": len(outcome.permission_denials),
         "detail": outcome.detail or None,  # the task's result_detail (None: keep it)
         "summary": outcome.summary or None,

@@ -16,6 +16,7 @@ from vigil.store import sqlite_retention
 # The statements both backends run as written: this module is its backend's
 # ``Queries``, so it names them too (exports: F401 and mypy's re-export rule are off here).
 from vigil.store.portable import (
+    PERSON_SET_PRIORITY,
     SQL_ACTIVE_TASKS,
     SQL_ADD_COSTS,
     SQL_ADD_DEP,
@@ -94,20 +95,22 @@ _ADD_TASK_VALUES = """:subject, :description, :skills, :priority, :source, :sour
 SQL_ADD_TASK, SQL_ADD_TASK_EVER = add_task_sql(_ADD_TASK_VALUES)
 
 
-def _next_due_id(max_priority: str = ":max_priority") -> str:
+def _next_due_id(max_priority: str = ":max_priority", anyone: str = ":anyone") -> str:
     """The most urgent due task's id. ``priority IN (1, …, 9)`` makes the planner
     seek ix_tasks_claim once per priority, in order, each seek bounded by
     ``scheduled_for <= :now``: neither finished tasks nor many not-yet-due urgent
     tasks are walked, nothing is sorted, and LIMIT 1 ends the walk at the first due
     task. Only priorities up to ``max_priority`` (a parameter, or a number) take
     part (the budget's urgency gate); its unary ``+`` keeps that bound a filter, not the index range the
-    planner would otherwise pick instead of the seeks. A pending task still claimed
+    planner would otherwise pick instead of the seeks; with ``:anyone`` false, only
+    tasks a person made that urgent (``PERSON_SET_PRIORITY``, looked up for the few
+    urgent candidates only). A pending task still claimed
     is one whose run asked for a retry and has not been recorded yet: no second run
     of it starts until that one has ended."""
     priorities = ", ".join(str(p) for p in _PRIORITIES)
     return f"""SELECT id FROM tasks
         WHERE status = 'pending' AND waiting_on = 0 AND priority IN ({priorities}) AND scheduled_for <= :now
-          AND claimed_by IS NULL AND +priority <= {max_priority}
+          AND claimed_by IS NULL AND +priority <= {max_priority} AND ({anyone} OR {PERSON_SET_PRIORITY})
         ORDER BY priority, scheduled_for, id LIMIT 1"""
 
 
@@ -124,7 +127,7 @@ RETURNING *
 
 SQL_CLAIM = _claim()
 # The task the dispatcher takes next (the queue's marker): the claim's own search.
-SQL_NEXT_DUE_ID = _next_due_id(str(MAX_PRIORITY))
+SQL_NEXT_DUE_ID = _next_due_id(str(MAX_PRIORITY), "1")
 
 # SQLite's writers are serialised by BEGIN IMMEDIATE: no row lock to take.
 SQL_GET_RUN_FOR_UPDATE = "SELECT * FROM runs WHERE id = :id"

@@ -473,7 +473,13 @@ V11 = [
     "ALTER TABLE tasks ADD COLUMN github TEXT CHECK (github IS NULL OR json_valid(github))",
 ]
 
-MIGRATIONS: list[Sequence[str | Migration]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11]
+# V12: how each run's spend was priced (``runs.priced_by``, one line: the CLI's own
+# figure, the price table, a family's price; NULL: not priced, as every run before).
+V12 = [
+    "ALTER TABLE runs ADD COLUMN priced_by TEXT",
+]
+
+MIGRATIONS: list[Sequence[str | Migration]] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -43,7 +43,7 @@ from vigil.models import (
     TaskStatus,
     model_name_problem,
 )
-from vigil.store.limits import FloodGate, Refusal
+from vigil.store.limits import FloodGate, Refusal, agent_priority
 from vigil.store.rows import Row, choices_to_text, row_to_note, row_to_run, row_to_task_event, task_from_row
 from vigil.store.transaction import Engine, Tx
 from vigil.store.views import read_history, read_window
@@ -116,6 +116,7 @@ def insert_task(
     check_new_task(new)
     for task_id in ([] if new.parent_id is None else [new.parent_id]) + list(new.depends_on):
         require_task(tx, task_id)
+    new, _ = agent_priority(tx, new, actor, None if flood is None else flood.limits)
     params = {
         "subject": new.subject,
         "description": new.description,
@@ -229,7 +230,9 @@ class Tasks:
     def add_task(self, new: NewTask, *, actor: str = "human", run_id: int | None = None) -> AddResult:
         """Add one task, or report the task that already holds its source key.
 
-        Dedup is decided by the database in the same statement as the insert.
+        Dedup is decided by the database in the same statement as the insert. An
+        agent's task is held to its parent's priority and ``[limits]
+        agent_priority_floor`` in the same transaction (``AddResult.clamped`` says so).
         Raises ``TaskNotFound`` for a missing parent or dependency, ``InputError``
         for a dependency on itself; with ``run_id`` (a follow-up its agent adds),
         ``Refused`` unless that run is open and of the new task's parent.
@@ -244,11 +247,12 @@ class Tasks:
             if run_id is not None:  # a follow-up: its parent is the run's task
                 require_open_run(tx, run_id, new.parent_id or 0)
             flood = None if self._limits is None else FloodGate(self._limits, now)
-            task_id = insert_task(tx, new, now, actor, self._default_max_retries, flood=flood)
+            asked, clamped = agent_priority(tx, new, actor, self._limits)
+            task_id = insert_task(tx, asked, now, actor, self._default_max_retries, flood=flood)
             if isinstance(task_id, Refusal):
                 return task_id  # committed with its count; raised below
             if task_id is not None:
-                return AddResult(task_id, True)
+                return AddResult(task_id, True, clamped)
             holder = tx.one(tx.q.SQL_HOLDER_OF_KEY, {"key": new.source_key})
             return AddResult(None if holder is None or holder["id"] is None else int(holder["id"]), False)
 

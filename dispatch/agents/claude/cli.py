@@ -121,4 +121,5 @@ CLAUDE = AgentCli(
     priced_as=priced_as,
     session_named=session_named,
     session_left=session_left,
+    own_model=lambda env: None,  # Claude Code's settings name none Vigil reads
 )

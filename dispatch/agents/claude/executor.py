@@ -15,7 +15,13 @@ transcript.
 
 Cost is the CLI's ``total_cost_usd``; tokens are summed over ``modelUsage`` (every
 model the run used), cache reads and writes kept apart; ``api_cost_usd`` is
-recomputed from those tokens and ``[prices]``.
+recomputed from those tokens and ``[prices]`` (else the table, else the model's
+family's price). A run with a spending limit is metered from each message's usage
+(``dispatch.meter``); a model named for it with no price in the table also gets
+the limit as ``--max-budget-usd``, which Claude Code holds by its own running total
+(its ``error_max_budget_usd`` is then ``over_budget``), and a run whose model turns
+out to have no price at all (its ``init`` line names it) is ended there, at its
+start, refused: its cap could not be metered.
 """
 
 from __future__ import annotations
@@ -28,11 +34,13 @@ from typing import Any
 
 from dispatch.agents.claude.sandbox import sandbox_problem, sandbox_settings
 from dispatch.agents.claude.stream import ClaudeStream, classify
-from dispatch.agents.pricing import TokenUsage, api_cost_usd
+from dispatch.agents.pricing import TokenUsage, api_cost_usd, model_price
 from dispatch.executors import DEFAULT_GRACE_S, RunContext
 from dispatch.executors.answer import detail_of, summary_of
 from dispatch.executors.child import ChildResult, StopRun, ended_early
 from dispatch.executors.transcript import run_agent_cli
+from dispatch.meter import priced_by
+from vigil import agent_clis
 from vigil.clock import SystemClock
 from vigil.config import AgentCliSettings, Settings
 from vigil.models import Outcome, OutcomeKind, Task
@@ -45,6 +53,8 @@ VIGIL_TOOLS_RULE = "mcp__vigil"  # every tool of the MCP server named vigil
 # Vigil's server is the agent's only way to report back, and a Python process may
 # take longer than 5 s to start on a busy machine: marked, and waited for up to 60 s.
 MCP_CONNECT_WAIT = ("MCP_CONNECT_TIMEOUT_MS", "60000")
+MIN_BUDGET_USD = 0.0001  # a limit already spent still starts the CLI, which stops at once
+TOTAL_COST = agent_clis.CLAUDE.cost_figure or "total_cost_usd"
 
 
 def mcp_config(command: Sequence[str]) -> str:
@@ -62,21 +72,25 @@ def claude_argv(
     env: Mapping[str, str] | None = None,
     writable_dirs: Sequence[Path] = (),
     resume: str | None = None,
+    spend_limit_usd: float | None = None,
 ) -> list[str]:
     """The full argv for one run (the prompt is not in it). ``mcp_command`` starts
     Vigil's MCP server (empty: none); ``env`` is the agent's environment, whose
     ``PATH`` decides whether the sandbox can run (None: no sandbox);
     ``writable_dirs`` are what the sandbox lets commands write besides the
     workspace; ``resume`` is the session to continue (``--resume``; None: a new
-    one). Each rule and folder gets its own flag: the CLI's list options would
-    swallow what follows them."""
+    one); ``spend_limit_usd`` a limit for the CLI to hold by its own running total
+    (``--max-budget-usd``; with the configured one, the smaller). Each rule and
+    folder gets its own flag: the CLI's list options would swallow what follows
+    them."""
     argv = [*cli.command, *STREAM_FLAGS]
     if resume is not None:
         argv += ["--resume", resume]
     if model:
         argv += ["--model", model]
-    if cli.max_budget_usd is not None:
-        argv += ["--max-budget-usd", f"{cli.max_budget_usd:g}"]
+    budgets = [usd for usd in (cli.max_budget_usd, spend_limit_usd) if usd is not None]
+    if budgets:
+        argv += ["--max-budget-usd", f"{max(min(budgets), MIN_BUDGET_USD):g}"]
     argv += ["--permission-mode", cli.permission_mode]
     if mcp_command:
         argv += ["--mcp-config", mcp_config(mcp_command), "--strict-mcp-config", "--allowedTools", VIGIL_TOOLS_RULE]
@@ -108,6 +122,7 @@ class ClaudeExecutor:
 
     async def run(self, task: Task, ctx: RunContext) -> Outcome:
         model = ctx.model or self.settings.claude.model
+        cli_limit = self._cli_limit(ctx, model)
         argv = claude_argv(
             self.settings.claude,
             model,
@@ -116,14 +131,27 @@ class ClaudeExecutor:
             env=ctx.env,
             writable_dirs=ctx.writable_dirs,
             resume=None if ctx.resume is None else ctx.resume.session_id,
+            spend_limit_usd=cli_limit,
         )
         if ctx.mcp_command:
             ctx = replace(ctx, env=dict([MCP_CONNECT_WAIT, *ctx.env.items()]))
         stream = ClaudeStream()
-        result = await run_agent_cli(self.name, argv, ctx, self.grace_s, _watched(stream, ctx))
-        return self._outcome(stream, result, ctx, model)
+        result = await run_agent_cli(self.name, argv, ctx, self.grace_s, _watched(stream, ctx, cli_limit is not None))
+        return self._outcome(stream, result, ctx, model, cli_limit)
 
-    def _outcome(self, stream: ClaudeStream, result: ChildResult, ctx: RunContext, model: str | None) -> Outcome:
+    def _cli_limit(self, ctx: RunContext, model: str | None) -> float | None:
+        """The run's limit for Claude Code to hold itself (``--max-budget-usd``):
+        only for a model named for it that the table does not price (the meter
+        prices it by its family at best), or None."""
+        if ctx.meter.limit is None or model is None or model_price(self.settings.prices, model) is not None:
+            return None
+        return ctx.meter.limit.usd
+
+    def _outcome(
+        self, stream: ClaudeStream, result: ChildResult, ctx: RunContext, model: str | None, cli_limit: float | None
+    ) -> Outcome:
+        """The run's outcome; ``cli_limit``: the run's limit Claude Code held itself
+        (its ``error_max_budget_usd`` at or past it is then ``over_budget``)."""
         transcript_path = str(ctx.transcript_path)
         answer = stream.answer
         early = ended_early(result, ctx.timeout_s, transcript_path, ctx.stall_timeout_s)
@@ -132,12 +160,25 @@ class ClaudeExecutor:
         elif result.stopped and ctx.meter.over:
             kind, error, retry_at = OutcomeKind.OVER_BUDGET, ctx.meter.over_budget_error(), None
             summary = summary_of(error)
+        elif result.stopped and stream.unmetered is not None and ctx.meter.limit is not None:
+            # the daily budget's cap meets every task alike: the loop waits for a person
+            kind = OutcomeKind.REFUSED if ctx.meter.limit.daily else OutcomeKind.FAILED
+            error, retry_at = stream.unmetered, None
+            summary = summary_of(error)
         else:
             verdict = classify(stream, result.exit_code, result.stderr, self.now_ms())
             kind, error, retry_at = verdict.kind, verdict.error, verdict.retry_at
             summary = summary_of(answer if kind is OutcomeKind.SUCCESS else (error or answer))
         usage = stream.usage_by_model()
         total = sum(usage.values(), TokenUsage())
+        limit = ctx.meter.limit
+        if kind is OutcomeKind.BUDGET and cli_limit is not None and limit is not None and stream.cost_usd >= cli_limit:
+            spent = f"${stream.cost_usd:.4f} by {TOTAL_COST}"
+            error = f"over budget: Claude Code stopped the run at {spent}, past {limit.why}"
+            kind = OutcomeKind.OVER_BUDGET
+            summary = summary_of(error)
+        figure = TOTAL_COST if stream.result is not None else None
+        models = usage.keys() if usage else ctx.meter.usage_by_model().keys()
         # without a result line (timed out, stalled, over budget) what was metered stands
         return ctx.meter.charge(
             Outcome(
@@ -158,6 +199,7 @@ class ClaudeExecutor:
                 retry_at=retry_at,
                 permission_denials=stream.permission_denials,
                 resume_refused=ctx.resume is not None and resume_refused(stream),
+                priced_by=priced_by(self.settings.prices, models, figure),
             )
         )
 
@@ -179,16 +221,35 @@ def retry_note(retry: dict[str, Any]) -> str:
     return f"API retry {attempt}/{most}{delay}" + (f" ({why})" if why else "")
 
 
-def _watched(stream: ClaudeStream, ctx: RunContext) -> Callable[[bytes], None]:
+def _unmetered(model: str | None, ctx: RunContext) -> str | None:
+    """Why the run's limit cannot be metered for ``model`` (its ``init`` line's, when
+    Claude Code was not given the limit to hold: no model was named for the run):
+    it has no price, not even its family's; None when it can."""
+    if model is None or not ctx.meter.unpriced(model):
+        return None
+    return (
+        f"Claude Code chose model {model!r}, which has no price (add [prices.{model!r}], USD per million "
+        "tokens, or name the model for the run so that Claude Code holds the limit itself)"
+    )
+
+
+def _watched(stream: ClaudeStream, ctx: RunContext, cli_holds: bool) -> Callable[[bytes], None]:
     """``stream.feed``, plus what must happen while the run goes on: each message's
     usage metered (``ctx.meter``) and the run stopped once it passes its spending
-    limit; the CLI's own retries reported through ``ctx.on_progress`` (cleared once
-    the model answers); and the run stopped at the first retry of a refused key,
-    which the CLI would otherwise retry for minutes."""
+    limit, or at its ``init`` line when that names a model with no price and the CLI
+    does not hold the limit itself (``cli_holds``); the CLI's own retries reported
+    through ``ctx.on_progress`` (cleared once the model answers); and the run
+    stopped at the first retry of a refused key, which the CLI would otherwise
+    retry for minutes."""
 
     def feed(raw: bytes) -> None:
-        retry, answered, message = stream.last_retry, stream.answered, stream.last_message
+        retry, answered, message, started = stream.last_retry, stream.answered, stream.last_message, stream.started
         stream.feed(raw)
+        if stream.started and not started and ctx.meter.limit is not None and not cli_holds:
+            problem = _unmetered(stream.model, ctx)
+            if problem is not None:
+                stream.unmetered = f"refused: {ctx.meter.limit.why} cannot be metered: {problem}"
+                raise StopRun
         if stream.last_message is not message and stream.last_message is not None:
             ctx.meter.record(*stream.last_message)
             if ctx.meter.over:

@@ -94,6 +94,7 @@ class ClaudeStream:
     # the usage of the message the last assistant line belonged to: (message id, model,
     # tokens as of the message's start; a message of several blocks repeats it)
     last_message: tuple[str, str | None, TokenUsage] | None = None
+    unmetered: str | None = None  # why the run was ended at its start: its cap could not be metered
 
     def feed(self, raw: bytes) -> None:
         text = raw.decode("utf-8", errors="replace").strip()

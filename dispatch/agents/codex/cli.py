@@ -87,11 +87,13 @@ def priced_as(settings: Settings, env: Mapping[str, str]) -> str | Finding:
     model = settings.codex.model or configured_model(env)
     if model is not None:
         return model
+    budget = settings.budget.daily_usd is not None
     return Finding(
-        "warn",
+        "fail" if budget else "warn",
         "prices",
         "codex: no model is named ([executors.codex] model, or model in Codex's config.toml): "
-        "its runs cannot be priced and count as $0 against the budget",
+        "its runs cannot be priced and count as $0; a cap on them is refused"
+        + ("; under the daily budget every task is refused" if budget else ""),
     )
 
 
@@ -118,4 +120,5 @@ CODEX = AgentCli(
     priced_as=priced_as,
     session_named=session_named,
     session_left=session_left,
+    own_model=configured_model,
 )

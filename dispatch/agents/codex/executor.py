@@ -39,8 +39,10 @@ resumed thread's usage from the thread's start, in its stream and its session fi
 alike; a resumed run's own is that less what the thread had spent before it
 (``thread_so_far``), so that no call is counted twice. Codex
 reports no dollar cost, so ``cost_usd`` and ``api_cost_usd`` are both computed from
-the price table (``dispatch.agents.pricing``) for the model: the task's or skill's, else
-``[executors.codex] model``, else the one in Codex's own ``config.toml``.
+the price table (``dispatch.agents.pricing``: ``[prices]``, the shipped table, else the
+model's family's price) for the model: the task's or skill's, else ``[executors.codex]
+model``, else the one in Codex's own ``config.toml``. A cap on a model with no price
+is refused before the run starts (``dispatch.meter.meter_problem``).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from dispatch.executors.answer import detail_of, summary_of
 from dispatch.executors.child import ChildResult, StopRun, ended_early
 from dispatch.executors.refusals import sandbox_failed_error
 from dispatch.executors.transcript import run_agent_cli
+from dispatch.meter import priced_by
 from vigil.clock import SystemClock
 from vigil.config import STORE_URL_ENV, AgentCliSettings, Settings
 from vigil.models import Outcome, OutcomeKind, Task
@@ -308,5 +311,6 @@ class CodexExecutor:
                 permission_denials=refusals_of(stream, result, ctx.env),
                 # "thread/resume failed: no rollout found for thread id …" (0.171.0), exit 1, no event
                 resume_refused=ctx.resume is not None and stream.events == 0 and result.exit_code != 0,
+                priced_by=priced_by(self.settings.prices, [model]),
             )
         )
