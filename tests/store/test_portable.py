@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("psycopg")
 
-from vigil.store.postgres_db import dialect
+from vigil.store.postgres.db import dialect
 
 
 def test_parameters_become_psycopg_style_and_casts_and_literals_stay() -> None:

@@ -24,9 +24,9 @@ from vigil.home import init_home
 from vigil.models import NewTask, TaskStatus
 from vigil.states import TASK_STATES, parse_states
 from vigil.store import CostGroup, open_store
+from vigil.store.sql.window import history_sql, page_sql, recent_sql
 from vigil.store.sqlite import SqliteStore
 from vigil.store.sqlite_queries import SQL_COST_ROLLUP, SQL_NEXT_DUE_AT, SQL_NEXT_DUE_ID, WINDOW, search_tasks_sql
-from vigil.store.window_sql import history_sql, page_sql, recent_sql
 from vigil.task_query import Sort, TaskQuery
 
 pytestmark = pytest.mark.slow

@@ -73,12 +73,12 @@ from vigil.store.portable import (
     sensor_skips_sql,
     settle_sql,
 )
+from vigil.store.postgres.schema import LOCK_KEY
 
 # The roll-ups live in postgres_costs; re-exported here, where Queries looks for them.
 from vigil.store.postgres_costs import SQL_COST_ROLLUP
-from vigil.store.postgres_schema import LOCK_KEY
 from vigil.store.rows import Row
-from vigil.store.window_sql import WindowDialect
+from vigil.store.sql.window import WindowDialect
 
 if TYPE_CHECKING:
     from vigil.store.transaction import PruneQueries, Tx

@@ -72,10 +72,10 @@ from vigil.store.portable import (
     settle_sql,
 )
 from vigil.store.rows import Row
+from vigil.store.sql.window import WindowDialect
 
 # The roll-ups live in sqlite_costs; re-exported here, where Queries looks for them.
 from vigil.store.sqlite_costs import SQL_COST_ROLLUP
-from vigil.store.window_sql import WindowDialect
 
 if TYPE_CHECKING:
     from vigil.store.transaction import PruneQueries, Tx

@@ -309,7 +309,7 @@ class Tasks:
         ``recent_since_ms``, the last few completed or failed since then, the latest
         finish first). One read transaction: the page, the total and the counts
         agree. Filters and sorts run in the database over indexed rows (see
-        ``vigil.store.window_sql`` for what each costs). Raises ``InputError`` for a
+        ``vigil.store.sql.window`` for what each costs). Raises ``InputError`` for a
         negative offset or a limit below 1."""
         if offset < 0 or limit < 1:
             raise InputError(f"a window needs offset >= 0 and limit >= 1, not {offset} and {limit}")

@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 from vigil.models import CostGroup, TaskStatus
 from vigil.store.rows import Row
-from vigil.store.window_sql import WindowDialect
+from vigil.store.sql.window import WindowDialect
 
 T = TypeVar("T")
 Params = Mapping[str, Any]

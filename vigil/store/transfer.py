@@ -39,8 +39,8 @@ from vigil.clock import SystemClock
 from vigil.config import Settings
 from vigil.errors import StoreBusy, StoreError
 from vigil.store.opening import open_store
-from vigil.store.sqlite_export import SqliteExport, TableTotals
-from vigil.store.sqlite_schema import mark_moved
+from vigil.store.sqlite.export import SqliteExport, TableTotals
+from vigil.store.sqlite.schema import mark_moved
 from vigil.store_url import mask_password
 
 # (table, rows copied so far, rows to copy): called after each batch and once per table.
@@ -99,7 +99,7 @@ def _writers_held_off(path: Path, busy_timeout_ms: int) -> Iterator[sqlite3.Conn
 
 
 async def _copy_all(source: Path, target_url: str, progress: Progress) -> list[TableCopy]:
-    from vigil.store.postgres_import import PostgresImport
+    from vigil.store.postgres.importing import PostgresImport
 
     with SqliteExport(source) as export:
         target = await PostgresImport.open(target_url)

@@ -11,8 +11,7 @@ from typing import Any
 from vigil.models import Task, TaskStatus
 from vigil.states import TASK_STATES
 from vigil.store.rows import Row, task_from_row
-from vigil.store.transaction import Tx
-from vigil.store.window_sql import (
+from vigil.store.sql.window import (
     distinct_states,
     history_sql,
     like_pattern,
@@ -20,6 +19,7 @@ from vigil.store.window_sql import (
     page_sql,
     recent_sql,
 )
+from vigil.store.transaction import Tx
 from vigil.task_query import TaskQuery, TaskWindow
 
 ACTIVE_LIMIT = 20  # running tasks read with a window (one per lane)

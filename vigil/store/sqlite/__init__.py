@@ -20,8 +20,8 @@ from vigil.config import LimitsSettings
 from vigil.models import DEFAULT_MAX_RETRIES
 from vigil.store.base import Store
 from vigil.store.dispatching import Dispatching
-from vigil.store.sqlite_db import TRUNCATE_WAIT_MS, Database, SqliteEngine
-from vigil.store.sqlite_schema import check_openable, migrate
+from vigil.store.sqlite.db import TRUNCATE_WAIT_MS, Database, SqliteEngine
+from vigil.store.sqlite.schema import check_openable, migrate
 from vigil.store.state import State
 from vigil.store.tasks import Tasks
 from vigil.store.transaction import Engine

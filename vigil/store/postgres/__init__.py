@@ -29,7 +29,7 @@ from vigil.errors import OperationError
 from vigil.models import DEFAULT_MAX_RETRIES
 from vigil.store.base import Store
 from vigil.store.dispatching import Dispatching
-from vigil.store.postgres_db import POOL_MAX, PgDatabase, PgEngine
+from vigil.store.postgres.db import POOL_MAX, PgDatabase, PgEngine
 from vigil.store.state import State
 from vigil.store.tasks import Tasks
 from vigil.store.transaction import Engine

@@ -20,9 +20,9 @@ import psycopg
 from psycopg import sql
 
 from vigil.errors import InputError, StoreError
-from vigil.store.postgres_db import CONNECT_TIMEOUT_S, connect_failure, describe, translate
-from vigil.store.postgres_schema import SQL_RESET_IDENTITIES
-from vigil.store.sqlite_export import TOTAL_COLUMNS, TableTotals
+from vigil.store.postgres.db import CONNECT_TIMEOUT_S, connect_failure, describe, translate
+from vigil.store.postgres.schema import SQL_RESET_IDENTITIES
+from vigil.store.sqlite.export import TOTAL_COLUMNS, TableTotals
 
 SQL_COLUMNS = """
 SELECT table_name, column_name FROM information_schema.columns

@@ -41,9 +41,9 @@ from vigil.errors import (
     StoreMoved,
 )
 from vigil.store import sqlite_queries
-from vigil.store.sqlite_backup import write_backup
-from vigil.store.sqlite_errors import is_busy, translate
-from vigil.store.sqlite_schema import refuse_if_moved
+from vigil.store.sqlite.backup import write_backup
+from vigil.store.sqlite.errors import is_busy, translate
+from vigil.store.sqlite.schema import refuse_if_moved
 from vigil.store.transaction import Params, Queries, Tx
 
 if TYPE_CHECKING:

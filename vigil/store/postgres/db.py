@@ -43,7 +43,7 @@ from vigil.store import portable, postgres_queries
 
 # The rewrite of portable statements; re-exported, as it was first written here.
 from vigil.store.portable import dialect as dialect  # noqa: PLC0414
-from vigil.store.postgres_schema import CHANGES_CHANNEL, migrate
+from vigil.store.postgres.schema import CHANGES_CHANNEL, migrate
 from vigil.store.transaction import Params, Queries, Tx
 
 log = logging.getLogger("vigil.store")

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from vigil.errors import InputError, NotADatabase, OperationError, SchemaTooNew, StoreError
 from vigil.faults import crash_point
-from vigil.store.sqlite_schema import check_openable
+from vigil.store.sqlite.schema import check_openable
 
 BACKUP_STEP_PAGES = 1024  # 4 MiB of 4 KiB pages per step; the connection's other users wait at most one step
 PARTIAL_SUFFIX = ".vigil-partial"
