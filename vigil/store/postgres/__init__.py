@@ -2,17 +2,18 @@
 
 Open with ``await PostgresStore.open(url)``. The behaviours are the shared ones
 (``tasks``, ``dispatching``, ``state``, ``pruning``): each public method is one
-transaction, run whole in a worker thread on a pooled session (``postgres_db``:
-the pool, the listening session, the translation of driver errors into
-``vigil.errors``). The claim is one statement (``claim`` in ``postgres_queries``).
-Audit events, status counts and dependency counters come from triggers
-(``postgres_schema``), so they share the transaction of the change.
+transaction, run whole in a worker thread on a pooled session (``db``: the pool,
+the listening session, the translation of driver errors into ``vigil.errors``, and
+the engine, whose claim is one statement: ``PgEngine.claim``). Its SQL is the
+``postgres`` side of ``vigil.store.sql``. Audit events, status counts and dependency
+counters come from triggers (``schema``), so they share the transaction of the
+change.
 
 Differences from SQLite that callers may notice:
 
 * ``data_version()`` is notification-driven (LISTEN/NOTIFY): it moves soon after
   another store object commits a change (this one's own commits do not move it),
-  with no round trip per call; see ``postgres_db.Changes``.
+  with no round trip per call; see ``db.Changes``.
 * ``checkpoint()`` returns (0, 0); ``backup()`` refuses and points to ``pg_dump``.
 """
 

@@ -1,11 +1,13 @@
 """``Store`` on one SQLite file: the embedded default backend.
 
 The behaviours are the shared ones (``tasks`` …), run on this file's connection in
-its own worker thread, one hop per unit of work (``sqlite_db``). What is SQLite's
-alone is its connection (``sqlite_db``), its SQL (``sqlite_queries`` with the claim,
-``sqlite_retention``) and here: the WAL, backups and query plans. Audit
-events, status counts and dependency counters come from triggers
-(``sqlite_schema``), so they share the transaction of the change.
+its own worker thread, one hop per unit of work (``db``). What is SQLite's alone is
+in this folder: its connection and engine (``db``, with the claim), its schema and
+migrations (``schema``), backups (``backup``), the export to PostgreSQL
+(``export``), its errors (``errors``), and here: the WAL, backups and query plans.
+Its SQL is the ``sqlite`` side of ``vigil.store.sql``. Audit events, status counts
+and dependency counters come from triggers (``schema``), so they share the
+transaction of the change.
 """
 
 from __future__ import annotations
