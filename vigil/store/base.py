@@ -109,7 +109,7 @@ class Store(AsyncRetention):
         spirit; another backend returns (0, 0).
 
         ``truncate`` also empties the log file: it waits up to a short bound
-        (``sqlite_db.TRUNCATE_WAIT_MS``) for the readers of older snapshots to
+        (``sqlite.db.TRUNCATE_WAIT_MS``) for the readers of older snapshots to
         finish, holding off other writers meanwhile, then copies every page and
         cuts the file to zero bytes, returning (0, 0). A reader still there at the
         bound leaves the log as a passive checkpoint would (the counts say so).

@@ -10,9 +10,9 @@ The steps, in order:
    The caller holds every dispatcher lane around all this (``vigil store migrate``
    does), so no dispatcher runs a task meanwhile, and a dead one is told from a live
    one at once by its lock, not by the age of its heartbeat;
-3. read the SQLite file through one read-only snapshot (``sqlite_export``);
+3. read the SQLite file through one read-only snapshot (``sqlite.export``);
 4. refuse a target that has rows in any table to be copied;
-5. in one PostgreSQL transaction (``postgres_import``): copy every table with its
+5. in one PostgreSQL transaction (``postgres.importing``): copy every table with its
    ids, move the id sequences past them, read the totals back and compare them with
    the snapshot's (rows per table, money and tokens, tasks per status); commit only
    when they match.

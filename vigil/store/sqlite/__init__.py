@@ -92,7 +92,7 @@ class SqliteStore(Store):
     def file_problem(self) -> str | None:
         """Why this store must stop (its file was removed or replaced, or its
         write-ahead log deleted), or None; a ``stat`` or two, no database work
-        (``sqlite_db.Connection.file_problem``)."""
+        (``sqlite.db.Connection.file_problem``)."""
         return self._db.connection.file_problem(with_log=True)
 
     async def data_version(self) -> int:

@@ -13,7 +13,7 @@ The store's rules (docs/store.md, "Guarantees") enforced here, once:
 * ``SQLITE_BUSY`` that outlives ``busy_timeout`` is retried as a whole unit with
   jittered backoff, then raised as ``StoreBusy``;
 * driver errors become ``vigil.errors`` types here and nowhere else (through
-  ``sqlite_errors.translate``);
+  ``errors.translate``);
 * a connection stays on the file it opened: each unit of work first checks (one
   ``stat``) that the path still names that file, and raises ``DatabaseReplaced``
   once it was removed or replaced (a restore), so that a process never writes on to
@@ -309,7 +309,7 @@ class Connection:
     def backup(self, target: Path) -> None:
         """Copy the whole database to ``target`` with SQLite's online backup API, under
         a temporary name renamed into place only when complete and synced
-        (``sqlite_backup.write_backup``). Raises ``InputError`` for a target folder
+        (``backup.write_backup``). Raises ``InputError`` for a target folder
         that does not exist or a target that is not an SQLite file, else
         ``StoreError`` naming both files."""
         self.check_file()
