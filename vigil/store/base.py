@@ -19,18 +19,38 @@ audit trail.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+from vigil.clock import Clock
+from vigil.config import LimitsSettings
 from vigil.store.dispatching import Dispatching
 from vigil.store.pruning import AsyncRetention
 from vigil.store.state import State
 from vigil.store.tasks import Tasks
 from vigil.store.threaded import on_dispatching, on_state, on_tasks
+from vigil.store.transaction import Engine
 
 
 class Store(AsyncRetention):
     """Every behaviour of the store, async. Backends: ``SqliteStore`` (the embedded
     default), ``PostgresStore``; open the configured one with ``open_store``."""
+
+    def _behave_on(
+        self,
+        engine: Engine,
+        clock: Clock,
+        default_max_retries: int,
+        limits: LimitsSettings | None,
+        pass_env: Sequence[str],
+    ) -> None:
+        """Make the blocking behaviours over a backend's ``engine`` (the async methods
+        run them in ``_hop``)."""
+        self.engine = engine
+        self._clock = clock
+        self.tasks = Tasks(engine, clock, default_max_retries, limits, pass_env=pass_env)
+        self.dispatching = Dispatching(engine, clock)
+        self.state = State(engine, clock, default_max_retries, limits)
 
     # what the tasks side does: add, change, read
     add_task = on_tasks(Tasks.add_task)

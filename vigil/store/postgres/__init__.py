@@ -29,11 +29,7 @@ from vigil.config import LimitsSettings
 from vigil.errors import OperationError
 from vigil.models import DEFAULT_MAX_RETRIES
 from vigil.store.base import Store
-from vigil.store.dispatching import Dispatching
 from vigil.store.postgres.db import POOL_MAX, PgDatabase, PgEngine
-from vigil.store.state import State
-from vigil.store.tasks import Tasks
-from vigil.store.transaction import Engine
 
 T = TypeVar("T")
 
@@ -50,13 +46,8 @@ class PostgresStore(Store):
         pass_env: Sequence[str] = (),
     ) -> None:
         self._db = db
-        self._clock = clock
         self.where = db.where
-        # The blocking behaviours; the async methods run them in _hop.
-        self.engine: Engine = PgEngine(db)
-        self.tasks = Tasks(self.engine, clock, default_max_retries, limits, pass_env=pass_env)
-        self.dispatching = Dispatching(self.engine, clock)
-        self.state = State(self.engine, clock, default_max_retries, limits)
+        self._behave_on(PgEngine(db), clock, default_max_retries, limits, pass_env)
 
     @classmethod
     async def open(

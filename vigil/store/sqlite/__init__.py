@@ -21,12 +21,8 @@ from vigil.clock import Clock, SystemClock
 from vigil.config import LimitsSettings
 from vigil.models import DEFAULT_MAX_RETRIES
 from vigil.store.base import Store
-from vigil.store.dispatching import Dispatching
 from vigil.store.sqlite.db import TRUNCATE_WAIT_MS, Database, SqliteEngine
 from vigil.store.sqlite.schema import check_openable, migrate
-from vigil.store.state import State
-from vigil.store.tasks import Tasks
-from vigil.store.transaction import Engine
 
 T = TypeVar("T")
 
@@ -43,13 +39,8 @@ class SqliteStore(Store):
         pass_env: Sequence[str] = (),
     ) -> None:
         self._db = db
-        self._clock = clock
         self.path = db.path
-        # The blocking behaviours; the async methods run them in _hop.
-        self.engine: Engine = SqliteEngine(db.connection)
-        self.tasks = Tasks(self.engine, clock, default_max_retries, limits, pass_env=pass_env)
-        self.dispatching = Dispatching(self.engine, clock)
-        self.state = State(self.engine, clock, default_max_retries, limits)
+        self._behave_on(SqliteEngine(db.connection), clock, default_max_retries, limits, pass_env)
 
     @classmethod
     async def open(
