@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import Contender, synchronous_of, timed_calls
-from vigil.store.sqlite_schema import MIGRATIONS
+from vigil.store.sqlite.schema import MIGRATIONS
 
 PEER_PACKAGES = ("huey", "persistqueue", "litequeue")  # import names of the `bench` extra
 

@@ -42,8 +42,8 @@ from bench.harness import (
     workload_args,
 )
 from vigil.models import NewTask
+from vigil.store.sql.runs import CLAIM
 from vigil.store.sqlite import SqliteStore
-from vigil.store.sqlite_queries import SQL_CLAIM
 
 DAY_MS = 86_400_000
 
@@ -284,7 +284,7 @@ def claim_big(runner: asyncio.Runner, folder: Path, sizes: Sizes) -> tuple[str, 
         "anyone": True,
     }
     with contextlib.closing(sqlite3.connect(big_path)) as conn:  # a plan, read beside the store
-        plan = [str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + SQL_CLAIM, claim_params)]
+        plan = [str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + str(CLAIM.sqlite), claim_params)]
     scans = [line for line in plan if line.startswith("SCAN tasks")]
     contenders = [
         claim_contender(f"Vigil claim_next, {sizes.finished:,} finished + {sizes.not_due:,} not due", runner, big),

@@ -3,7 +3,7 @@
 Each running dispatcher holds one lane; one that finds every lane taken stands by
 and tries again. ``LaneLock`` is what the daemon needs of a lane, whatever keeps
 it: ``FileLanes`` here (SQLite: one ``flock`` file per lane beside the database) or
-PostgreSQL advisory locks (``PostgresLanes`` in ``vigil.store.postgres_lanes``).
+PostgreSQL advisory locks (``PostgresLanes`` in ``vigil.store.postgres.lanes``).
 
 A kernel lock coordinates the processes of one machine only, so lanes > 1 on a
 SQLite file that lives on a network filesystem are refused

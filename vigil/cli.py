@@ -588,7 +588,7 @@ def restore(ctx: click.Context, backup_path: Path, as_json: bool) -> None:
     of the home first); the replaced file is kept beside it."""
     from vigil.clock import SystemClock
     from vigil.daemon import every_lane
-    from vigil.store.sqlite_backup import restore_file
+    from vigil.store.sqlite.backup import restore_file
 
     _person_only("restore the database")
     settings = settings_for(ctx)

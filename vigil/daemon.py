@@ -139,7 +139,7 @@ def _make_lanes(settings: Settings, clock: Clock, worker_id: str) -> LaneLock:
 
     lanes = settings.dispatch.lanes
     if settings.store.url is not None:
-        from vigil.store.postgres_lanes import PostgresLanes
+        from vigil.store.postgres.lanes import PostgresLanes
 
         return PostgresLanes(settings.store.url, lanes, name=f"vigil dispatcher {worker_id}")
     refuse_network_filesystem(settings.store.path, lanes)

@@ -9,7 +9,7 @@ every other process fails to read. So the daemon looks (two ``stat`` calls) ever
 ``CHECK_S`` real seconds and, at the first sign, stops: the running task is ended
 at once, and closing the connection writes a deleted log's changes back into the
 database. Every unit of work also checks the file itself
-(``sqlite_db.Connection.check_file``), so nothing is written in between.
+(``sqlite.db.Connection.check_file``), so nothing is written in between.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from vigil.liveness import LoopCondition, LoopHealth, loop_health
 from vigil.models import NOTIFY_KEY
 from vigil.render import failing_notifiers
 from vigil.store.sqlite import SqliteStore
-from vigil.store.sqlite_schema import SCHEMA_VERSION
+from vigil.store.sqlite.schema import SCHEMA_VERSION
 
 Echo = Callable[[str], None]
 

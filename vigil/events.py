@@ -26,7 +26,7 @@ from vigil.errors import InputError
 from vigil.models import TaskEvent
 from vigil.store import Store
 
-# What the audit triggers write (vigil.store.sqlite_schema, postgres_schema), then
+# What the audit triggers write (vigil.store.sqlite.schema, vigil.store.postgres.schema), then
 # what behaviours write: an approval's merge, what a task's pull request said.
 KINDS = ("created", "status", "priority", "scheduled", "approval", "cancel_requested", "merge", "github")
 BATCH = 500  # rows per read

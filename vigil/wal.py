@@ -7,7 +7,7 @@ without pause that moment never comes, and the log grows without bound (measured
 59 MiB in a minute under 50 processes). So the daemon looks at the log file's size
 every second (a ``stat``, no database work) and, past ``WAL_LIMIT_BYTES``, runs a
 ``TRUNCATE`` checkpoint: it holds off new writers for at most
-``sqlite_db.TRUNCATE_WAIT_MS`` while the short read transactions in flight end,
+``sqlite.db.TRUNCATE_WAIT_MS`` while the short read transactions in flight end,
 copies every page and empties the file. Every five minutes it also runs a passive
 checkpoint and warns when pages stay behind (a reader stuck on an old snapshot: a
 forgotten ``sqlite3`` shell), which no checkpoint can get past; against such a

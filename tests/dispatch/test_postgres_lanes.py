@@ -11,11 +11,11 @@ import time
 import psycopg
 import pytest
 
-from vigil.store.postgres_lanes import LANE_KEY, PostgresLanes
+from vigil.store.postgres.lanes import LANE_KEY, PostgresLanes
 
 HOLD_SCRIPT = """
 import asyncio, sys
-from vigil.store.postgres_lanes import PostgresLanes
+from vigil.store.postgres.lanes import PostgresLanes
 async def main():
     lanes = PostgresLanes(sys.argv[1], 1, name="vigil dispatcher held-by-child")
     assert await lanes.try_acquire()

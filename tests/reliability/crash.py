@@ -227,7 +227,7 @@ def migration_round(home: Path) -> bool:
     added = vigil(home, "task", "add", "after a killed migration")
     if added.returncode != 0:
         raise CrashFailure(f"the database is not usable after a killed migration: {added.stderr}")
-    from vigil.store.sqlite_schema import SCHEMA_VERSION
+    from vigil.store.sqlite.schema import SCHEMA_VERSION
 
     if query(home, "PRAGMA user_version")[0][0] != SCHEMA_VERSION:
         raise CrashFailure("the schema version is wrong after a killed migration")

@@ -16,7 +16,7 @@ from tests.reliability.support import database, run_vigil
 from vigil.errors import StoreMoved
 from vigil.models import NewTask
 from vigil.store.sqlite import SqliteStore
-from vigil.store.sqlite_schema import SCHEMA_VERSION
+from vigil.store.sqlite.schema import SCHEMA_VERSION
 from vigil.store_url import mask_password
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,8 @@ from tests.store.plans import postgres_plan
 from vigil.clock import ManualClock
 from vigil.models import Claim, NewTask, TaskStatus
 from vigil.store.postgres import PostgresStore
-from vigil.store.postgres_queries import SQL_CLAIM, SQL_NEXT_DUE_AT, list_tasks_sql
+from vigil.store.sql.runs import CLAIM, NEXT_DUE_AT
+from vigil.store.sql.tasks import list_tasks
 
 DISPATCHERS = 6
 TASKS = 300
@@ -122,10 +123,10 @@ async def test_the_claim_seeks_the_claim_index_and_sorts_nothing(
             "anyone": True,
         }
 
-        plan = await postgres_plan(store, SQL_CLAIM, params)
-        due_plan = await postgres_plan(store, SQL_NEXT_DUE_AT, {})
+        plan = await postgres_plan(store, CLAIM, params)
+        due_plan = await postgres_plan(store, NEXT_DUE_AT, {})
         open_statuses = (TaskStatus.PENDING, TaskStatus.ACTIVE, TaskStatus.BLOCKED)
-        list_plan = await postgres_plan(store, list_tasks_sql(open_statuses), {"before_id": 2**62, "limit": 50})
+        list_plan = await postgres_plan(store, list_tasks(open_statuses), {"before_id": 2**62, "limit": 50})
 
         text = "\n".join(plan)
         assert "Index Scan using ix_tasks_claim" in text, text

@@ -249,7 +249,7 @@ async def test_a_table_the_target_cannot_hold_stops_the_copy_before_anything_is_
 
 def test_verification_compares_rows_and_money() -> None:
     from vigil.errors import StoreError
-    from vigil.store.sqlite_export import TableTotals
+    from vigil.store.sqlite.export import TableTotals
     from vigil.store.transfer import _verify
 
     want = TableTotals(3, {"cost_usd": 0.1 + 0.2, "tokens_in": 30.0})

@@ -17,9 +17,9 @@ from tests.store.contract import new, success
 from vigil.clock import ManualClock
 from vigil.errors import OperationError, SchemaTooNew, StoreBusy, StoreError
 from vigil.models import TaskStatus
-from vigil.store import postgres_db
 from vigil.store.postgres import PostgresStore
-from vigil.store.postgres_schema import MIGRATIONS, SCHEMA_VERSION
+from vigil.store.postgres import db as postgres_db
+from vigil.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 
 SECRET = "s3cret-pw-4711"
 WAIT_S = 30.0  # a safety net only: notifications normally arrive in milliseconds

@@ -12,8 +12,8 @@ from tests.store.contract import all_tasks, new
 from vigil.clock import ManualClock
 from vigil.errors import InputError, NotADatabase, SchemaTooNew, StoreBusy, StoreError
 from vigil.store.sqlite import SqliteStore
-from vigil.store.sqlite_db import Database
-from vigil.store.sqlite_schema import SCHEMA_VERSION
+from vigil.store.sqlite.db import Database
+from vigil.store.sqlite.schema import SCHEMA_VERSION
 
 
 def _schema(path: Path) -> list[tuple[str, str]]:

@@ -13,7 +13,7 @@ from vigil.clock import ManualClock
 from vigil.models import DedupScope, TaskStatus
 from vigil.store import CostGroup
 from vigil.store.sqlite import SqliteStore
-from vigil.store.sqlite_schema import MIGRATIONS, SCHEMA_VERSION, V1
+from vigil.store.sqlite.schema import MIGRATIONS, SCHEMA_VERSION, V1
 
 DAY_MS = 86_400_000
 

@@ -23,8 +23,8 @@ from tests.store.contract import all_tasks, new
 from vigil.clock import ManualClock
 from vigil.errors import StoreBusy
 from vigil.models import DedupScope, TaskStatus
-from vigil.store import sqlite_db
 from vigil.store.sqlite import SqliteStore
+from vigil.store.sqlite import db as sqlite_db
 
 pytestmark = pytest.mark.slow
 

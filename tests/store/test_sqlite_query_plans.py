@@ -22,24 +22,22 @@ from tests.store.plans import sqlite_plan
 from vigil.clock import MS_PER_DAY, ManualClock
 from vigil.models import TaskStatus
 from vigil.store import CostGroup
-from vigil.store.sqlite import SqliteStore
-from vigil.store.sqlite_queries import (
-    SQL_ADD_TASK,
-    SQL_ADD_TASK_EVER,
-    SQL_CLAIM,
-    SQL_COST_ROLLUP,
-    SQL_COUNT_BY_STATUS,
-    SQL_COUNT_CHILDREN,
-    SQL_COUNT_SOURCE_SINCE,
-    SQL_EVENTS_AFTER,
-    SQL_FOLLOW_UP_DEPTH,
-    SQL_HOLDER_OF_KEY,
-    SQL_LIST_TASKS,
-    SQL_NEXT_DUE_AT,
-    SQL_OPEN_RUNS,
-    SQL_QUEUE,
-    SQL_SPEND_SINCE,
+from vigil.store.sql.costs import COST_ROLLUP, SPEND_SINCE
+from vigil.store.sql.runs import CLAIM, NEXT_DUE_AT, OPEN_RUNS
+from vigil.store.sql.tasks import (
+    ADD_TASK,
+    ADD_TASK_EVER,
+    COUNT_BY_STATUS,
+    COUNT_CHILDREN,
+    COUNT_SOURCE_SINCE,
+    EVENTS_AFTER,
+    FOLLOW_UP_DEPTH,
+    HOLDER_OF_KEY,
+    list_tasks,
 )
+from vigil.store.sql.window import QUEUE
+from vigil.store.sqlite import SqliteStore
+from vigil.store.transaction import Sql
 
 pytestmark = pytest.mark.slow
 
@@ -110,7 +108,7 @@ async def big_store(big_db: tuple[Path, int]) -> AsyncIterator[tuple[SqliteStore
         yield store, clock
 
 
-def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object] | Sequence[object]]]:
+def _queries(now: int) -> dict[str, tuple[Sql, Mapping[str, object] | Sequence[object]]]:
     add = {
         "subject": "s",
         "description": "",
@@ -131,44 +129,39 @@ def _queries(now: int) -> dict[str, tuple[str, Mapping[str, object] | Sequence[o
         "code": None,
         "github": None,
     }
-    one_status = SQL_LIST_TASKS.format(statuses=":s0")
-    every_status = SQL_LIST_TASKS.format(statuses=",".join(f":s{i}" for i in range(len(TaskStatus))))
     return {
         "claim_next": (
-            SQL_CLAIM,
+            CLAIM,
             {"now": now, "worker": "w", "lease_until": now + 1, "executor": None, "max_priority": 9, "anyone": True},
         ),
         # over the budget: the urgent levels only, each candidate's priority setter by its audit rows' index
         "claim_next by a person": (
-            SQL_CLAIM,
+            CLAIM,
             {"now": now, "worker": "w", "lease_until": now + 1, "executor": None, "max_priority": 1, "anyone": False},
         ),
-        "next_due_at": (SQL_NEXT_DUE_AT, {}),
-        "queue": (SQL_QUEUE, {"now": now, "limit": 200}),
-        "list_tasks completed": (one_status, {"s0": "completed", "before_id": 2**62, "limit": 50}),
-        "list_tasks pending, page 2": (one_status, {"s0": "pending", "before_id": FINISHED + 500, "limit": 50}),
-        "list_tasks every status": (
-            every_status,
-            {**{f"s{i}": str(s) for i, s in enumerate(TaskStatus)}, "before_id": 2**62, "limit": 50},
-        ),
-        "count_by_status": (SQL_COUNT_BY_STATUS, {}),
-        "add_task dedup open": (SQL_ADD_TASK, add),
-        "add_task dedup ever": (SQL_ADD_TASK_EVER, add),
-        "holder of a key": (SQL_HOLDER_OF_KEY, {"key": "entry-77"}),
+        "next_due_at": (NEXT_DUE_AT, {}),
+        "queue": (QUEUE, {"now": now, "limit": 200}),
+        "list_tasks completed": (list_tasks([TaskStatus.COMPLETED]), {"before_id": 2**62, "limit": 50}),
+        "list_tasks pending, page 2": (list_tasks([TaskStatus.PENDING]), {"before_id": FINISHED + 500, "limit": 50}),
+        "list_tasks every status": (list_tasks(list(TaskStatus)), {"before_id": 2**62, "limit": 50}),
+        "count_by_status": (COUNT_BY_STATUS, {}),
+        "add_task dedup open": (ADD_TASK, add),
+        "add_task dedup ever": (ADD_TASK_EVER, add),
+        "holder of a key": (HOLDER_OF_KEY, {"key": "entry-77"}),
         "events after an id (vigil events)": (
-            SQL_EVENTS_AFTER,
+            EVENTS_AFTER,
             {"after": FINISHED, "since": now - 3_600_000, "task": None, "kinds": '["status"]', "limit": 500},
         ),
-        "open runs (recovery)": (SQL_OPEN_RUNS, {}),
-        "spend in the last day (budget)": (SQL_SPEND_SINCE, {"since": now - MS_PER_DAY}),
+        "open runs (recovery)": (OPEN_RUNS, {}),
+        "spend in the last day (budget)": (SPEND_SINCE, {"since": now - MS_PER_DAY}),
         "tasks of a source in the last hour (flood limit)": (
-            SQL_COUNT_SOURCE_SINCE,
+            COUNT_SOURCE_SINCE,
             {"source": "sensor:feed", "since": now - 3_600_000, "cap": 100},
         ),
-        "children of a task (flood limit)": (SQL_COUNT_CHILDREN, {"parent_id": 77, "cap": 100}),
-        "follow-up depth (flood limit)": (SQL_FOLLOW_UP_DEPTH, {"parent_id": 77, "max_depth": 5}),
+        "children of a task (flood limit)": (COUNT_CHILDREN, {"parent_id": 77, "cap": 100}),
+        "follow-up depth (flood limit)": (FOLLOW_UP_DEPTH, {"parent_id": 77, "max_depth": 5}),
         **{
-            f"cost by {group} for the last day": (SQL_COST_ROLLUP[group], {"since": now - MS_PER_DAY})
+            f"cost by {group} for the last day": (COST_ROLLUP[group], {"since": now - MS_PER_DAY})
             for group in CostGroup
         },
     }

@@ -20,7 +20,7 @@ from vigil.errors import InputError
 from vigil.models import FINISHED_STATUSES, ApprovalState, LineResult, Task, TaskStatus
 from vigil.states import STATES_BY_NAME, TASK_STATES, parse_states
 from vigil.store import Store
-from vigil.store.transaction import Engine, Tx
+from vigil.store.transaction import Engine, Sql, Tx
 from vigil.task_query import Sort, TaskQuery
 
 SUBJECTS = ("Deploy web", "deploy API", "tidy wiki", "Renew cert", "renew DNS", "web_50% done", "Zeta", "alpha")
@@ -294,9 +294,9 @@ async def test_a_snapshot_does_not_see_a_commit_made_during_it(store: Store, loc
     engine: Engine = store.engine
 
     def body(tx: Tx) -> tuple[object, object]:
-        before = tx.one("SELECT status FROM tasks WHERE id = 1")
+        before = tx.one(Sql("SELECT status FROM tasks WHERE id = 1"))
         _commit_elsewhere(location)
-        after = tx.one("SELECT status FROM tasks WHERE id = 1")
+        after = tx.one(Sql("SELECT status FROM tasks WHERE id = 1"))
         return (before or {})["status"], (after or {})["status"]
 
     assert await asyncio.to_thread(engine.snapshot, body) == ("pending", "pending")

@@ -90,7 +90,7 @@ def open_new(path: str, seed: int, barrier: Barrier, results: Queue[tuple[int, s
 def die_mid_batch(path: str, count: int) -> None:
     """Insert ``count`` tasks through the store's own insert inside one write
     transaction, say ``inside`` on stdout, and wait there to be killed."""
-    from vigil.store.sqlite_db import SqliteTx
+    from vigil.store.sqlite.db import SqliteTx
     from vigil.store.tasks import insert_task  # the real insert path, paused mid-way
 
     async def run() -> None:

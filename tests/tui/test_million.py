@@ -24,9 +24,12 @@ from vigil.home import init_home
 from vigil.models import NewTask, TaskStatus
 from vigil.states import TASK_STATES, parse_states
 from vigil.store import CostGroup, open_store
+from vigil.store.sql.costs import COST_ROLLUP
+from vigil.store.sql.runs import NEXT_DUE_AT, NEXT_DUE_ID
+from vigil.store.sql.tasks import search_tasks
+from vigil.store.sql.window import RECENT, history_sql, page_sql
 from vigil.store.sqlite import SqliteStore
-from vigil.store.sqlite_queries import SQL_COST_ROLLUP, SQL_NEXT_DUE_AT, SQL_NEXT_DUE_ID, WINDOW, search_tasks_sql
-from vigil.store.window_sql import history_sql, page_sql, recent_sql
+from vigil.store.transaction import Sql
 from vigil.task_query import Sort, TaskQuery
 
 pytestmark = pytest.mark.slow
@@ -63,17 +66,17 @@ async def test_every_tui_query_is_bounded(big_settings: Settings) -> None:
     store = await SqliteStore.open(big_settings.store.path, clock=ManualClock(NOW_MS))
     try:
         finished = {"before_at": 2**62, "before_id": 2**62, "limit": HISTORY_PAGE}
-        search = search_tasks_sql([TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELED])
+        search = search_tasks([TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELED])
         search_params = {"before_id": 2**62, "pattern": "%x%", "limit": HISTORY_PAGE}
         page = {"now": NOW_MS, "limit": WINDOW_ROWS, "offset": 0}
-        queries: dict[str, tuple[str, Mapping[str, object]]] = {
-            "next due": (SQL_NEXT_DUE_AT, {}),
-            "next task": (SQL_NEXT_DUE_ID, {"now": NOW_MS}),
-            "recently finished": (recent_sql(WINDOW), {"since": NOW_MS - 600_000, "limit": 5}),
-            "history page": (history_sql(WINDOW, searching=False), finished),
+        queries: dict[str, tuple[Sql, Mapping[str, object]]] = {
+            "next due": (NEXT_DUE_AT, {}),
+            "next task": (NEXT_DUE_ID, {"now": NOW_MS}),
+            "recently finished": (RECENT, {"since": NOW_MS - 600_000, "limit": 5}),
+            "history page": (history_sql(searching=False), finished),
             "history search": (search, search_params),
-            "hourly cost": (SQL_COST_ROLLUP[CostGroup.HOUR], {"since": NOW_MS}),
-            "daily cost": (SQL_COST_ROLLUP[CostGroup.DAY], {"since": NOW_MS}),
+            "hourly cost": (COST_ROLLUP[CostGroup.HOUR], {"since": NOW_MS}),
+            "daily cost": (COST_ROLLUP[CostGroup.DAY], {"since": NOW_MS}),
         }
         # The queue's window over the open tasks, whatever its filter or sort, and the
         # finished ones in the order they finished: an index, never the whole table.
@@ -86,7 +89,7 @@ async def test_every_tui_query_is_bounded(big_settings: Settings) -> None:
             "every task by age": TaskQuery(states=TASK_STATES, sort=Sort.AGE, descending=True),
         }
         for name, query in windows.items():
-            rows, _, where_params = page_sql(query, WINDOW)
+            rows, _, where_params = page_sql(query)
             queries[f"window: {name}"] = (rows, {**where_params, **page})
         by_age = queries.pop("window: every task by age")
         # the rowid order, walked down and stopped by LIMIT (SQLite calls that walk SCAN too)

@@ -19,18 +19,38 @@ audit trail.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+from vigil.clock import Clock
+from vigil.config import LimitsSettings
 from vigil.store.dispatching import Dispatching
 from vigil.store.pruning import AsyncRetention
 from vigil.store.state import State
 from vigil.store.tasks import Tasks
 from vigil.store.threaded import on_dispatching, on_state, on_tasks
+from vigil.store.transaction import Engine
 
 
 class Store(AsyncRetention):
     """Every behaviour of the store, async. Backends: ``SqliteStore`` (the embedded
     default), ``PostgresStore``; open the configured one with ``open_store``."""
+
+    def _behave_on(
+        self,
+        engine: Engine,
+        clock: Clock,
+        default_max_retries: int,
+        limits: LimitsSettings | None,
+        pass_env: Sequence[str],
+    ) -> None:
+        """Make the blocking behaviours over a backend's ``engine`` (the async methods
+        run them in ``_hop``)."""
+        self.engine = engine
+        self._clock = clock
+        self.tasks = Tasks(engine, clock, default_max_retries, limits, pass_env=pass_env)
+        self.dispatching = Dispatching(engine, clock)
+        self.state = State(engine, clock, default_max_retries, limits)
 
     # what the tasks side does: add, change, read
     add_task = on_tasks(Tasks.add_task)
@@ -109,7 +129,7 @@ class Store(AsyncRetention):
         spirit; another backend returns (0, 0).
 
         ``truncate`` also empties the log file: it waits up to a short bound
-        (``sqlite_db.TRUNCATE_WAIT_MS``) for the readers of older snapshots to
+        (``sqlite.db.TRUNCATE_WAIT_MS``) for the readers of older snapshots to
         finish, holding off other writers meanwhile, then copies every page and
         cuts the file to zero bytes, returning (0, 0). A reader still there at the
         bound leaves the log as a passive checkpoint would (the counts say so).

@@ -25,6 +25,27 @@ from vigil.fate import Fate, Policy, Recorded, after_attempt, put_back, recorded
 from vigil.faults import crash_point
 from vigil.models import MAX_PRIORITY, MIN_PRIORITY, Claim, GitHubLink, Outcome, OutcomeKind, Run, Task, TaskStatus
 from vigil.store.rows import row_to_run, run_record_values
+from vigil.store.sql.costs import SPEND_SINCE
+from vigil.store.sql.runs import (
+    ACTIVE_TASKS,
+    ADD_COSTS,
+    CLAIM_RUN_OPEN,
+    DROP_OPEN_RUN,
+    GET_RUN,
+    GET_RUN_FOR_UPDATE,
+    OPEN_RUNS,
+    ORIGIN_OF,
+    RECORD_RUN,
+    RELEASE_CLOSED,
+    RENEW_LEASE,
+    REOPEN_AGENT_CLOSED,
+    SET_GITHUB,
+    SET_RUN_EXECUTOR,
+    SET_RUN_PROCESS,
+    SET_TASK_EXECUTOR,
+    SET_WORKTREE,
+    SETTLE,
+)
 from vigil.store.tasks import require_task, task_of
 from vigil.store.transaction import Engine, Tx
 
@@ -48,9 +69,9 @@ def _settle(
     task = task_of(tx, require_task(tx, task_id, lock=True))
     if task.status is not TaskStatus.ACTIVE or task.claimed_by != worker:
         # its agent closed it during the run (or another claim holds it): keep its status
-        tx.run(tx.q.SQL_ADD_COSTS, {**values, "task_id": task_id, "now": now})
+        tx.run(ADD_COSTS, {**values, "task_id": task_id, "now": now})
         if worker is not None:
-            tx.run(tx.q.SQL_RELEASE_CLOSED, {"task_id": task_id, "worker": worker})
+            tx.run(RELEASE_CLOSED, {"task_id": task_id, "worker": worker})
         return task_of(tx, require_task(tx, task_id)), None
     fate = decide(task)
     params = {
@@ -65,7 +86,7 @@ def _settle(
         "review": int(fate.review),
         "approval": int(fate.approval),
     }
-    row = tx.one(tx.q.SQL_SETTLE, params)
+    row = tx.one(SETTLE, params)
     assert row is not None  # the row is locked, active and ours
     crash_point("during-finish")
     return task_of(tx, row), fate
@@ -106,7 +127,7 @@ class Dispatching:
         }
 
         def body(tx: Tx) -> Claim | None:
-            claimed = tx.q.claim(tx, params)
+            claimed = self._engine.claim(tx, params)
             if claimed is None:
                 return None
             row, run = claimed
@@ -136,7 +157,7 @@ class Dispatching:
             "workspace": workspace,
             "gated": int(gated),
         }
-        self._engine.write(lambda tx: tx.run(tx.q.SQL_SET_RUN_PROCESS, params))
+        self._engine.write(lambda tx: tx.run(SET_RUN_PROCESS, params))
 
     def set_worktree(self, task_id: int, worktree: Worktree) -> Task:
         """Record the git worktree Vigil made (or made again) for the task; returns
@@ -144,7 +165,7 @@ class Dispatching:
         params = {"id": task_id, "worktree": worktree.to_json()}
 
         def body(tx: Tx) -> Task:
-            row = tx.one(tx.q.SQL_SET_WORKTREE, params)
+            row = tx.one(SET_WORKTREE, params)
             if row is None:
                 raise TaskNotFound(task_id)
             return task_of(tx, row)
@@ -157,7 +178,7 @@ class Dispatching:
         params = {"id": task_id, "github": link.to_json()}
 
         def body(tx: Tx) -> Task:
-            row = tx.one(tx.q.SQL_SET_GITHUB, params)
+            row = tx.one(SET_GITHUB, params)
             if row is None:
                 raise TaskNotFound(task_id)
             return task_of(tx, row)
@@ -171,8 +192,8 @@ class Dispatching:
         params = {"executor": executor, "run_id": claim.run_id, "task_id": claim.task.id}
 
         def body(tx: Tx) -> None:
-            tx.run(tx.q.SQL_SET_RUN_EXECUTOR, params)
-            tx.run(tx.q.SQL_SET_TASK_EXECUTOR, params)
+            tx.run(SET_RUN_EXECUTOR, params)
+            tx.run(SET_TASK_EXECUTOR, params)
 
         self._engine.write(body)
 
@@ -182,7 +203,7 @@ class Dispatching:
         params = {"id": task_id, "worker": worker, "lease_until": lease_until}
 
         def body(tx: Tx) -> bool:
-            row = tx.one(tx.q.SQL_RENEW_LEASE, params)
+            row = tx.one(RENEW_LEASE, params)
             if row is None:
                 raise InvalidTransition(task_id, require_task(tx, task_id)["status"], "renew its lease")
             return bool(row["cancel_requested"])
@@ -205,13 +226,13 @@ class Dispatching:
             task = task_of(tx, require_task(tx, claim.task.id, lock=True))
             recorded = recorded_as(task, claim.run_id, outcome)
             values = run_record_values(claim, recorded, now)
-            run = tx.one(tx.q.SQL_GET_RUN, {"id": claim.run_id})
+            run = tx.one(GET_RUN, {"id": claim.run_id})
             closed_by_agent = None if run is None else run["agent_status"]
-            if tx.run(tx.q.SQL_RECORD_RUN, values) == 0:
+            if tx.run(RECORD_RUN, values) == 0:
                 return Recorded(task, recorded, None)
             if recorded.kind is OutcomeKind.SANDBOX_FAILED and closed_by_agent == "completed":
                 # whatever its agent said, its commands never ran: the close is void
-                tx.run(tx.q.SQL_REOPEN_AGENT_CLOSED, {"task_id": task.id, "worker": worker, "now": now})
+                tx.run(REOPEN_AGENT_CLOSED, {"task_id": task.id, "worker": worker, "now": now})
             decide: Callable[[Task], Fate] = lambda t: after_attempt(t, recorded, rules, now)  # noqa: E731
             settled, fate = _settle(tx, claim.task.id, worker, decide, values=values, now=now)
             return Recorded(settled, recorded, fate)
@@ -230,36 +251,36 @@ class Dispatching:
 
         def body(tx: Tx) -> Task:
             task = task_of(tx, require_task(tx, claim.task.id, lock=True))
-            stale = tx.one(tx.q.SQL_CLAIM_RUN_OPEN, params) is None
+            stale = tx.one(CLAIM_RUN_OPEN, params) is None
             if stale or task.status is not TaskStatus.ACTIVE or task.claimed_by != worker:
                 raise InvalidTransition(task.id, task.status, action)
             settled, _ = _settle(
                 tx, task.id, worker, lambda t: put_back(t, until=until), values=dict(NO_COSTS), now=now
             )
-            tx.run(tx.q.SQL_DROP_OPEN_RUN, params)
+            tx.run(DROP_OPEN_RUN, params)
             return settled
 
         return self._engine.write(body)
 
     def spend_since(self, since_ms: int) -> float:
         """USD of the runs finished since ``since_ms``, the cost archive included."""
-        row = self._engine.read(lambda tx: tx.one(tx.q.SQL_SPEND_SINCE, {"since": since_ms}))
+        row = self._engine.read(lambda tx: tx.one(SPEND_SINCE, {"since": since_ms}))
         return 0.0 if row is None or row["spent"] is None else float(row["spent"])
 
     def origin_of(self, task_id: int) -> str:
         """The source of the root of the task's parent chain. Raises ``TaskNotFound``."""
-        row = self._engine.read(lambda tx: tx.one(tx.q.SQL_ORIGIN_OF, {"id": task_id}))
+        row = self._engine.read(lambda tx: tx.one(ORIGIN_OF, {"id": task_id}))
         if row is None:
             raise TaskNotFound(task_id)
         return str(row["source"])
 
     def active_tasks(self) -> list[Task]:
         """Every active task (for crash recovery and status)."""
-        return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(tx.q.SQL_ACTIVE_TASKS)])
+        return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(ACTIVE_TASKS)])
 
     def open_runs(self) -> list[Run]:
         """Runs not yet recorded, oldest first (crash recovery's candidates)."""
-        return self._engine.read(lambda tx: [row_to_run(r) for r in tx.all(tx.q.SQL_OPEN_RUNS)])
+        return self._engine.read(lambda tx: [row_to_run(r) for r in tx.all(OPEN_RUNS)])
 
     def recover(self, run_id: int, outcome: Outcome, *, policy: Policy | None = None) -> Task:
         """Record a dead dispatcher's open run as ``outcome`` and settle its task as
@@ -270,7 +291,7 @@ class Dispatching:
         rules = policy or Policy()
 
         def body(tx: Tx) -> Task:
-            run = tx.one(tx.q.SQL_GET_RUN_FOR_UPDATE, {"id": run_id})
+            run = tx.one(GET_RUN_FOR_UPDATE, {"id": run_id})
             if run is None:
                 raise InputError(f"run {run_id} not found")
             task = task_of(tx, require_task(tx, run["task_id"], lock=True))
@@ -278,7 +299,7 @@ class Dispatching:
                 return task
             recorded = recorded_as(task, run_id, outcome)
             values = run_record_values(Claim(task=task, run_id=run_id, attempt=run["attempt"]), recorded, now)
-            tx.run(tx.q.SQL_RECORD_RUN, values)
+            tx.run(RECORD_RUN, values)
             decide: Callable[[Task], Fate] = lambda t: after_attempt(t, recorded, rules, now)  # noqa: E731
             return _settle(tx, task.id, run["claimed_by"], decide, values=values, now=now)[0]
 

@@ -16,6 +16,7 @@ import logging
 from dataclasses import replace
 
 from vigil.models import TaskFeedback, TaskStatus
+from vigil.store.sql.tasks import ADD_EVENT, ADD_NOTE, GET_TASK, HOLDER_OF_KEY, SEND_BACK
 from vigil.store.tasks import task_of
 from vigil.store.transaction import Tx
 
@@ -26,7 +27,7 @@ def apply_feedback(tx: Tx, item: TaskFeedback, now: int, actor: str) -> bool:
     """Record ``item`` on its task inside ``tx``; False (nothing written) when the
     task is gone or its pull request is not ``item``'s (a branch named like Vigil's
     on someone else's pull request changes nothing)."""
-    row = tx.one(tx.q.SQL_GET_TASK, {"id": item.task_id})
+    row = tx.one(GET_TASK, {"id": item.task_id})
     if row is None:
         return False
     task = task_of(tx, row)
@@ -34,23 +35,23 @@ def apply_feedback(tx: Tx, item: TaskFeedback, now: int, actor: str) -> bool:
     if link is None or link.pull != item.pull or link.repo != item.repo:
         return False
     values = {"id": task.id, "now": now, "actor": actor}
-    tx.one(tx.q.SQL_ADD_NOTE, {**values, "author": actor, "text": item.note})
+    tx.one(ADD_NOTE, {**values, "author": actor, "text": item.note})
     event = {"kind": "github", "from_value": f"{item.repo}#{item.pull}", "to_value": item.event, "detail": None}
-    tx.run(tx.q.SQL_ADD_EVENT, {**values, **event})
+    tx.run(ADD_EVENT, {**values, **event})
     if item.send_back and task.status == TaskStatus.COMPLETED:
         if task.source_key and _held_by_another(tx, task.id, task.source_key):
             log.warning("task #%d: not sent back, another open task has its source key", task.id)
             return True
         worktree = task.worktree and replace(task.worktree, merged=None, merged_from=None, merging=None)
-        tx.one(tx.q.SQL_SEND_BACK, {**values, "worktree": None if worktree is None else worktree.to_json()})
+        tx.one(SEND_BACK, {**values, "worktree": None if worktree is None else worktree.to_json()})
     return True
 
 
 def _held_by_another(tx: Tx, task_id: int, key: str) -> bool:
     """Whether another open task holds ``key`` (reopening this one would break the
     one-open-task-per-key rule, and with it the whole run's transaction)."""
-    holder = tx.one(tx.q.SQL_HOLDER_OF_KEY, {"key": key})
+    holder = tx.one(HOLDER_OF_KEY, {"key": key})
     if holder is None or holder["id"] is None or int(holder["id"]) == task_id:
         return False
-    other = tx.one(tx.q.SQL_GET_TASK, {"id": int(holder["id"])})
+    other = tx.one(GET_TASK, {"id": int(holder["id"])})
     return other is not None and TaskStatus(other["status"]).is_open

@@ -32,7 +32,9 @@ from vigil.clock import MS_PER_DAY
 from vigil.config import LimitsSettings
 from vigil.errors import TaskNotFound
 from vigil.models import REJECTED_INSERTS_KEY, NewTask
-from vigil.store.transaction import Tx
+from vigil.store.sql.state import RECORD_REFUSAL
+from vigil.store.sql.tasks import COUNT_CHILDREN, COUNT_SOURCE_SINCE, FOLLOW_UP_DEPTH, GET_TASK, LOCK_COUNT
+from vigil.store.transaction import Sql, Tx
 
 UNLIMITED_SOURCES = frozenset({"human"})
 AGENT_ACTOR = "agent"
@@ -49,7 +51,7 @@ def agent_priority(tx: Tx, new: NewTask, actor: str, limits: LimitsSettings | No
     floor = 1 if limits is None else limits.agent_priority_floor
     bounds = [(floor, f"[limits] agent_priority_floor = {floor}")] if floor > new.priority else []
     if new.parent_id is not None:
-        row = tx.one(tx.q.SQL_GET_TASK, {"id": new.parent_id})
+        row = tx.one(GET_TASK, {"id": new.parent_id})
         if row is None:
             raise TaskNotFound(new.parent_id)
         parent = int(row["priority"])
@@ -87,9 +89,8 @@ class FloodGate:
         return self.limits.per_source.get(source, self.limits.max_per_source_per_day)
 
     @staticmethod
-    def _count(tx: Tx, lock_name: str, sql: str, params: dict[str, Any]) -> int:
-        if tx.q.SQL_LOCK_COUNT is not None:
-            tx.run(tx.q.SQL_LOCK_COUNT, {"name": lock_name})
+    def _count(tx: Tx, lock_name: str, sql: Sql, params: dict[str, Any]) -> int:
+        tx.run(LOCK_COUNT, {"name": lock_name})  # nothing to lock on SQLite
         row = tx.one(sql, params)
         assert row is not None
         return int(row["n"])
@@ -99,7 +100,7 @@ class FloodGate:
         limits = self.limits
         if new.parent_id is not None and limits.max_depth:
             params = {"parent_id": new.parent_id, "max_depth": limits.max_depth}
-            row = tx.one(tx.q.SQL_FOLLOW_UP_DEPTH, params)
+            row = tx.one(FOLLOW_UP_DEPTH, params)
             assert row is not None
             depth = int(row["depth"])
             if depth > limits.max_depth:
@@ -110,9 +111,7 @@ class FloodGate:
         if new.parent_id is not None and limits.max_children:
             if new.parent_id not in self._children:
                 params = {"parent_id": new.parent_id, "cap": limits.max_children}
-                self._children[new.parent_id] = self._count(
-                    tx, f"parent:{new.parent_id}", tx.q.SQL_COUNT_CHILDREN, params
-                )
+                self._children[new.parent_id] = self._count(tx, f"parent:{new.parent_id}", COUNT_CHILDREN, params)
             if self._children[new.parent_id] >= limits.max_children:
                 return Refusal(
                     f"task #{new.parent_id} already has {limits.max_children} follow-ups "
@@ -122,7 +121,7 @@ class FloodGate:
         if cap and new.source not in UNLIMITED_SOURCES:
             if new.source not in self._per_source:
                 window = {"source": new.source, "since": self._now_ms - MS_PER_DAY, "cap": cap}
-                count = self._count(tx, f"source:{new.source}", tx.q.SQL_COUNT_SOURCE_SINCE, window)
+                count = self._count(tx, f"source:{new.source}", COUNT_SOURCE_SINCE, window)
                 self._per_source[new.source] = count
             if self._per_source[new.source] >= cap:
                 return Refusal(f"source {new.source!r} already added {cap} tasks in the last 24 h ([limits] cap {cap})")
@@ -139,4 +138,4 @@ class FloodGate:
         """Count a refusal in loop state, in the caller's transaction."""
         self.refused += 1
         params = {"key": REJECTED_INSERTS_KEY, "now": self._now_ms, "source": new.source, "reason": refusal.reason}
-        tx.run(tx.q.SQL_RECORD_REFUSAL, params)
+        tx.run(RECORD_REFUSAL, params)

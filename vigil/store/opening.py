@@ -60,8 +60,8 @@ def task_desk(settings: Settings) -> Iterator[Tasks]:
                 runner.run(store.close())
         return
     from vigil.clock import SystemClock
-    from vigil.store.sqlite_db import Connection, SqliteEngine
-    from vigil.store.sqlite_schema import check_openable, migrate
+    from vigil.store.sqlite.db import Connection, SqliteEngine
+    from vigil.store.sqlite.schema import check_openable, migrate
     from vigil.store.tasks import Tasks
 
     path = settings.store.path

@@ -9,9 +9,9 @@ before the cutoff was created before it, so nothing past that point can qualify.
 parent or dependency the batch freed, if the walk already passed it, is looked at
 again (in the same batch while it has room, else in the next). Then old audit rows,
 and what pruned tasks leave behind in the cost archive, are kept bounded, in
-batches too. The SQL is each backend's (``sqlite_retention``,
-``postgres_retention``, reached as ``tx.q.prune``); every batch hops to the store's
-worker thread on its own, so other callers get the connection between batches.
+batches too. The SQL is ``vigil.store.sql.retention`` (both backends' texts side
+by side); every batch hops to the store's worker thread on its own, so other
+callers get the connection between batches.
 """
 
 from __future__ import annotations
@@ -24,8 +24,24 @@ from typing import TypeVar
 from vigil.clock import Clock
 from vigil.errors import InputError
 from vigil.models import PruneResult
+from vigil.store.sql.retention import (
+    ADD_FOLDED_DAYS,
+    ARCHIVE_PREVIEW,
+    ARCHIVE_RUNS,
+    DELETE_EVENTS,
+    DROP_COSTS,
+    DROP_KEYS,
+    EVENTS_WALK,
+    FOLD_HOURS,
+    PRUNABLE,
+    PRUNE_COUNTS,
+    PRUNE_PREVIEW,
+    PRUNE_TASKS,
+    PRUNE_WALK,
+    RETIRE_KEYS,
+)
 from vigil.store.threaded import Hopping
-from vigil.store.transaction import Engine, Tx
+from vigil.store.transaction import Engine, Sql, Tx
 
 T = TypeVar("T")
 
@@ -128,37 +144,34 @@ async def run_phases(tally: PruneTally, phases: Sequence[Phase], max_batches: in
 @dataclass(frozen=True)
 class ArchiveStep:
     """One archive step: its statements run in order in each batch; the last one's
-    row count is how many rows the batch took."""
+    row count is how many rows the batch took (a statement with nothing to run on
+    the backend counts for nothing)."""
 
     name: str  # the PruneResult field it counts into
-    statements: tuple[str, ...]
+    statements: tuple[Sql, ...]
     before: int
 
     def batch(self, limit: int) -> Callable[[Tx], int]:
         def body(tx: Tx) -> int:
-            taken = 0
-            for sql in self.statements:
-                taken = tx.run(sql, {"before": self.before, "limit": limit})
-            return taken
+            return [tx.run(sql, {"before": self.before, "limit": limit}) for sql in self.statements][-1]
 
         return body
 
 
-def archive_steps(engine: Engine, fold: int | None, costs: int | None, keys: int | None) -> list[ArchiveStep]:
+def archive_steps(fold: int | None, costs: int | None, keys: int | None) -> list[ArchiveStep]:
     """The steps a prune asked for, in the order they run (old costs go before the
     fold, so rows about to be dropped are not folded first)."""
-    sql = engine.q.prune
     steps = []
     if costs is not None:
-        steps.append(ArchiveStep("costs", (sql.SQL_DROP_COSTS,), costs))
+        steps.append(ArchiveStep("costs", (DROP_COSTS,), costs))
     if fold is not None:
-        steps.append(ArchiveStep("folded", sql.FOLD_HOURS, fold_line(fold)))
+        steps.append(ArchiveStep("folded", (ADD_FOLDED_DAYS, FOLD_HOURS), fold_line(fold)))
     if keys is not None:
-        steps.append(ArchiveStep("keys", (sql.SQL_DROP_KEYS,), keys))
+        steps.append(ArchiveStep("keys", (DROP_KEYS,), keys))
     return steps
 
 
-def _ids(tx: Tx, sql: str, params: Mapping[str, object]) -> list[int]:
+def _ids(tx: Tx, sql: Sql, params: Mapping[str, object]) -> list[int]:
     return [int(r["id"]) for r in tx.all(sql, params)]
 
 
@@ -166,16 +179,15 @@ def _delete(tx: Tx, doomed: list[int], counts: dict[str, int], transcripts: list
     """Archive, count and delete ``doomed`` (their keys retired at ``now_ms``);
     returns the ids they freed (their parents and dependencies, which may now be
     prunable)."""
-    sql = tx.q.prune
     ids = {"ids": tx.array(doomed)}
-    tx.run(sql.SQL_ARCHIVE_RUNS, ids)
-    row = tx.one(sql.SQL_PRUNE_COUNTS, ids)
+    tx.run(ARCHIVE_RUNS, ids)
+    row = tx.one(PRUNE_COUNTS, ids)
     assert row is not None
     for name in ("runs", "events", "notes", "dependencies"):
         counts[name] += int(row[name])
     transcripts.extend(str(path) for path in tx.loads(row["transcripts"]))
-    tx.run(sql.SQL_RETIRE_KEYS, {**ids, "now": now_ms})
-    tx.run(sql.SQL_PRUNE_TASKS, ids)
+    tx.run(RETIRE_KEYS, {**ids, "now": now_ms})
+    tx.run(PRUNE_TASKS, ids)
     counts["tasks"] += len(doomed)
     return {int(i) for i in tx.loads(row["freed"])}
 
@@ -186,13 +198,12 @@ def task_batch(tally: PruneTally) -> Callable[[Tx], Callable[[], None]]:
     while the database was busy starts over from the same place)."""
 
     def body(tx: Tx) -> Callable[[], None]:
-        sql = tx.q.prune
         after, walked_all = tally.after, tally.walked_all
         queue = sorted(tally.recheck)[: tally.batch_size]
         rest = set(tally.recheck) - set(queue)
         if not walked_all and len(queue) < tally.batch_size:
             limit = tally.batch_size - len(queue)
-            rows = tx.all(sql.SQL_PRUNE_WALK, {"after": after, "limit": limit})
+            rows = tx.all(PRUNE_WALK, {"after": after, "limit": limit})
             walked_all = len(rows) < limit
             for row in rows:
                 if row["created_at"] >= tally.cutoff:
@@ -204,7 +215,7 @@ def task_batch(tally: PruneTally) -> Callable[[Tx], Callable[[], None]]:
         transcripts: list[str] = []
         room = tally.batch_size
         while queue:
-            prunable = _ids(tx, sql.SQL_PRUNABLE, {"ids": tx.array(queue), "cutoff": tally.cutoff})
+            prunable = _ids(tx, PRUNABLE, {"ids": tx.array(queue), "cutoff": tally.cutoff})
             if not prunable:
                 break  # what is not prunable now is freed again by whatever holds it
             doomed = prunable[:room]
@@ -230,10 +241,9 @@ def preview(cutoff: int, events_cutoff: int | None, archive: tuple[int | None, .
     """A dry run: what a full prune would delete, read in one go."""
 
     def body(tx: Tx) -> PruneResult:
-        sql = tx.q.prune
         fold, costs, keys = archive
-        kept = tx.one(sql.SQL_ARCHIVE_PREVIEW, preview_params(fold, costs, keys))
-        row = tx.one(sql.SQL_PRUNE_PREVIEW, {"cutoff": cutoff, "events_cutoff": events_cutoff or 0})
+        kept = tx.one(ARCHIVE_PREVIEW, preview_params(fold, costs, keys))
+        row = tx.one(PRUNE_PREVIEW, {"cutoff": cutoff, "events_cutoff": events_cutoff or 0})
         assert row is not None
         assert kept is not None
         return PruneResult(
@@ -263,8 +273,7 @@ class EventWalk:
 
     def batch(self, tx: Tx) -> tuple[int, bool, int]:
         """One batch: the new cursor, whether the walk is done, the rows deleted."""
-        sql = tx.q.prune
-        rows = tx.all(sql.SQL_EVENTS_WALK, {"after": self.after, "limit": self.batch_size})
+        rows = tx.all(EVENTS_WALK, {"after": self.after, "limit": self.batch_size})
         old: list[int] = []
         done = len(rows) < self.batch_size
         for row in rows:
@@ -272,7 +281,7 @@ class EventWalk:
                 done = True
                 break
             old.append(int(row["id"]))
-        tx.run(sql.SQL_DELETE_EVENTS, {"ids": tx.array(old)})
+        tx.run(DELETE_EVENTS, {"ids": tx.array(old)})
         return (old[-1] if old else self.after), done, len(old)
 
 
@@ -353,6 +362,6 @@ class AsyncRetention(Hopping):
                 tally.counts["events"] += deleted
 
             phases.append(Phase(lambda: not walk.done, events))
-        for step in archive_steps(self.engine, *archive):
+        for step in archive_steps(*archive):
             phases.append(archive_phase(tally, step.name, partial(write, step.batch(batch_size))))
         return await run_phases(tally, phases, max_batches)

@@ -17,6 +17,16 @@ from vigil.faults import crash_point
 from vigil.models import BatchResult, NewTask, SensorRun, SensorSkip, SensorState, TaskFeedback
 from vigil.store.feedback import apply_feedback
 from vigil.store.rows import Row, sensor_state_from_row
+from vigil.store.sql.state import (
+    LOOP_VALUES,
+    RECORD_SENSOR_RUN,
+    SENSOR_SKIPS,
+    SENSOR_STATE,
+    SENSOR_STATES,
+    SET_LOOP_VALUE,
+    SET_SENSOR_ENABLED,
+    SET_SENSOR_SKIPS,
+)
 from vigil.store.tasks import insert_batch
 from vigil.store.transaction import Engine, Tx
 
@@ -53,13 +63,13 @@ class State:
 
     def sensor_states(self) -> list[SensorState]:
         """Every sensor's state, by name."""
-        return self._engine.read(lambda tx: [_sensor_state(tx, r) for r in tx.all(tx.q.SQL_SENSOR_STATES)])
+        return self._engine.read(lambda tx: [_sensor_state(tx, r) for r in tx.all(SENSOR_STATES)])
 
     def sensor_state(self, name: str) -> SensorState | None:
         """One sensor's state; None when it has never run nor been enabled/disabled."""
 
         def body(tx: Tx) -> SensorState | None:
-            row = tx.one(tx.q.SQL_SENSOR_STATE, {"name": name})
+            row = tx.one(SENSOR_STATE, {"name": name})
             return None if row is None else _sensor_state(tx, row)
 
         return self._engine.read(body)
@@ -97,7 +107,7 @@ class State:
                 "next_due_at": run.next_due_at,
                 "state": None if state is None else tx.dumps(dict(state)),
             }
-            tx.run(tx.q.SQL_RECORD_SENSOR_RUN, params)
+            tx.run(RECORD_SENSOR_RUN, params)
             crash_point("sensor-batch")
             return batch
 
@@ -106,7 +116,7 @@ class State:
     def set_sensor_enabled(self, name: str, enabled: bool) -> None:
         """Enable or disable a sensor (creates its state row if needed)."""
         params = {"name": name, "enabled": int(enabled)}
-        self._engine.write(lambda tx: tx.run(tx.q.SQL_SET_SENSOR_ENABLED, params))
+        self._engine.write(lambda tx: tx.run(SET_SENSOR_ENABLED, params))
 
     def record_sensor_skip(self, name: str, skip: SensorSkip) -> None:
         """Add runs of a sensor that were not made to its state (creates its row if
@@ -116,10 +126,10 @@ class State:
         are kept."""
 
         def body(tx: Tx) -> None:
-            row = tx.one(tx.q.SQL_SENSOR_SKIPS, {"name": name})
+            row = tx.one(SENSOR_SKIPS, {"name": name})
             skips = [] if row is None else [SensorSkip(**s) for s in tx.loads(row["skips"])]
             merged = merge_skip(skips, skip, None if row is None else row["last_run_at"])
-            tx.run(tx.q.SQL_SET_SENSOR_SKIPS, {"name": name, "skips": tx.dumps([asdict(s) for s in merged])})
+            tx.run(SET_SENSOR_SKIPS, {"name": name, "skips": tx.dumps([asdict(s) for s in merged])})
 
         self._engine.write(body)
 
@@ -127,7 +137,7 @@ class State:
         """Every loop-state key with its JSON value."""
 
         def body(tx: Tx) -> dict[str, object]:
-            return {str(r["key"]): tx.loads(r["value"]) for r in tx.all(tx.q.SQL_LOOP_VALUES)}
+            return {str(r["key"]): tx.loads(r["value"]) for r in tx.all(LOOP_VALUES)}
 
         return self._engine.read(body)
 
@@ -135,7 +145,7 @@ class State:
         """Write several loop-state keys (JSON values) in one transaction."""
 
         def body(tx: Tx) -> None:
-            tx.many(tx.q.SQL_SET_LOOP_VALUE, [{"key": k, "value": tx.dumps(v)} for k, v in values.items()])
+            tx.many(SET_LOOP_VALUE, [{"key": k, "value": tx.dumps(v)} for k, v in values.items()])
 
         self._engine.write(body)
 
@@ -143,4 +153,4 @@ class State:
         """Write ``value`` under ``key`` only if its current JSON value equals
         ``expected`` (None: the key is absent), atomically; returns whether it wrote.
         Lets an automatic change (a gate resuming itself) never undo a person's."""
-        return self._engine.write(lambda tx: tx.q.replace_loop_value(tx, key, expected, value))
+        return self._engine.write(lambda tx: self._engine.replace_loop_value(tx, key, expected, value))

@@ -45,7 +45,45 @@ from vigil.models import (
 )
 from vigil.store.limits import FloodGate, Refusal, agent_priority
 from vigil.store.rows import Row, choices_to_text, row_to_note, row_to_run, row_to_task_event, task_from_row
-from vigil.store.transaction import Engine, Tx
+from vigil.store.sql.costs import COST_ROLLUP
+from vigil.store.sql.runs import CLOSE_RUN, GET_RUN, LIST_RUNS, NEXT_DUE_AT
+from vigil.store.sql.tasks import (
+    ADD_DEP,
+    ADD_EVENT,
+    ADD_NOTE,
+    ADD_TASK,
+    ADD_TASK_EVER,
+    ANSWER,
+    APPROVE,
+    APPROVE_REVIEW,
+    ASK,
+    ATTENTION,
+    CANCEL,
+    CLOSE_TASK,
+    COUNT_BY_STATUS,
+    DEFER,
+    DEFER_BY,
+    DEPENDENCIES,
+    EVENTS_AFTER,
+    GET_TASK,
+    HOLDER_OF_KEY,
+    LIST_EVENTS,
+    LIST_NOTES,
+    REJECT,
+    REJECT_REVIEW,
+    RELEASE_SAVEPOINT,
+    REQUEST_RETRY,
+    RETRY,
+    ROLLBACK_TO_SAVEPOINT,
+    SAVEPOINT,
+    SET_PRIORITY,
+    TASK_FOR_UPDATE,
+    UNBLOCK,
+    list_tasks,
+    search_tasks,
+)
+from vigil.store.sql.window import QUEUE
+from vigil.store.transaction import Engine, Sql, Tx
 from vigil.store.views import read_history, read_window
 from vigil.task_query import TaskQuery, TaskWindow
 
@@ -63,7 +101,7 @@ def task_of(tx: Tx, row: Row) -> Task:
 def require_task(tx: Tx, task_id: int, *, lock: bool = False) -> Row:
     """The task's row, locked for the rest of a write transaction with ``lock``
     (PostgreSQL; SQLite's writers are serialised anyway); raises ``TaskNotFound``."""
-    row = tx.one(tx.q.SQL_TASK_FOR_UPDATE if lock else tx.q.SQL_GET_TASK, {"id": task_id})
+    row = tx.one(TASK_FOR_UPDATE if lock else GET_TASK, {"id": task_id})
     if row is None:
         raise TaskNotFound(task_id)
     return row
@@ -76,7 +114,7 @@ def require_open_run(tx: Tx, run_id: int, task_id: int, *, closing: bool = False
     task's row is locked first: a dispatcher recording the run waits for this write,
     or this write sees it recorded."""
     require_task(tx, task_id, lock=True)
-    run = tx.one(tx.q.SQL_GET_RUN, {"id": run_id})
+    run = tx.one(GET_RUN, {"id": run_id})
     if run is None or run["task_id"] != task_id:
         raise Refused(f"run #{run_id} is not a run of task #{task_id}")
     if run["finished_at"] is not None:
@@ -137,15 +175,15 @@ def insert_task(
         "code": None if new.code is None else new.code.to_json(),
         "github": None if new.github is None else new.github.to_json(),
     }
-    sql = tx.q.SQL_ADD_TASK if new.dedup is DedupScope.OPEN else tx.q.SQL_ADD_TASK_EVER
+    sql = ADD_TASK if new.dedup is DedupScope.OPEN else ADD_TASK_EVER
     refusal = None if flood is None else flood.check(tx, new)
     if flood is not None and refusal is not None:
         # A task its key deduplicates is "already there", not refused: find out by
         # inserting it and undoing that (only on this rare path).
-        tx.run("SAVEPOINT flood_check")
+        tx.run(SAVEPOINT)
         row = tx.one(sql, params)
-        tx.run("ROLLBACK TO SAVEPOINT flood_check")
-        tx.run("RELEASE SAVEPOINT flood_check")
+        tx.run(ROLLBACK_TO_SAVEPOINT)
+        tx.run(RELEASE_SAVEPOINT)
         if row is None:
             return None
         flood.record(tx, new, refusal)
@@ -156,7 +194,7 @@ def insert_task(
     if flood is not None:
         flood.added(new)
     task_id = int(row["id"])
-    tx.many(tx.q.SQL_ADD_DEP, [{"task_id": task_id, "depends_on": dep} for dep in new.depends_on])
+    tx.many(ADD_DEP, [{"task_id": task_id, "depends_on": dep} for dep in new.depends_on])
     return task_id
 
 
@@ -253,7 +291,7 @@ class Tasks:
                 return task_id  # committed with its count; raised below
             if task_id is not None:
                 return AddResult(task_id, True, clamped)
-            holder = tx.one(tx.q.SQL_HOLDER_OF_KEY, {"key": new.source_key})
+            holder = tx.one(HOLDER_OF_KEY, {"key": new.source_key})
             return AddResult(None if holder is None or holder["id"] is None else int(holder["id"]), False)
 
         result = self._engine.write(body)
@@ -295,7 +333,7 @@ class Tasks:
                 elif task_id is not None:
                     results.append(LineResult("created", task_id))
                 else:
-                    holder = tx.one(tx.q.SQL_HOLDER_OF_KEY, {"key": new.source_key})
+                    holder = tx.one(HOLDER_OF_KEY, {"key": new.source_key})
                     held = None if holder is None or holder["id"] is None else int(holder["id"])
                     results.append(LineResult("existing", held))
             return results
@@ -313,7 +351,7 @@ class Tasks:
         ``recent_since_ms``, the last few completed or failed since then, the latest
         finish first). One read transaction: the page, the total and the counts
         agree. Filters and sorts run in the database over indexed rows (see
-        ``vigil.store.window_sql`` for what each costs). Raises ``InputError`` for a
+        ``vigil.store.sql.window`` for what each costs). Raises ``InputError`` for a
         negative offset or a limit below 1."""
         if offset < 0 or limit < 1:
             raise InputError(f"a window needs offset >= 0 and limit >= 1, not {offset} and {limit}")
@@ -341,7 +379,7 @@ class Tasks:
         ``before_id`` for the next page. ``statuses`` None means every status."""
         params = {"before_id": NO_UPPER_ID if before_id is None else before_id, "limit": limit}
         wanted = list(statuses or TaskStatus)
-        return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(tx.q.list_tasks_sql(wanted), params)])
+        return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(list_tasks(wanted), params)])
 
     def search_tasks(
         self,
@@ -363,19 +401,19 @@ class Tasks:
             "pattern": "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",
             "limit": limit,
         }
-        return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(tx.q.search_tasks_sql(wanted), params)])
+        return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(search_tasks(wanted), params)])
 
     def queue(self, *, limit: int = 200) -> list[Task]:
         """Open tasks in the order the dispatcher will take them: active first, then
         due pending tasks by (priority, scheduled_for, id), then pending tasks that
         wait (not yet due, or on a dependency) by due time, then blocked tasks."""
         params = {"now": self._clock.now_ms(), "limit": limit}
-        return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(tx.q.SQL_QUEUE, params)])
+        return self._engine.read(lambda tx: [task_of(tx, r) for r in tx.all(QUEUE, params)])
 
     def count_by_status(self) -> dict[TaskStatus, int]:
         """How many tasks have each status (every status present, zeros included).
         O(1): kept by triggers, not counted."""
-        rows = self._engine.read(lambda tx: tx.all(tx.q.SQL_COUNT_BY_STATUS))
+        rows = self._engine.read(lambda tx: tx.all(COUNT_BY_STATUS))
         counts = dict.fromkeys(TaskStatus, 0)
         counts.update({TaskStatus(r["status"]): int(r["n"]) for r in rows})
         return counts
@@ -383,31 +421,29 @@ class Tasks:
     def next_due_at(self) -> int | None:
         """Earliest ``scheduled_for`` of a pending task with no unfinished
         dependency; None when there is none."""
-        row = self._engine.read(lambda tx: tx.one(tx.q.SQL_NEXT_DUE_AT))
+        row = self._engine.read(lambda tx: tx.one(NEXT_DUE_AT))
         return None if row is None or row["m"] is None else int(row["m"])
 
     def attention(self, since_ms: int) -> Attention:
         """How many tasks await review and approval, and how many runs finished
         since ``since_ms`` (epoch ms) had actions denied to their agent. One read."""
-        row = self._engine.read(lambda tx: tx.one(tx.q.SQL_ATTENTION, {"since": since_ms}))
+        row = self._engine.read(lambda tx: tx.one(ATTENTION, {"since": since_ms}))
         assert row is not None  # an aggregate always answers
         return Attention(int(row["awaiting_review"]), int(row["awaiting_approval"]), int(row["denied_runs"]))
 
     def get_run(self, run_id: int) -> Run | None:
         """The run with id ``run_id``; None when there is none (never recorded, or
         pruned with its task)."""
-        row = self._engine.read(lambda tx: tx.one(tx.q.SQL_GET_RUN, {"id": run_id}))
+        row = self._engine.read(lambda tx: tx.one(GET_RUN, {"id": run_id}))
         return None if row is None else row_to_run(row)
 
     def list_runs(self, task_id: int) -> list[Run]:
         """The task's attempts, oldest first."""
-        return self._engine.read(lambda tx: [row_to_run(r) for r in tx.all(tx.q.SQL_LIST_RUNS, {"id": task_id})])
+        return self._engine.read(lambda tx: [row_to_run(r) for r in tx.all(LIST_RUNS, {"id": task_id})])
 
     def list_events(self, task_id: int) -> list[TaskEvent]:
         """The task's audit trail, oldest first."""
-        return self._engine.read(
-            lambda tx: [row_to_task_event(r) for r in tx.all(tx.q.SQL_LIST_EVENTS, {"id": task_id})]
-        )
+        return self._engine.read(lambda tx: [row_to_task_event(r) for r in tx.all(LIST_EVENTS, {"id": task_id})])
 
     def events_after(
         self,
@@ -433,17 +469,17 @@ class Tasks:
                 "kinds": tx.array(list(kinds)) if kinds else None,
                 "limit": limit,
             }
-            return [row_to_task_event(r) for r in tx.all(tx.q.SQL_EVENTS_AFTER, params)]
+            return [row_to_task_event(r) for r in tx.all(EVENTS_AFTER, params)]
 
         return self._engine.read(body)
 
     def list_notes(self, task_id: int) -> list[Note]:
         """The task's notes, oldest first."""
-        return self._engine.read(lambda tx: [row_to_note(r) for r in tx.all(tx.q.SQL_LIST_NOTES, {"id": task_id})])
+        return self._engine.read(lambda tx: [row_to_note(r) for r in tx.all(LIST_NOTES, {"id": task_id})])
 
     def dependencies(self, task_id: int) -> list[int]:
         """Ids of the tasks this task depends on."""
-        rows = self._engine.read(lambda tx: tx.all(tx.q.SQL_DEPENDENCIES, {"id": task_id}))
+        rows = self._engine.read(lambda tx: tx.all(DEPENDENCIES, {"id": task_id}))
         return [int(r["depends_on"]) for r in rows]
 
     def cost_rollup(self, *, since_ms: int, by: CostGroup) -> list[CostRow]:
@@ -455,7 +491,7 @@ class Tasks:
         counts whole when ``since_ms`` falls inside it: for the runs of pruned tasks
         the window starts at the top of that UTC hour. ``tasks`` counts each task
         once per group, archived or not."""
-        rows = self._engine.read(lambda tx: tx.all(tx.q.SQL_COST_ROLLUP[by], {"since": since_ms}))
+        rows = self._engine.read(lambda tx: tx.all(COST_ROLLUP[by], {"since": since_ms}))
         return [
             CostRow(
                 key=str(r["key"]),
@@ -472,7 +508,7 @@ class Tasks:
         ]
 
     # --- changing -----------------------------------------------------------------
-    def _change(self, task_id: int, action: str, sql: str, run_id: int | None = None, **params: Any) -> Task:
+    def _change(self, task_id: int, action: str, sql: Sql, run_id: int | None = None, **params: Any) -> Task:
         """Run one conditional ``UPDATE … WHERE id AND status IN (allowed) RETURNING *``;
         if no row matched, raise ``InvalidTransition`` naming the status that refused
         it (or ``TaskNotFound``). With ``run_id``, first ``require_open_run``."""
@@ -494,13 +530,13 @@ class Tasks:
     def cancel(self, task_id: int, *, actor: str) -> Task:
         """Pending/blocked → canceled. An active task only gets ``cancel_requested``
         (the dispatcher honours it); its status does not change."""
-        return self._change(task_id, "cancel", self._engine.q.SQL_CANCEL, actor=actor)
+        return self._change(task_id, "cancel", CANCEL, actor=actor)
 
     def set_priority(self, task_id: int, priority: int, *, actor: str) -> Task:
         """Change the priority of a pending or blocked task."""
         if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
             raise InputError(f"priority must be {MIN_PRIORITY}-{MAX_PRIORITY}, not {priority}")
-        sql = self._engine.q.SQL_SET_PRIORITY
+        sql = SET_PRIORITY
         return self._change(task_id, "change its priority", sql, priority=priority, actor=actor)
 
     def shift_priority(self, task_id: int, by: int, *, actor: str) -> tuple[int, Task]:
@@ -517,7 +553,7 @@ class Tasks:
             wanted = min(MAX_PRIORITY, max(MIN_PRIORITY, task.priority + by))
             if wanted == task.priority:
                 return task.priority, task
-            row = tx.one(tx.q.SQL_SET_PRIORITY, {**values, "priority": wanted})
+            row = tx.one(SET_PRIORITY, {**values, "priority": wanted})
             assert row is not None  # the row is locked and its status allows it
             return task.priority, task_of(tx, row)
 
@@ -526,7 +562,7 @@ class Tasks:
     def defer(self, task_id: int, until_ms: int, *, actor: str) -> Task:
         """Set ``scheduled_for`` of a pending or blocked task."""
         check_time_ms(until_ms, "the new due time")
-        return self._change(task_id, "defer it", self._engine.q.SQL_DEFER, until=until_ms, actor=actor)
+        return self._change(task_id, "defer it", DEFER, until=until_ms, actor=actor)
 
     def defer_by(self, task_id: int, by_ms: int, *, actor: str) -> Task:
         """Make a pending or blocked task due ``by_ms`` later than it is due now (a
@@ -534,13 +570,13 @@ class Tasks:
         ``by_ms`` ≤ 0."""
         if by_ms <= 0:
             raise InputError(f"a deferral must move a task later, not by {by_ms} ms")
-        return self._change(task_id, "defer it", self._engine.q.SQL_DEFER_BY, by=by_ms, actor=actor)
+        return self._change(task_id, "defer it", DEFER_BY, by=by_ms, actor=actor)
 
     def retry(self, task_id: int, *, actor: str) -> Task:
         """Failed/canceled → pending, due now, attempts reset; runs, notes and
         events are kept. Raises ``DuplicateOpenTask`` if another open task holds
         the source key meanwhile."""
-        return self._change(task_id, "retry it", self._engine.q.SQL_RETRY, actor=actor)
+        return self._change(task_id, "retry it", RETRY, actor=actor)
 
     def close_task(
         self, task_id: int, status: TaskStatus, summary: str, *, actor: str, run_id: int | None = None
@@ -565,11 +601,11 @@ class Tasks:
         def body(tx: Tx) -> Task:
             if run_id is not None:
                 require_open_run(tx, run_id, task_id, closing=True)
-            row = tx.one(tx.q.SQL_CLOSE_TASK, values)
+            row = tx.one(CLOSE_TASK, values)
             if row is None:
                 raise _refused(tx, task_id, f"close it as {status}")
             if run_id is not None:
-                tx.run(tx.q.SQL_CLOSE_RUN, values)
+                tx.run(CLOSE_RUN, values)
             return task_of(tx, row)
 
         return self._engine.write(body)
@@ -599,11 +635,11 @@ class Tasks:
                 raise InvalidTransition(task_id, status, "ask for a retry (only a running task can)")
             fate = after_request(task, retry_at, summary)
             params = {"id": task_id, "status": str(fate.status), "retry_at": fate.retry_at, "now": now}
-            row = tx.one(tx.q.SQL_REQUEST_RETRY, {**params, "summary": fate.summary, "actor": actor})
+            row = tx.one(REQUEST_RETRY, {**params, "summary": fate.summary, "actor": actor})
             assert row is not None  # the row is locked and active
             if run_id is not None:
                 agent_said = {"id": task_id, "run_id": run_id, "status": str(TaskStatus.PENDING), "summary": summary}
-                tx.run(tx.q.SQL_CLOSE_RUN, agent_said)
+                tx.run(CLOSE_RUN, agent_said)
             return task_of(tx, row)
 
         return self._engine.write(body)
@@ -630,7 +666,7 @@ class Tasks:
             "actor": actor,
         }
         action = "ask a question (only a running task can)"
-        return self._change(task_id, action, self._engine.q.SQL_ASK, run_id, **values)
+        return self._change(task_id, action, ASK, run_id, **values)
 
     def answer(self, task_id: int, text: str, *, actor: str) -> Task:
         """A person answers the question of a ``waiting`` task: the answer is stored
@@ -645,10 +681,10 @@ class Tasks:
         values = {"id": task_id, "now": self._clock.now_ms(), "actor": actor, "answer": text}
 
         def body(tx: Tx) -> Task:
-            row = tx.one(tx.q.SQL_ANSWER, values)
+            row = tx.one(ANSWER, values)
             if row is None:
                 raise _refused(tx, task_id, "answer it (only a task waiting for an answer can be answered)")
-            tx.one(tx.q.SQL_ADD_NOTE, {**values, "author": actor, "text": f"answer: {text}"})
+            tx.one(ADD_NOTE, {**values, "author": actor, "text": f"answer: {text}"})
             return task_of(tx, row)
 
         return self._engine.write(body)
@@ -664,7 +700,7 @@ class Tasks:
         values = {"id": task_id, "now": self._clock.now_ms(), "actor": actor}
 
         def body(tx: Tx) -> Task:
-            row = tx.one(tx.q.SQL_UNBLOCK, values)
+            row = tx.one(UNBLOCK, values)
             if row is None:
                 task = task_of(tx, require_task(tx, task_id))
                 if task.awaiting_approval or task.awaiting_review:
@@ -672,7 +708,7 @@ class Tasks:
                     raise InvalidTransition(task_id, f"awaiting {waits}", "unblock it (use approve or reject)")
                 raise InvalidTransition(task_id, task.status, "unblock it (only a blocked task can be)")
             if note is not None:
-                tx.one(tx.q.SQL_ADD_NOTE, {**values, "author": actor, "text": note.strip()})
+                tx.one(ADD_NOTE, {**values, "author": actor, "text": note.strip()})
             return task_of(tx, row)
 
         return self._engine.write(body)
@@ -692,7 +728,7 @@ class Tasks:
                 require_task(tx, task_id)
             else:
                 require_open_run(tx, run_id, task_id)
-            row = tx.one(tx.q.SQL_ADD_NOTE, params)
+            row = tx.one(ADD_NOTE, params)
             assert row is not None
             return row_to_note(row)
 
@@ -714,13 +750,13 @@ class Tasks:
 
         def body(tx: Tx) -> Task:
             # awaiting approval → pending (it runs); awaiting review → completed
-            row = tx.one(tx.q.SQL_APPROVE, values)
+            row = tx.one(APPROVE, values)
             if row is None:
-                row = tx.one(tx.q.SQL_APPROVE_REVIEW, values)
+                row = tx.one(APPROVE_REVIEW, values)
                 if row is None:
                     raise _not_awaiting_approval(tx, task_id, "approve it")
                 if merged is not None:
-                    tx.run(tx.q.SQL_ADD_EVENT, {**values, **merge_event(merged)})
+                    tx.run(ADD_EVENT, {**values, **merge_event(merged)})
             return task_of(tx, row)
 
         return self._engine.write(body)
@@ -738,13 +774,13 @@ class Tasks:
         values = {"id": task_id, "now": self._clock.now_ms(), "actor": actor, "summary": f"rejected: {reason}"}
 
         def body(tx: Tx) -> Task:
-            row = tx.one(tx.q.SQL_REJECT, values)  # awaiting approval → canceled
+            row = tx.one(REJECT, values)  # awaiting approval → canceled
             if row is None:
                 # awaiting review → back to the queue, the reason before its agent
-                row = tx.one(tx.q.SQL_REJECT_REVIEW, values)
+                row = tx.one(REJECT_REVIEW, values)
                 if row is None:
                     raise _not_awaiting_approval(tx, task_id, "reject it")
-                tx.one(tx.q.SQL_ADD_NOTE, {**values, "author": actor, "text": f"review: {reason}"})
+                tx.one(ADD_NOTE, {**values, "author": actor, "text": f"review: {reason}"})
             return task_of(tx, row)
 
         return self._engine.write(body)

@@ -10,9 +10,9 @@ The steps, in order:
    The caller holds every dispatcher lane around all this (``vigil store migrate``
    does), so no dispatcher runs a task meanwhile, and a dead one is told from a live
    one at once by its lock, not by the age of its heartbeat;
-3. read the SQLite file through one read-only snapshot (``sqlite_export``);
+3. read the SQLite file through one read-only snapshot (``sqlite.export``);
 4. refuse a target that has rows in any table to be copied;
-5. in one PostgreSQL transaction (``postgres_import``): copy every table with its
+5. in one PostgreSQL transaction (``postgres.importing``): copy every table with its
    ids, move the id sequences past them, read the totals back and compare them with
    the snapshot's (rows per table, money and tokens, tasks per status); commit only
    when they match.
@@ -39,8 +39,8 @@ from vigil.clock import SystemClock
 from vigil.config import Settings
 from vigil.errors import StoreBusy, StoreError
 from vigil.store.opening import open_store
-from vigil.store.sqlite_export import SqliteExport, TableTotals
-from vigil.store.sqlite_schema import mark_moved
+from vigil.store.sqlite.export import SqliteExport, TableTotals
+from vigil.store.sqlite.schema import mark_moved
 from vigil.store_url import mask_password
 
 # (table, rows copied so far, rows to copy): called after each batch and once per table.
@@ -99,7 +99,7 @@ def _writers_held_off(path: Path, busy_timeout_ms: int) -> Iterator[sqlite3.Conn
 
 
 async def _copy_all(source: Path, target_url: str, progress: Progress) -> list[TableCopy]:
-    from vigil.store.postgres_import import PostgresImport
+    from vigil.store.postgres.importing import PostgresImport
 
     with SqliteExport(source) as export:
         target = await PostgresImport.open(target_url)

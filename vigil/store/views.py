@@ -11,15 +11,10 @@ from typing import Any
 from vigil.models import Task, TaskStatus
 from vigil.states import TASK_STATES
 from vigil.store.rows import Row, task_from_row
-from vigil.store.transaction import Tx
-from vigil.store.window_sql import (
-    distinct_states,
-    history_sql,
-    like_pattern,
-    narrowed_count_sql,
-    page_sql,
-    recent_sql,
-)
+from vigil.store.sql.runs import ACTIVE_TASKS, NEXT_DUE_AT, NEXT_DUE_ID
+from vigil.store.sql.tasks import COUNT_BY_STATUS
+from vigil.store.sql.window import RECENT, distinct_states, history_sql, like_pattern, narrowed_count_sql, page_sql
+from vigil.store.transaction import Sql, Tx
 from vigil.task_query import TaskQuery, TaskWindow
 
 ACTIVE_LIMIT = 20  # running tasks read with a window (one per lane)
@@ -35,18 +30,18 @@ def state_counts(tx: Tx) -> dict[str, int]:
     """Tasks per state name: the statuses from the trigger-kept counts, a narrowing
     state counted over its status's rows (open, so few)."""
     by_status = dict.fromkeys(TaskStatus, 0)
-    by_status.update({TaskStatus(r["status"]): int(r["n"]) for r in tx.all(tx.q.SQL_COUNT_BY_STATUS)})
+    by_status.update({TaskStatus(r["status"]): int(r["n"]) for r in tx.all(COUNT_BY_STATUS)})
     counts = {}
     for state in TASK_STATES:
         if state.narrows:
-            row = tx.one(narrowed_count_sql(state, tx.q.WINDOW))
+            row = tx.one(narrowed_count_sql(state))
             counts[state.name] = 0 if row is None else int(row["n"])
         else:
             counts[state.name] = by_status[state.status]
     return counts
 
 
-def _total(tx: Tx, query: TaskQuery, count_sql: str, params: dict[str, Any], counts: dict[str, int]) -> int:
+def _total(tx: Tx, query: TaskQuery, count_sql: Sql, params: dict[str, Any], counts: dict[str, int]) -> int:
     """How many tasks match: from the counts when only states are asked for."""
     if query.is_plain:
         return sum(counts[s.name] for s in distinct_states(query.shown_states))
@@ -59,7 +54,7 @@ def read_window(
 ) -> TaskWindow:
     """``Store.task_window``'s body (see there). An ``offset`` at or past the end
     shows the last page instead."""
-    rows_sql, count_sql, params = page_sql(query, tx.q.WINDOW)
+    rows_sql, count_sql, params = page_sql(query)
     counts = state_counts(tx)
     page_params = {**params, "now": now_ms, "limit": limit}
     if offset == 0 and not query.is_plain:
@@ -73,11 +68,11 @@ def read_window(
         page = tx.all(rows_sql, {**page_params, "offset": offset})
     recent: tuple[Task, ...] = ()
     if recent_since_ms is not None:
-        found = tx.all(recent_sql(tx.q.WINDOW), {"since": recent_since_ms, "limit": RECENT_LIMIT})
+        found = tx.all(RECENT, {"since": recent_since_ms, "limit": RECENT_LIMIT})
         recent = tuple(task_of(tx, r) for r in found)
-    active = tx.all(tx.q.SQL_ACTIVE_TASKS)[:ACTIVE_LIMIT]
-    next_row = tx.one(tx.q.SQL_NEXT_DUE_ID, {"now": now_ms})
-    due_row = tx.one(tx.q.SQL_NEXT_DUE_AT)
+    active = tx.all(ACTIVE_TASKS)[:ACTIVE_LIMIT]
+    next_row = tx.one(NEXT_DUE_ID, {"now": now_ms})
+    due_row = tx.one(NEXT_DUE_AT)
     return TaskWindow(
         tasks=tuple(task_of(tx, r) for r in page),
         total=total,
@@ -97,4 +92,4 @@ def read_history(tx: Tx, text: str, *, before: tuple[int, int] | None, limit: in
     params: dict[str, Any] = {"before_at": at, "before_id": task_id, "limit": limit}
     if searching:
         params["pattern"] = like_pattern(text)
-    return [task_of(tx, r) for r in tx.all(history_sql(tx.q.WINDOW, searching=searching), params)]
+    return [task_of(tx, r) for r in tx.all(history_sql(searching=searching), params)]

@@ -16,7 +16,7 @@ mode, which SQLite allows only when no other connection has it open; that also
 writes the log back into the old file and removes it. Then, holding an exclusive
 lock, it links the old file to its kept name and renames the copy into place: no
 moment without a database under the path. A process that opened the path just
-before the swap is stopped by the check in ``sqlite_db.Connection.open``.
+before the swap is stopped by the check in ``sqlite.db.Connection.open``.
 The dispatcher lanes are the caller's (the CLI's) to hold around it.
 """
 
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from vigil.errors import InputError, NotADatabase, OperationError, SchemaTooNew, StoreError
 from vigil.faults import crash_point
-from vigil.store.sqlite_schema import check_openable
+from vigil.store.sqlite.schema import check_openable
 
 BACKUP_STEP_PAGES = 1024  # 4 MiB of 4 KiB pages per step; the connection's other users wait at most one step
 PARTIAL_SUFFIX = ".vigil-partial"

@@ -2,17 +2,18 @@
 
 Open with ``await PostgresStore.open(url)``. The behaviours are the shared ones
 (``tasks``, ``dispatching``, ``state``, ``pruning``): each public method is one
-transaction, run whole in a worker thread on a pooled session (``postgres_db``:
-the pool, the listening session, the translation of driver errors into
-``vigil.errors``). The claim is one statement (``claim`` in ``postgres_queries``).
-Audit events, status counts and dependency counters come from triggers
-(``postgres_schema``), so they share the transaction of the change.
+transaction, run whole in a worker thread on a pooled session (``db``: the pool,
+the listening session, the translation of driver errors into ``vigil.errors``, and
+the engine, whose claim is one statement: ``PgEngine.claim``). Its SQL is the
+``postgres`` side of ``vigil.store.sql``. Audit events, status counts and dependency
+counters come from triggers (``schema``), so they share the transaction of the
+change.
 
 Differences from SQLite that callers may notice:
 
 * ``data_version()`` is notification-driven (LISTEN/NOTIFY): it moves soon after
   another store object commits a change (this one's own commits do not move it),
-  with no round trip per call; see ``postgres_db.Changes``.
+  with no round trip per call; see ``db.Changes``.
 * ``checkpoint()`` returns (0, 0); ``backup()`` refuses and points to ``pg_dump``.
 """
 
@@ -28,11 +29,7 @@ from vigil.config import LimitsSettings
 from vigil.errors import OperationError
 from vigil.models import DEFAULT_MAX_RETRIES
 from vigil.store.base import Store
-from vigil.store.dispatching import Dispatching
-from vigil.store.postgres_db import POOL_MAX, PgDatabase, PgEngine
-from vigil.store.state import State
-from vigil.store.tasks import Tasks
-from vigil.store.transaction import Engine
+from vigil.store.postgres.db import POOL_MAX, PgDatabase, PgEngine
 
 T = TypeVar("T")
 
@@ -49,13 +46,8 @@ class PostgresStore(Store):
         pass_env: Sequence[str] = (),
     ) -> None:
         self._db = db
-        self._clock = clock
         self.where = db.where
-        # The blocking behaviours; the async methods run them in _hop.
-        self.engine: Engine = PgEngine(db)
-        self.tasks = Tasks(self.engine, clock, default_max_retries, limits, pass_env=pass_env)
-        self.dispatching = Dispatching(self.engine, clock)
-        self.state = State(self.engine, clock, default_max_retries, limits)
+        self._behave_on(PgEngine(db), clock, default_max_retries, limits, pass_env)
 
     @classmethod
     async def open(

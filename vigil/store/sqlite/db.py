@@ -13,7 +13,7 @@ The store's rules (docs/store.md, "Guarantees") enforced here, once:
 * ``SQLITE_BUSY`` that outlives ``busy_timeout`` is retried as a whole unit with
   jittered backoff, then raised as ``StoreBusy``;
 * driver errors become ``vigil.errors`` types here and nowhere else (through
-  ``sqlite_errors.translate``);
+  ``errors.translate``);
 * a connection stays on the file it opened: each unit of work first checks (one
   ``stat``) that the path still names that file, and raises ``DatabaseReplaced``
   once it was removed or replaced (a restore), so that a process never writes on to
@@ -40,11 +40,13 @@ from vigil.errors import (
     StoreError,
     StoreMoved,
 )
-from vigil.store import sqlite_queries
-from vigil.store.sqlite_backup import write_backup
-from vigil.store.sqlite_errors import is_busy, translate
-from vigil.store.sqlite_schema import refuse_if_moved
-from vigil.store.transaction import Params, Queries, Tx
+from vigil.store.rows import Row
+from vigil.store.sql.runs import CLAIM, OPEN_RUN
+from vigil.store.sql.state import LOOP_VALUE, SET_LOOP_VALUE
+from vigil.store.sqlite.backup import write_backup
+from vigil.store.sqlite.errors import is_busy, translate
+from vigil.store.sqlite.schema import refuse_if_moved
+from vigil.store.transaction import Params, Sql, Tx
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -307,7 +309,7 @@ class Connection:
     def backup(self, target: Path) -> None:
         """Copy the whole database to ``target`` with SQLite's online backup API, under
         a temporary name renamed into place only when complete and synced
-        (``sqlite_backup.write_backup``). Raises ``InputError`` for a target folder
+        (``backup.write_backup``). Raises ``InputError`` for a target folder
         that does not exist or a target that is not an SQLite file, else
         ``StoreError`` naming both files."""
         self.check_file()
@@ -331,23 +333,30 @@ class Connection:
 class SqliteTx:
     """``Tx`` on a sqlite3 connection (JSON columns are text here)."""
 
-    q: Queries = sqlite_queries
-
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._sqlite = conn
 
-    def one(self, sql: str, params: Params | None = None) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self._sqlite.execute(sql, params or {}).fetchone()
+    @staticmethod
+    def _text(sql: Sql) -> str:
+        if sql.sqlite is None:
+            raise TypeError("a statement with nothing to run on SQLite returns no rows")
+        return sql.sqlite
+
+    def one(self, sql: Sql, params: Params | None = None) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self._sqlite.execute(self._text(sql), params or {}).fetchone()
         return row
 
-    def all(self, sql: str, params: Params | None = None) -> list[sqlite3.Row]:
-        return self._sqlite.execute(sql, params or {}).fetchall()
+    def all(self, sql: Sql, params: Params | None = None) -> list[sqlite3.Row]:
+        return self._sqlite.execute(self._text(sql), params or {}).fetchall()
 
-    def run(self, sql: str, params: Params | None = None) -> int:
-        return self._sqlite.execute(sql, params or {}).rowcount
+    def run(self, sql: Sql, params: Params | None = None) -> int:
+        if sql.sqlite is None:
+            return 0
+        return self._sqlite.execute(sql.sqlite, params or {}).rowcount
 
-    def many(self, sql: str, rows: Iterable[Params]) -> None:
-        self._sqlite.executemany(sql, rows)
+    def many(self, sql: Sql, rows: Iterable[Params]) -> None:
+        if sql.sqlite is not None:
+            self._sqlite.executemany(sql.sqlite, rows)
 
     def loads(self, value: Any) -> Any:
         return json.loads(value)
@@ -362,8 +371,6 @@ class SqliteTx:
 class SqliteEngine:
     """``Engine`` on a ``Connection``: runs behaviours in the caller's thread."""
 
-    q: Queries = sqlite_queries
-
     def __init__(self, conn: Connection) -> None:
         self._connection = conn
 
@@ -375,6 +382,25 @@ class SqliteEngine:
 
     def snapshot(self, fn: Callable[[Tx], T]) -> T:
         return self._connection.read(lambda conn: _in_snapshot(conn, lambda c: fn(SqliteTx(c))))
+
+    def claim(self, tx: Tx, params: Params) -> tuple[Row, Row] | None:
+        """Claim the most urgent due task (``CLAIM``) and open its run (``OPEN_RUN``):
+        two statements in the caller's ``BEGIN IMMEDIATE`` transaction."""
+        row = tx.one(CLAIM, params)
+        if row is None:
+            return None
+        run = tx.one(OPEN_RUN, {**params, "task_id": row["id"]})
+        assert run is not None
+        return row, run
+
+    def replace_loop_value(self, tx: Tx, key: str, expected: object, value: object) -> bool:
+        """Write ``value`` only over ``expected``, compared as Python values (JSON text
+        may differ in spacing or key order); BEGIN IMMEDIATE makes it atomic."""
+        row = tx.one(LOOP_VALUE, {"key": key})
+        if (None if row is None else tx.loads(row["value"])) != expected:
+            return False
+        tx.run(SET_LOOP_VALUE, {"key": key, "value": tx.dumps(value)})
+        return True
 
 
 class Database:

@@ -1,11 +1,13 @@
 """``Store`` on one SQLite file: the embedded default backend.
 
 The behaviours are the shared ones (``tasks`` …), run on this file's connection in
-its own worker thread, one hop per unit of work (``sqlite_db``). What is SQLite's
-alone is its connection (``sqlite_db``), its SQL (``sqlite_queries`` with the claim,
-``sqlite_retention``) and here: the WAL, backups and query plans. Audit
-events, status counts and dependency counters come from triggers
-(``sqlite_schema``), so they share the transaction of the change.
+its own worker thread, one hop per unit of work (``db``). What is SQLite's alone is
+in this folder: its connection and engine (``db``, with the claim), its schema and
+migrations (``schema``), backups (``backup``), the export to PostgreSQL
+(``export``), its errors (``errors``), and here: the WAL, backups and query plans.
+Its SQL is the ``sqlite`` side of ``vigil.store.sql``. Audit events, status counts
+and dependency counters come from triggers (``schema``), so they share the
+transaction of the change.
 """
 
 from __future__ import annotations
@@ -19,12 +21,8 @@ from vigil.clock import Clock, SystemClock
 from vigil.config import LimitsSettings
 from vigil.models import DEFAULT_MAX_RETRIES
 from vigil.store.base import Store
-from vigil.store.dispatching import Dispatching
-from vigil.store.sqlite_db import TRUNCATE_WAIT_MS, Database, SqliteEngine
-from vigil.store.sqlite_schema import check_openable, migrate
-from vigil.store.state import State
-from vigil.store.tasks import Tasks
-from vigil.store.transaction import Engine
+from vigil.store.sqlite.db import TRUNCATE_WAIT_MS, Database, SqliteEngine
+from vigil.store.sqlite.schema import check_openable, migrate
 
 T = TypeVar("T")
 
@@ -41,13 +39,8 @@ class SqliteStore(Store):
         pass_env: Sequence[str] = (),
     ) -> None:
         self._db = db
-        self._clock = clock
         self.path = db.path
-        # The blocking behaviours; the async methods run them in _hop.
-        self.engine: Engine = SqliteEngine(db.connection)
-        self.tasks = Tasks(self.engine, clock, default_max_retries, limits, pass_env=pass_env)
-        self.dispatching = Dispatching(self.engine, clock)
-        self.state = State(self.engine, clock, default_max_retries, limits)
+        self._behave_on(SqliteEngine(db.connection), clock, default_max_retries, limits, pass_env)
 
     @classmethod
     async def open(
@@ -90,7 +83,7 @@ class SqliteStore(Store):
     def file_problem(self) -> str | None:
         """Why this store must stop (its file was removed or replaced, or its
         write-ahead log deleted), or None; a ``stat`` or two, no database work
-        (``sqlite_db.Connection.file_problem``)."""
+        (``sqlite.db.Connection.file_problem``)."""
         return self._db.connection.file_problem(with_log=True)
 
     async def data_version(self) -> int:

@@ -1,7 +1,7 @@
 """The PostgreSQL schema as numbered migrations, applied on open.
 
 The tables, columns and their meanings are those of the SQLite schema
-(``sqlite_schema``), so a home moves over column by column. Times are ``bigint``
+(``vigil.store.sqlite.schema``), so a home moves over column by column. Times are ``bigint``
 epoch milliseconds from the injected clock, never ``now()``; JSON columns (``skills``,
 ``sensor_state.state``, ``loop_state.value``) are ``jsonb``; SQLite's 0/1 flags
 (``cancel_requested``, ``enabled``) stay ``integer`` 0/1. Ids are identity columns
@@ -343,7 +343,7 @@ V1 = [
     "INSERT INTO vigil_schema (version) VALUES (0)",
 ]
 
-# V2: retention, as SQLite's V2 (see ``sqlite_schema``): pruned tasks leave their
+# V2: retention, as SQLite's V2 (see ``vigil.store.sqlite.schema``): pruned tasks leave their
 # spend in the cost archive (one row per UTC hour, or per UTC day once folded, skills,
 # source, model and sensor origin, with four task counts so a roll-up counts each task
 # once per group) and their source keys in ``retired_keys`` with the time they were

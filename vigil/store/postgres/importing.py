@@ -5,7 +5,7 @@ with ``COPY … FROM STDIN`` (ids kept), the identity sequences are moved past t
 copied ids, and the totals are read back inside the same transaction, so a copy
 that does not verify is rolled back and leaves the database as empty as it was.
 
-The session sets ``vigil.copying`` (see ``postgres_schema``): the insert triggers
+The session sets ``vigil.copying`` (see ``schema``): the insert triggers
 then add no ``created`` events and no dependency counts of their own, since the
 copied rows already carry them, while the status counts follow the copied rows.
 The schema itself is created beforehand by opening the store.
@@ -20,9 +20,9 @@ import psycopg
 from psycopg import sql
 
 from vigil.errors import InputError, StoreError
-from vigil.store.postgres_db import CONNECT_TIMEOUT_S, connect_failure, describe, translate
-from vigil.store.postgres_schema import SQL_RESET_IDENTITIES
-from vigil.store.sqlite_export import TOTAL_COLUMNS, TableTotals
+from vigil.store.postgres.db import CONNECT_TIMEOUT_S, connect_failure, describe, translate
+from vigil.store.postgres.schema import SQL_RESET_IDENTITIES
+from vigil.store.sqlite.export import TOTAL_COLUMNS, TableTotals
 
 SQL_COLUMNS = """
 SELECT table_name, column_name FROM information_schema.columns

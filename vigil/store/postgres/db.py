@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import random
 import re
@@ -39,12 +40,11 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from vigil.errors import DuplicateOpenTask, InputError, StoreBusy, StoreError, VigilError
-from vigil.store import portable, postgres_queries
-
-# The rewrite of portable statements; re-exported, as it was first written here.
-from vigil.store.portable import dialect as dialect  # noqa: PLC0414
-from vigil.store.postgres_schema import CHANGES_CHANNEL, migrate
-from vigil.store.transaction import Params, Queries, Tx
+from vigil.store import rows
+from vigil.store.postgres.schema import CHANGES_CHANNEL, migrate
+from vigil.store.sql.runs import CLAIM
+from vigil.store.sql.state import REPLACE_ABSENT_LOOP_VALUE, REPLACE_LOOP_VALUE
+from vigil.store.transaction import Params, Sql, Tx
 
 log = logging.getLogger("vigil.store")
 
@@ -210,32 +210,37 @@ class Changes:
         await self._drop_session()
 
 
-# Each portable statement, rewritten once; PostgreSQL's own pass through unchanged.
-_DIALECT = {sql: dialect(sql) for name, sql in vars(portable).items() if name.startswith("SQL_")}
-
-
 class PgTx:
     """``Tx`` on a blocking psycopg session (``jsonb`` arrives as Python values)."""
-
-    q: Queries = postgres_queries
 
     def __init__(self, conn: Conn) -> None:
         self._session = conn
 
-    def one(self, sql: str, params: Params | None = None) -> Row | None:
-        return self._session.execute(_DIALECT.get(sql, sql), params).fetchone()
+    @staticmethod
+    def _text(sql: Sql) -> str:
+        text = sql.postgres
+        if text is None:
+            raise TypeError("a statement with nothing to run on PostgreSQL returns no rows")
+        return text
 
-    def all(self, sql: str, params: Params | None = None) -> list[Row]:
-        return self._session.execute(_DIALECT.get(sql, sql), params).fetchall()
+    def one(self, sql: Sql, params: Params | None = None) -> Row | None:
+        return self._session.execute(self._text(sql), params).fetchone()
 
-    def run(self, sql: str, params: Params | None = None) -> int:
-        return self._session.execute(_DIALECT.get(sql, sql), params).rowcount
+    def all(self, sql: Sql, params: Params | None = None) -> list[Row]:
+        return self._session.execute(self._text(sql), params).fetchall()
 
-    def many(self, sql: str, rows: Iterable[Params]) -> None:
+    def run(self, sql: Sql, params: Params | None = None) -> int:
+        text = sql.postgres
+        if text is None:
+            return 0
+        return self._session.execute(text, params).rowcount
+
+    def many(self, sql: Sql, rows: Iterable[Params]) -> None:
         batch = list(rows)
-        if batch:
+        text = sql.postgres
+        if batch and text is not None:
             with self._session.cursor() as cur:
-                cur.executemany(_DIALECT.get(sql, sql), batch)
+                cur.executemany(text, batch)
 
     def loads(self, value: Any) -> Any:
         return value
@@ -249,8 +254,6 @@ class PgTx:
 
 class PgEngine:
     """``Engine`` on a ``PgDatabase``'s pool: runs behaviours in the caller's thread."""
-
-    q: Queries = postgres_queries
 
     def __init__(self, db: PgDatabase) -> None:
         self._db = db
@@ -267,6 +270,18 @@ class PgEngine:
             return fn(PgTx(conn))
 
         return self._db.run(body, transactional=True, reads_only=True)
+
+    def claim(self, tx: Tx, params: Params) -> tuple[rows.Row, rows.Row] | None:
+        """``CLAIM``: one statement claims the task and opens its run."""
+        row = tx.one(CLAIM, params)
+        if row is None:
+            return None
+        return row, {"id": row["run_id"], "attempt": row["run_attempt"]}
+
+    def replace_loop_value(self, tx: Tx, key: str, expected: object, value: object) -> bool:
+        """Write ``value`` only over ``expected``, compared as ``jsonb`` in one statement."""
+        sql = REPLACE_ABSENT_LOOP_VALUE if expected is None else REPLACE_LOOP_VALUE
+        return tx.one(sql, {"key": key, "expected": json.dumps(expected), "value": json.dumps(value)}) is not None
 
 
 class PgDatabase:

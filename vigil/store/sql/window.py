@@ -1,10 +1,11 @@
-"""The SQL of a task window (``Store.task_window``), built for both backends from a
-``TaskQuery``: the condition, the order, the page and the count.
+"""The SQL of what the dashboard reads: the queue, and a task window
+(``Store.task_window``) built for both backends from a ``TaskQuery`` (the condition,
+the order, the page and the count), the history and what finished recently.
 
 Everything a person types reaches the database as a parameter; literals come only
 from the state table and from ints. The few pieces that differ between SQLite and
-PostgreSQL (case-insensitive matching, a skill in the JSON array, text order, the
-parameter style) come from the backend's ``WindowDialect``.
+PostgreSQL (case-insensitive matching, a skill in the JSON array, text order) are
+each backend's ``WindowDialect``; a built statement has both texts (``Sql``).
 
 Costs: the open tasks are found through ``ix_tasks_status_id`` (a flood of them is
 still bounded by the flood limits), so any filter and sort over them reads only
@@ -21,7 +22,21 @@ from typing import Any
 
 from vigil.models import FINISHED_STATUSES, TaskStatus
 from vigil.states import TaskState
+from vigil.store.transaction import Sql
 from vigil.task_query import Sort, TaskQuery
+
+# The queue as the TUI shows it: every active task (by id), then the waiting ones,
+# due first in claim order, then not-yet-due, then those waiting for a person
+# (blocked, or waiting for an answer), at most :limit of them.
+QUEUE = Sql("""
+SELECT * FROM (SELECT * FROM tasks WHERE status = 'active' ORDER BY id) AS running
+UNION ALL
+SELECT * FROM (SELECT * FROM tasks WHERE status IN ('pending', 'blocked', 'waiting')
+               ORDER BY status IN ('blocked', 'waiting'), (waiting_on > 0 OR scheduled_for > :now),
+                        CASE WHEN waiting_on = 0 AND scheduled_for <= :now THEN priority END,
+                        scheduled_for, priority, id
+               LIMIT :limit) AS waiting
+""")
 
 
 @dataclass(frozen=True)
@@ -31,15 +46,37 @@ class WindowDialect:
     without regard to ASCII case; ``unindexed`` writes a column so that the planner
     does not choose an index for a condition on it (SQLite, which keeps no
     statistics, would otherwise sort every finished task rather than walk them in
-    the order they finished); ``finish`` turns ``:name`` parameters into the
-    driver's style."""
+    the order they finished)."""
 
     contains: str
     has_skill: str
     folded: str
     skills_text: str
     unindexed: str
-    finish: Callable[[str], str]
+
+
+# LIKE ignores ASCII case; a skill is a value of the JSON array; ``+`` keeps the
+# planner off ix_tasks_status_id (walk the finish order instead).
+SQLITE = WindowDialect(
+    contains="{column} LIKE {param} ESCAPE '\\'",
+    has_skill="EXISTS (SELECT 1 FROM json_each(skills) WHERE value = {param})",
+    folded="{column} COLLATE NOCASE",
+    skills_text="skills",
+    unindexed="+{column}",
+)
+# ILIKE ignores case; ``?`` finds a string in the JSON array.
+POSTGRES = WindowDialect(
+    contains="{column} ILIKE {param} ESCAPE '\\'",
+    has_skill="skills ? CAST({param} AS text)",
+    folded="lower({column})",
+    skills_text="CAST(skills AS text)",
+    unindexed="{column}",
+)
+
+
+def _both(build: Callable[[WindowDialect], str]) -> Sql:
+    """The statement ``build`` writes from each backend's pieces."""
+    return Sql(sqlite=build(SQLITE), postgres=build(POSTGRES))
 
 
 def like_pattern(text: str) -> str:
@@ -152,41 +189,58 @@ def _plain(key: str) -> str:
     return f"{key[1:]} DESC" if key.startswith("-") and key[1:].isidentifier() else key
 
 
-def page_sql(query: TaskQuery, dialect: WindowDialect) -> tuple[str, str, dict[str, Any]]:
+def page_sql(query: TaskQuery) -> tuple[Sql, Sql, dict[str, Any]]:
     """The page (``:now``, ``:limit``, ``:offset``) and the count, with the filter's
-    parameters."""
-    condition, params = where(query, dialect)
-    rows = f"SELECT * FROM tasks WHERE {condition} ORDER BY {order(query, dialect)} LIMIT :limit OFFSET :offset"
-    count = f"SELECT count(*) AS n FROM tasks WHERE {condition}"
-    return dialect.finish(rows), dialect.finish(count), params
+    parameters (the same on both backends)."""
+    pages, counts = [], []
+    for dialect in (SQLITE, POSTGRES):
+        condition, params = where(query, dialect)
+        pages.append(
+            f"SELECT * FROM tasks WHERE {condition} ORDER BY {order(query, dialect)} LIMIT :limit OFFSET :offset"
+        )
+        counts.append(f"SELECT count(*) AS n FROM tasks WHERE {condition}")
+    return Sql(sqlite=pages[0], postgres=pages[1]), Sql(sqlite=counts[0], postgres=counts[1]), params
 
 
-def narrowed_count_sql(state: TaskState, dialect: WindowDialect) -> str:
+def narrowed_count_sql(state: TaskState) -> Sql:
     """How many tasks are in a state that narrows a status (one range of the status index)."""
-    return dialect.finish(f"SELECT count(*) AS n FROM tasks WHERE {state.sql()}")
+    return Sql(f"SELECT count(*) AS n FROM tasks WHERE {state.sql()}")
 
 
-def history_sql(dialect: WindowDialect, *, searching: bool) -> str:
+def history_sql(*, searching: bool) -> Sql:
     """Finished tasks, the latest finish first, keyset-paged on (``completed_at``,
     ``id``) below ``:before_at``/``:before_id``, at most ``:limit``; ``searching``
     keeps those whose subject, description, source or result contains ``:pattern``.
     Walks ``ix_tasks_finished`` downwards and stops at the page (a rare match over a
     long history reads until it has found a page, or reached the end)."""
+    return _HISTORY[searching]
+
+
+def _history(dialect: WindowDialect, *, searching: bool) -> str:
     finished = _finished(", ".join(_literal(s) for s in sorted(FINISHED_STATUSES)), dialect)
     search = ""
     if searching:
         columns = ("subject", "description", "source", "coalesce(result_summary, '')")
         search = " AND (" + " OR ".join(dialect.contains.format(column=c, param=":pattern") for c in columns) + ")"
-    return dialect.finish(
+    return (
         f"SELECT * FROM tasks WHERE {finished} AND (completed_at, id) < (:before_at, :before_id)"
         f"{search} ORDER BY completed_at DESC, id DESC LIMIT :limit"
     )
 
 
-def recent_sql(dialect: WindowDialect) -> str:
-    """What completed or failed at or after ``:since``, the latest finish first, at
-    most ``:limit``: a walk down ``ix_tasks_finished`` that stops at the page."""
+_HISTORY = {
+    searching: Sql(sqlite=_history(SQLITE, searching=searching), postgres=_history(POSTGRES, searching=searching))
+    for searching in (False, True)
+}
+
+
+def _recent(dialect: WindowDialect) -> str:
     ran = _finished("'completed', 'failed'", dialect)
-    return dialect.finish(
+    return (
         f"SELECT * FROM tasks WHERE {ran} AND completed_at >= :since ORDER BY completed_at DESC, id DESC LIMIT :limit"
     )
+
+
+# What completed or failed at or after :since, the latest finish first, at most
+# :limit: a walk down ix_tasks_finished that stops at the page.
+RECENT = _both(_recent)

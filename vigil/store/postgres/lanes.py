@@ -24,7 +24,7 @@ import logging
 import psycopg
 
 from vigil.errors import OperationError
-from vigil.store.postgres_db import connect_failure, describe
+from vigil.store.postgres.db import connect_failure, describe
 
 log = logging.getLogger("vigil.dispatch")
 
