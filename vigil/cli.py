@@ -550,8 +550,7 @@ def doctor(ctx: click.Context, as_json: bool, probe: bool) -> None:
     """Check the home, config (as vigil run would: the sensors too), database, the
     loop's gate, versions and the agent CLI; with --probe, each account's login,
     reach and limit state by a live request. Exits 1 when a check failed."""
-    from dispatch.agents.doctor import agent_findings
-    from dispatch.agents.probe import cost_note, probe_findings
+    from dispatch.agents.doctor import agent_findings, cost_note, probe_findings
     from vigil.doctor import Finding, run_checks
 
     state: CliState = ctx.find_object(CliState)  # type: ignore[assignment]

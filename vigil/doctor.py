@@ -7,7 +7,7 @@ check failed. It never creates or modifies an SQLite database; on PostgreSQL it
 opens the store as every command does (an empty database gets the schema). The
 agent CLI's own checks live with the executors (``dispatch.agents.doctor``) and are
 handed in by the CLI as ``agent_checks``; so is ``--probe``'s live request per
-account (``dispatch.agents.probe``), as ``probe_checks``, which only it makes.
+account (``dispatch.agents.doctor.probe_findings``), as ``probe_checks``, which only it makes.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dispatch.agents.pricing import TokenUsage
+from dispatch.agents.probe import Target
 from dispatch.executors import Executor
 from dispatch.workspace import contains
 from vigil.agent_clis import CliFacts
@@ -65,7 +66,10 @@ class AgentCli:
     tokens by model of each model call its own file of a session records from an
     epoch-ms moment on, looked up with the CLI's environment (None: no file of that
     session there). ``own_model``: the model the CLI's own configuration names
-    (Codex's ``config.toml``), read with its environment; None: none."""
+    (Codex's ``config.toml``), read with its environment; None: none. For ``vigil
+    doctor --probe`` (``dispatch.agents.probe``): ``probe``, one live request for an
+    account, and ``probe_tokens``, about how many input tokens it holds (said
+    before it runs)."""
 
     facts: CliFacts
     executor: ExecutorFactory
@@ -76,3 +80,5 @@ class AgentCli:
     session_named: Callable[[Mapping[str, Any]], str | None]
     session_left: Callable[[Mapping[str, str], str, int], dict[str, TokenUsage] | None]
     own_model: Callable[[Mapping[str, str]], str | None]
+    probe: Callable[[Settings, Target], Awaitable[Finding]]
+    probe_tokens: str

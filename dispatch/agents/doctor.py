@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -39,11 +40,13 @@ from pathlib import Path
 from dispatch.accounts import account_env
 from dispatch.agents.cli import USERNS_FIX, Run, said
 from dispatch.agents.pricing import SHIPPED_PRICES, model_price, priced
+from dispatch.agents.probe import Target
 from dispatch.agents.registry import AGENT_CLIS
 from dispatch.checks import check_sandbox
 from dispatch.environment import base_env
 from dispatch.skills import load_skills
 from dispatch.workspace import contains
+from vigil.accounts import DEFAULT_ACCOUNT
 from vigil.clock import MS_PER_DAY, SystemClock
 from vigil.config import Settings
 from vigil.doctor import Finding
@@ -299,3 +302,47 @@ async def recent_models(settings: Settings) -> list[str]:
     finally:
         await store.close()
     return [row.key for row in rows if row.key != NO_MODEL]
+
+
+def probe_targets(settings: Settings, source: Mapping[str, str] | None = None) -> list[Target]:
+    """Every account of the configured executor and of its fallbacks that is an
+    agent CLI, in order; ``source`` is the environment the loop starts from (None:
+    this process's)."""
+    origin = os.environ if source is None else source
+    found = []
+    for executor in dict.fromkeys((settings.dispatch.executor, *settings.dispatch.fallback)):
+        if executor not in AGENT_CLIS:
+            continue
+        env = base_env(settings, source=origin, executor=executor)
+        accounts = settings.agent_clis[executor].accounts
+        if not accounts:
+            found.append(Target(executor, DEFAULT_ACCOUNT, env))
+        for account in accounts:
+            found.append(Target(executor, account.name, account_env(env, executor, account, origin)))
+    return found
+
+
+def cost_note(settings: Settings, source: Mapping[str, str] | None = None) -> str:
+    """What ``--probe`` is about to spend, said before it runs."""
+    found = probe_targets(settings, source)
+    if not found:
+        return f"probe: the executor {settings.dispatch.executor!r} has no agent CLI to probe"
+    executors = dict.fromkeys(t.executor for t in found)
+    sizes = ", ".join(f"~{AGENT_CLIS[e].probe_tokens} input tokens with {e}" for e in executors)
+    names = ", ".join(t.name for t in found)
+    return (
+        f"probe: one live request per account ({len(found)}: {names}), each {sizes} and a few output "
+        "tokens, billed to the account (or counted against its subscription)"
+    )
+
+
+async def probe_findings(settings: Settings, source: Mapping[str, str] | None = None) -> list[Finding]:
+    """``vigil doctor --probe``: one live request per account of the configured
+    executor and of its fallbacks, one line each (``dispatch.agents.probe``)."""
+    found = []
+    for target in probe_targets(settings, source):
+        started = time.monotonic()
+        finding = await AGENT_CLIS[target.executor].probe(settings, target)
+        took = f"answered in {time.monotonic() - started:.1f}s " if finding.level == "ok" else ""
+        found.append(Finding(finding.level, "probe", f"{target.name}: {took}{finding.detail}"))
+    return found

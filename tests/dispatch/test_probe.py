@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dispatch.agents.probe import _limit_text, cost_note, targets
+from dispatch.agents.claude.probe import limit_text
+from dispatch.agents.doctor import cost_note, probe_targets
 from vigil.config import load_settings
 from vigil.home import init_home
 
@@ -37,7 +38,7 @@ def test_every_account_of_the_executor_and_its_fallbacks_is_probed_as_a_run_woul
         "SPARE_KEY": "sk-ant-spare",
     }
 
-    found = targets(settings, source)
+    found = probe_targets(settings, source)
 
     assert [t.name for t in found] == ["claude:work", "claude:spare", "codex:default"]
     work, spare, _ = found
@@ -54,12 +55,12 @@ def test_every_account_of_the_executor_and_its_fallbacks_is_probed_as_a_run_woul
 def test_a_home_without_an_agent_cli_has_nothing_to_probe(tmp_path: Path) -> None:
     init_home(tmp_path / "home")
     settings = load_settings(tmp_path / "home")  # dry-run, as a new home has it
-    assert targets(settings, {"PATH": "/bin"}) == []
+    assert probe_targets(settings, {"PATH": "/bin"}) == []
     assert cost_note(settings, {"PATH": "/bin"}) == "probe: the executor 'dry-run' has no agent CLI to probe"
 
 
 def test_claude_codes_limit_state_is_said_by_kind_reset_and_use() -> None:
     info = {"status": "allowed_warning", "rateLimitType": "seven_day", "resetsAt": 1_796_425_235, "utilization": 0.82}
-    assert _limit_text(info) == "limit allowed_warning (seven_day, resets 2026-12-04T23:00:35Z, 82% used)"
-    assert _limit_text({"status": "allowed"}) == "limit allowed"
-    assert _limit_text(None) == "no limit state reported"
+    assert limit_text(info) == "limit allowed_warning (seven_day, resets 2026-12-04T23:00:35Z, 82% used)"
+    assert limit_text({"status": "allowed"}) == "limit allowed"
+    assert limit_text(None) == "no limit state reported"

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dispatch.agents.claude import probe
 from dispatch.agents.claude.doctor import claude_findings
 from dispatch.agents.claude.executor import ClaudeExecutor
 from dispatch.agents.claude.sandbox import sandbox_problem
@@ -122,4 +123,6 @@ CLAUDE = AgentCli(
     session_named=session_named,
     session_left=session_left,
     own_model=lambda env: None,  # Claude Code's settings name none Vigil reads
+    probe=probe.probe,
+    probe_tokens=probe.INPUT_TOKENS,
 )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dispatch.agents.cli import USERNS_FIX, AgentCli, Run, outside_dirs, said
+from dispatch.agents.codex import probe
 from dispatch.agents.codex.doctor import codex_findings
 from dispatch.agents.codex.executor import NO_LOGIN_SHELL, WORKSPACE_NETWORK, CodexExecutor, configured_model
 from dispatch.agents.codex.rollout import rollout_path
@@ -121,4 +122,6 @@ CODEX = AgentCli(
     session_named=session_named,
     session_left=session_left,
     own_model=configured_model,
+    probe=probe.probe,
+    probe_tokens=probe.INPUT_TOKENS,
 )
