@@ -55,6 +55,7 @@ log = logging.getLogger("vigil.alerts")
 EVENT_KINDS = (
     "gate_changed",
     "auth_failed",
+    "account_held",
     "budget_warning",
     "task_failed",
     "task_waiting",

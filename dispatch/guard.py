@@ -61,12 +61,25 @@ from typing import Protocol
 from dispatch.accounts import pick
 from dispatch.alerts import AlertHook, make_event, waiting_event
 from dispatch.skills import Skill
-from vigil.accounts import DEFAULT_ACCOUNT, account_key, account_worked, limit_account, read_limits
+from vigil.accounts import (
+    DEFAULT_ACCOUNT,
+    HELD_UNTIL,
+    RESERVE,
+    RESUME_HINT,
+    account_key,
+    account_reserve,
+    account_worked,
+    limit_account,
+    read_limits,
+    record_reports,
+    reserve_breach,
+)
 from vigil.budget import WINDOW_MS, budget_use, claim_once, claim_warnings
 from vigil.clock import Clock, iso_utc
 from vigil.config import AGENT_EXECUTORS, Settings
 from vigil.fate import Policy
 from vigil.gate import BACKOFF, GATE_KEY, GateState, LoopGate, confirm_running, lift_expired, read_gate, trip
+from vigil.limit_kinds import last_rejected, person_fix
 from vigil.models import ApprovalState, Outcome, OutcomeKind, Task, TaskStatus
 from vigil.store import CostGroup, Store
 
@@ -97,6 +110,7 @@ TRANSIENTS = frozenset({OutcomeKind.TRANSIENT, OutcomeKind.STALLED})
 # Attempts that reached the model: they end a run of transient failures.
 REACHED = FAILURES | {OutcomeKind.SUCCESS, OutcomeKind.OVER_BUDGET}
 USAGE, AUTH, REFUSED, FAILED_IN_A_ROW = "usage", "auth", "refused", "failures"  # gate kinds
+ACCOUNT = "account"  # gate kind: every account left needs a person (a spend limit with no reset …)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +201,8 @@ class Guard:
         """Trip the automatic gates ``outcome`` calls for; ``task`` is as recorded."""
         now_ms = self._clock.now_ms()
         gated = False
+        if outcome.limits and outcome.account is not None:
+            gated = await self._record_limits(task, outcome, now_ms)
         if outcome.kind is OutcomeKind.USAGE_LIMITED:
             gated = await self._account_limited(task, outcome, now_ms)
         elif outcome.kind is OutcomeKind.AUTH:
@@ -243,6 +259,8 @@ class Guard:
         where = pick(self._settings, executor, limits, now_ms, may_fall_back=all(s.fallback for s in skills))
         if where.account is not None or where.free_at is None or where.free_at <= now_ms:
             return None
+        if where.free_at >= HELD_UNTIL:  # every account needs a person: look again after a while
+            return Deferral(now_ms + SENSOR_RECHECK_MS, "every account it may run on needs a person")
         return Deferral(where.free_at, f"every account it may run on is limited until {iso_utc(where.free_at)}")
 
     async def _sensor_over_budget(self, task: Task) -> int | None:
@@ -277,13 +295,20 @@ class Guard:
         dispatch = self._settings.dispatch
         earlier = read_limits(await self._store.loop_values()).get(key)
         in_a_row = (earlier.in_a_row if earlier is not None else 0) + 1
+        fix = person_fix(outcome.limits, outcome.error)
+        if fix is not None:
+            return await self._account_held(task, key, fix, outcome, now_ms)
         if outcome.retry_at is not None:
             until = outcome.retry_at
         else:  # no reset named: try again after a backoff that grows while it lasts
             until = now_ms + min(self._backoff.backoff_ms(in_a_row), dispatch.usage_limit_fallback_ms)
         until = max(until, now_ms + dispatch.min_gate_ms)  # a reset already past must not make a hot loop
         detail = outcome.error or "no detail"
-        limits = await limit_account(self._store, key, until=until, reason=detail, now_ms=now_ms, in_a_row=in_a_row)
+        rejected = last_rejected(outcome.limits)
+        kind = rejected.kind if rejected is not None else ""
+        limits = await limit_account(
+            self._store, key, until=until, reason=detail, now_ms=now_ms, in_a_row=in_a_row, kind=kind
+        )
         where = pick(self._settings, executor, limits, now_ms)
         if where.account is not None:
             log.info(
@@ -292,6 +317,59 @@ class Guard:
             return False
         reason = f"usage limit: every account is limited ({key}: {detail})"
         # an executor that has no accounts (a command that exits as limited) waits as one
+        return await self._trip(reason, where.free_at or until, now_ms, USAGE)
+
+    async def _account_held(self, task: Task, key: str, fix: str, outcome: Outcome, now_ms: int) -> bool:
+        """Account ``key`` is in a state only a person ends (``fix`` says what to do):
+        hold it until ``vigil resume``. The loop is gated when no account is free:
+        until the earliest reset of another one, else until a person acts. Returns
+        whether the loop was gated."""
+        executor = key.split(":", 1)[0]
+        detail = outcome.error or "no detail"
+        rejected = last_rejected(outcome.limits)
+        kind = rejected.kind if rejected is not None else ""
+        limits = await limit_account(
+            self._store, key, until=HELD_UNTIL, reason=detail, now_ms=now_ms, in_a_row=0, kind=kind, hold=fix
+        )
+        where = pick(self._settings, executor, limits, now_ms)
+        message = f"account {key} needs a person: {fix}; {RESUME_HINT}"
+        if where.account is not None:
+            log.info("%s; tasks run on %s:%s", message, where.executor, where.account)
+            self._alerts.notify(make_event("account_held", message, now_ms, account=key, fix=fix, error=outcome.error))
+            return False
+        if where.free_at is not None and where.free_at < HELD_UNTIL:
+            reason = f"usage limit: every account is limited ({key} needs a person: {fix})"
+            return await self._trip(reason, where.free_at, now_ms, USAGE)
+        return await self._trip(f"{key} needs a person: {fix}; {RESUME_HINT}", None, now_ms, ACCOUNT)
+
+    async def _record_limits(self, task: Task, outcome: Outcome, now_ms: int) -> bool:
+        """Keep what the run's CLI reported of its account's limit windows. With a
+        ``reserve``: limit the account (kind ``reserve``) until the window that
+        leaves less than it resets, gating the loop when no account is left; free
+        it when a later report leaves enough. Returns whether the loop was gated."""
+        executor = task.executor or self._settings.dispatch.executor
+        key = account_key(executor, outcome.account or DEFAULT_ACCOUNT)
+        windows = await record_reports(self._store, key, outcome.limits, now_ms)
+        if outcome.kind is OutcomeKind.USAGE_LIMITED:
+            return False  # the limit itself says how long the account waits
+        earlier = read_limits(await self._store.loop_values()).get(key)
+        breach = reserve_breach(account_reserve(self._settings, key), windows, now_ms)
+        reserved = earlier is not None and earlier.kind == RESERVE and earlier.limited(now_ms)
+        if breach is None:
+            if reserved and earlier is not None:  # a later report leaves more than the reserve
+                await limit_account(
+                    self._store, key, until=now_ms, reason=earlier.reason, now_ms=now_ms, in_a_row=0, kind=RESERVE
+                )
+            return False
+        until, why = breach
+        if earlier is not None and earlier.limited(now_ms) and not reserved:
+            return False  # held, or limited for longer: that stands
+        limits = await limit_account(self._store, key, until=until, reason=why, now_ms=now_ms, in_a_row=0, kind=RESERVE)
+        where = pick(self._settings, executor, limits, now_ms)
+        if where.account is not None:
+            log.info("account %s keeps its reserve until %s; tasks run on %s", key, iso_utc(until), where.account)
+            return False
+        reason = f"every account is limited or keeps its reserve ({key} {why})"
         return await self._trip(reason, where.free_at or until, now_ms, USAGE)
 
     async def _count_failures(self, outcome: Outcome, now_ms: int) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 
 from vigil.codework import CheckResult, CodeOptions, RunChanges, Worktree
+from vigil.limit_kinds import LimitReport
 
 MIN_PRIORITY = 1  # most urgent
 MAX_PRIORITY = 9  # least urgent
@@ -342,6 +343,8 @@ class Outcome:
     review: bool = False  # a person reviews the task's result: a success waits for them (``review = true``)
     resumed_from: int | None = None  # the run whose agent session this one continued; None: a fresh session
     resume_refused: bool = False  # the CLI would not resume the session asked for (not stored: run afresh)
+    # what the agent CLI reported of its account's usage limits during the run, in order
+    limits: tuple[LimitReport, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

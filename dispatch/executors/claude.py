@@ -158,6 +158,7 @@ class ClaudeExecutor:
                 retry_at=retry_at,
                 permission_denials=stream.permission_denials,
                 resume_refused=ctx.resume is not None and resume_refused(stream),
+                limits=tuple(stream.limit_reports),
             )
         )
 

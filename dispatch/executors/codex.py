@@ -52,7 +52,7 @@ from pathlib import Path
 from dispatch.executors import DEFAULT_GRACE_S, RunContext
 from dispatch.executors.answer import detail_of, summary_of
 from dispatch.executors.child import ChildResult, StopRun, ended_early
-from dispatch.executors.codex_rollout import rollout_path, rollout_refusals, rollout_sandbox_failures
+from dispatch.executors.codex_rollout import rollout_limits, rollout_path, rollout_refusals, rollout_sandbox_failures
 from dispatch.executors.codex_stream import CodexStream, classify
 from dispatch.executors.codex_usage import SessionUsage
 from dispatch.executors.refusals import sandbox_failed_error
@@ -60,6 +60,7 @@ from dispatch.executors.transcript import run_agent_cli
 from dispatch.pricing import TokenUsage, api_cost_usd
 from vigil.clock import SystemClock
 from vigil.config import STORE_URL_ENV, AgentCliSettings, Settings
+from vigil.limit_kinds import LimitReport
 from vigil.models import Outcome, OutcomeKind, Task
 
 EXEC_FLAGS = ("exec", "--json", "--skip-git-repo-check")
@@ -187,6 +188,16 @@ def sandbox_failures_of(stream: CodexStream, env: Mapping[str, str]) -> list[str
         return []
 
 
+def limits_of(stream: CodexStream, env: Mapping[str, str]) -> tuple[LimitReport, ...]:
+    """What the API said of the account's usage windows in this run, from Codex's
+    session file (``codex_rollout.rollout_limits``); none without it."""
+    path = None if stream.thread_id is None else rollout_path(env, stream.thread_id)
+    try:
+        return () if path is None else tuple(rollout_limits(path))
+    except OSError:
+        return ()
+
+
 def _logged_rejections(stderr: str) -> list[str]:
     return [
         "codex: " + line.split(ROUTER_REJECTION, 1)[1].strip()
@@ -290,5 +301,6 @@ class CodexExecutor:
                 permission_denials=refusals_of(stream, result, ctx.env),
                 # "thread/resume failed: no rollout found for thread id …" (0.171.0), exit 1, no event
                 resume_refused=ctx.resume is not None and stream.events == 0 and result.exit_code != 0,
+                limits=limits_of(stream, ctx.env),
             )
         )

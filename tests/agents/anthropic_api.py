@@ -144,7 +144,7 @@ def _render(exchange: Exchange, reply: Reply, model: str, streaming: bool) -> No
             },
         )
         return
-    exchange.start_events()
+    exchange.start_events(reply.headers if isinstance(reply, Text) else ())
     exchange.event("message_start", _start(message_id, model, reply.usage))
     for index, block in enumerate(blocks):
         for name, data in _block_events(index, block):

@@ -43,6 +43,7 @@ class Text:
 
     text: str
     usage: Usage = Usage()
+    headers: tuple[tuple[str, str], ...] = ()  # sent with the answer (e.g. the rate-limit headers)
 
 
 @dataclass(frozen=True)
@@ -215,13 +216,16 @@ class Exchange:
         h.wfile.write(data)
         h.wfile.flush()
 
-    def start_events(self) -> None:
-        """Begin a server-sent-events answer; the connection closes at its end."""
+    def start_events(self, headers: Iterable[tuple[str, str]] = ()) -> None:
+        """Begin a server-sent-events answer (with extra ``headers``); the connection
+        closes at its end."""
         h = self._handler
         h.send_response(200)
         h.send_header("content-type", "text/event-stream")
         h.send_header("cache-control", "no-cache")
         h.send_header("connection", "close")
+        for name, value in headers:
+            h.send_header(name, value)
         h.end_headers()
         h.close_connection = True
 

@@ -157,7 +157,7 @@ def _message(item_id: str, text: str, status: str) -> dict[str, Any]:
 
 def _render(exchange: Exchange, reply: Reply, model: str) -> None:
     response_id = f"resp_{next(_ids):04d}"
-    exchange.start_events()
+    exchange.start_events(reply.headers if isinstance(reply, Text) else ())
     exchange.event("response.created", {"type": "response.created", "response": {"id": response_id, "model": model}})
     if isinstance(reply, Silent):
         hold_silent(exchange, reply.hold_s)
