@@ -323,10 +323,13 @@ def _window_json(report: LimitReport, now_ms: int) -> dict[str, object]:
         "kind": report.kind or None,
         "label": label(report.kind),
         "status": report.status,
+        "window_minutes": None if report.window_ms is None else report.window_ms // 60_000,
         "used_percent": None if used is None else round(used * 100, 1),
         "resets_at": iso_utc(report.resets_at),
         "resets_in_s": None if report.resets_at is None else max(0, report.resets_at - now_ms) // 1000,
         "text": window_text(report, now_ms),
+        "overage_status": report.overage_status,
+        "overage_reason": report.overage_reason,
     }
 
 
@@ -337,8 +340,9 @@ def accounts_json(settings: Settings, values: Mapping[str, object], now_ms: int)
     (local time for people), ``kind`` and ``kind_label`` of its last limit,
     ``reason`` of its last limit, ``limited_at``, ``fix`` (what a person must do,
     when it needs one), ``reserve``, and ``windows``: each live limit window's
-    ``kind``, ``label``, ``status``, ``used_percent``, ``resets_at``, ``resets_in_s``
-    and ``text``."""
+    ``kind``, ``label``, ``status``, ``window_minutes``, ``used_percent``,
+    ``resets_at``, ``resets_in_s``, ``text``, and what it said of usage credits,
+    ``overage_status`` and ``overage_reason``."""
     shown: list[dict[str, object]] = []
     for state in account_states(settings, values, now_ms):
         waits = state.until is not None and not state.hold
