@@ -15,7 +15,13 @@ recorded:
   named (``retry_at``), or, when it named none, for a backoff that starts at
   ``[dispatch] retry_backoff`` and doubles with each limit of that account in a row,
   up to ``usage_limit_fallback``. The loop is gated only when every account of the
-  task's executor and of its fallbacks is limited, until the earliest reset;
+  task's executor and of its fallbacks is limited, until the earliest reset. A
+  limit that no reset ends (a spend limit with none named, usage turned off:
+  ``vigil.limit_kinds.person_fix``) holds the account for a person instead
+  (``dispatch.account_limits``); with no account left the loop waits for them;
+* any outcome whose CLI reported its account's limit windows → kept per account
+  for ``vigil status``; an account whose ``reserve`` is reached waits for its
+  window's reset (``dispatch.account_limits``);
 * ``transient`` and ``stalled`` (overload, 5xx, the network, a crash, a silent
   agent) → the loop backs off: gated for ``retry_backoff × 2^(n-1)``, capped at
   ``retry_backoff_max``, jittered, after the n-th such failure in a row; it
@@ -58,22 +64,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from dispatch.account_limits import hold_account, record_limits
 from dispatch.accounts import pick
 from dispatch.alerts import AlertHook, make_event, waiting_event
 from dispatch.skills import Skill
-from vigil.accounts import (
-    DEFAULT_ACCOUNT,
-    HELD_UNTIL,
-    RESERVE,
-    RESUME_HINT,
-    account_key,
-    account_reserve,
-    account_worked,
-    limit_account,
-    read_limits,
-    record_reports,
-    reserve_breach,
-)
+from vigil.accounts import DEFAULT_ACCOUNT, HELD_UNTIL, account_key, account_worked, limit_account, read_limits
 from vigil.budget import WINDOW_MS, budget_use, claim_once, claim_warnings
 from vigil.clock import Clock, iso_utc
 from vigil.config import AGENT_EXECUTORS, Settings
@@ -110,7 +105,6 @@ TRANSIENTS = frozenset({OutcomeKind.TRANSIENT, OutcomeKind.STALLED})
 # Attempts that reached the model: they end a run of transient failures.
 REACHED = FAILURES | {OutcomeKind.SUCCESS, OutcomeKind.OVER_BUDGET}
 USAGE, AUTH, REFUSED, FAILED_IN_A_ROW = "usage", "auth", "refused", "failures"  # gate kinds
-ACCOUNT = "account"  # gate kind: every account left needs a person (a spend limit with no reset …)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +196,9 @@ class Guard:
         now_ms = self._clock.now_ms()
         gated = False
         if outcome.limits and outcome.account is not None:
-            gated = await self._record_limits(task, outcome, now_ms)
+            executor = task.executor or self._settings.dispatch.executor
+            call = await record_limits(self._store, self._settings, executor, outcome, now_ms)
+            gated = call is not None and await self._trip(call.reason, call.until, now_ms, call.kind)
         if outcome.kind is OutcomeKind.USAGE_LIMITED:
             gated = await self._account_limited(task, outcome, now_ms)
         elif outcome.kind is OutcomeKind.AUTH:
@@ -296,8 +292,11 @@ class Guard:
         earlier = read_limits(await self._store.loop_values()).get(key)
         in_a_row = (earlier.in_a_row if earlier is not None else 0) + 1
         fix = person_fix(outcome.limits, outcome.error)
-        if fix is not None:
-            return await self._account_held(task, key, fix, outcome, now_ms)
+        if fix is not None:  # never waited out: the account waits for a person
+            call = await hold_account(
+                self._store, self._settings, self._alerts, key, fix=fix, outcome=outcome, now_ms=now_ms
+            )
+            return call is not None and await self._trip(call.reason, call.until, now_ms, call.kind)
         if outcome.retry_at is not None:
             until = outcome.retry_at
         else:  # no reset named: try again after a backoff that grows while it lasts
@@ -317,59 +316,6 @@ class Guard:
             return False
         reason = f"usage limit: every account is limited ({key}: {detail})"
         # an executor that has no accounts (a command that exits as limited) waits as one
-        return await self._trip(reason, where.free_at or until, now_ms, USAGE)
-
-    async def _account_held(self, task: Task, key: str, fix: str, outcome: Outcome, now_ms: int) -> bool:
-        """Account ``key`` is in a state only a person ends (``fix`` says what to do):
-        hold it until ``vigil resume``. The loop is gated when no account is free:
-        until the earliest reset of another one, else until a person acts. Returns
-        whether the loop was gated."""
-        executor = key.split(":", 1)[0]
-        detail = outcome.error or "no detail"
-        rejected = last_rejected(outcome.limits)
-        kind = rejected.kind if rejected is not None else ""
-        limits = await limit_account(
-            self._store, key, until=HELD_UNTIL, reason=detail, now_ms=now_ms, in_a_row=0, kind=kind, hold=fix
-        )
-        where = pick(self._settings, executor, limits, now_ms)
-        message = f"account {key} needs a person: {fix}; {RESUME_HINT}"
-        if where.account is not None:
-            log.info("%s; tasks run on %s:%s", message, where.executor, where.account)
-            self._alerts.notify(make_event("account_held", message, now_ms, account=key, fix=fix, error=outcome.error))
-            return False
-        if where.free_at is not None and where.free_at < HELD_UNTIL:
-            reason = f"usage limit: every account is limited ({key} needs a person: {fix})"
-            return await self._trip(reason, where.free_at, now_ms, USAGE)
-        return await self._trip(f"{key} needs a person: {fix}; {RESUME_HINT}", None, now_ms, ACCOUNT)
-
-    async def _record_limits(self, task: Task, outcome: Outcome, now_ms: int) -> bool:
-        """Keep what the run's CLI reported of its account's limit windows. With a
-        ``reserve``: limit the account (kind ``reserve``) until the window that
-        leaves less than it resets, gating the loop when no account is left; free
-        it when a later report leaves enough. Returns whether the loop was gated."""
-        executor = task.executor or self._settings.dispatch.executor
-        key = account_key(executor, outcome.account or DEFAULT_ACCOUNT)
-        windows = await record_reports(self._store, key, outcome.limits, now_ms)
-        if outcome.kind is OutcomeKind.USAGE_LIMITED:
-            return False  # the limit itself says how long the account waits
-        earlier = read_limits(await self._store.loop_values()).get(key)
-        breach = reserve_breach(account_reserve(self._settings, key), windows, now_ms)
-        reserved = earlier is not None and earlier.kind == RESERVE and earlier.limited(now_ms)
-        if breach is None:
-            if reserved and earlier is not None:  # a later report leaves more than the reserve
-                await limit_account(
-                    self._store, key, until=now_ms, reason=earlier.reason, now_ms=now_ms, in_a_row=0, kind=RESERVE
-                )
-            return False
-        until, why = breach
-        if earlier is not None and earlier.limited(now_ms) and not reserved:
-            return False  # held, or limited for longer: that stands
-        limits = await limit_account(self._store, key, until=until, reason=why, now_ms=now_ms, in_a_row=0, kind=RESERVE)
-        where = pick(self._settings, executor, limits, now_ms)
-        if where.account is not None:
-            log.info("account %s keeps its reserve until %s; tasks run on %s", key, iso_utc(until), where.account)
-            return False
-        reason = f"every account is limited or keeps its reserve ({key} {why})"
         return await self._trip(reason, where.free_at or until, now_ms, USAGE)
 
     async def _count_failures(self, outcome: Outcome, now_ms: int) -> bool:
