@@ -196,17 +196,27 @@ async def release_holds(store: Store, *, now_ms: int) -> list[str]:
 
 async def record_reports(store: Store, key: str, reports: Iterable[LimitReport], now_ms: int) -> dict[str, Window]:
     """Keep the last of ``reports`` for each window of account ``key`` (received at
-    ``now_ms``); returns the account's windows as written."""
+    ``now_ms``); returns the account's windows as written. A report that names no
+    use keeps the use last reported for the same window (the same reset): Claude
+    Code names it only in warnings, so its silence is no drop."""
     latest = {report.kind: report for report in reports}
     while True:
         raw = (await store.loop_values()).get(WINDOWS_KEY)
         entries = dict(raw) if isinstance(raw, dict) else {}
         kinds = dict(entries.get(key) or {})
         for kind, report in latest.items():
-            kinds[kind] = {**report.to_json(), "at": now_ms}
+            kinds[kind] = {**_keeping_use(report, LimitReport.from_json(kinds.get(kind))).to_json(), "at": now_ms}
         entries[key] = kinds
         if not latest or await store.replace_loop_value(WINDOWS_KEY, raw, entries):
             return read_windows({WINDOWS_KEY: entries}).get(key, {})
+
+
+def _keeping_use(report: LimitReport, before: LimitReport | None) -> LimitReport:
+    """``report``, with the use ``before`` named when it names none, is no
+    rejection and is of the same window (the same reset)."""
+    if report.utilization is not None or report.rejected or before is None or before.resets_at != report.resets_at:
+        return report
+    return replace(report, utilization=before.utilization)
 
 
 def reserve_breach(reserve: float | None, windows: Mapping[str, Window], now_ms: int) -> tuple[int, str] | None:

@@ -24,6 +24,7 @@ from vigil.accounts import (
     accounts_json,
     read_limits,
     read_windows,
+    record_reports,
     release_holds,
     when_text,
 )
@@ -222,3 +223,16 @@ def test_a_reserve_is_a_share_of_the_window(tmp_path: Path) -> None:
     bad = {"accounts": [{"name": "main", "config_dir": "m", "reserve": 20}]}
     with pytest.raises(ConfigError, match="reserve: expected a share of the window between 0 and 1"):
         guard_settings(tmp_path, tmp_path / "e.jsonl", executors={"claude": bad})
+
+
+async def test_a_report_that_names_no_use_keeps_the_use_last_named_for_that_window(
+    store: SqliteStore, clock: ManualClock
+) -> None:
+    now = clock.now_ms()
+    warning = LimitReport("allowed_warning", "five_hour", now + HOUR, 0.85, 5 * HOUR)
+    await record_reports(store, "claude:main", [warning], now)
+    await record_reports(store, "claude:main", [LimitReport("allowed", "five_hour", now + HOUR)], now + 1)
+    assert read_windows(await store.loop_values())["claude:main"]["five_hour"].report.utilization == 0.85
+    next_window = LimitReport("allowed", "five_hour", now + 6 * HOUR)  # a new window: nothing known of it
+    await record_reports(store, "claude:main", [next_window], now + HOUR)
+    assert read_windows(await store.loop_values())["claude:main"]["five_hour"].report.utilization is None
