@@ -236,3 +236,13 @@ async def test_a_report_that_names_no_use_keeps_the_use_last_named_for_that_wind
     next_window = LimitReport("allowed", "five_hour", now + 6 * HOUR)  # a new window: nothing known of it
     await record_reports(store, "claude:main", [next_window], now + HOUR)
     assert read_windows(await store.loop_values())["claude:main"]["five_hour"].report.utilization is None
+
+
+def test_an_api_workspaces_spend_limit_waits_until_access_comes_back() -> None:
+    text = (
+        "API Error: 400 You have reached your specified workspace API usage limits. "
+        "You will regain access on 2027-01-01 at 00:00 UTC."
+    )
+    verdict = classify(_stream(result=text, status=400), 1, "", 0)
+    assert (verdict.kind, verdict.retry_at) == (OutcomeKind.USAGE_LIMITED, 1_798_761_600_000)
+    assert person_fix((), verdict.error) is None  # a reset is named: it ends by itself
