@@ -14,7 +14,9 @@ What Claude Code 2.1.197 prints for a 429: with a subscription, a
 headers named) and ``You've hit your session limit · resets 2:29am (UTC)``; with
 an API key, no reset at all: ``api_retry`` lines whose ``retry_delay_ms`` is the
 response's ``retry-after`` (with ``retry-after: 100`` it gave up at once, without
-a retry line), then ``API Error: Request rejected (429) · …``.
+a retry line), then ``API Error: Request rejected (429) · …``. Every
+``rate_limit_event`` (allowed ones too) is kept as a ``LimitReport``
+(``limit_reports``: its kind, reset, use; ``vigil.limit_kinds``).
 
 Two cases come before that table. A refused key is known from the CLI's first
 ``api_retry`` line that names 401/403 or ``authentication_failed`` (the CLI would
@@ -201,7 +203,8 @@ class ClaudeStream:
         if info.get("status") not in ("rejected", "exceeded"):
             return  # "allowed" and "allowed_warning" are informational
         self.rate_limit_rejected = True
-        self.rejected_reset_ms = report.resets_at if report is not None else None
+        if report is not None and report.resets_at is not None:
+            self.rejected_reset_ms = report.resets_at
 
     # -- what the result says ------------------------------------------------------
 
