@@ -56,6 +56,7 @@ EVENT_KINDS = (
     "gate_changed",
     "auth_failed",
     "fallback_skipped",
+    "account_held",
     "budget_warning",
     "task_failed",
     "task_waiting",

@@ -16,7 +16,13 @@ recorded:
   named (``retry_at``), or, when it named none, for a backoff that starts at
   ``[dispatch] retry_backoff`` and doubles with each limit of that account in a row,
   up to ``usage_limit_fallback``. The loop is gated only when every account of the
-  task's executor and of its fallbacks is limited, until the earliest reset;
+  task's executor and of its fallbacks is limited, until the earliest reset. A
+  limit that no reset ends (a spend limit with none named, usage turned off:
+  ``vigil.limit_kinds.person_fix``) holds the account for a person instead
+  (``dispatch.account_limits``); with no account left the loop waits for them;
+* any outcome whose CLI reported its account's limit windows → kept per account
+  for ``vigil status``; an account whose ``reserve`` is reached waits for its
+  window's reset (``dispatch.account_limits``);
 * ``transient`` and ``stalled`` (overload, 5xx, the network, a crash, a silent
   agent) → the loop backs off by how long the outage has lasted, not by how many
   attempts failed: the longest step of ``[dispatch] outage_backoff`` (30 s, 1 m,
@@ -67,16 +73,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from dispatch.account_limits import hold_account, record_limits
 from dispatch.accounts import pick
 from dispatch.alerts import AlertHook, make_event, waiting_event
 from dispatch.holds import ACTOR, Holds, outage_wait_ms
 from dispatch.skills import Skill
-from vigil.accounts import DEFAULT_ACCOUNT, account_key, account_worked, limit_account, read_limits
+from vigil.accounts import DEFAULT_ACCOUNT, HELD_UNTIL, account_key, account_worked, limit_account, read_limits
 from vigil.budget import WINDOW_MS, budget_use, claim_once, claim_warnings, exempt
 from vigil.clock import Clock, iso_utc
 from vigil.config import AGENT_EXECUTORS, Settings
 from vigil.fate import Policy
-from vigil.gate import BACKOFF, GATE_KEY, GateState, LoopGate, lift_expired
+from vigil.gate import AUTH, BACKOFF, FAILED_IN_A_ROW, GATE_KEY, REFUSED, USAGE, GateState, LoopGate, lift_expired
+from vigil.limit_kinds import last_rejected, person_fix
 from vigil.models import ApprovalState, Outcome, OutcomeKind, Task, TaskStatus
 from vigil.store import CostGroup, Store
 
@@ -113,7 +121,6 @@ TRANSIENTS = frozenset({OutcomeKind.TRANSIENT, OutcomeKind.STALLED})
 REACHED = FAILURES | {OutcomeKind.SUCCESS, OutcomeKind.OVER_BUDGET}
 # A run on a fallback executor that ended so: the fallback cannot work here; skipped.
 UNUSABLE = frozenset({OutcomeKind.AUTH, OutcomeKind.REFUSED, OutcomeKind.SANDBOX_FAILED})
-USAGE, AUTH, REFUSED, FAILED_IN_A_ROW = "usage", "auth", "refused", "failures"  # gate kinds
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +222,9 @@ class Guard:
         gated = False
         executor = task.executor or self._settings.dispatch.executor
         account = f"{executor}:{outcome.account or DEFAULT_ACCOUNT}"
+        if outcome.limits and outcome.account is not None:
+            call = await record_limits(self._store, self._settings, executor, outcome, now_ms)
+            gated = call is not None and await self._holds.trip(call.reason, call.until, now_ms, call.kind, call.fix)
         if outcome.kind in UNUSABLE and self._is_fallback(executor):
             gated = await self._skip_fallback(task, outcome, now_ms)
         elif outcome.kind is OutcomeKind.USAGE_LIMITED:
@@ -277,6 +287,8 @@ class Guard:
         where = pick(self._settings, executor, limits, now_ms, may_fall_back=all(s.fallback for s in skills))
         if where.account is not None or where.free_at is None or where.free_at <= now_ms:
             return None
+        if where.free_at >= HELD_UNTIL:  # every account needs a person: look again after a while
+            return Deferral(now_ms + SENSOR_RECHECK_MS, "every account it may run on needs a person")
         return Deferral(where.free_at, f"every account it may run on is limited until {iso_utc(where.free_at)}")
 
     async def _sensor_over_budget(self, task: Task) -> int | None:
@@ -311,13 +323,23 @@ class Guard:
         dispatch = self._settings.dispatch
         earlier = read_limits(await self._store.loop_values()).get(key)
         in_a_row = (earlier.in_a_row if earlier is not None else 0) + 1
+        fix = person_fix(outcome.limits, outcome.error)
+        if fix is not None:  # never waited out: the account waits for a person
+            call = await hold_account(
+                self._store, self._settings, self._alerts, key, fix=fix, outcome=outcome, now_ms=now_ms
+            )
+            return call is not None and await self._holds.trip(call.reason, call.until, now_ms, call.kind, call.fix)
         if outcome.retry_at is not None:
             until = outcome.retry_at
         else:  # no reset named: try again after a backoff that grows while it lasts
             until = now_ms + min(self._backoff.backoff_ms(in_a_row), dispatch.usage_limit_fallback_ms)
         until = max(until, now_ms + dispatch.min_gate_ms)  # a reset already past must not make a hot loop
         detail = outcome.error or "no detail"
-        limits = await limit_account(self._store, key, until=until, reason=detail, now_ms=now_ms, in_a_row=in_a_row)
+        rejected = last_rejected(outcome.limits)
+        kind = rejected.kind if rejected is not None else ""
+        limits = await limit_account(
+            self._store, key, until=until, reason=detail, now_ms=now_ms, in_a_row=in_a_row, kind=kind
+        )
         # a fallback limited too: the first account free again may be the configured executor's
         where = pick(self._settings, dispatch.executor if self._is_fallback(executor) else executor, limits, now_ms)
         if where.account is not None:

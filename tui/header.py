@@ -25,6 +25,7 @@ from tui.times import relative, span
 from vigil.accounts import AccountState
 from vigil.durations import format_duration
 from vigil.gate import BACKOFF, GateState
+from vigil.limit_kinds import label
 from vigil.liveness import LoopCondition, LoopHealth
 from vigil.models import Task
 from vigil.states import TASK_STATES
@@ -106,20 +107,35 @@ def gate_text(health: LoopHealth, now_ms: int) -> Text:
 
 
 def accounts_text(accounts: Sequence[AccountState], now_ms: int) -> Text:
-    """``accounts: claude:a free · claude:b limited, resets in 4h59m``; empty when
-    there is one account and it is free (nothing to say)."""
+    """``accounts: claude:a free, 5h 62% used · claude:b limited (weekly), resets in
+    4h59m``; empty when there is one account, free, with nothing known of its
+    windows (nothing to say)."""
     line = Text()
-    if len(accounts) < 2 and all(state.until is None for state in accounts):
+    if len(accounts) < 2 and all(state.state == "free" and not _used(state) for state in accounts):
         return line
     line.append("accounts: ", style="dim")
     for n, state in enumerate(accounts):
         line.append(" · " if n else "")
-        if state.until is None:
-            line.append(f"{state.name} free")
+        used = _used(state)
+        if state.state == "needs_person":
+            line.append(f"{state.name} needs you: {state.hold}; vigil resume", style="bold red")
+        elif state.until is None:
+            line.append(f"{state.name} free" + (f", {used}" if used else ""))
         else:
             wait = format_duration(max(0, state.until - now_ms))
-            line.append(f"{state.name} limited, resets in {wait}", style="yellow")
+            kind = f" ({label(state.kind)})" if state.kind and state.state == "limited" else ""
+            what = f"{state.name} {state.state}{kind}, resets in {wait}" + (f", {used}" if used else "")
+            line.append(what, style="yellow")
     return line
+
+
+def _used(state: AccountState) -> str:
+    """``5h 62% used`` for each window whose use was reported, comma-separated."""
+    return ", ".join(
+        f"{label(report.kind)} {round(report.utilization * 100)}% used"
+        for report in state.windows
+        if report.utilization is not None
+    )
 
 
 def running_text(active: Sequence[Task], now_ms: int) -> Text:

@@ -532,10 +532,14 @@ def events_command(ctx: click.Context, /, **opts: Any) -> None:
 @click.pass_context
 def stats(ctx: click.Context, since: str, by: str, as_json: bool) -> None:
     """Spend and tokens of finished runs, grouped by day, skill, source, sensor, model or
-    account; the budget's use."""
+    account; the budget's use; what is left of each agent CLI account."""
     from vigil.commands import cost_report
 
-    click.echo(with_store(ctx, lambda store, settings: cost_report(store, since, by, as_json, settings.budget)))
+    click.echo(
+        with_store(
+            ctx, lambda store, settings: cost_report(store, since, by, as_json, settings.budget, settings=settings)
+        )
+    )
 
 
 @main.command()
@@ -956,13 +960,22 @@ def pause_command(ctx: click.Context, reason: str) -> None:
 @main.command("resume")
 @click.pass_context
 def resume_command(ctx: click.Context) -> None:
-    """Let the dispatcher claim again, after a pause or a gate (usage limit, auth, failures)."""
+    """Let the dispatcher claim again, after a pause or a gate (usage limit, auth, failures),
+    and use again the accounts that needed a person (a spend limit, usage turned off)."""
+    from vigil.accounts import release_holds
     from vigil.clock import SystemClock
-    from vigil.gate import GateState, resume
+    from vigil.gate import GateState, LoopGate, resume
 
     _person_only("resume the loop")
     now = SystemClock().now_ms()
-    before = with_store(ctx, lambda store, settings: resume(store, by=actor(), now_ms=now))
+
+    async def work(store: Store, settings: Settings) -> tuple[LoopGate, list[str]]:
+        # the accounts that needed a person (a spend limit, usage turned off) are theirs to free
+        return await resume(store, by=actor(), now_ms=now), await release_holds(store, now_ms=now)
+
+    before, freed = with_store(ctx, work)
+    if freed:
+        click.echo(f"account{'s' if len(freed) > 1 else ''} usable again: {', '.join(freed)}")
     if before.state is GateState.RUNNING:
         click.echo("the loop was already running")
     else:

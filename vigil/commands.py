@@ -354,21 +354,39 @@ def defer_task(tasks: Tasks, task_id: int, when: str, actor: str) -> Task:
     return tasks.defer(task_id, until, actor=actor)
 
 
-async def cost_report(store: Store, since: str, by: str, as_json: bool, budget: BudgetSettings | None = None) -> str:
-    """The cost table (or JSON); with a ``[budget]`` cap, its use over the last 24 h too."""
+async def cost_report(
+    store: Store,
+    since: str,
+    by: str,
+    as_json: bool,
+    budget: BudgetSettings | None = None,
+    *,
+    settings: Settings | None = None,
+) -> str:
+    """The cost table (or JSON); with a ``[budget]`` cap, its use over the last 24 h
+    too; with ``settings``, what is left of each agent CLI account (``accounts``, as
+    in ``vigil status``)."""
+    from vigil.accounts import account_line, accounts_json
     from vigil.budget import budget_json, budget_line, budget_use
     from vigil.render import cost_json, cost_table, dumps
 
     now = SystemClock().now_ms()
     rows = await store.cost_rollup(since_ms=now - parse_duration_ms(since), by=CostGroup(by))
     use = None if budget is None or budget.daily_usd is None else await budget_use(store, budget, now)
+    accounts = [] if settings is None else accounts_json(settings, await store.loop_values(), now)
     if as_json:
         report: dict[str, object] = {"since": since, "by": by, "rows": [cost_json(r) for r in rows]}
         if use is not None:
             report["budget"] = budget_json(use)
+        if settings is not None:
+            report["accounts"] = accounts
         return dumps(report)
-    table = cost_table(rows, by)
-    return table if use is None else f"{table}\n{budget_line(use)}"
+    lines = [cost_table(rows, by)]
+    if use is not None:
+        lines.append(budget_line(use))
+    if accounts:
+        lines += ["accounts:", *(f"  {account_line(account)}" for account in accounts)]
+    return "\n".join(lines)
 
 
 async def prune_report(store: Store, settings: Settings, older_than: str | None, dry_run: bool, as_json: bool) -> str:

@@ -75,11 +75,14 @@ class Account:
     what selects it: ``config_dir``, the folder that keeps its login (Claude Code's
     ``CLAUDE_CONFIG_DIR``, Codex's ``CODEX_HOME``), or ``api_key_env``, the name of
     the variable of ``vigil run``'s environment that holds its key (passed to the CLI
-    as its own key variable). Exactly one of the two is set."""
+    as its own key variable). Exactly one of the two is set. ``reserve`` (0–1, None:
+    none) is the share of each usage window kept for a person's own use: unattended
+    work stops on the account when the CLI reports less than that left."""
 
     name: str
     config_dir: Path | None = None  # absolute
     api_key_env: str | None = None
+    reserve: float | None = None
 
 
 ACCOUNT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
@@ -211,7 +214,7 @@ TASK_EVENT_ALERTS = ("added", "completed")  # [alerts] task_events: what may be 
 NOTIFY_KINDS: dict[str, tuple[str, ...]] = {
     "waiting": ("task_waiting",),
     "failed": ("task_failed",),
-    "gated": ("gate_changed", "auth_failed", "fallback_skipped"),
+    "gated": ("gate_changed", "auth_failed", "fallback_skipped", "account_held"),
     "over_budget": ("budget_warning",),
     "denied": ("task_denied",),
     "stale": ("dispatcher_stale", "sensor_stale"),
@@ -595,6 +598,9 @@ def _accounts(section: _Section, executor: str, home: Path, source: Path | None)
         if any(account.name == name for account in accounts):
             raise table._fail("name", "a name no other account of this executor has")
         folder, key_env = table.opt_str(dir_key), table.opt_str("api_key_env")
+        reserve = table.opt_float("reserve")
+        if reserve is not None and reserve > 1:
+            raise table._fail("reserve", "a share of the window between 0 and 1, such as 0.2")
         table.done()
         if (folder is None) == (key_env is None):
             where = f"{source}: " if source else ""
@@ -602,7 +608,7 @@ def _accounts(section: _Section, executor: str, home: Path, source: Path | None)
                 f"{where}[executors.{executor}.accounts] {name}: expected one of {dir_key} or api_key_env"
             )
         config_dir = None if folder is None else (home / Path(folder).expanduser()).resolve()
-        accounts.append(Account(name, config_dir=config_dir, api_key_env=key_env))
+        accounts.append(Account(name, config_dir=config_dir, api_key_env=key_env, reserve=reserve))
     return tuple(accounts)
 
 

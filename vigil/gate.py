@@ -35,6 +35,10 @@ from vigil.store import Store
 GATE_KEY = "gate"
 NO_REASON = "no reason given"  # a pause's reason when the person gave none ("paused: paused" said nothing)
 BACKOFF = "backoff"  # the kind of the gate after transient failures: "backing off after N …"
+# The other kinds the dispatcher's guard trips: every account limited (a reset ends
+# it), every account left needing a person (a spend limit with no reset …), a login
+# refused, a CLI that refuses to start, too many failures in a row.
+USAGE, ACCOUNT, AUTH, REFUSED, FAILED_IN_A_ROW = "usage", "account", "auth", "refused", "failures"
 
 
 class GateState(StrEnum):

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 
 from vigil.codework import CheckResult, CodeOptions, RunChanges, Worktree
+from vigil.limit_kinds import LimitReport
 
 MIN_PRIORITY = 1  # most urgent
 MAX_PRIORITY = 9  # least urgent
@@ -346,6 +347,8 @@ class Outcome:
     # how its spend was priced (the CLI's own figure, the price table, a family's price); None: not priced
     priced_by: str | None = None
     resume_refused: bool = False  # the CLI would not resume the session asked for (not stored: run afresh)
+    # what the agent CLI reported of its account's usage limits during the run, in order
+    limits: tuple[LimitReport, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,10 @@ Agent CLIs say when a subscription limit resets in several ways: an epoch after 
 bar (``Claude AI usage limit reached|1767225600``), a clock time and zone
 (``resets 4:50pm (America/Denver)``), a date (``try again at Apr 11th, 2026
 2:32 PM``, in local time), or only a time of day, when the reset is within a day
-(Codex: ``try again at 3:46 PM.``, local time). Each parser returns None when the
-text does not say, and the dispatcher then waits its configured fallback.
+(Codex: ``try again at 3:46 PM.``, local time), or a date and time in UTC (an API
+workspace's spend limit, an HTTP 400: ``You will regain access on 2025-06-01 at
+00:00 UTC.``). Each parser returns None when the text does not say, and the
+dispatcher then waits its configured fallback.
 
 A time named to the minute is the minute the CLI cut the reset down to (Claude
 Code prints 02:29:54 as ``2:29am``, Codex 21:45:45 as ``9:45 PM``), so the reset is
@@ -20,7 +22,7 @@ floor decides when to try again; only a time further back means tomorrow.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 MS_PER_S = 1000
@@ -35,6 +37,7 @@ _TRY_AGAIN = re.compile(
     re.IGNORECASE,
 )
 _TRY_AGAIN_CLOCK = re.compile(r"try again at\s+(\d{1,2}):(\d{2})\s*([AP]M)\b", re.IGNORECASE)
+_REGAIN = re.compile(r"regain access on (\d{4})-(\d{2})-(\d{2}) at (\d{1,2}):(\d{2}) UTC", re.IGNORECASE)
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 
 
@@ -114,6 +117,25 @@ def try_again_clock_ms(text: str, now_ms: int) -> int | None:
     return nearest_time_of_day(hour, minute, now_ms, None)  # local time, which is what the CLI printed
 
 
+def regain_ms(text: str) -> int | None:
+    """``You will regain access on 2025-06-01 at 00:00 UTC`` → that moment."""
+    match = _REGAIN.search(text)
+    if not match:
+        return None
+    year, month, day, hour, minute = (int(part) for part in match.groups())
+    try:
+        moment = datetime(year, month, day, hour, minute, tzinfo=UTC)
+    except ValueError:
+        return None
+    return _ms(moment)
+
+
 def reset_ms(text: str, now_ms: int) -> int | None:
     """The first reset time any known form in ``text`` names; None if none does."""
-    return bar_epoch_ms(text) or clock_zone_ms(text, now_ms) or try_again_ms(text) or try_again_clock_ms(text, now_ms)
+    return (
+        bar_epoch_ms(text)
+        or clock_zone_ms(text, now_ms)
+        or try_again_ms(text)
+        or try_again_clock_ms(text, now_ms)
+        or regain_ms(text)
+    )

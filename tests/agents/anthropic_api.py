@@ -147,7 +147,7 @@ def _render(
             },
         )
         return
-    exchange.start_events(headers)
+    exchange.start_events((*headers, *(reply.headers if isinstance(reply, Text) else ())))
     exchange.event("message_start", _start(message_id, model, reply.usage))
     for index, block in enumerate(blocks):
         for name, data in _block_events(index, block):

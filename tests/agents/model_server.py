@@ -43,6 +43,7 @@ class Text:
 
     text: str
     usage: Usage = Usage()
+    headers: tuple[tuple[str, str], ...] = ()  # sent with the answer (e.g. the rate-limit headers)
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,8 @@ class Exchange:
         for name, value in headers:
             h.send_header(name, value)
         h.send_header("connection", "close")
+        for name, value in headers:
+            h.send_header(name, value)
         h.end_headers()
         h.close_connection = True
 

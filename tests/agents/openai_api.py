@@ -170,7 +170,7 @@ def _message(item_id: str, text: str, status: str) -> dict[str, Any]:
 
 def _render(exchange: Exchange, reply: Reply, model: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
     response_id = f"resp_{next(_ids):04d}"
-    exchange.start_events(headers)
+    exchange.start_events((*headers, *(reply.headers if isinstance(reply, Text) else ())))
     exchange.event("response.created", {"type": "response.created", "response": {"id": response_id, "model": model}})
     if isinstance(reply, Silent):
         hold_silent(exchange, reply.hold_s)

@@ -15,7 +15,7 @@ import pytest
 from dispatch.standby import StandbyNotice
 from dispatch.worker_ids import this_host
 from tests.conftest import VigilRunner
-from vigil.accounts import limit_account
+from vigil.accounts import limit_account, when_text
 from vigil.clock import ManualClock, iso_utc
 from vigil.config import Account, Settings, load_settings
 from vigil.gate import pause, resume, trip
@@ -235,7 +235,7 @@ async def test_every_account_is_shown_with_its_state_and_reset(db: SqliteStore, 
     at = lines.index("accounts:")
     assert lines[at + 1 : at + 3] == [
         "  claude:a free",
-        f"  claude:b limited until {iso_utc(now + 7_200_000)} (in 2h00m): usage limit: session",
+        f"  claude:b limited until {when_text(now + 7_200_000, now)} (in 2h00m): usage limit: session",
     ]
 
 

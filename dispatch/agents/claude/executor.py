@@ -200,6 +200,7 @@ class ClaudeExecutor:
                 permission_denials=stream.permission_denials,
                 resume_refused=ctx.resume is not None and resume_refused(stream),
                 priced_by=priced_by(self.settings.prices, models, figure),
+                limits=tuple(stream.limit_reports),
             )
         )
 

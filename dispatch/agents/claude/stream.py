@@ -14,7 +14,9 @@ What Claude Code 2.1.197 prints for a 429: with a subscription, a
 headers named) and ``You've hit your session limit · resets 2:29am (UTC)``; with
 an API key, no reset at all: ``api_retry`` lines whose ``retry_delay_ms`` is the
 response's ``retry-after`` (with ``retry-after: 100`` it gave up at once, without
-a retry line), then ``API Error: Request rejected (429) · …``.
+a retry line), then ``API Error: Request rejected (429) · …``. Every
+``rate_limit_event`` (allowed ones too) is kept as a ``LimitReport``
+(``limit_reports``: its kind, reset, use; ``vigil.limit_kinds``).
 
 Two cases come before that table. A refused key is known from the CLI's first
 ``api_retry`` line that names 401/403 or ``authentication_failed`` (the CLI would
@@ -48,12 +50,12 @@ from dispatch.executors.refusals import (
     unknown_vigil_tool,
 )
 from dispatch.executors.resets import reset_ms
+from vigil.limit_kinds import ACCOUNT_LIMIT_TEXT, WINDOW_MS, LimitReport
 from vigil.models import OutcomeKind
 
 MS_PER_S = 1000
-_USAGE_LIMIT_TEXT = re.compile(
-    r"usage limit reached|hit your (?:session |weekly |usage |\w+ )?limit|usage limit", re.IGNORECASE
-)
+# "hit your session limit", "… weekly limit", "… monthly spend limit", "out of usage credits" …
+_USAGE_LIMIT_TEXT = ACCOUNT_LIMIT_TEXT
 _AUTH_TEXT = re.compile(
     r"invalid api key|please run /login|not logged in|oauth token has expired|authentication|unauthori[sz]ed",
     re.IGNORECASE,
@@ -83,6 +85,7 @@ class ClaudeStream:
     last_retry: dict[str, Any] | None = None
     rejected_reset_ms: int | None = None
     rate_limit_rejected: bool = False
+    limit_reports: list[LimitReport] = field(default_factory=list)  # every rate_limit_event, in order
     auth_retry: dict[str, Any] | None = None  # the first api_retry that says the key is refused
     started: bool = False  # the init line came
     answered: int = 0  # assistant lines so far
@@ -193,12 +196,16 @@ class ClaudeStream:
 
     def _rate_limit(self, line: dict[str, Any]) -> None:
         info = line.get("rate_limit_info")
-        if not isinstance(info, dict) or info.get("status") not in ("rejected", "exceeded"):
+        if not isinstance(info, dict):
+            return
+        report = limit_report(info)
+        if report is not None:
+            self.limit_reports.append(report)
+        if info.get("status") not in ("rejected", "exceeded"):
             return  # "allowed" and "allowed_warning" are informational
         self.rate_limit_rejected = True
-        resets = info.get("resetsAt")
-        if isinstance(resets, int | float) and not isinstance(resets, bool) and resets > 0:
-            self.rejected_reset_ms = int(resets * MS_PER_S)
+        if report is not None and report.resets_at is not None:
+            self.rejected_reset_ms = report.resets_at
 
     # -- what the result says ------------------------------------------------------
 
@@ -253,6 +260,35 @@ class ClaudeStream:
         if not isinstance(usage, dict):
             return {}
         return {self.model or "unknown": _tokens(usage)}
+
+
+def _epoch_ms(value: object) -> int | None:
+    """Epoch seconds (as the CLI gives them) → ms; None when not a positive number."""
+    return (
+        int(value * MS_PER_S) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
+    )
+
+
+def limit_report(info: dict[str, Any]) -> LimitReport | None:
+    """A ``rate_limit_event``'s ``rate_limit_info`` as a ``LimitReport`` (``exceeded``,
+    an older name, read as ``rejected``); None without a status."""
+    status = info.get("status")
+    if not isinstance(status, str):
+        return None
+    kind = info.get("rateLimitType")
+    kind = kind if isinstance(kind, str) else ""
+    used = info.get("utilization")
+    over, why = info.get("overageStatus"), info.get("overageDisabledReason")
+    return LimitReport(
+        status="rejected" if status == "exceeded" else status,
+        kind=kind,
+        resets_at=_epoch_ms(info.get("resetsAt"))
+        or (_epoch_ms(info.get("overageResetsAt")) if kind == "overage" else None),
+        utilization=float(used) if isinstance(used, int | float) and not isinstance(used, bool) else None,
+        window_ms=WINDOW_MS.get(kind),
+        overage_status=over if isinstance(over, str) else None,
+        overage_reason=why if isinstance(why, str) else None,
+    )
 
 
 def _tokens(usage: dict[str, Any]) -> TokenUsage:

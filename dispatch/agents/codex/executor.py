@@ -54,7 +54,7 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from dispatch.agents.codex.rollout import rollout_path, rollout_refusals, rollout_sandbox_failures
+from dispatch.agents.codex.rollout import rollout_limits, rollout_path, rollout_refusals, rollout_sandbox_failures
 from dispatch.agents.codex.stream import CodexStream, classify
 from dispatch.agents.codex.usage import SessionUsage, less, thread_usage
 from dispatch.agents.pricing import TokenUsage, api_cost_usd
@@ -66,6 +66,7 @@ from dispatch.executors.transcript import run_agent_cli
 from dispatch.meter import priced_by
 from vigil.clock import SystemClock
 from vigil.config import STORE_URL_ENV, AgentCliSettings, Settings
+from vigil.limit_kinds import LimitReport
 from vigil.models import Outcome, OutcomeKind, Task
 
 EXEC_FLAGS = ("exec", "--json", "--skip-git-repo-check")
@@ -193,6 +194,16 @@ def sandbox_failures_of(stream: CodexStream, env: Mapping[str, str]) -> list[str
         return []
 
 
+def limits_of(stream: CodexStream, env: Mapping[str, str]) -> tuple[LimitReport, ...]:
+    """What the API said of the account's usage windows in this run, from Codex's
+    session file (``codex_rollout.rollout_limits``); none without it."""
+    path = None if stream.thread_id is None else rollout_path(env, stream.thread_id)
+    try:
+        return () if path is None else tuple(rollout_limits(path))
+    except OSError:
+        return ()
+
+
 def _logged_rejections(stderr: str) -> list[str]:
     return [
         "codex: " + line.split(ROUTER_REJECTION, 1)[1].strip()
@@ -312,5 +323,6 @@ class CodexExecutor:
                 # "thread/resume failed: no rollout found for thread id …" (0.171.0), exit 1, no event
                 resume_refused=ctx.resume is not None and stream.events == 0 and result.exit_code != 0,
                 priced_by=priced_by(self.settings.prices, [model]),
+                limits=limits_of(stream, ctx.env),
             )
         )

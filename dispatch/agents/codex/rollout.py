@@ -13,6 +13,14 @@ A command that Codex's sandbox could not start (its answer: ``Process exited wit
 code 1`` and bubblewrap's complaint, ``bwrap: execvp codex-linux-sandbox: No such
 file or directory``) is a sandbox failure, not a refusal.
 
+What the API's ``x-codex-primary-*`` / ``x-codex-secondary-*`` headers said of the
+account's usage windows is kept there too, in ``token_count`` events::
+
+    {"type": "event_msg", "payload": {"type": "token_count", "rate_limits": {"primary":
+     {"used_percent": 62.5, "window_minutes": 300, "resets_at": <epoch s>}, "secondary": {…}, …}}}
+
+(``rollout_limits``: the last such report, one ``LimitReport`` per window).
+
 A refusal is an answer that says Codex's policy rejected the call ("patch
 rejected: writing outside of the project", "rm -f style commands are not
 permitted") or that the sandbox stopped it (``dispatch.executors.refusals``).
@@ -27,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from dispatch.executors.refusals import denial_line, sandbox_refusal, sandbox_start_failure, unknown_vigil_tool
+from vigil.limit_kinds import LimitReport, window_kind
 
 # how Codex 0.171.0 heads a command's answer when the command failed
 _FAILED = re.compile(r"^Process exited with code [1-9]\d*$", re.MULTILINE)
@@ -64,6 +73,35 @@ def rollout_sandbox_failures(path: Path) -> list[str]:
         if failure is not None:
             found.append(denial_line(tool, what, failure))
     return found
+
+
+def rollout_limits(path: Path) -> list[LimitReport]:
+    """The usage windows the last ``rate_limits`` in the session file at ``path``
+    reported (primary, then secondary): a window used up (100 %) is ``rejected``."""
+    last: dict[str, Any] = {}
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if '"rate_limits"' in line:
+                limits = _payload(line).get("rate_limits")
+                last = limits if isinstance(limits, dict) else last
+    return [report for name in ("primary", "secondary") if (report := _window(last.get(name))) is not None]
+
+
+def _window(value: object) -> LimitReport | None:
+    """One window of Codex's ``rate_limits`` (None when absent or unreadable)."""
+    if not isinstance(value, dict):
+        return None
+    used, minutes, resets = value.get("used_percent"), value.get("window_minutes"), value.get("resets_at")
+    if not isinstance(used, int | float) or isinstance(used, bool):
+        return None
+    window = minutes if isinstance(minutes, int) and minutes > 0 else None
+    return LimitReport(
+        status="rejected" if used >= 100 else "allowed",
+        kind="" if window is None else window_kind(window),
+        resets_at=resets * 1000 if isinstance(resets, int) and resets > 0 else None,
+        utilization=min(max(float(used) / 100, 0.0), 1.0),
+        window_ms=None if window is None else window * 60_000,
+    )
 
 
 def _answers(path: Path) -> Iterator[tuple[str, str, str]]:
