@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from datetime import datetime
@@ -111,9 +112,10 @@ def test_a_usage_limit_waits_for_the_reset_codex_names_without_counting_the_atte
     assert proc.returncode == 0, proc.stderr
     (run,) = home.runs(task_id)
     assert run["outcome"] == "usage_limited"
-    # Codex prints the reset as a time of day ("try again at 3:46 PM."), to the minute
+    # Codex prints the reset to the minute: a time of day ("try again at 3:46 PM.") on
+    # the same day, with the date before it ("Dec 5th, 2026 12:25 AM.") on another
     clock = datetime.fromtimestamp(reset_s).strftime("%-I:%M %p")
-    assert f"try again at {clock}" in run["error"]
+    assert re.search(rf"try again at ([A-Z][a-z]{{2}} \d{{1,2}}[a-z]{{2}}, \d{{4}} )?{clock}\.", run["error"])
     task = home.task(task_id)
     assert task["status"] == "pending"
     assert task["attempt_count"] == 0
