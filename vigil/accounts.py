@@ -36,7 +36,7 @@ from datetime import datetime
 from vigil.clock import iso_utc
 from vigil.config import AGENT_EXECUTORS, Settings
 from vigil.durations import format_duration
-from vigil.limit_kinds import LimitReport, label
+from vigil.limit_kinds import SPEND_CONTROL, LimitReport, label
 from vigil.store import Store
 
 ACCOUNTS_KEY = "accounts"
@@ -198,8 +198,9 @@ async def record_reports(store: Store, key: str, reports: Iterable[LimitReport],
     """Keep the last of ``reports`` for each window of account ``key`` (received at
     ``now_ms``); returns the account's windows as written. A report that names no
     use keeps the use last reported for the same window (the same reset): Claude
-    Code names it only in warnings, so its silence is no drop."""
-    latest = {report.kind: report for report in reports}
+    Code names it only in warnings, so its silence is no drop. A report of a state
+    of the account (``spend_control``) is no window: the account's hold keeps it."""
+    latest = {report.kind: report for report in reports if report.kind != SPEND_CONTROL}
     while True:
         raw = (await store.loop_values()).get(WINDOWS_KEY)
         entries = dict(raw) if isinstance(raw, dict) else {}
