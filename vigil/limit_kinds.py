@@ -174,6 +174,24 @@ class LimitReport:
         )
 
 
+# The limits of one model's week (Claude Code's rateLimitType) → the model family they
+# stop: a model whose name holds it ("claude-opus-4-6", "opus")
+MODEL_FAMILIES = {"seven_day_opus": "opus", "seven_day_sonnet": "sonnet"}
+
+
+def model_family(kind: str) -> str | None:
+    """The model family a limit of ``kind`` stops (None: every model)."""
+    return MODEL_FAMILIES.get(kind)
+
+
+def stops_model(kind: str, model: str | None) -> bool:
+    """Whether a limit of ``kind`` stops a run on ``model``. A model not known
+    (None: no task, skill or configuration names one, so the CLI picks its own) is
+    stopped by every limit: which model the CLI would pick cannot be known."""
+    family = model_family(kind)
+    return family is None or model is None or family in model.lower()
+
+
 def label(kind: str) -> str:
     """How people call a limit of ``kind`` (``5h``, ``weekly`` …; ``usage`` when unnamed)."""
     if kind in LABELS:

@@ -311,3 +311,44 @@ def test_an_api_workspaces_spend_limit_waits_until_access_comes_back() -> None:
     verdict = classify(_stream(result=text, status=400), 1, "", 0)
     assert (verdict.kind, verdict.retry_at) == (OutcomeKind.USAGE_LIMITED, 1_798_761_600_000)
     assert person_fix((), verdict.error) is None  # a reset is named: it ends by itself
+
+
+async def test_one_models_weekly_limit_stops_only_that_models_tasks(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    """``seven_day_opus``: Opus tasks, and tasks that name no model (the CLI's own
+    choice cannot be known), wait for the reset; Sonnet tasks run on; the loop is
+    never gated for it."""
+    events = tmp_path / "events.jsonl"
+    settings = guard_settings(tmp_path, events, dispatch={"executor": "claude"})
+    guard, _ = make_guard(settings)
+    now = clock.now_ms()
+    reset = now + 50 * HOUR
+    weekly_opus = LimitReport("rejected", kind="seven_day_opus", resets_at=reset)
+    outcome = Outcome(
+        OutcomeKind.USAGE_LIMITED,
+        error="usage limit: You've hit your Opus limit · resets Mon 9am",
+        retry_at=reset,
+        limits=(weekly_opus,),
+        account="default",
+        model="claude-opus-4-6",
+    )
+    task = await _claude_task(store)
+
+    await guard.after_outcome(replace(task, model="claude-opus-4-6"), outcome)
+
+    assert (await guard.may_claim(now)).may_claim  # no gate: other models' tasks run
+    limits = read_limits(await store.loop_values())
+    assert pick(settings, "claude", limits, now, model="claude-sonnet-4-5").account == "default"
+    assert pick(settings, "claude", limits, now, model="opus").account is None
+    assert await guard.deferred(replace(task, model="claude-sonnet-4-5"), ()) is None
+    opus = await guard.deferred(replace(task, model="claude-opus-4-6"), ())
+    unnamed = await guard.deferred(replace(task, model=None), ())  # conservative
+    assert opus is not None
+    assert unnamed is not None
+    assert opus.until == unnamed.until == reset
+    (shown,) = accounts_json(settings, await store.loop_values(), now)
+    assert (shown["state"], shown["kind"], shown["model_family"]) == ("limited", "seven_day_opus", "opus")
+    assert account_line(shown).startswith(
+        f"claude:default limited for Opus tasks (weekly Opus) until {when_text(reset, now)}"
+    )
