@@ -7,6 +7,12 @@ the task's executor is limited, the executors of ``[dispatch] fallback`` are tri
 in order, unless a skill of the task says ``fallback: false``; when none has a free
 account either, the task waits for the earliest reset (``Pick.free_at``).
 
+A limit of one model's week (``seven_day_opus``, ``seven_day_sonnet``) stops its
+account only for a task on a model of that family (``vigil.limit_kinds.stops_model``):
+the task's model, else its skill's, else the executor's configured one. A task that
+names no model runs on the model the CLI picks, which Vigil cannot know: for it the
+account counts as limited.
+
 An account is selected by what the CLI reads: its folder (``CLAUDE_CONFIG_DIR``,
 ``CODEX_HOME``) or its key (the value of the variable ``api_key_env`` names, passed
 as ``ANTHROPIC_API_KEY``, or as ``CODEX_API_KEY`` and ``OPENAI_API_KEY`` for Codex).
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 from vigil.accounts import AccountLimit, account_key, account_names
 from vigil.agent_clis import CLI_FACTS
 from vigil.config import AGENT_EXECUTORS, Account, Settings
+from vigil.limit_kinds import stops_model
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +43,13 @@ class Pick:
     free_at: int | None = None
 
 
-def _free(settings: Settings, executor: str, limits: Mapping[str, AccountLimit], now_ms: int) -> str | None:
-    """The account of ``executor`` to use now: free, least recently limited."""
+def _free(
+    settings: Settings, executor: str, limits: Mapping[str, AccountLimit], now_ms: int, model: str | None
+) -> str | None:
+    """The account of ``executor`` to use now for a task on ``model``: free, least
+    recently limited."""
     names = account_names(settings, executor)
-    free = [name for name in names if not _limited(limits.get(account_key(executor, name)), now_ms)]
+    free = [name for name in names if not _limited(limits.get(account_key(executor, name)), now_ms, model)]
     if not free:
         return None
 
@@ -50,36 +60,45 @@ def _free(settings: Settings, executor: str, limits: Mapping[str, AccountLimit],
     return min(free, key=last_limited)
 
 
-def _limited(limit: AccountLimit | None, now_ms: int) -> bool:
-    return limit is not None and limit.limited(now_ms)
+def _limited(limit: AccountLimit | None, now_ms: int, model: str | None) -> bool:
+    return limit is not None and limit.limited(now_ms) and stops_model(limit.kind, model)
 
 
-def earliest_reset(settings: Settings, executor: str, limits: Mapping[str, AccountLimit]) -> int | None:
-    """When the first of ``executor``'s accounts may be used again (None: one never
-    was limited)."""
+def earliest_reset(
+    settings: Settings, executor: str, limits: Mapping[str, AccountLimit], model: str | None = None
+) -> int | None:
+    """When the first of ``executor``'s accounts may be used again for a task on
+    ``model`` (None: one never was limited, or its limit is of another model)."""
     untils = []
     for name in account_names(settings, executor):
         limit = limits.get(account_key(executor, name))
-        if limit is None:
+        if limit is None or not stops_model(limit.kind, model):
             return None
         untils.append(limit.until)
     return min(untils)
 
 
 def pick(
-    settings: Settings, executor: str, limits: Mapping[str, AccountLimit], now_ms: int, *, may_fall_back: bool = True
+    settings: Settings,
+    executor: str,
+    limits: Mapping[str, AccountLimit],
+    now_ms: int,
+    *,
+    may_fall_back: bool = True,
+    model: str | None = None,
 ) -> Pick:
-    """Where a task of ``executor`` runs now (see the module's docstring)."""
+    """Where a task of ``executor`` on ``model`` (None: not known) runs now (see the
+    module's docstring)."""
     if executor not in AGENT_EXECUTORS:
         return Pick(executor, None)
     tried = [executor]
     if may_fall_back:
         tried += [name for name in settings.dispatch.fallback if name != executor]
     for name in tried:
-        account = _free(settings, name, limits, now_ms)
+        account = _free(settings, name, limits, now_ms, model)
         if account is not None:
             return Pick(name, account)
-    resets = [earliest_reset(settings, name, limits) for name in tried]
+    resets = [earliest_reset(settings, name, limits, model) for name in tried]
     return Pick(executor, None, min(at for at in resets if at is not None))
 
 

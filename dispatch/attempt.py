@@ -112,7 +112,7 @@ def choose_executor(
     executor = next((s.executor for s in skills if s.executor), None) or settings.dispatch.executor
     # The task's own model (vigil task add --model) wins: it was chosen for this task.
     model = task.model or next((s.model for s in skills if s.model), None) or _default_model(settings, executor)
-    where = pick(settings, executor, limits, now_ms, may_fall_back=all(s.fallback for s in skills))
+    where = pick(settings, executor, limits, now_ms, may_fall_back=all(s.fallback for s in skills), model=model)
     if where.executor != executor:
         # every account of its own is limited: a model named for it means nothing here
         executor, model = where.executor, _default_model(settings, where.executor)

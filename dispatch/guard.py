@@ -17,6 +17,10 @@ recorded:
   ``[dispatch] retry_backoff`` and doubles with each limit of that account in a row,
   up to ``usage_limit_fallback``. The loop is gated only when every account of the
   task's executor and of its fallbacks is limited, until the earliest reset. A
+  limit of one model's week (``seven_day_opus``, ``seven_day_sonnet``) never gates
+  the loop: it stops its account only for tasks on that model family (and tasks
+  that name no model, whose model cannot be known), which wait for its reset
+  (``deferred``) while the others run (``dispatch.accounts``). A
   limit that no reset ends (a spend limit with none named, usage turned off:
   ``vigil.limit_kinds.person_fix``) holds the account for a person instead
   (``dispatch.account_limits``); with no account left the loop waits for them;
@@ -57,8 +61,9 @@ Before running a claimed task the loop asks ``needs_approval(task, skills)``: a
 task whose skill says ``requires_approval: true`` and that no person approved yet
 goes back unrun (``Store.put_back``, blocked) until ``vigil task approve``. Then it
 asks ``deferred(task, skills)``: a task whose sensor is over its ``[budget]
-per_sensor`` cap, or whose every account is limited while its skill forbids
-fallback, goes back unrun, due later (``Store.put_back``).
+per_sensor`` cap, or whose every account is limited (for its model) while its
+skill forbids fallback or no fallback is free, goes back unrun, due later
+(``Store.put_back``).
 
 Gates a person must lift, long holds, skipped fallbacks, auth failures and budget
 warnings are sent to the alert hook. An automatic gate never replaces a stronger
@@ -84,7 +89,7 @@ from vigil.clock import Clock, iso_utc
 from vigil.config import AGENT_EXECUTORS, Settings
 from vigil.fate import Policy
 from vigil.gate import AUTH, BACKOFF, FAILED_IN_A_ROW, GATE_KEY, REFUSED, USAGE, GateState, LoopGate, lift_expired
-from vigil.limit_kinds import last_rejected, person_fix
+from vigil.limit_kinds import last_rejected, model_family, person_fix
 from vigil.models import ApprovalState, Outcome, OutcomeKind, Task, TaskStatus
 from vigil.store import CostGroup, Store
 
@@ -272,19 +277,23 @@ class Guard:
         per_sensor`` cap (urgent tasks are exempt, as for the daily cap). None: run
         it now. The first deferral per sensor and window sends a
         ``budget_warning``."""
-        limited = await self._accounts_limited(skills)
+        limited = await self._accounts_limited(task, skills)
         if limited is not None:
             return limited
         later = await self._sensor_over_budget(task)
         return None if later is None else Deferral(later, "its sensor is over its daily budget")
 
-    async def _accounts_limited(self, skills: Sequence[Skill]) -> Deferral | None:
+    async def _accounts_limited(self, task: Task, skills: Sequence[Skill]) -> Deferral | None:
         executor = next((s.executor for s in skills if s.executor), None) or self._settings.dispatch.executor
         if executor not in AGENT_EXECUTORS:
             return None
         limits = read_limits(await self._store.loop_values())
         now_ms = self._clock.now_ms()
-        where = pick(self._settings, executor, limits, now_ms, may_fall_back=all(s.fallback for s in skills))
+        cli = self._settings.agent_cli(executor)
+        # as choose_executor picks it: the task's, its skill's, the executor's configured one
+        model = task.model or next((s.model for s in skills if s.model), None) or (cli.model if cli else None)
+        fall_back = all(s.fallback for s in skills)
+        where = pick(self._settings, executor, limits, now_ms, may_fall_back=fall_back, model=model)
         if where.account is not None or where.free_at is None or where.free_at <= now_ms:
             return None
         if where.free_at >= HELD_UNTIL:  # every account needs a person: look again after a while
@@ -346,6 +355,10 @@ class Guard:
             log.info(
                 "account %s is limited until %s; tasks run on %s:%s", key, iso_utc(until), where.executor, where.account
             )
+            return False
+        family = model_family(kind)
+        if family is not None:  # one model's week: tasks on the others run; its own wait (``deferred``)
+            log.info("account %s is limited for %s tasks until %s; other tasks run", key, family, iso_utc(until))
             return False
         reason = f"usage limit: every account is limited ({key}: {detail})"
         # an executor that has no accounts (a command that exits as limited) waits as one

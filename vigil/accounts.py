@@ -36,7 +36,7 @@ from datetime import datetime
 from vigil.clock import iso_utc
 from vigil.config import AGENT_EXECUTORS, Settings
 from vigil.durations import format_duration
-from vigil.limit_kinds import LimitReport, label
+from vigil.limit_kinds import SPEND_CONTROL, LimitReport, label, model_family
 from vigil.store import Store
 
 ACCOUNTS_KEY = "accounts"
@@ -198,8 +198,9 @@ async def record_reports(store: Store, key: str, reports: Iterable[LimitReport],
     """Keep the last of ``reports`` for each window of account ``key`` (received at
     ``now_ms``); returns the account's windows as written. A report that names no
     use keeps the use last reported for the same window (the same reset): Claude
-    Code names it only in warnings, so its silence is no drop."""
-    latest = {report.kind: report for report in reports}
+    Code names it only in warnings, so its silence is no drop. A report of a state
+    of the account (``spend_control``) is no window: the account's hold keeps it."""
+    latest = {report.kind: report for report in reports if report.kind != SPEND_CONTROL}
     while True:
         raw = (await store.loop_values()).get(WINDOWS_KEY)
         entries = dict(raw) if isinstance(raw, dict) else {}
@@ -348,7 +349,9 @@ def accounts_json(settings: Settings, values: Mapping[str, object], now_ms: int)
     ``account``, ``state`` (``free``, ``limited``, ``reserved``, ``needs_person``),
     ``until`` (ISO 8601, while limited or reserved), ``until_in_s``, ``until_text``
     (local time for people), ``kind`` and ``kind_label`` of its last limit,
-    ``reason`` of its last limit, ``limited_at``, ``fix`` (what a person must do,
+    ``reason`` of its last limit, ``model_family`` (while limited by one model's
+    week: the only tasks it stops are on that family's models, or name none),
+    ``limited_at``, ``fix`` (what a person must do,
     when it needs one), ``reserve``, and ``windows``: each live limit window's
     ``kind``, ``label``, ``status``, ``window_minutes``, ``used_percent``,
     ``resets_at``, ``resets_in_s``, ``text``, and what it said of usage credits,
@@ -366,6 +369,7 @@ def accounts_json(settings: Settings, values: Mapping[str, object], now_ms: int)
                 "until_text": when_text(state.until or 0, now_ms) if waits else None,
                 "kind": state.kind or None,
                 "kind_label": label(state.kind) if state.kind else None,
+                "model_family": model_family(state.kind) if waits else None,
                 "reason": state.reason,
                 "limited_at": iso_utc(state.since),
                 "fix": f"{state.hold}; {RESUME_HINT}" if state.hold else None,
@@ -379,6 +383,7 @@ def accounts_json(settings: Settings, values: Mapping[str, object], now_ms: int)
 def account_line(account: Mapping[str, object]) -> str:
     """One account for people: ``claude:main free · 5h 62% used, resets 14:00``,
     ``codex:default limited (weekly) until Mon 09:00 (in 2d11h): usage limit …``,
+    ``claude:main limited for Opus tasks (weekly Opus) until Mon 09:00 (in 2d11h): …``,
     ``claude:a reserved until 14:00 (in 1h10m): reserve: 5h window 85% used …``,
     ``claude:b needs you: its monthly spend limit is reached: …; then run vigil resume``."""
     name = f"{account['executor']}:{account['account']}"
@@ -390,6 +395,7 @@ def account_line(account: Mapping[str, object]) -> str:
         return " · ".join([f"{name} free", *known])
     wait = format_duration(int(str(account["until_in_s"])) * 1000)
     kind = f" ({account['kind_label']})" if account.get("kind_label") and account["state"] == "limited" else ""
+    family = f" for {str(account['model_family']).capitalize()} tasks" if account.get("model_family") else ""
     reason = f": {account['reason']}" if account.get("reason") else ""
-    line = f"{name} {account['state']}{kind} until {account['until_text']} (in {wait}){reason}"
+    line = f"{name} {account['state']}{family}{kind} until {account['until_text']} (in {wait}){reason}"
     return " · ".join([line, *known])

@@ -189,7 +189,11 @@ def _accounts(report: _Report, settings: Settings) -> None:
     """Each account of the executor and its fallbacks: its login folder exists, or
     its key variable is set. A missing login fails every run on that account as an
     auth failure, which waits for a person; a key variable may be set only in the
-    service's environment, so its absence here is a warning."""
+    service's environment, so its absence here is a warning. A ``reserve`` on an
+    account selected by its key is a warning too: it does nothing, as the CLIs
+    report a usage window's use only for a subscription login (Claude Code's
+    ``rate_limit_event``, Codex's ``x-codex-*`` headers from ChatGPT), never for an
+    API key."""
     for executor in dict.fromkeys((settings.dispatch.executor, *settings.dispatch.fallback)):
         cli = settings.agent_cli(executor)
         for account in cli.accounts if cli is not None else ():
@@ -205,6 +209,13 @@ def _accounts(report: _Report, settings: Settings) -> None:
                     report.ok(what, f"key from ${account.api_key_env}")
                 else:
                     report.warn(what, f"${account.api_key_env} is not set here; vigil run needs it in its environment")
+                if account.reserve is not None:
+                    report.warn(
+                        what,
+                        f"reserve = {account.reserve:g} does nothing: an account selected by an API key gets no "
+                        "usage windows from its CLI (only a subscription login does); take it out, or log in with "
+                        "a subscription and use config_dir",
+                    )
 
 
 def _guardrails(report: _Report, settings: Settings) -> None:

@@ -23,6 +23,18 @@ usage turned off by the organisation, a seat without usage) is a state of the
 account only a person ends (``person_fix``): it is never waited out or retried as
 a limit. An ``allowed`` event that carries a refused overage (``org_level_disabled``
 on an account that still has its plan's usage) is only information.
+
+Codex 0.171.0 names such states in its session file's ``rate_limits``:
+``rate_limit_reached_type`` (from the API's ``x-codex-rate-limit-reached-type`` on a
+429 ``usage_limit_reached``) ``workspace_owner_credits_depleted``,
+``workspace_member_credits_depleted``, ``workspace_owner_usage_limit_reached`` or
+``workspace_member_usage_limit_reached`` (``rate_limit_reached`` is a window used
+up, which resets), or ``spend_control_reached: true``; read as a rejection of kind
+``spend_control`` with that name as its reason. It says them in prose too ("You hit
+your spend cap set in your workspace …", "Your workspace is out of credits …"), and
+two more that only a person ends: a ChatGPT plan without Codex ("To use Codex with
+your ChatGPT plan, upgrade to Plus …", a 429 ``usage_not_included``) and an API key
+out of quota ("Quota exceeded. Check your plan and billing details.").
 """
 
 from __future__ import annotations
@@ -50,7 +62,11 @@ LABELS = {
     "seven_day_overage_included": "weekly, one model",
     "overage": "usage credits",
     "reserve": "reserve",
+    "spend_control": "spend control",
 }
+# The kind of a report that says an account's workspace stopped it (Codex): a state
+# of the account, not a window (``vigil.accounts.record_reports`` keeps no window of it)
+SPEND_CONTROL = "spend_control"
 # overageDisabledReason → what a person must do about the account (no reset named)
 _SPEND_LIMIT = "its monthly spend limit is reached: raise it at claude.ai/settings/usage (or ask its admin)"
 _FIXES = {
@@ -64,7 +80,21 @@ _FIXES = {
     "member_level_disabled": "its admin disabled its usage allocation (member_level_disabled): ask its admin",
     "member_zero_credit_limit": "its admin set its usage to $0 (member_zero_credit_limit): ask its admin",
     "group_zero_credit_limit": "its group's usage limit is $0 (group_zero_credit_limit): ask its admin",
+    # Codex 0.171.0: rate_limits.rate_limit_reached_type (the API's x-codex-rate-limit-reached-type)
+    "workspace_owner_credits_depleted": "its ChatGPT workspace is out of credits: add credits to the workspace",
+    "workspace_member_credits_depleted": "its ChatGPT workspace is out of credits: ask the workspace's owner for more",
+    "workspace_owner_usage_limit_reached": "the spend cap set in its ChatGPT workspace is reached: raise the spend cap",
+    "workspace_member_usage_limit_reached": (
+        "the spend cap its ChatGPT workspace's owner set for it is reached: ask an owner to raise it"
+    ),
+    # Codex 0.171.0: rate_limits.spend_control_reached
+    "spend_control_reached": "its ChatGPT workspace's spend control is reached: raise the spend cap (or ask its owner)",
 }
+# Codex's rate_limit_reached_type values that only a person ends (the other one,
+# ``rate_limit_reached``, is a window used up: it resets)
+CODEX_PERMANENT = frozenset(name for name in _FIXES if name.startswith("workspace_"))
+_NOT_INCLUDED = "its ChatGPT plan does not include Codex: upgrade the plan, or use another account"
+_QUOTA = "its API key's quota is used up: check its plan and billing at platform.openai.com"
 # The same states when a CLI says them only in prose (an older CLI, an API key, a
 # message passed on as text): the pattern and the fix. Only without a reset named.
 _PROSE_FIXES = (
@@ -74,12 +104,26 @@ _PROSE_FIXES = (
     (re.compile(r"seat type doesn't include", re.IGNORECASE), "its seat type includes no usage: ask its admin"),
     (re.compile(r"usage allocation has been disabled", re.IGNORECASE), _FIXES["member_level_disabled"]),
     (re.compile(r"usage limit is set to \$0", re.IGNORECASE), _FIXES["group_zero_credit_limit"]),
+    # Codex 0.171.0's messages for the same states (codex-rs UsageLimitReachedError, CodexErr)
+    (
+        re.compile(r"workspace is out of credits\. Ask your workspace owner", re.IGNORECASE),
+        _FIXES["workspace_member_credits_depleted"],
+    ),
+    (re.compile(r"workspace is out of credits", re.IGNORECASE), _FIXES["workspace_owner_credits_depleted"]),
+    (
+        re.compile(r"spend cap set by the owner of your workspace", re.IGNORECASE),
+        _FIXES["workspace_member_usage_limit_reached"],
+    ),
+    (re.compile(r"spend cap set in your workspace", re.IGNORECASE), _FIXES["workspace_owner_usage_limit_reached"]),
+    (re.compile(r"To use Codex with your ChatGPT plan", re.IGNORECASE), _NOT_INCLUDED),
+    (re.compile(r"Quota exceeded\. Check your plan and billing", re.IGNORECASE), _QUOTA),
 )
 _RESET_NAMED = re.compile(r"\bresets?\b|try again at|regain access", re.IGNORECASE)
 # prose that says an account's usage is over, whatever kind (for the classifiers)
 ACCOUNT_LIMIT_TEXT = re.compile(
     r"hit your (?:[\w']+ ){0,3}limit|usage limit|out of usage credits|org is out of usage|"
-    r"service is disabled for your org|seat type doesn't include|usage allocation has been disabled",
+    r"service is disabled for your org|seat type doesn't include|usage allocation has been disabled|"
+    r"workspace is out of credits|hit your spend cap|To use Codex with your ChatGPT plan|Quota exceeded",
     re.IGNORECASE,
 )
 
@@ -128,6 +172,24 @@ class LimitReport:
             overage_status=over if isinstance(over, str) else None,
             overage_reason=why if isinstance(why, str) else None,
         )
+
+
+# The limits of one model's week (Claude Code's rateLimitType) → the model family they
+# stop: a model whose name holds it ("claude-opus-4-6", "opus")
+MODEL_FAMILIES = {"seven_day_opus": "opus", "seven_day_sonnet": "sonnet"}
+
+
+def model_family(kind: str) -> str | None:
+    """The model family a limit of ``kind`` stops (None: every model)."""
+    return MODEL_FAMILIES.get(kind)
+
+
+def stops_model(kind: str, model: str | None) -> bool:
+    """Whether a limit of ``kind`` stops a run on ``model``. A model not known
+    (None: no task, skill or configuration names one, so the CLI picks its own) is
+    stopped by every limit: which model the CLI would pick cannot be known."""
+    family = model_family(kind)
+    return family is None or model is None or family in model.lower()
 
 
 def label(kind: str) -> str:

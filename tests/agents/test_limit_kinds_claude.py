@@ -2,8 +2,9 @@
 the local model server: a five-hour window's use and then its limit, a weekly
 limit, usage credits used up (a reset named) and a monthly spend limit (none
 named), usage turned off by the organisation (``org_level_disabled``: information
-on an allowed session, a person's job on a rejected one), and an account's
-reserve. ``vigil status`` says per account what is left and when it resets.
+on an allowed session, a person's job on a rejected one), an account's
+reserve, and one model's weekly limit (``seven_day_opus``: only that model's tasks
+wait). ``vigil status`` says per account what is left and when it resets.
 
 Each account is a subscription login (``subscription_login``): only then does
 Claude Code print ``rate_limit_event`` lines (``tests.agents.rate_limits``).
@@ -192,3 +193,29 @@ def test_an_accounts_reserve_stops_unattended_work_on_it_until_its_window_resets
     assert "reserve: 5h window 85% used, 20% kept for you" in account["reason"]
     assert f"claude:a reserved until {_when(reset)}" in text
     assert shown["b"]["state"] == "free"
+
+
+@pytest.mark.timeout(300)
+def test_a_weekly_opus_limit_stops_only_opus_tasks(tmp_path: Path) -> None:
+    """``seven_day_opus`` rejected: the account stays usable for a Sonnet task; an
+    Opus task waits for the reset; the loop is never gated for it."""
+    reset = int(time.time()) + 50 * HOUR_S
+    with anthropic_server() as api:
+        home = _home(tmp_path, api.server.url, ("main", None))
+        api.script_for("tok-main").set([rejected("seven_day_opus", reset), Text("Done on Sonnet.")])
+        opus = home.add_task("On Opus", "--model", "claude-opus-4-6", "--priority", "5")
+        _once(home)
+        limited, text = _shown(home)
+        sonnet = home.add_task("On Sonnet", "--model", "claude-sonnet-4-5", "--priority", "1")
+        _once(home)
+        gate = home.gate()
+    assert home.runs(opus)[0]["outcome"] == "usage_limited"
+    account = limited["main"]
+    assert (account["state"], account["kind"], account["model_family"]) == ("limited", "seven_day_opus", "opus")
+    assert epoch_ms(account["until"]) == reset * 1000
+    assert f"claude:main limited for Opus tasks (weekly Opus) until {_when(reset)}" in text
+    assert gate["state"] != "gated"
+    (run,) = home.runs(sonnet)
+    assert run["outcome"] == "success"  # the same account, on another model
+    assert home.task(sonnet)["status"] == "completed"
+    assert home.task(opus)["status"] == "pending"

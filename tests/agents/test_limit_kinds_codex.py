@@ -73,3 +73,58 @@ def test_codex_windows_are_shown_and_a_weekly_limit_is_one(tmp_path: Path) -> No
     assert epoch_ms(limited["until"]) >= week * 1000  # Codex names the minute: its end
     until = epoch_ms(limited["until"])
     assert f"codex:default limited (weekly) until {when_text(until, int(time.time() * 1000))}" in limited_text
+
+
+def _workspace_limit(reached_type: str, week_reset: int) -> HttpError:
+    """429 as the ChatGPT back end sends it when a workspace's credits or spend cap
+    stop an account: ``usage_limit_reached`` with ``x-codex-rate-limit-reached-type``
+    (Codex 0.171.0 names the state in its message and its session file)."""
+    now = int(time.time())
+    body = {
+        "error": {"type": "usage_limit_reached", "message": "The usage limit has been reached", "plan_type": "team"}
+    }
+    headers = (*_windows(10, now + 2 * HOUR_S, 20, week_reset), ("x-codex-rate-limit-reached-type", reached_type))
+    return HttpError(429, body, headers)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    ("reached_type", "said", "fix"),
+    [
+        (
+            "workspace_member_usage_limit_reached",
+            "You hit your spend cap set by the owner of your workspace",
+            "the spend cap its ChatGPT workspace's owner set for it is reached",
+        ),
+        (
+            "workspace_owner_credits_depleted",
+            "Your workspace is out of credits. Add credits to continue.",
+            "its ChatGPT workspace is out of credits",
+        ),
+    ],
+)
+def test_a_workspace_spend_cap_or_credits_wait_for_a_person_then_work_goes_on(
+    tmp_path: Path, reached_type: str, said: str, fix: str
+) -> None:
+    week = int(time.time()) + 3 * 24 * HOUR_S
+    with openai_server() as api:
+        home = CodexHome.create(tmp_path, api.server.url, dispatch={"min_gate": "1s"})
+        api.script.set([_workspace_limit(reached_type, week), Text("Done after the raise.")])
+        task_id = home.add_task("Anything")
+        assert home.vigil("dispatch", "once").returncode == 0
+        (account,) = home.status()["accounts"]
+        text = home.vigil("status").stdout
+        gate = home.gate()
+        resumed = home.vigil("resume")
+        (after,) = home.status()["accounts"]
+        assert home.vigil("dispatch", "once").returncode == 0
+    (run, done) = home.runs(task_id)
+    assert said in run["error"]
+    assert run["outcome"] == "usage_limited"  # not a failure of the work: no attempt counted against it
+    assert (account["state"], account["until"]) == ("needs_person", None)
+    assert fix in account["fix"]
+    assert f"codex:default needs you: {fix}" in text
+    assert (gate["state"], gate["until"], gate["kind"]) == ("gated", None, "account")
+    assert "account usable again: codex:default" in resumed.stdout
+    assert after["state"] == "free"
+    assert (done["outcome"], home.task(task_id)["status"]) == ("success", "completed")

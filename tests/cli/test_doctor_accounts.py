@@ -1,6 +1,7 @@
 """`vigil doctor` checks each account of the executor and its fallbacks: a login
 folder that is missing fails (every run on it would wait for a person as an auth
-failure); a key variable not set here is a warning (the service may have it)."""
+failure); a key variable not set here is a warning (the service may have it), and so is a
+``reserve`` on an account a key selects (no CLI reports a key's usage windows)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ api_key_env = "DOCTOR_TEST_TEAM_KEY"
 [[executors.codex.accounts]]
 name = "solo"
 api_key_env = "DOCTOR_TEST_SOLO_KEY"
+reserve = 0.2
 """
 
 
@@ -57,5 +59,9 @@ async def test_doctor_checks_every_account_of_the_executor_and_its_fallbacks(
         f"log in with CLAUDE_CONFIG_DIR={home / 'logins' / 'gone'} claude, then /login",
         "ok account codex:team key from $DOCTOR_TEST_TEAM_KEY",
         "warn account codex:solo $DOCTOR_TEST_SOLO_KEY is not set here; vigil run needs it in its environment",
+        # a reserve on a key's account: no CLI reports a key's usage windows
+        "warn account codex:solo reserve = 0.2 does nothing: an account selected by an API key gets no usage "
+        "windows from its CLI (only a subscription login does); take it out, or log in with a subscription and "
+        "use config_dir",
     ]
     assert not ok  # the missing login fails the doctor

@@ -16,6 +16,8 @@ import pytest
 from dispatch.accounts import pick
 from dispatch.agents.claude.stream import ClaudeStream, classify
 from dispatch.agents.codex.rollout import rollout_limits
+from dispatch.agents.codex.stream import CodexStream
+from dispatch.agents.codex.stream import classify as codex_classify
 from tests.guard.conftest import GuardFactory
 from tests.guard.support import a_task, guard_settings, recorded
 from vigil.accounts import (
@@ -133,6 +135,67 @@ def test_codex_session_file_names_both_windows(tmp_path: Path) -> None:
     assert (week.kind, week.rejected, week.utilization) == ("seven_day", False, 0.2)
 
 
+def _codex_session(tmp_path: Path, **state: object) -> Path:
+    path = tmp_path / "rollout.jsonl"
+    limits = {"primary": {"used_percent": 10.0, "window_minutes": 300, "resets_at": 1_800_000_000}, **state}
+    line = {"type": "event_msg", "payload": {"type": "token_count", "info": None, "rate_limits": limits}}
+    path.write_text(json.dumps(line) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("state", "fix"),
+    [
+        ({"rate_limit_reached_type": "workspace_owner_credits_depleted"}, "workspace is out of credits: add"),
+        ({"rate_limit_reached_type": "workspace_member_credits_depleted"}, "ask the workspace's owner"),
+        ({"rate_limit_reached_type": "workspace_owner_usage_limit_reached"}, "raise the spend cap"),
+        ({"rate_limit_reached_type": "workspace_member_usage_limit_reached"}, "ask an owner to raise it"),
+        ({"rate_limit_reached_type": None, "spend_control_reached": True}, "spend control is reached"),
+    ],
+)
+def test_codex_names_a_workspace_state_only_a_person_ends(tmp_path: Path, state: dict[str, object], fix: str) -> None:
+    five, held = rollout_limits(_codex_session(tmp_path, **state))
+    assert (five.kind, five.rejected) == ("five_hour", False)
+    assert (held.kind, held.rejected, held.resets_at) == ("spend_control", True, None)
+    found = person_fix((five, held), "You hit your spend cap set in your workspace.")
+    assert found is not None
+    assert fix in found
+
+
+def test_codex_rate_limit_reached_is_a_window_that_resets(tmp_path: Path) -> None:
+    (five,) = rollout_limits(_codex_session(tmp_path, rate_limit_reached_type="rate_limit_reached"))
+    assert person_fix((five,), "You've hit your usage limit. Try again at 3:46 PM.") is None
+
+
+@pytest.mark.parametrize(
+    ("message", "fix"),
+    [
+        ("You hit your spend cap set in your workspace. Increase your spend cap to continue.", "raise the spend cap"),
+        (
+            "You hit your spend cap set by the owner of your workspace. Ask an owner to increase your spend cap "
+            "to continue.",
+            "ask an owner to raise it",
+        ),
+        ("Your workspace is out of credits. Add credits to continue.", "add credits"),
+        ("Your workspace is out of credits. Ask your workspace owner to refill in order to continue.", "owner"),
+        ("To use Codex with your ChatGPT plan, upgrade to Plus: https://chatgpt.com/explore/plus.", "upgrade"),
+        ("Quota exceeded. Check your plan and billing details.", "billing"),
+    ],
+)
+def test_codex_says_a_state_only_a_person_ends_in_prose(message: str, fix: str) -> None:
+    """Codex 0.171.0's own messages for these states (no session file needed)."""
+    stream = CodexStream()
+    for event in ({"type": "turn.started"}, {"type": "turn.failed", "error": {"message": message}}):
+        stream.feed(json.dumps(event).encode())
+    verdict = codex_classify(stream, 1, "", 0)
+    assert verdict.kind is OutcomeKind.USAGE_LIMITED  # never a failure of the work
+    found = person_fix((), verdict.error)
+    assert found is not None
+    assert fix in found
+    free_plan = "You've hit your usage limit. Upgrade to Plus to continue using Codex (…), or try again later."
+    assert person_fix((), free_plan) is None  # a plan's limit: it resets
+
+
 async def test_a_held_account_gates_for_a_person_and_vigil_resume_frees_it(
     store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
 ) -> None:
@@ -248,3 +311,44 @@ def test_an_api_workspaces_spend_limit_waits_until_access_comes_back() -> None:
     verdict = classify(_stream(result=text, status=400), 1, "", 0)
     assert (verdict.kind, verdict.retry_at) == (OutcomeKind.USAGE_LIMITED, 1_798_761_600_000)
     assert person_fix((), verdict.error) is None  # a reset is named: it ends by itself
+
+
+async def test_one_models_weekly_limit_stops_only_that_models_tasks(
+    store: SqliteStore, clock: ManualClock, tmp_path: Path, make_guard: GuardFactory
+) -> None:
+    """``seven_day_opus``: Opus tasks, and tasks that name no model (the CLI's own
+    choice cannot be known), wait for the reset; Sonnet tasks run on; the loop is
+    never gated for it."""
+    events = tmp_path / "events.jsonl"
+    settings = guard_settings(tmp_path, events, dispatch={"executor": "claude"})
+    guard, _ = make_guard(settings)
+    now = clock.now_ms()
+    reset = now + 50 * HOUR
+    weekly_opus = LimitReport("rejected", kind="seven_day_opus", resets_at=reset)
+    outcome = Outcome(
+        OutcomeKind.USAGE_LIMITED,
+        error="usage limit: You've hit your Opus limit · resets Mon 9am",
+        retry_at=reset,
+        limits=(weekly_opus,),
+        account="default",
+        model="claude-opus-4-6",
+    )
+    task = await _claude_task(store)
+
+    await guard.after_outcome(replace(task, model="claude-opus-4-6"), outcome)
+
+    assert (await guard.may_claim(now)).may_claim  # no gate: other models' tasks run
+    limits = read_limits(await store.loop_values())
+    assert pick(settings, "claude", limits, now, model="claude-sonnet-4-5").account == "default"
+    assert pick(settings, "claude", limits, now, model="opus").account is None
+    assert await guard.deferred(replace(task, model="claude-sonnet-4-5"), ()) is None
+    opus = await guard.deferred(replace(task, model="claude-opus-4-6"), ())
+    unnamed = await guard.deferred(replace(task, model=None), ())  # conservative
+    assert opus is not None
+    assert unnamed is not None
+    assert opus.until == unnamed.until == reset
+    (shown,) = accounts_json(settings, await store.loop_values(), now)
+    assert (shown["state"], shown["kind"], shown["model_family"]) == ("limited", "seven_day_opus", "opus")
+    assert account_line(shown).startswith(
+        f"claude:default limited for Opus tasks (weekly Opus) until {when_text(reset, now)}"
+    )

@@ -19,7 +19,14 @@ account's usage windows is kept there too, in ``token_count`` events::
     {"type": "event_msg", "payload": {"type": "token_count", "rate_limits": {"primary":
      {"used_percent": 62.5, "window_minutes": 300, "resets_at": <epoch s>}, "secondary": {…}, …}}}
 
-(``rollout_limits``: the last such report, one ``LimitReport`` per window).
+(``rollout_limits``: the last such report, one ``LimitReport`` per window). The
+same object names a state of the account that no reset ends: ``rate_limit_reached_type``
+``workspace_owner_credits_depleted``, ``workspace_member_credits_depleted``,
+``workspace_owner_usage_limit_reached`` or ``workspace_member_usage_limit_reached``
+(from the API's ``x-codex-rate-limit-reached-type``; ``rate_limit_reached`` is only
+a window used up), or ``spend_control_reached: true``. It is reported as a rejection
+of kind ``spend_control`` with no reset, its reason that name
+(``vigil.limit_kinds.person_fix`` says what a person must do).
 
 A refusal is an answer that says Codex's policy rejected the call ("patch
 rejected: writing outside of the project", "rm -f style commands are not
@@ -35,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from dispatch.executors.refusals import denial_line, sandbox_refusal, sandbox_start_failure, unknown_vigil_tool
-from vigil.limit_kinds import LimitReport, window_kind
+from vigil.limit_kinds import CODEX_PERMANENT, REJECTED, SPEND_CONTROL, LimitReport, window_kind
 
 # how Codex 0.171.0 heads a command's answer when the command failed
 _FAILED = re.compile(r"^Process exited with code [1-9]\d*$", re.MULTILINE)
@@ -84,7 +91,19 @@ def rollout_limits(path: Path) -> list[LimitReport]:
             if '"rate_limits"' in line:
                 limits = _payload(line).get("rate_limits")
                 last = limits if isinstance(limits, dict) else last
-    return [report for name in ("primary", "secondary") if (report := _window(last.get(name))) is not None]
+    found = [report for name in ("primary", "secondary") if (report := _window(last.get(name))) is not None]
+    state = _account_state(last)
+    return found if state is None else [*found, state]
+
+
+def _account_state(limits: dict[str, Any]) -> LimitReport | None:
+    """The state only a person ends that ``rate_limits`` names (None: none)."""
+    reached = limits.get("rate_limit_reached_type")
+    if reached in CODEX_PERMANENT:
+        return LimitReport(status=REJECTED, kind=SPEND_CONTROL, overage_reason=str(reached))
+    if limits.get("spend_control_reached") is True:
+        return LimitReport(status=REJECTED, kind=SPEND_CONTROL, overage_reason="spend_control_reached")
+    return None
 
 
 def _window(value: object) -> LimitReport | None:

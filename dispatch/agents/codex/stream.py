@@ -23,6 +23,10 @@ what the CLI says                                          outcome
 =========================================================  ==================
 "You've hit your usage limit … try again at 3:46 PM."      usage_limited
 "exceeded retry limit, last status: 429 Too Many Requests"  usage_limited
+"You hit your spend cap set … your workspace …",           usage_limited, and
+  "Your workspace is out of credits …", "To use Codex      a person's job
+  with your ChatGPT plan, upgrade to Plus …", "Quota       (``person_fix``)
+  exceeded. Check your plan and billing details."
 "unexpected status 401 Unauthorized: …" (or 403)           auth
 "Missing environment variable: `OPENAI_API_KEY`."          auth
 "stream disconnected before completion: …", 5xx            transient
@@ -48,6 +52,7 @@ from dispatch.agents.codex.usage import codex_tokens
 from dispatch.agents.pricing import TokenUsage
 from dispatch.executors.refusals import channel_refusal, denial_line
 from dispatch.executors.resets import reset_ms
+from vigil.limit_kinds import ACCOUNT_LIMIT_TEXT
 from vigil.models import OutcomeKind
 
 ProgressNote = Callable[[str | None], None]
@@ -213,7 +218,7 @@ def api_error_text(message: str) -> str:
 
 def _failure(message: str, now_ms: int) -> Verdict:
     message = api_error_text(message)
-    if _USAGE_LIMIT.search(message):
+    if _USAGE_LIMIT.search(message) or ACCOUNT_LIMIT_TEXT.search(message):
         return Verdict(OutcomeKind.USAGE_LIMITED, f"usage limit: {message}", reset_ms(message, now_ms))
     if _AUTH.search(message):
         return Verdict(OutcomeKind.AUTH, f"authentication failed: {message}")
