@@ -57,7 +57,7 @@ def test_every_store_module_is_in_a_store_layer() -> None:
     a folder with no contract of its own is one layer (``vigil.store.sql``)."""
     _, store, *folders = _layers_contracts()
     layers = set(_layer_modules(store))
-    for folder in folders:
+    for folder in _inside(folders, "vigil.store."):
         containers = folder["containers"]
         assert isinstance(containers, list)
         assert len(containers) == 1
@@ -66,6 +66,32 @@ def test_every_store_module_is_in_a_store_layer() -> None:
     store_modules = [m for m in _modules() if m.startswith("vigil.store.")]
     left_out = [m for m in store_modules if m not in layers and m.rsplit(".", 1)[0] not in layers]
     assert left_out == []
+
+
+def _inside(contracts: list[dict[str, object]], prefix: str) -> list[dict[str, object]]:
+    """The contracts that order the inside of a package whose name starts with ``prefix``."""
+    inside = []
+    for contract in contracts:
+        containers = contract.get("containers", [])
+        assert isinstance(containers, list)
+        if any(str(container).startswith(prefix) for container in containers):
+            inside.append(contract)
+    return inside
+
+
+def test_every_package_module_is_in_its_layer() -> None:
+    """Outside the store, a package split into modules (``vigil.cli``) has a contract
+    of its own that names each of them."""
+    _, _, *rest = _layers_contracts()
+    packages = [c for c in rest if c not in _inside(rest, "vigil.store.")]
+    assert packages
+    for contract in packages:
+        containers = contract["containers"]
+        assert isinstance(containers, list)
+        assert len(containers) == 1
+        layers = set(_layer_modules(contract))
+        inside = [m for m in _modules() if m.startswith(containers[0] + ".")]
+        assert [m for m in inside if m not in layers] == []
 
 
 def test_no_store_module_imports_the_face() -> None:
