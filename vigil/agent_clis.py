@@ -39,8 +39,8 @@ class CliFacts:
 
     An account is selected by its folder, named by the account key ``folder_key``
     and passed as ``folder_variable``, or by its key, passed as ``key_variables``;
-    the CLI's other ``credentials`` are then taken away. ``login`` says how a
-    person logs a folder in (``{}``: the folder). ``variables``: what of ``vigil
+    the CLI's other ``credentials`` are then taken away. ``install`` says how a
+    person installs the CLI, ``login`` how they log a folder in (``{}``: the folder). ``variables``: what of ``vigil
     run``'s environment reaches the CLI. ``cost_figure``: the CLI's own figure of
     what a run cost, in words, when it reports one (that figure is the run's spend,
     and a cap is passed to the CLI to hold by it); None: its runs are priced by
@@ -51,6 +51,7 @@ class CliFacts:
     folder_variable: str
     key_variables: tuple[str, ...]
     credentials: tuple[str, ...]
+    install: str
     login: str
     variables: CliVariables
     choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -71,6 +72,7 @@ CLAUDE = CliFacts(
     folder_variable="CLAUDE_CONFIG_DIR",
     key_variables=("ANTHROPIC_API_KEY",),
     credentials=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
+    install="Claude Code (npm install -g @anthropic-ai/claude-code)",
     login="CLAUDE_CONFIG_DIR={} claude, then /login",
     # ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL, ANTHROPIC_MODEL …;
     # CLAUDE_CODE_OAUTH_TOKEN, CLAUDE_CODE_USE_BEDROCK / _VERTEX, CLAUDE_CONFIG_DIR …
@@ -91,6 +93,7 @@ CODEX = CliFacts(
     folder_variable="CODEX_HOME",
     key_variables=("CODEX_API_KEY", "OPENAI_API_KEY"),
     credentials=("CODEX_API_KEY",),
+    install="Codex (npm install -g @openai/codex)",
     login="CODEX_HOME={} codex login",
     # OPENAI_API_KEY, OPENAI_BASE_URL …; CODEX_HOME …
     variables=CliVariables(prefixes=("OPENAI_", "CODEX_")),

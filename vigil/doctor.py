@@ -13,7 +13,6 @@ account (``dispatch.agents.doctor.probe_findings``), as ``probe_checks``, which 
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
 import stat
 import sys
@@ -172,19 +171,6 @@ def _loop(report: _Report, health: LoopHealth) -> None:
         report.warn("loop", health.summary())
 
 
-def _executor(report: _Report, settings: Settings) -> None:
-    name = settings.dispatch.executor
-    cli = settings.agent_cli(name)
-    if cli is None:
-        report.ok("executor", name)
-        return
-    binary = cli.command[0]
-    if shutil.which(binary) is None:
-        report.fail("executor", f"{name}: command {binary!r} not found on PATH")
-    else:
-        report.ok("executor", f"{name} ({shutil.which(binary)})")
-
-
 def _accounts(report: _Report, settings: Settings) -> None:
     """Each account of the executor and its fallbacks: its login folder exists, or
     its key variable is set. A missing login fails every run on that account as an
@@ -256,9 +242,10 @@ async def run_checks(
     probe_checks: AgentChecks | None = None,
 ) -> bool:
     """Run every check, printing one line each; True when nothing failed.
-    ``agent_checks`` runs the configured agent CLI for real (None: only look it
-    up on PATH); ``config_checks`` checks what `vigil run` would refuse in the
-    config (the sensors: None, not checked). ``findings`` (if given) receives each
+    ``agent_checks`` runs the configured agent CLI for real, its ``--version``
+    first (None, or an executor without a CLI: the executor's name is its line);
+    ``config_checks`` checks what `vigil run` would refuse in the config (the
+    sensors: None, not checked). ``findings`` (if given) receives each
     line as a ``Finding`` too (``vigil doctor --json``). ``probe_checks`` (None:
     none) makes a live request per account (``vigil doctor --probe``): a probe
     that fails fails the doctor."""
@@ -284,11 +271,8 @@ async def run_checks(
     report.ok("config", where if sensors is None else f"{where} ({sensors} sensor{'' if sensors == 1 else 's'})")
     await _database(report, settings)
     findings = [] if agent_checks is None else await agent_checks(settings)
-    if findings:
-        for finding in findings:
-            report.add(finding)
-    else:
-        _executor(report, settings)
+    for finding in findings or [Finding("ok", "executor", settings.dispatch.executor)]:
+        report.add(finding)
     _accounts(report, settings)
     for finding in [] if probe_checks is None else await probe_checks(settings):
         report.add(finding)

@@ -11,6 +11,7 @@ checks share.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, Protocol
 
 from dispatch.agents.pricing import TokenUsage
 from dispatch.agents.probe import Target
+from dispatch.environment import base_env
 from dispatch.executors import Executor
 from dispatch.workspace import contains
 from vigil.agent_clis import CliFacts
@@ -47,6 +49,39 @@ def outside_dirs(section: str, folders: tuple[str, ...], home: Path) -> list[str
         for folder in folders
         if contains((home / Path(folder).expanduser()).resolve(), home)
     ]
+
+
+@dataclass(frozen=True)
+class Started:
+    """An agent CLI that answered ``--version`` (what it said) as the loop runs it:
+    from ``origin``, the loop's environment, with ``env``, the agent's, in ``cwd``."""
+
+    origin: Mapping[str, str]
+    env: dict[str, str]
+    cwd: Path
+    command: list[str]
+    version: str
+
+
+async def started(
+    settings: Settings, cli: CliFacts, run: Run, source: Mapping[str, str] | None, said: Callable[[str], str]
+) -> Started | Finding:
+    """An agent CLI's first doctor checks: the workspace exists and ``command
+    --version`` runs in it as the loop runs it (``source``: the loop's environment;
+    None: this one). Else a ``fail``: why (``said`` makes the output one line) and
+    how to install the CLI."""
+    origin = os.environ if source is None else source
+    env = base_env(settings, source=origin, executor=cli.name)
+    cwd = settings.dispatch.workdir or settings.home
+    if not cwd.is_dir():
+        return Finding("fail", "workdir", f"{cwd} does not exist: create it or change [dispatch] workdir")
+    command = list(settings.agent_clis[cli.name].command)
+    code, output = await run([*command, "--version"], env, cwd)
+    if code != 0:
+        why = said(output) or f"exit code {code}"
+        fix = f"install {cli.install} or set [executors.{cli.name}] command"
+        return Finding("fail", cli.name, f"{command[0]!r} does not run ({why}); {fix}")
+    return Started(origin, env, cwd, command, output)
 
 
 class ExecutorFactory(Protocol):

@@ -37,14 +37,15 @@ probe. Which accounts are probed, and what it costs, is
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dispatch.executors.child import ChildResult, run_child
+from dispatch.executors.child import ChildResult, LineHandler, run_child
 from vigil.clock import iso_utc
 from vigil.doctor import Finding
 from vigil.models import OutcomeKind
@@ -77,18 +78,35 @@ class Target:
 @dataclass
 class Seen:
     """What the probe's stream said beyond the executor's parser: the first retry
-    the CLI began (the probe stops there) and Claude Code's last rate-limit event."""
+    the CLI began (the probe stops there) and its last limit state, for people
+    (Claude Code's rate-limit event; None: none)."""
 
     retry: str | None = None
-    limit: dict[str, Any] | None = None
+    limit: str | None = None
 
 
-async def run_probe(argv: list[str], env: Mapping[str, str], feed: Callable[[bytes], None]) -> ChildResult:
+async def asked(
+    argv: list[str], env: Mapping[str, str], feed: LineHandler, watch: Callable[[dict[str, Any]], None], seen: Seen
+) -> ChildResult | Finding:
+    """Run the probe: each line of its stream goes to ``feed`` (the executor's
+    parser), then to ``watch`` if it is a JSON object (which notes a retry in
+    ``seen`` and stops the run there). A finding when no answer came: the CLI did
+    not start, the time ran out, or it retried the first request."""
+
+    def line(raw: bytes) -> None:
+        feed(raw)
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            return
+        if isinstance(event, dict):
+            watch(event)
+
     async def started(pid: int, pgid: int, proc_start: str | None) -> None:
         return None
 
     with tempfile.TemporaryDirectory(prefix="vigil-probe-") as folder:
-        return await run_child(
+        result = await run_child(
             argv,
             env=env,
             cwd=Path(folder),
@@ -96,17 +114,16 @@ async def run_probe(argv: list[str], env: Mapping[str, str], feed: Callable[[byt
             timeout_s=TIMEOUT_S,
             grace_s=GRACE_S,
             on_start=started,
-            on_line=feed,
+            on_line=line,
         )
-
-
-def problem(result: ChildResult) -> Finding | None:
-    """A probe that never got to ask: the CLI could not start, or no answer came."""
     if result.spawn_error is not None:
         return Finding("fail", "probe", f"the CLI does not start: {result.spawn_error}")
     if result.timed_out:
         return Finding("fail", "probe", f"unreachable: no answer within {TIMEOUT_S:g}s")
-    return None
+    if seen.retry is None:
+        return result
+    found = retried(f"the first request failed ({seen.retry})")
+    return replace(found, detail=f"{found.detail}; {seen.limit}") if seen.limit else found
 
 
 def retried(message: str) -> Finding:

@@ -15,11 +15,15 @@ import json
 import os
 from collections.abc import Mapping
 
-from dispatch.agents.cli import Run
-from dispatch.environment import base_env
+from dispatch.agents.cli import Run, started
+from vigil import agent_clis
 from vigil.config import Settings
 from vigil.doctor import Finding
 from vigil.redaction import looks_secret
+
+
+def _last_line(output: str) -> str:
+    return output.splitlines()[-1] if output else ""
 
 
 def _unpassed_secrets(env: Mapping[str, str], source: Mapping[str, str]) -> list[str]:
@@ -44,25 +48,11 @@ def _claude_settings(settings: Settings) -> list[Finding]:
 async def claude_findings(settings: Settings, run: Run, source: Mapping[str, str] | None = None) -> list[Finding]:
     """The checks of the ``claude`` executor, each command run by ``run``; ``source``
     is the environment the loop would start from (None: this process's)."""
-    origin = os.environ if source is None else source
-    env = base_env(settings, source=origin, executor="claude")
-    cwd = settings.dispatch.workdir or settings.home
-    if not cwd.is_dir():
-        return [Finding("fail", "workdir", f"{cwd} does not exist: create it or change [dispatch] workdir")]
-    command = list(settings.claude.command)
-    code, said = await run([*command, "--version"], env, cwd)
-    if code != 0:
-        why = said.splitlines()[-1] if said else f"exit code {code}"
-        return [
-            Finding(
-                "fail",
-                "claude",
-                f"{command[0]!r} does not run ({why}); install Claude Code "
-                "(npm install -g @anthropic-ai/claude-code) or set [executors.claude] command",
-            )
-        ]
-    found = [Finding("ok", "claude", said.splitlines()[0] if said else "runs")]
-    code, said = await run([*command, "auth", "status"], env, cwd)
+    here = await started(settings, agent_clis.CLAUDE, run, source, _last_line)
+    if isinstance(here, Finding):
+        return [here]
+    found = [Finding("ok", "claude", here.version.splitlines()[0] if here.version else "runs")]
+    _, said = await run([*here.command, "auth", "status"], here.env, here.cwd)
     try:
         status = json.loads(said)
     except ValueError:
@@ -82,7 +72,7 @@ async def claude_findings(settings: Settings, run: Run, source: Mapping[str, str
             )
         )
     found += _claude_settings(settings)
-    unpassed = _unpassed_secrets(env, origin)
+    unpassed = _unpassed_secrets(here.env, here.origin)
     if unpassed:
         found.append(
             Finding(

@@ -29,20 +29,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from dispatch.agents.claude.sandbox import sandbox_problem, sandbox_settings
 from dispatch.agents.claude.stream import ClaudeStream, classify
+from dispatch.agents.ending import AgentExecutor, Verdict
 from dispatch.agents.pricing import TokenUsage, api_cost_usd, model_price
-from dispatch.executors import DEFAULT_GRACE_S, RunContext
-from dispatch.executors.answer import detail_of, summary_of
-from dispatch.executors.child import ChildResult, StopRun, ended_early
+from dispatch.executors import RunContext
+from dispatch.executors.child import ChildResult, StopRun
 from dispatch.executors.transcript import run_agent_cli
 from dispatch.meter import priced_by
 from vigil import agent_clis
-from vigil.clock import SystemClock
-from vigil.config import AgentCliSettings, Settings
+from vigil.config import AgentCliSettings
 from vigil.models import Outcome, OutcomeKind, Task
 
 STREAM_FLAGS = ("--print", "--verbose", "--output-format", "stream-json")
@@ -105,20 +105,8 @@ def claude_argv(
     return argv + list(cli.extra_args)
 
 
-class ClaudeExecutor:
+class ClaudeExecutor(AgentExecutor):
     name = "claude"
-
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        grace_s: float = DEFAULT_GRACE_S,
-        now_ms: Callable[[], int] | None = None,
-    ) -> None:
-        self.settings = settings
-        self.grace_s = grace_s
-        # only to read "resets 4:50pm (Zone)": the next such moment after now
-        self.now_ms = now_ms or SystemClock().now_ms
 
     async def run(self, task: Task, ctx: RunContext) -> Outcome:
         model = ctx.model or self.settings.claude.model
@@ -137,7 +125,29 @@ class ClaudeExecutor:
             ctx = replace(ctx, env=dict([MCP_CONNECT_WAIT, *ctx.env.items()]))
         stream = ClaudeStream()
         result = await run_agent_cli(self.name, argv, ctx, self.grace_s, _watched(stream, ctx, cli_limit is not None))
-        return self._outcome(stream, result, ctx, model, cli_limit)
+        outcome = self.ended(result, ctx, stream.answer, partial(_verdict, stream, result, ctx, cli_limit))
+        usage = stream.usage_by_model()
+        total = sum(usage.values(), TokenUsage())
+        figure = TOTAL_COST if stream.result is not None else None
+        models = usage.keys() if usage else ctx.meter.usage_by_model().keys()
+        # without a result line (timed out, stalled, over budget) what was metered stands
+        return ctx.meter.charge(
+            replace(
+                outcome,
+                cost_usd=stream.cost_usd,
+                api_cost_usd=sum(api_cost_usd(self.settings.prices, name, tokens) for name, tokens in usage.items()),
+                tokens_in=total.input,
+                tokens_out=total.output,
+                cache_read_tokens=total.cache_read,
+                cache_write_tokens=total.cache_write,
+                model=stream.model or next(iter(usage), None) or model,
+                session_id=stream.session_id,
+                permission_denials=stream.permission_denials,
+                resume_refused=ctx.resume is not None and resume_refused(stream),
+                priced_by=priced_by(self.settings.prices, models, figure),
+                limits=tuple(stream.limit_reports),
+            )
+        )
 
     def _cli_limit(self, ctx: RunContext, model: str | None) -> float | None:
         """The run's limit for Claude Code to hold itself (``--max-budget-usd``):
@@ -147,62 +157,25 @@ class ClaudeExecutor:
             return None
         return ctx.meter.limit.usd
 
-    def _outcome(
-        self, stream: ClaudeStream, result: ChildResult, ctx: RunContext, model: str | None, cli_limit: float | None
-    ) -> Outcome:
-        """The run's outcome; ``cli_limit``: the run's limit Claude Code held itself
-        (its ``error_max_budget_usd`` at or past it is then ``over_budget``)."""
-        transcript_path = str(ctx.transcript_path)
-        answer = stream.answer
-        early = ended_early(result, ctx.timeout_s, transcript_path, ctx.stall_timeout_s)
-        if early is not None:
-            kind, error, retry_at, summary = early.kind, early.error, None, early.summary
-        elif result.stopped and ctx.meter.over:
-            kind, error, retry_at = OutcomeKind.OVER_BUDGET, ctx.meter.over_budget_error(), None
-            summary = summary_of(error)
-        elif result.stopped and stream.unmetered is not None and ctx.meter.limit is not None:
-            # the daily budget's cap meets every task alike: the loop waits for a person
-            kind = OutcomeKind.REFUSED if ctx.meter.limit.daily else OutcomeKind.FAILED
-            error, retry_at = stream.unmetered, None
-            summary = summary_of(error)
-        else:
-            verdict = classify(stream, result.exit_code, result.stderr, self.now_ms())
-            kind, error, retry_at = verdict.kind, verdict.error, verdict.retry_at
-            summary = summary_of(answer if kind is OutcomeKind.SUCCESS else (error or answer))
-        usage = stream.usage_by_model()
-        total = sum(usage.values(), TokenUsage())
-        limit = ctx.meter.limit
-        if kind is OutcomeKind.BUDGET and cli_limit is not None and limit is not None and stream.cost_usd >= cli_limit:
-            spent = f"${stream.cost_usd:.4f} by {TOTAL_COST}"
-            error = f"over budget: Claude Code stopped the run at {spent}, past {limit.why}"
-            kind = OutcomeKind.OVER_BUDGET
-            summary = summary_of(error)
-        figure = TOTAL_COST if stream.result is not None else None
-        models = usage.keys() if usage else ctx.meter.usage_by_model().keys()
-        # without a result line (timed out, stalled, over budget) what was metered stands
-        return ctx.meter.charge(
-            Outcome(
-                kind=kind,
-                summary=summary,
-                detail=detail_of(answer),
-                error=error,
-                exit_code=result.exit_code,
-                cost_usd=stream.cost_usd,
-                api_cost_usd=sum(api_cost_usd(self.settings.prices, name, tokens) for name, tokens in usage.items()),
-                tokens_in=total.input,
-                tokens_out=total.output,
-                cache_read_tokens=total.cache_read,
-                cache_write_tokens=total.cache_write,
-                model=stream.model or next(iter(usage), None) or model,
-                session_id=stream.session_id,
-                transcript_path=transcript_path,
-                retry_at=retry_at,
-                permission_denials=stream.permission_denials,
-                resume_refused=ctx.resume is not None and resume_refused(stream),
-                priced_by=priced_by(self.settings.prices, models, figure),
-                limits=tuple(stream.limit_reports),
-            )
-        )
+
+def _verdict(
+    stream: ClaudeStream, result: ChildResult, ctx: RunContext, cli_limit: float | None, now_ms: int
+) -> Verdict:
+    """How a run that ended of itself ended: by its stream (``classify``), but a
+    run stopped at its start because its model cannot be metered is refused
+    (under the daily budget) or failed, and one Claude Code stopped at the limit it
+    held itself (``cli_limit``: its ``error_max_budget_usd`` at or past it) is
+    ``over_budget``."""
+    limit = ctx.meter.limit
+    if result.stopped and stream.unmetered is not None and limit is not None:
+        # the daily budget's cap meets every task alike: the loop waits for a person
+        return Verdict(OutcomeKind.REFUSED if limit.daily else OutcomeKind.FAILED, stream.unmetered)
+    found = classify(stream, result.exit_code, result.stderr, now_ms)
+    if found.kind is not OutcomeKind.BUDGET or cli_limit is None or limit is None or stream.cost_usd < cli_limit:
+        return found
+    spent = f"${stream.cost_usd:.4f} by {TOTAL_COST}"
+    error = f"over budget: Claude Code stopped the run at {spent}, past {limit.why}"
+    return Verdict(OutcomeKind.OVER_BUDGET, error, found.retry_at)
 
 
 def resume_refused(stream: ClaudeStream) -> bool:

@@ -8,7 +8,6 @@ says the account's limit state.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Mapping
@@ -16,7 +15,7 @@ from typing import Any
 
 from dispatch.agents.claude.stream import ClaudeStream
 from dispatch.agents.claude.stream import classify as classify_claude
-from dispatch.agents.probe import Seen, Target, problem, retried, run_probe, verdict
+from dispatch.agents.probe import Seen, Target, asked, verdict
 from dispatch.executors.child import StopRun
 from vigil.clock import iso_utc
 from vigil.config import Settings
@@ -36,29 +35,18 @@ async def probe(settings: Settings, target: Target) -> Finding:
     argv += list(cli.extra_args)
     stream, seen = ClaudeStream(), Seen()
 
-    def feed(raw: bytes) -> None:
-        stream.feed(raw)
-        try:
-            line = json.loads(raw)
-        except ValueError:
-            return
-        if not isinstance(line, dict):
-            return
-        if line.get("type") == "rate_limit_event" and isinstance(line.get("rate_limit_info"), dict):
-            seen.limit = line["rate_limit_info"]
+    def watch(line: dict[str, Any]) -> None:
+        info = line.get("rate_limit_info")
+        if line.get("type") == "rate_limit_event" and isinstance(info, dict):
+            seen.limit = limit_text(info) if info else None
         if line.get("type") == "system" and line.get("subtype") == "api_retry":
             status, error = line.get("error_status"), line.get("error") or "?"
             seen.retry = f"HTTP {status} {error}" if status is not None else f"no HTTP answer: {error}"
             raise StopRun
 
-    result = await run_probe(argv, target.env, feed)
-    failed = problem(result)
-    if failed is not None:
-        return failed
-    limit = limit_text(seen.limit)
-    if seen.retry is not None:
-        found = retried(f"the first request failed ({seen.retry})")
-        return Finding(found.level, found.what, f"{found.detail}; {limit}") if seen.limit else found
+    result = await asked(argv, target.env, stream.feed, watch, seen)
+    if isinstance(result, Finding):
+        return result
     outcome = classify_claude(stream, result.exit_code, result.stderr, int(time.time() * 1000))
     result_line = stream.result or {}
     cost = result_line.get("total_cost_usd")
@@ -66,8 +54,8 @@ async def probe(settings: Settings, target: Target) -> Finding:
     tokens = sum(u.input + u.output + u.cache_read + u.cache_write for u in usage.values())
     spent = f"${cost:.4f}" if isinstance(cost, int | float) else "cost not reported"
     model = re.sub(r"\[\w+\]$", "", next(iter(usage), None) or stream.model or "?")  # a "[1m]" tag is no name
-    answered = f"(model {model}, {tokens} tokens, {spent}); {limit}"
-    return verdict(outcome.kind, outcome.error, outcome.retry_at, answered, limit if seen.limit else "")
+    answered = f"(model {model}, {tokens} tokens, {spent}); {seen.limit or limit_text(None)}"
+    return verdict(outcome.kind, outcome.error, outcome.retry_at, answered, seen.limit or "")
 
 
 def limit_text(info: Mapping[str, Any] | None) -> str:

@@ -38,6 +38,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatch.agents.ending import Verdict
 from dispatch.agents.pricing import TokenUsage
 from dispatch.executors.answer import error_line
 from dispatch.executors.refusals import (
@@ -299,13 +300,6 @@ def _tokens(usage: dict[str, Any]) -> TokenUsage:
         cache_read=_int(usage.get("cache_read_input_tokens")),
         cache_write=_int(usage.get("cache_creation_input_tokens")),
     )
-
-
-@dataclass(frozen=True)
-class Verdict:
-    kind: OutcomeKind
-    error: str | None = None
-    retry_at: int | None = None  # epoch ms, for USAGE_LIMITED; None = use the fallback
 
 
 def _errors_text(result: dict[str, Any]) -> str:

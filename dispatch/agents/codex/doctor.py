@@ -17,13 +17,12 @@ The sandbox and the workspace are reported by ``dispatch.agents.doctor``.
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-from dispatch.agents.cli import Run
-from dispatch.environment import base_env
+from dispatch.agents.cli import Run, started
+from vigil import agent_clis
 from vigil.config import Settings
 from vigil.doctor import Finding
 
@@ -58,24 +57,11 @@ async def codex_findings(settings: Settings, run: Run, source: Mapping[str, str]
     CLI call (exit code, None when it could not start or timed out, and output);
     ``source`` is the environment the loop would start from (default: this
     process's)."""
-    origin = os.environ if source is None else source
-    agent = base_env(settings, source=origin, executor="codex")
-    cwd = settings.dispatch.workdir or settings.home
-    if not cwd.is_dir():
-        return [Finding("fail", "workdir", f"{cwd} does not exist: create it or change [dispatch] workdir")]
-    argv = list(settings.codex.command)
-    code, output = await run([*argv, "--version"], agent, cwd)
-    if code != 0:
-        why = _said(output) or f"exit code {code}"
-        return [
-            Finding(
-                "fail",
-                "codex",
-                f"{argv[0]!r} does not run ({why}); install Codex (npm install -g @openai/codex) "
-                "or set [executors.codex] command",
-            )
-        ]
-    found = [Finding("ok", "codex", _said(output))]
+    here = await started(settings, agent_clis.CODEX, run, source, _said)
+    if isinstance(here, Finding):
+        return [here]
+    origin, agent, cwd, argv = here.origin, here.env, here.cwd, here.command
+    found = [Finding("ok", "codex", _said(here.version))]
 
     provider, env_key = _provider(agent)
     for name in (*KEY_NAMES, *([env_key] if env_key else [])):

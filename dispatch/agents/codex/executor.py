@@ -52,19 +52,20 @@ import os
 import tempfile
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from dispatch.agents.codex.rollout import rollout_limits, rollout_path, rollout_refusals, rollout_sandbox_failures
 from dispatch.agents.codex.stream import CodexStream, classify
 from dispatch.agents.codex.usage import SessionUsage, less, thread_usage
+from dispatch.agents.ending import AgentExecutor, Verdict
 from dispatch.agents.pricing import TokenUsage, api_cost_usd
-from dispatch.executors import DEFAULT_GRACE_S, RunContext
-from dispatch.executors.answer import detail_of, summary_of
-from dispatch.executors.child import ChildResult, StopRun, ended_early
+from dispatch.executors import RunContext
+from dispatch.executors.child import ChildResult, StopRun
 from dispatch.executors.refusals import sandbox_failed_error
 from dispatch.executors.transcript import run_agent_cli
 from dispatch.meter import priced_by
-from vigil.clock import SystemClock
 from vigil.config import STORE_URL_ENV, AgentCliSettings, Settings
 from vigil.limit_kinds import LimitReport
 from vigil.models import Outcome, OutcomeKind, Task
@@ -248,20 +249,8 @@ def _tokens_in(usage: TokenUsage) -> int:
     return usage.input + usage.output + usage.cache_read + usage.cache_write
 
 
-class CodexExecutor:
+class CodexExecutor(AgentExecutor):
     name = "codex"
-
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        grace_s: float = DEFAULT_GRACE_S,
-        now_ms: Callable[[], int] | None = None,
-    ) -> None:
-        self.settings = settings
-        self.grace_s = grace_s
-        # only to read a reset time given as a clock time: the next such moment after now
-        self.now_ms = now_ms or SystemClock().now_ms
 
     async def run(self, task: Task, ctx: RunContext) -> Outcome:
         model = ctx.model or self.settings.codex.model
@@ -284,31 +273,13 @@ class CodexExecutor:
             if stream.retries:
                 ctx.on_progress(None)  # the run is over: no retry is going on any more
 
-        transcript_path = str(ctx.transcript_path)
-        early = ended_early(result, ctx.timeout_s, transcript_path, ctx.stall_timeout_s)
-        retry_at = None
-        if early is not None:
-            kind, error, summary = early.kind, early.error, early.summary
-        elif result.stopped and ctx.meter.over:
-            kind, error = OutcomeKind.OVER_BUDGET, ctx.meter.over_budget_error()
-            summary = summary_of(error)
-        else:
-            verdict = classify(stream, result.exit_code, result.stderr, self.now_ms())
-            kind, error, retry_at = verdict.kind, verdict.error, verdict.retry_at
-            failures = sandbox_failures_of(stream, ctx.env) if kind is OutcomeKind.SUCCESS else []
-            if failures:  # the agent may say it is done: its commands never ran
-                kind, error = OutcomeKind.SANDBOX_FAILED, sandbox_failed_error(failures)
-            summary = summary_of(stream.answer if kind is OutcomeKind.SUCCESS else (error or stream.answer))
+        outcome = self.ended(result, ctx, stream.answer, partial(_verdict, stream, result, ctx.env))
         usage = less(stream.usage, before)
         cost = api_cost_usd(self.settings.prices, model, usage)
         # a run cut short (timed out, stalled, over budget) keeps what was metered
         return ctx.meter.charge(
-            Outcome(
-                kind=kind,
-                summary=summary,
-                detail=detail_of(stream.answer),
-                error=error,
-                exit_code=result.exit_code,
+            replace(
+                outcome,
                 cost_usd=cost,
                 api_cost_usd=cost,
                 tokens_in=usage.input,
@@ -317,8 +288,6 @@ class CodexExecutor:
                 cache_write_tokens=usage.cache_write,
                 model=model,
                 session_id=stream.thread_id,
-                transcript_path=transcript_path,
-                retry_at=retry_at,
                 permission_denials=refusals_of(stream, result, ctx.env),
                 # "thread/resume failed: no rollout found for thread id …" (0.171.0), exit 1, no event
                 resume_refused=ctx.resume is not None and stream.events == 0 and result.exit_code != 0,
@@ -326,3 +295,13 @@ class CodexExecutor:
                 limits=limits_of(stream, ctx.env),
             )
         )
+
+
+def _verdict(stream: CodexStream, result: ChildResult, env: Mapping[str, str], now_ms: int) -> Verdict:
+    """How a run that ended of itself ended: by its stream (``classify``), but a
+    run in which Codex's sandbox could not start a command is ``sandbox_failed``."""
+    found = classify(stream, result.exit_code, result.stderr, now_ms)
+    failures = sandbox_failures_of(stream, env) if found.kind is OutcomeKind.SUCCESS else []
+    if failures:  # the agent may say it is done: its commands never ran
+        return Verdict(OutcomeKind.SANDBOX_FAILED, sandbox_failed_error(failures), found.retry_at)
+    return found

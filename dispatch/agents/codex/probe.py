@@ -9,10 +9,10 @@ Codex's history.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from dispatch.agents.codex.executor import configured_model
 from dispatch.agents.codex.rollout import rollout_path
@@ -20,7 +20,7 @@ from dispatch.agents.codex.stream import CodexStream, retry_note
 from dispatch.agents.codex.stream import classify as classify_codex
 from dispatch.agents.codex.usage import last_rate_limits
 from dispatch.agents.pricing import api_cost_usd
-from dispatch.agents.probe import Seen, Target, problem, retried, run_probe, verdict
+from dispatch.agents.probe import Seen, Target, asked, verdict
 from dispatch.executors.child import StopRun
 from vigil.clock import iso_utc
 from vigil.config import Settings
@@ -47,22 +47,14 @@ async def probe(settings: Settings, target: Target) -> Finding:
     argv += [*cli.extra_args, "-"]
     stream, seen = CodexStream(), Seen()
 
-    def feed(raw: bytes) -> None:
-        stream.feed(raw)
-        try:
-            line = json.loads(raw)
-        except ValueError:
-            return
-        if isinstance(line, dict) and line.get("type") == "error" and retry_note(str(line.get("message"))):
-            seen.retry = str(line.get("message"))
+    def watch(line: dict[str, Any]) -> None:
+        if line.get("type") == "error" and retry_note(str(line.get("message"))):
+            seen.retry = _unwrapped(str(line.get("message")))
             raise StopRun
 
-    result = await run_probe(argv, target.env, feed)
-    failed = problem(result)
-    if failed is not None:
-        return failed
-    if seen.retry is not None:
-        return retried(f"the first request failed ({_unwrapped(seen.retry)})")
+    result = await asked(argv, target.env, stream.feed, watch, seen)
+    if isinstance(result, Finding):
+        return result
     outcome = classify_codex(stream, result.exit_code, result.stderr, int(time.time() * 1000))
     model = cli.model or configured_model(target.env)
     usage = stream.usage

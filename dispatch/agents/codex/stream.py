@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatch.agents.codex.usage import codex_tokens
+from dispatch.agents.ending import Verdict
 from dispatch.agents.pricing import TokenUsage
 from dispatch.executors.refusals import channel_refusal, denial_line
 from dispatch.executors.resets import reset_ms
@@ -191,13 +192,6 @@ def _mcp_text(item: dict[str, Any]) -> str:
     result = item.get("result")
     content = result.get("content") if isinstance(result, dict) else None
     return "\n".join(str(c.get("text")) for c in content or () if isinstance(c, dict))
-
-
-@dataclass(frozen=True)
-class Verdict:
-    kind: OutcomeKind
-    error: str | None = None
-    retry_at: int | None = None  # epoch ms of a usage limit's reset; None: not named
 
 
 def api_error_text(message: str) -> str:
