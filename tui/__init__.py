@@ -10,6 +10,7 @@ cat``) it refuses with one line (``InputError``: exit 2).
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from dataclasses import replace
 
@@ -62,7 +63,14 @@ def run_tui(
         loop.start()
     actor = "human" if session is None else f"human (browser session {session})"
     app = VigilApp(
-        settings, opener=opener, clock=SystemClock(), readonly=readonly, loop=loop, actor=actor, open_task_id=task_id
+        settings,
+        opener=opener,
+        clock=SystemClock(),
+        readonly=readonly,
+        loop=loop,
+        actor=actor,
+        open_task_id=task_id,
+        server_pid=None if session is None else os.getppid(),
     )
     try:
         app.run()

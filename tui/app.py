@@ -13,6 +13,7 @@ the database (locked, missing, replaced) show in a banner until they clear.
 from __future__ import annotations
 
 import logging
+import os
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
@@ -50,6 +51,7 @@ from vigil.store import Store
 
 PROBE_INTERVAL_S = 0.3
 LOOP_STOP_MARGIN_S = 10.0  # beyond the loop's own shutdown grace before it is killed
+SERVER_CHECK_S = 2.0  # how often a browser session looks whether its server is still there
 
 
 class VigilApp(App[str]):
@@ -86,11 +88,15 @@ class VigilApp(App[str]):
         probe_interval_s: float = PROBE_INTERVAL_S,
         actor: str = "human",
         open_task_id: int | None = None,
+        server_pid: int | None = None,
     ) -> None:
         """``opener`` opens the store; the app calls it inside its own event loop
         (on mount, and again when the database file was replaced). ``actor``: who
         its writes are audited as; ``open_task_id``: a task to show first (a link
-        from a notification)."""
+        from a notification). ``server_pid``: this app is a browser session of that
+        ``vigil tui --serve`` process and exits once it is gone (killed, crashed):
+        textual's web driver keeps an app whose server died running, its input at
+        end of file, holding the database for no one."""
         super().__init__()
         self.settings = settings
         self.opener = opener
@@ -100,13 +106,21 @@ class VigilApp(App[str]):
         self.probe_interval_s = probe_interval_s
         self.actor = actor
         self.open_task_id = open_task_id
+        self.server_pid = server_pid
         self.ctx: Context
         self.watcher: DatabaseWatcher
         self.lanes: LanesWatch
         self._probing = False
         self.notices: deque[str] = deque(maxlen=200)  # every notification shown, newest last
 
+    def _exit_without_server(self) -> None:
+        if os.getppid() != self.server_pid:  # the server died: this process was handed to init
+            log.info("browser session: its server (pid %d) is gone; exiting", self.server_pid)
+            self.exit()
+
     async def on_mount(self) -> None:
+        if self.server_pid is not None:
+            self.set_interval(SERVER_CHECK_S, self._exit_without_server)
         store = await self.opener()
         times = Times(self.settings.tui.timezone)
         self.ctx = Context(

@@ -14,7 +14,8 @@ Each session's process is ``vigil --home H tui --browser-session ID`` (``--reado
 passed through; ``--task N`` for a link to a task): the dashboard a terminal gets,
 auditing its writes as ``human (browser session ID)``. The server logs each
 session's start and end, and on SIGTERM or SIGINT ends every session's process
-(asked to quit, then killed after ``STOP_GRACE_S``) before it exits.
+(asked to quit, then killed after ``STOP_GRACE_S``) before it exits; a session
+whose server was killed outright exits by itself (``VigilApp``'s ``server_pid``).
 
 textual-serve 1.1 is pinned below 1.2: ``DashboardServer`` replaces its routes and
 its websocket handler, and ``SessionService`` its way of starting the process (an

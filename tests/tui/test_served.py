@@ -248,6 +248,23 @@ def test_sigterm_or_sigint_with_two_tabs_open_ends_every_process(
     context.close()
 
 
+def test_a_session_whose_server_was_killed_ends_by_itself(home: Path, served: Served, browser: Browser) -> None:
+    # SIGKILL (an out-of-memory kill, a crash) leaves the server no time to end its
+    # sessions; textual's web driver alone would keep each tab's app running for good
+    prepare(home)
+    token = make_token(home)
+    page = browser.new_page(viewport={"width": 1000, "height": 700})
+    screen = Screen(page)
+    screen.attach()
+    page.goto(f"{served.url}/?token={token}")
+    screen.wait_for("Write the weekly report")
+    until(lambda: len(served.app_pids()) == 1, "the session's app")
+    (pid,) = served.app_pids()
+    served.stop(signal.SIGKILL)
+    until(lambda: not alive(pid), "the orphaned session's app to exit")
+    page.close()
+
+
 def test_the_first_serve_makes_the_token_and_logs_its_link_once_and_readonly_reaches_every_session(
     home: Path, browser: Browser
 ) -> None:
